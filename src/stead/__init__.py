@@ -1,0 +1,1 @@
+"""stead: durable LLM agent runs."""

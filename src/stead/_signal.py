@@ -1,0 +1,68 @@
+"""AbortSignal: one cancellation flag threaded through model streams and tool contexts.
+
+It works from both worlds a tool may live in: async code awaits ``wait()``; sync code running
+in a thread polls ``aborted`` or blocks on ``wait_sync(timeout)``. Callbacks let an HTTP stream
+or a subprocess group be closed the moment the run is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+
+class AbortSignal:
+    """Set once, never cleared. Thread-safe."""
+
+    __slots__ = ("_callbacks", "_event", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._reason = ""
+        self._callbacks: list[Callable[[str], object]] = []
+
+    @property
+    def aborted(self) -> bool:
+        """True once ``abort`` was called."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str:
+        """Why it was aborted ('' while not)."""
+        return self._reason
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Set the signal and run the callbacks (once; later calls are no-ops)."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb(reason)
+
+    def add_callback(self, cb: Callable[[str], object]) -> None:
+        """Call ``cb(reason)`` on abort (at once if already aborted)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(cb)
+                return
+        cb(self._reason)
+
+    def wait_sync(self, timeout: float | None = None) -> bool:
+        """Block a thread until aborted or ``timeout``; True if aborted."""
+        return self._event.wait(timeout)
+
+    async def wait(self) -> str:
+        """Wait (async) until aborted; returns the reason."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[str] = loop.create_future()
+
+        def wake(reason: str) -> None:
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(reason))
+
+        self.add_callback(wake)
+        return await fut

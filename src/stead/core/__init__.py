@@ -1,0 +1,25 @@
+"""The pure core: states, events, fold, decide, effects, failures, canonical JSON.
+
+Nothing here does I/O, reads a clock or draws a random number; time, ids and randomness are
+passed in. That is what lets every decision be unit- and property-tested without a database.
+"""
+
+from stead.core.canonical import canonical_json, digest, idempotency_key
+from stead.core.events import Event, decode, encode
+from stead.core.fold import RunState, apply, fold
+from stead.core.states import TRANSITIONS, RunStatus, check_transition
+
+__all__ = [
+    "TRANSITIONS",
+    "Event",
+    "RunState",
+    "RunStatus",
+    "apply",
+    "canonical_json",
+    "check_transition",
+    "decode",
+    "digest",
+    "encode",
+    "fold",
+    "idempotency_key",
+]

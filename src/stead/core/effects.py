@@ -1,0 +1,249 @@
+"""Effects as data: the assignment that describes one effect, and how it settled.
+
+An ``Assignment`` is immutable and process-independent: everything an executor in another
+process (or on another machine) needs to perform the effect, keyed by (session, run, effect
+id). On the wire it is JSON with ``kind`` = ``model`` | ``tool`` and exactly the matching body;
+``assignment_from_json`` refuses a mismatch rather than guessing.
+
+An ``Outcome`` is how the effect settled. ``tool_unknown`` means it may or may not have
+happened and is never re-run automatically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, assert_never
+
+from stead.core.canonical import JSON
+from stead.core.events import EFFECT_CLASSES, EffectClass
+from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
+
+ReplayPolicy = Literal["rerun", "rerun_with_key", "reconcile_or_ask"]
+"""How a call in flight at a crash is recovered; follows from the effect class."""
+
+REPLAY_POLICY: dict[EffectClass, ReplayPolicy] = {
+    "read_only": "rerun",
+    "idempotent_write": "rerun_with_key",
+    "non_idempotent": "reconcile_or_ask",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignmentKey:
+    """Identity of one effect across processes."""
+
+    session_id: str
+    """The run's session."""
+    run_id: str
+    """The run."""
+    effect_id: str
+    """Deterministic digest of (run, step, call, attempt)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelBody:
+    """A model call."""
+
+    model: str
+    """Model name."""
+    request: dict[str, Any]
+    """The provider-neutral request (system, messages, tools)."""
+    request_digest: str
+    """sha256 of the canonical request."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolBody:
+    """A tool call."""
+
+    tool_name: str
+    """Registered tool name."""
+    definition_digest: str
+    """Digest of the tool's schema, so an executor can refuse a changed definition."""
+    arguments: str
+    """Canonical JSON arguments."""
+    effect_class: EffectClass
+    """Side-effect class."""
+    replay_policy: ReplayPolicy
+    """Recovery policy for this call."""
+    tool_call_id: str
+    """The model's call id."""
+    turn_index: int
+    """Its turn."""
+    idempotency_key: str
+    """sha256(run_id + tool_call_id)."""
+    attempt: int
+    """Attempt number."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assignment:
+    """One effect to perform: a key and exactly one body of the matching kind."""
+
+    key: AssignmentKey
+    """Identity."""
+    body: ModelBody | ToolBody
+    """What to do."""
+
+    @property
+    def kind(self) -> Literal["model", "tool"]:
+        """``model`` or ``tool``, from the body."""
+        return "model" if isinstance(self.body, ModelBody) else "tool"
+
+
+def assignment_to_json(a: Assignment) -> dict[str, JSON]:
+    """Encode for the wire."""
+    key = {"session_id": a.key.session_id, "run_id": a.key.run_id, "effect_id": a.key.effect_id}
+    body = a.body
+    if isinstance(body, ModelBody):
+        return {"kind": "model", "key": key, "model": {
+            "model": body.model, "request": body.request, "request_digest": body.request_digest,
+        }}
+    return {"kind": "tool", "key": key, "tool": {
+        "tool_name": body.tool_name, "definition_digest": body.definition_digest,
+        "arguments": body.arguments, "effect_class": body.effect_class,
+        "replay_policy": body.replay_policy, "tool_call_id": body.tool_call_id,
+        "turn_index": body.turn_index, "idempotency_key": body.idempotency_key,
+        "attempt": body.attempt,
+    }}
+
+
+def assignment_from_json(data: dict[str, Any]) -> Assignment:
+    """Decode; ``ValueError`` when ``kind`` and body disagree or a field is wrong."""
+    kind = data.get("kind")
+    bodies = {k for k in ("model", "tool") if k in data}
+    if kind not in ("model", "tool") or bodies != {kind}:
+        raise ValueError(f"assignment kind {kind!r} does not match its body {sorted(bodies)}")
+    k = data["key"]
+    key = AssignmentKey(
+        session_id=str(k["session_id"]), run_id=str(k["run_id"]), effect_id=str(k["effect_id"])
+    )
+    b = data[kind]
+    if kind == "model":
+        return Assignment(key=key, body=ModelBody(
+            model=str(b["model"]), request=dict(b["request"]),
+            request_digest=str(b["request_digest"]),
+        ))
+    if b["effect_class"] not in EFFECT_CLASSES:
+        raise ValueError(f"unknown effect class {b['effect_class']!r}")
+    if b["replay_policy"] != REPLAY_POLICY[b["effect_class"]]:
+        raise ValueError("replay policy does not match the effect class")
+    return Assignment(key=key, body=ToolBody(
+        tool_name=str(b["tool_name"]), definition_digest=str(b["definition_digest"]),
+        arguments=str(b["arguments"]), effect_class=b["effect_class"],
+        replay_policy=b["replay_policy"], tool_call_id=str(b["tool_call_id"]),
+        turn_index=int(b["turn_index"]), idempotency_key=str(b["idempotency_key"]),
+        attempt=int(b["attempt"]),
+    ))
+
+
+# -- outcomes --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSucceeded:
+    """The model replied."""
+
+    kind: Literal["model_succeeded"] = "model_succeeded"
+    """Tag."""
+    response: Any
+    """The provider-neutral response (a ModelResponse)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFailed:
+    """The model call failed with a stable code."""
+
+    kind: Literal["model_failed"] = "model_failed"
+    """Tag."""
+    code: str
+    """One of the model failure codes."""
+    message: str = ""
+    """Detail."""
+    retry_after: float | None = None
+    """Seconds the provider asked us to wait, if any."""
+
+    def __post_init__(self) -> None:
+        if self.code not in MODEL_FAILURE_CODES:
+            raise ValueError(f"unknown model failure code {self.code!r}")
+
+    @property
+    def retryable(self) -> bool:
+        """Derived from the code, never stored."""
+        return is_retryable(self.code)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSucceeded:
+    """The handler returned."""
+
+    kind: Literal["tool_succeeded"] = "tool_succeeded"
+    """Tag."""
+    content: str
+    """Serialized result the model reads."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailed:
+    """The handler raised or refused: a known failure, it did not (fully) happen."""
+
+    kind: Literal["tool_failed"] = "tool_failed"
+    """Tag."""
+    failure: str
+    """What went wrong, for the model."""
+    retry: bool = False
+    """Whether the tool says trying again could help (the model decides)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolUnknown:
+    """It may or may not have happened. Never re-run automatically."""
+
+    kind: Literal["tool_unknown"] = "tool_unknown"
+    """Tag."""
+    reason: str
+    """Why it is unknown."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cancelled:
+    """The effect was aborted before it settled."""
+
+    kind: Literal["cancelled"] = "cancelled"
+    """Tag."""
+    reason: str = ""
+    """Why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutorRecovery:
+    """The executor lost the effect (its process died) and hands recovery back to the run."""
+
+    kind: Literal["unknown"] = "unknown"
+    """Tag."""
+    reason: str = ""
+    """What the executor knows."""
+
+
+Outcome: TypeAlias = (
+    ModelSucceeded | ModelFailed | ToolSucceeded | ToolFailed | ToolUnknown | Cancelled
+    | ExecutorRecovery
+)
+
+
+def tool_result_of(outcome: Outcome) -> tuple[str, bool] | None:
+    """(content, is_error) to record for a tool outcome, or None when nothing may be recorded
+    (unknown outcomes are settled by reconcile or a person, never by guessing)."""
+    match outcome:
+        case ToolSucceeded():
+            return outcome.content, False
+        case ToolFailed():
+            return outcome.failure, True
+        case Cancelled():
+            return f"cancelled: {outcome.reason}", True
+        case ToolUnknown() | ExecutorRecovery():
+            return None
+        case ModelSucceeded() | ModelFailed():
+            raise ValueError("a model outcome is not a tool result")
+        case _:
+            assert_never(outcome)

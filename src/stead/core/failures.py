@@ -1,0 +1,55 @@
+"""Stable failure codes and the one function that says whether a code is worth retrying.
+
+Retryability is a property of the code, never stored beside it: a record that said
+``retryable: true`` could disagree with the code after an upgrade; a function cannot.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+ModelFailureCode = Literal[
+    "rate_limited",
+    "authentication_failed",
+    "billing",
+    "provider_unavailable",
+    "bad_request",
+    "context_length_exceeded",
+    "connection_failed",
+    "deadline_exceeded",
+    "malformed_result",
+    "executor_error",
+]
+
+RunFailureCode = Literal[
+    ModelFailureCode,
+    "budget_exceeded",
+    "max_turns",
+    "tool_error",
+    "unknown_agent",
+    "internal_error",
+]
+
+MODEL_FAILURE_CODES: Final = frozenset(get_args(ModelFailureCode))
+
+RETRYABLE: Final = frozenset({"rate_limited", "provider_unavailable", "connection_failed"})
+
+
+def is_retryable(code: str) -> bool:
+    """Whether a failure with this code may be retried automatically (with backoff)."""
+    return code in RETRYABLE
+
+
+def code_for_status(status: int) -> ModelFailureCode:
+    """Map an HTTP status from a model provider to its stable code."""
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403):
+        return "authentication_failed"
+    if status == 402:
+        return "billing"
+    if status >= 500 or status == 529:
+        return "provider_unavailable"
+    if status == 408:
+        return "deadline_exceeded"
+    return "bad_request"

@@ -1,0 +1,493 @@
+"""Fold a run's events into its current state.
+
+``fold(events)`` is the only way state is made: the runtime, the CLI and the tests all
+derive what a run is from its log, so they cannot disagree. ``apply`` validates every event
+against the state machine and the run's structure (a result for a call nobody requested, a
+second result, a turn that starts with calls still open) and raises without changing the
+state, which is how a bad append is refused before it is written.
+
+``RunState`` is a mutable accumulator for speed (folding 10,000 events must not copy the
+conversation 10,000 times); treat a state you did not fold yourself as read-only and use
+``copy()`` before applying to it.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, assert_never
+
+from stead.core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageRecorded,
+    Decision,
+    EffectClass,
+    Event,
+    ModelCallFailed,
+    RunCancelled,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunRecovered,
+    RunRequeued,
+    RunStarted,
+    RunTimedOut,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolOutcomeUnknown,
+    ToolReconciled,
+    ToolResultRecorded,
+    TurnResumed,
+    TurnStarted,
+    decode,
+    encode,
+)
+from stead.core.messages import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    message_from_json,
+    message_to_json,
+)
+from stead.core.states import RunStatus, check_transition
+from stead.errors import Conflict, IllegalTransition
+
+STATE_VERSION: Final = 1
+"""Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
+log is folded from the start instead."""
+
+
+@dataclass(slots=True, kw_only=True)
+class CallState:
+    """Everything known about one tool call of the current turn."""
+
+    turn_index: int
+    """Its turn."""
+    tool_call_id: str
+    """The model's id."""
+    name: str
+    """Tool name."""
+    arguments: str
+    """Canonical JSON of the arguments (or raw text when rejected)."""
+    effect_class: EffectClass | None
+    """Side-effect class; None for unknown tools."""
+    idempotency_key: str
+    """sha256(run_id + tool_call_id)."""
+    rejection: str | None = None
+    """Why it may not run, if so."""
+    attempts: int = 0
+    """How many times a handler was recorded as started."""
+    result: ToolResultRecorded | None = None
+    """Its one result, once recorded."""
+    unknown: bool = False
+    """Its outcome was declared unknown after a crash."""
+    verdict: str | None = None
+    """Latest reconcile verdict since the last start."""
+    decision: Decision | None = None
+    """Latest human decision since the last start."""
+    edited_arguments: str | None = None
+    """Arguments a person approved instead of the model's."""
+
+    @property
+    def pending(self) -> bool:
+        """No result yet."""
+        return self.result is None
+
+    @property
+    def in_flight(self) -> bool:
+        """Started at least once and never settled: it may or may not have happened."""
+        return self.result is None and self.attempts > 0
+
+    def effective_arguments(self) -> str:
+        """The arguments a run of this call uses: edited by a person, or the model's."""
+        return self.edited_arguments if self.edited_arguments is not None else self.arguments
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """The folded state of one run."""
+
+    run_id: str = ""
+    """Run id."""
+    agent: str = ""
+    """Agent name."""
+    input: str = ""
+    """First user input."""
+    session_id: str = ""
+    """Session grouping."""
+    correlation_id: str = ""
+    """Caller's correlation id."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Per-run settings."""
+    status: RunStatus | None = None
+    """None until run_created is applied."""
+    seq: int = 0
+    """Sequence number of the last applied event."""
+    messages: list[Message] = field(default_factory=list)
+    """The conversation in the order events recorded it."""
+    turn_index: int = -1
+    """Current turn (-1 before the first)."""
+    turn_has_reply: bool = False
+    """The current turn's assistant message is recorded."""
+    calls: dict[str, CallState] = field(default_factory=dict)
+    """Tool calls of the current turn, in the model's order."""
+    model_failures: int = 0
+    """Failed model attempts in the current turn."""
+    approvals: dict[str, ApprovalRequested] = field(default_factory=dict)
+    """Pending approvals by tool call id."""
+    usage: Usage = field(default_factory=Usage)
+    """Aggregated usage of the whole run."""
+    tool_calls_total: int = 0
+    """Tool calls requested over the whole run."""
+    output: str | None = None
+    """Final answer once completed."""
+    stop_reason: str | None = None
+    """Why it completed."""
+    error: dict[str, Any] | None = None
+    """code/phase/message of the last failure, cancellation or timeout."""
+    owner: str = ""
+    """Last recorded owner."""
+    epoch: int = 0
+    """Last recorded owner's epoch."""
+
+    def copy(self) -> RunState:
+        """A deep copy safe to apply events to."""
+        return _copy.deepcopy(self)
+
+    def pending_calls(self) -> list[CallState]:
+        """Calls of the current turn that have no result, in the model's order."""
+        return [c for c in self.calls.values() if c.result is None]
+
+    def last_assistant(self) -> AssistantMessage | None:
+        """The current turn's assistant message, if recorded."""
+        if not self.turn_has_reply:
+            return None
+        for m in reversed(self.messages):
+            if isinstance(m, AssistantMessage):
+                return m
+        return None  # pragma: no cover - turn_has_reply implies one exists
+
+    def conversation(self) -> list[Message]:
+        """Messages as a model must see them: each turn's results in the order of its calls.
+
+        Results are recorded in the order tools finish, which varies; the request sent to a
+        model must not, so its digest is stable across a crash and a resume.
+        """
+        out: list[Message] = []
+        order: dict[str, int] = {}
+        block: list[ToolResultMessage] = []
+
+        def flush() -> None:
+            block.sort(key=lambda r: order.get(r.tool_call_id, len(order)))
+            out.extend(block)
+            block.clear()
+
+        for m in self.messages:
+            if isinstance(m, ToolResultMessage):
+                block.append(m)
+                continue
+            flush()
+            if isinstance(m, AssistantMessage):
+                order = {c.id: i for i, c in enumerate(m.tool_calls)}
+            out.append(m)
+        flush()
+        return out
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole state as JSON, for a snapshot row."""
+        return {
+            "v": STATE_VERSION,
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "input": self.input,
+            "session_id": self.session_id,
+            "correlation_id": self.correlation_id,
+            "config": self.config,
+            "status": self.status.value if self.status else None,
+            "seq": self.seq,
+            "messages": [message_to_json(m) for m in self.messages],
+            "turn_index": self.turn_index,
+            "turn_has_reply": self.turn_has_reply,
+            "calls": [_call_to_json(c) for c in self.calls.values()],
+            "model_failures": self.model_failures,
+            "approvals": [encode(a)[2] for a in self.approvals.values()],
+            "usage": self.usage.to_json(),
+            "tool_calls_total": self.tool_calls_total,
+            "output": self.output,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "owner": self.owner,
+            "epoch": self.epoch,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        """Rebuild a snapshot; ``ValueError`` if it is from another state version."""
+        if data.get("v") != STATE_VERSION:
+            raise ValueError(f"snapshot version {data.get('v')} != {STATE_VERSION}")
+        calls = [_call_from_json(c) for c in data["calls"]]
+        approvals = [decode("approval_requested", 1, a) for a in data["approvals"]]
+        return cls(
+            run_id=data["run_id"],
+            agent=data["agent"],
+            input=data["input"],
+            session_id=data["session_id"],
+            correlation_id=data["correlation_id"],
+            config=data["config"],
+            status=RunStatus(data["status"]) if data["status"] else None,
+            seq=data["seq"],
+            messages=[message_from_json(m) for m in data["messages"]],
+            turn_index=data["turn_index"],
+            turn_has_reply=data["turn_has_reply"],
+            calls={c.tool_call_id: c for c in calls},
+            model_failures=data["model_failures"],
+            approvals={a.tool_call_id: a for a in approvals if isinstance(a, ApprovalRequested)},
+            usage=Usage.from_json(data["usage"]),
+            tool_calls_total=data["tool_calls_total"],
+            output=data["output"],
+            stop_reason=data["stop_reason"],
+            error=data["error"],
+            owner=data["owner"],
+            epoch=data["epoch"],
+        )
+
+
+def _call_to_json(c: CallState) -> dict[str, Any]:
+    return {
+        "turn_index": c.turn_index,
+        "tool_call_id": c.tool_call_id,
+        "name": c.name,
+        "arguments": c.arguments,
+        "effect_class": c.effect_class,
+        "idempotency_key": c.idempotency_key,
+        "rejection": c.rejection,
+        "attempts": c.attempts,
+        "result": encode(c.result)[2] if c.result else None,
+        "unknown": c.unknown,
+        "verdict": c.verdict,
+        "decision": c.decision,
+        "edited_arguments": c.edited_arguments,
+    }
+
+
+def _call_from_json(d: dict[str, Any]) -> CallState:
+    result = decode("tool_result_recorded", 1, d["result"]) if d["result"] else None
+    return CallState(
+        turn_index=d["turn_index"],
+        tool_call_id=d["tool_call_id"],
+        name=d["name"],
+        arguments=d["arguments"],
+        effect_class=d["effect_class"],
+        idempotency_key=d["idempotency_key"],
+        rejection=d["rejection"],
+        attempts=d["attempts"],
+        result=result if isinstance(result, ToolResultRecorded) else None,
+        unknown=d["unknown"],
+        verdict=d["verdict"],
+        decision=d["decision"],
+        edited_arguments=d["edited_arguments"],
+    )
+
+
+# -- applying events ---------------------------------------------------------------------
+
+
+def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
+    current = state.status.value if state.status else "nothing"
+    return IllegalTransition(current, current, event.kind, detail)
+
+
+def _move(state: RunState, target: RunStatus, event: Event) -> None:
+    if state.status is None:
+        raise _refuse(state, event, "the run has no run_created event")
+    check_transition(state.status, target, event.kind)
+    state.status = target
+
+
+def _call(state: RunState, event: Event, turn_index: int, call_id: str) -> CallState:
+    if turn_index != state.turn_index:
+        raise _refuse(state, event, f"turn {turn_index} is not the current turn {state.turn_index}")
+    call = state.calls.get(call_id)
+    if call is None:
+        raise _refuse(state, event, f"tool call {call_id!r} was never requested")
+    return call
+
+
+def apply(state: RunState, event: Event, seq: int | None = None) -> None:
+    """Apply one event in place, or raise (leaving ``state`` unchanged) if it is not legal.
+
+    Every check happens before the first mutation, so a refused event leaves no trace.
+    """
+    if state.status is None and not isinstance(event, RunCreated):
+        raise _refuse(state, event, "the first event of a run must be run_created")
+    match event:
+        case RunCreated():
+            if state.status is not None:
+                raise _refuse(state, event, "the run already exists")
+            state.run_id = event.run_id
+            state.agent = event.agent
+            state.input = event.input
+            state.session_id = event.session_id
+            state.correlation_id = event.correlation_id
+            state.config = dict(event.config or {})
+            state.status = RunStatus.QUEUED
+            state.messages.append(UserMessage(content=event.input))
+        case RunStarted():
+            _move(state, RunStatus.RUNNING, event)
+            state.owner, state.epoch = event.owner, event.epoch
+        case RunRecovered():
+            state.owner, state.epoch = event.owner, event.epoch
+        case TurnStarted():
+            if event.turn_index != state.turn_index + 1:
+                raise _refuse(
+                    state, event, f"turn {event.turn_index} after turn {state.turn_index}"
+                )
+            if state.turn_index >= 0 and not state.turn_has_reply:
+                raise _refuse(state, event, "the previous turn has no assistant message")
+            if state.pending_calls():
+                raise _refuse(state, event, "the current turn still has calls without results")
+            if state.approvals:
+                raise _refuse(state, event, "approvals are still pending")
+            _move(state, RunStatus.RUNNING, event)
+            state.turn_index = event.turn_index
+            state.turn_has_reply = False
+            state.calls = {}
+            state.model_failures = 0
+        case TurnResumed():
+            if event.turn_index != state.turn_index or not state.pending_calls():
+                raise _refuse(state, event, "no open turn with pending calls to resume")
+            _move(state, RunStatus.AWAITING_TOOL, event)
+        case ModelCallFailed():
+            if event.turn_index != state.turn_index or state.turn_has_reply:
+                raise _refuse(state, event, "no model call in progress for that turn")
+            state.model_failures += 1
+        case AssistantMessageRecorded():
+            if event.turn_index != state.turn_index or state.turn_has_reply:
+                raise _refuse(state, event, "this turn already has an assistant message")
+            if state.status is not RunStatus.RUNNING:
+                raise _refuse(state, event, "a model reply needs a running run")
+            ids = [c.id for c in event.message.tool_calls]
+            if len(set(ids)) != len(ids):
+                raise _refuse(state, event, "duplicate tool call ids in one reply")
+            state.turn_has_reply = True
+            state.messages.append(event.message)
+            state.usage = state.usage + event.usage
+        case ToolCallRequested():
+            if event.turn_index != state.turn_index or not state.turn_has_reply:
+                raise _refuse(state, event, "tool calls need this turn's assistant message first")
+            reply = state.last_assistant()
+            assert reply is not None
+            if event.tool_call_id not in {c.id for c in reply.tool_calls}:
+                raise _refuse(state, event, f"{event.tool_call_id!r} is not in the reply")
+            if event.tool_call_id in state.calls:
+                raise Conflict(f"tool call {event.tool_call_id!r} is already requested")
+            _move(state, RunStatus.AWAITING_TOOL, event)
+            state.calls[event.tool_call_id] = CallState(
+                turn_index=event.turn_index,
+                tool_call_id=event.tool_call_id,
+                name=event.name,
+                arguments=event.arguments,
+                effect_class=event.effect_class,
+                idempotency_key=event.idempotency_key,
+                rejection=event.rejection,
+            )
+            state.tool_calls_total += 1
+        case ToolCallStarted():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if call.result is not None or call.rejection is not None:
+                raise _refuse(state, event, "the call is settled or refused; it cannot start")
+            if event.attempt != call.attempts + 1:
+                raise _refuse(state, event, f"attempt {event.attempt} after {call.attempts}")
+            call.attempts = event.attempt
+            call.verdict = None
+            call.decision = None
+        case ToolResultRecorded():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if call.result is not None:
+                raise Conflict(
+                    f"a result for tool call {event.tool_call_id!r} in turn "
+                    f"{event.turn_index} is already recorded"
+                )
+            if event.tool_call_id in state.approvals and event.source != "cancelled":
+                raise _refuse(state, event, "the call waits on an approval decision")
+            state.approvals.pop(event.tool_call_id, None)
+            call.result = event
+            state.messages.append(
+                ToolResultMessage(
+                    tool_call_id=event.tool_call_id,
+                    name=event.name,
+                    content=event.content,
+                    is_error=event.is_error,
+                )
+            )
+        case ToolOutcomeUnknown():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if not call.in_flight:
+                raise _refuse(state, event, "only a started, unsettled call can be unknown")
+            call.unknown = True
+        case ToolReconciled():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if not call.in_flight:
+                raise _refuse(state, event, "only a started, unsettled call is reconciled")
+            call.verdict = event.verdict
+        case ApprovalRequested():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if call.result is not None or event.tool_call_id in state.approvals:
+                raise _refuse(state, event, "the call is settled or already waiting")
+            _move(state, RunStatus.AWAITING_APPROVAL, event)
+            state.approvals[event.tool_call_id] = event
+        case ApprovalDecided():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if event.tool_call_id not in state.approvals:
+                raise _refuse(state, event, "no approval is pending for that call")
+            rest = {k: v for k, v in state.approvals.items() if k != event.tool_call_id}
+            if not rest:
+                _move(state, RunStatus.AWAITING_TOOL, event)
+            state.approvals = rest
+            call.decision = event.decision
+            if event.arguments is not None:
+                call.edited_arguments = event.arguments
+        case RunCompleted():
+            if state.pending_calls():
+                raise _refuse(state, event, "calls without results remain")
+            _move(state, RunStatus.COMPLETED, event)
+            state.output = event.output
+            state.stop_reason = event.stop_reason
+        case RunFailed():
+            _move(state, RunStatus.FAILED, event)
+            state.error = {"code": event.code, "phase": event.phase, "message": event.message}
+        case RunCancelled():
+            if state.pending_calls():
+                raise _refuse(state, event, "every open call needs its cancelled result first")
+            _move(state, RunStatus.CANCELLED, event)
+            state.approvals = {}
+            state.error = {"code": "cancelled", "phase": "run", "message": event.reason}
+        case RunTimedOut():
+            _move(state, RunStatus.TIMED_OUT, event)
+            state.approvals = {}
+            state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
+        case RunRequeued():
+            _move(state, RunStatus.QUEUED, event)
+        case _:
+            assert_never(event)
+    if seq is not None:
+        state.seq = seq
+    else:
+        state.seq += 1
+
+
+def fold(events: Iterable[Event], start: RunState | None = None) -> RunState:
+    """Fold ``events`` on top of ``start`` (a snapshot) or from nothing.
+
+    Sequence numbers are counted from the start state's ``seq``.
+    """
+    state = start.copy() if start is not None else RunState()
+    for e in events:
+        apply(state, e)
+    return state

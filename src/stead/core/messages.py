@@ -1,0 +1,197 @@
+"""The conversation as stead records it, independent of any provider's wire format.
+
+Provider adapters map these to and from the Anthropic and OpenAI shapes; the run log stores
+them as plain JSON. Each message is stored once, in the event that introduced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from stead.core.canonical import JSON
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens a model call consumed, in the four kinds providers bill separately."""
+
+    input_tokens: int = 0
+    """Uncached prompt tokens."""
+    output_tokens: int = 0
+    """Generated tokens."""
+    cache_creation_input_tokens: int = 0
+    """Prompt tokens written to the provider's cache."""
+    cache_read_input_tokens: int = 0
+    """Prompt tokens served from the provider's cache."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """All tokens of every kind."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+    def to_json(self) -> dict[str, int]:
+        """Only the non-zero counts: most calls have no cache tokens, and logs stay small."""
+        full = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+        return {k: v for k, v in full.items() if v}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Usage:
+        return cls(
+            input_tokens=int(data.get("input_tokens", 0)),
+            output_tokens=int(data.get("output_tokens", 0)),
+            cache_creation_input_tokens=int(data.get("cache_creation_input_tokens", 0)),
+            cache_read_input_tokens=int(data.get("cache_read_input_tokens", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One tool call as the model asked for it."""
+
+    id: str
+    """The provider's tool call id (``toolu_...``, ``call_...``)."""
+    name: str
+    """The tool name the model used; may name no registered tool (a model mistake)."""
+    arguments: str
+    """The raw argument text the model produced; may not even be JSON (a model mistake)."""
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    """Input from the person or program that started the run."""
+
+    role: Literal["user"] = "user"
+    """Discriminator."""
+    content: str
+    """The text."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    """The model's final reply for one turn: text and the tool calls it asks for."""
+
+    role: Literal["assistant"] = "assistant"
+    """Discriminator."""
+    text: str = ""
+    """Visible text (may be empty when the reply is only tool calls)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls in the order the model gave them."""
+    stop_reason: str = "end_turn"
+    """Why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultMessage:
+    """The result of one tool call, exactly one per call in a valid history."""
+
+    role: Literal["tool"] = "tool"
+    """Discriminator."""
+    tool_call_id: str
+    """The call this answers."""
+    name: str
+    """The tool's name, repeated because some providers want it."""
+    content: str
+    """What the model reads."""
+    is_error: bool = False
+    """True when the call failed, was refused or was cancelled."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeMessage:
+    """A system notice injected into the conversation by the runtime (e.g. a final-turn notice)."""
+
+    role: Literal["notice"] = "notice"
+    """Discriminator."""
+    content: str
+    """The text the model sees as a system/user instruction."""
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | NoticeMessage
+
+
+def message_to_json(m: Message) -> dict[str, JSON]:
+    """Encode a message as plain JSON."""
+    match m:
+        case UserMessage():
+            return {"role": "user", "content": m.content}
+        case NoticeMessage():
+            return {"role": "notice", "content": m.content}
+        case AssistantMessage():
+            out: dict[str, JSON] = {"role": "assistant", "text": m.text}
+            if m.tool_calls:
+                out["tool_calls"] = [c.to_json() for c in m.tool_calls]
+            if m.stop_reason != "end_turn":
+                out["stop_reason"] = m.stop_reason
+            return out
+        case ToolResultMessage():
+            res: dict[str, JSON] = {
+                "role": "tool",
+                "tool_call_id": m.tool_call_id,
+                "name": m.name,
+                "content": m.content,
+            }
+            if m.is_error:
+                res["is_error"] = True
+            return res
+
+
+def message_from_json(data: dict[str, Any]) -> Message:
+    """Decode a message; raises ``KeyError``/``ValueError`` on a malformed one."""
+    role = data["role"]
+    if role == "user":
+        return UserMessage(content=str(data["content"]))
+    if role == "notice":
+        return NoticeMessage(content=str(data["content"]))
+    if role == "assistant":
+        return AssistantMessage(
+            text=str(data.get("text", "")),
+            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
+            stop_reason=str(data.get("stop_reason", "end_turn")),
+        )
+    if role == "tool":
+        return ToolResultMessage(
+            tool_call_id=str(data["tool_call_id"]),
+            name=str(data["name"]),
+            content=str(data["content"]),
+            is_error=bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown message role {role!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSchema:
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    name: str
+    """Tool name."""
+    description: str
+    """What it does, from the function's docstring."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """JSON schema of the argument object."""

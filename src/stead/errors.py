@@ -1,0 +1,130 @@
+"""Every exception stead raises, in one tree.
+
+    SteadError
+    ├── UserError                 a caller's mistake; the message says what to do
+    │   ├── RunNotFound           no run with that id in this store
+    │   ├── UnknownAgent          a run names an agent this process was not given
+    │   └── ApprovalError         no such pending approval, wrong token, second decision
+    ├── IllegalTransition         a run state change DESIGN.md does not allow; nothing written
+    ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
+    │   └── LeaseHeld             another live worker owns the run
+    ├── Fenced                    this worker's lease was taken over; its writes are refused
+    ├── StoreError                the store failed or holds something it cannot read
+    │   └── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    └── ProviderError             a model provider failed
+        └── ProviderHTTPError     an HTTP status from the provider, with its stable code
+
+    RunCancelled (BaseException)  cooperative cancellation unwinding a task
+
+The model's own mistakes (unknown tool, bad arguments) are never exceptions: they become
+``is_error`` tool results the model reads on its next turn. Foreign exceptions (sqlite3,
+SDK errors) are translated at the boundary into this tree so callers need catch only these.
+"""
+
+from __future__ import annotations
+
+
+class SteadError(Exception):
+    """Base of every error stead raises on purpose."""
+
+
+class UserError(SteadError):
+    """The caller used stead wrongly; the message says how to fix it."""
+
+
+class RunNotFound(UserError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} not found; `stead runs list` shows the runs in this store")
+        self.run_id = run_id
+
+
+class UnknownAgent(UserError):
+    """A run was created by an agent this runtime was not given, so it cannot continue it."""
+
+
+class ApprovalError(UserError):
+    """A decision that does not match a pending approval (wrong call, token, or already decided)."""
+
+
+class IllegalTransition(SteadError):
+    """A state change the run state machine forbids. Nothing was written."""
+
+    def __init__(self, current: str, target: str, event: str = "", detail: str = "") -> None:
+        what = f" (event {event})" if event else ""
+        why = detail or f"see stead.core.states.TRANSITIONS for what {current} allows"
+        super().__init__(f"illegal transition {current} -> {target}{what}: {why}")
+        self.current = current
+        self.target = target
+        self.event = event
+
+
+class Conflict(SteadError):
+    """Another writer appended first, or a result for this call is already recorded."""
+
+
+class LeaseHeld(Conflict):
+    """Another live worker holds this run's lease."""
+
+
+class Fenced(SteadError):
+    """This worker's fencing epoch is stale: another owner took the run over."""
+
+
+LeaseLost = Fenced
+
+
+class StoreError(SteadError):
+    """The store failed, or holds data it cannot interpret."""
+
+
+class CorruptEvent(StoreError):
+    """An event row that cannot be decoded; names the run and sequence to inspect."""
+
+    def __init__(self, run_id: str, seq: int, detail: str) -> None:
+        super().__init__(f"corrupt event in run {run_id!r} at seq {seq}: {detail}")
+        self.run_id = run_id
+        self.seq = seq
+
+
+class ProviderError(SteadError):
+    """A model provider call failed. ``code`` is one of stead.core.failures codes."""
+
+    def __init__(self, message: str, *, code: str = "executor_error") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(
+        self, message: str, *, status: int, code: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RunCancelled(BaseException):  # noqa: N818 - mirrors asyncio.CancelledError
+    """Raised inside a task whose run was cancelled, to unwind it cooperatively."""
+
+
+__all__ = [
+    "ApprovalError",
+    "Conflict",
+    "CorruptEvent",
+    "Fenced",
+    "IllegalTransition",
+    "LeaseHeld",
+    "LeaseLost",
+    "ProviderError",
+    "ProviderHTTPError",
+    "RunCancelled",
+    "RunNotFound",
+    "SteadError",
+    "StoreError",
+    "UnknownAgent",
+    "UserError",
+]
