@@ -1,1 +1,64 @@
-"""stead: durable LLM agent runs."""
+"""stead: durable LLM agent runs.
+
+A run is an event-sourced state machine: every model turn, tool call, approval and
+cancellation is a recorded transition, tool intent is written before the tool runs, finished
+results are replayed instead of re-run, and a call whose outcome is uncertain is reconciled
+or handed to a person, never blindly retried.
+"""
+
+from stead._signal import AbortSignal
+from stead.core.messages import Usage
+from stead.core.states import RunStatus
+from stead.errors import (
+    ApprovalError,
+    Conflict,
+    CorruptEvent,
+    Fenced,
+    IllegalTransition,
+    LeaseHeld,
+    ProviderError,
+    ProviderHTTPError,
+    RunCancelled,
+    RunNotFound,
+    SteadError,
+    StoreError,
+    UnknownAgent,
+    UserError,
+)
+from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbortSignal",
+    "Agent",
+    "ApprovalError",
+    "Budget",
+    "Conflict",
+    "CorruptEvent",
+    "Done",
+    "Fenced",
+    "IllegalTransition",
+    "LeaseHeld",
+    "Limits",
+    "NotDone",
+    "PendingApproval",
+    "ProviderError",
+    "ProviderHTTPError",
+    "RunCancelled",
+    "RunNotFound",
+    "RunStatus",
+    "RunView",
+    "Runtime",
+    "SteadError",
+    "StoreError",
+    "Tool",
+    "ToolContext",
+    "Unknown",
+    "UnknownAgent",
+    "Usage",
+    "UserError",
+    "__version__",
+    "tool",
+]

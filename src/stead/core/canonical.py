@@ -8,6 +8,7 @@ or float spelling a model or a Python dict happened to produce.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import rfc8785
@@ -16,14 +17,54 @@ JSON = Any
 """A JSON-compatible value (dict, list, str, int, float, bool, None)."""
 
 
+_MAX_SAFE_INT = 2**53
+
+
+def _plain(value: Any) -> bool:
+    """True when ``json.dumps(sort_keys=True)`` is already the RFC 8785 form of ``value``.
+
+    That holds for JSON without floats (RFC 8785 number formatting differs from Python's),
+    without integers beyond 2**53 (RFC 8785 numbers are doubles), and whose keys are ASCII
+    (code-point order, which Python sorts by, equals the UTF-16 order RFC 8785 requires).
+    Strings need no check: both escape exactly ``"``, ``\\`` and control characters alike.
+    """
+    if isinstance(value, str) or value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return False
+
+
+def plain_canonical_json(value: JSON) -> str:
+    """RFC 8785 text of a value known to satisfy ``_plain`` (no floats, ASCII keys).
+
+    The fast path: the pure-Python RFC 8785 encoder costs ~0.6 ms for a 5 KB request, which
+    would dominate a durable step; ``json.dumps`` is ~8x faster and byte-identical here.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: JSON) -> str:
     """Return the RFC 8785 canonical text of ``value``.
 
     Raises ``ValueError`` for values JSON cannot carry (NaN, non-str keys, sets...).
     """
+    if _plain(value):
+        text = plain_canonical_json(value)
+        try:
+            text.encode("utf-8")
+            return text
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: let the reference encoder decide
     try:
-        return rfc8785.dumps(value).decode("utf-8")
-    except (rfc8785.CanonicalizationError, TypeError) as exc:
+        return str(rfc8785.dumps(value).decode("utf-8"))
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         raise ValueError(f"value is not canonicalisable JSON: {exc}") from exc
 
 

@@ -29,11 +29,14 @@ from stead.core.events import (
     EffectClass,
     Event,
     RunCancelled,
+    RunCompleted,
+    RunFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    TurnStarted,
 )
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Usage
@@ -123,6 +126,20 @@ class Finish:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Fail:
+    """The run cannot go on: record run_failed."""
+
+    kind: Literal["fail"] = "fail"
+    """Tag."""
+    code: str
+    """Stable failure code."""
+    phase: str
+    """model | tool | runtime."""
+    message: str
+    """Detail for a person."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Wait:
     """Nothing a worker can do: finished, or waiting on a person."""
 
@@ -132,7 +149,7 @@ class Wait:
     """The status it rests in."""
 
 
-Step: TypeAlias = StartRun | ResumeTurn | CallModel | RunTools | Finish | Wait
+Step: TypeAlias = StartRun | ResumeTurn | CallModel | RunTools | Finish | Fail | Wait
 
 
 def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
@@ -177,8 +194,39 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     return ToolPlan(tool_call_id=call.tool_call_id, action="ask_human", attempt=nxt, reason=why)
 
 
-def next_step(state: RunState, tools: Mapping[str, ToolSpec]) -> Step:
+def next_step(state: RunState, tools: Mapping[str, ToolSpec], max_turns: int = 50) -> Step:
     """The one thing to do next for this run."""
+    step = _next_step(state, tools)
+    if isinstance(step, CallModel) and not step.turn_recorded and step.turn_index >= max_turns:
+        return Fail(
+            code="max_turns", phase="runtime",
+            message=f"the run used its {max_turns} turns without finishing",
+        )
+    return step
+
+
+def automatic_events(state: RunState, step: Step) -> list[Event]:
+    """Bookkeeping a step needs before any effect: it can ride in the commit that led to it.
+
+    Opening the next turn once the last result is in, or completing the run once a reply
+    without tool calls is in, involves no effect, so the runtime appends these in the same
+    transaction as the events that made them due. That saves an fsync per turn without
+    weakening any guarantee: each is durable before the effect it precedes.
+    """
+    match step:
+        case CallModel(turn_recorded=False):
+            return [TurnStarted(turn_index=step.turn_index)]
+        case Finish():
+            return [RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)]
+        case Fail():
+            return [
+                RunFailed(code=step.code, phase=step.phase, message=step.message, last_seq=state.seq)
+            ]
+        case _:
+            return []
+
+
+def _next_step(state: RunState, tools: Mapping[str, ToolSpec]) -> Step:
     status = state.status
     if status is None:
         raise ValueError("empty run state")

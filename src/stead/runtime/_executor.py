@@ -1,0 +1,178 @@
+"""The executor port, and the default executor that runs effects in this process.
+
+The run loop hands every effect to an executor as an immutable ``Assignment`` and reads back
+an ``Outcome``; it never calls a tool or a model directly. Today's executor runs in the
+worker's own process; an out-of-process pool implements the same port, which is why the
+assignment carries everything (arguments, request) as plain JSON.
+
+Dispatch is idempotent by effect id, and ``abort`` leaves a tombstone: for one key either an
+acceptance or an abort exists, never both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal, Protocol
+
+from stead._signal import AbortSignal
+from stead.core.effects import (
+    Assignment,
+    AssignmentKey,
+    Cancelled,
+    ModelBody,
+    ModelFailed,
+    ModelSucceeded,
+    Outcome,
+    ToolBody,
+    ToolFailed,
+)
+from stead.core.messages import ToolSchema, message_from_json
+from stead.errors import ProviderError, RunCancelled
+from stead.providers import ModelProvider, ModelRequest, ProgressCallback
+from stead.tools import ToolContext, ToolRegistry
+
+Attachment = Literal["active", "terminal", "missing", "aborted"]
+
+
+class Executor(Protocol):
+    """Performs effects described by assignments."""
+
+    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
+        """Accept the assignment (idempotent by key). False if the key was aborted."""
+        ...
+
+    async def outcome(self, key: AssignmentKey) -> Outcome:
+        """Wait for and return how the effect settled."""
+        ...
+
+    def attach(self, key: AssignmentKey) -> Attachment:
+        """Is the effect active, settled, unknown here, or aborted?"""
+        ...
+
+    async def abort(self, key: AssignmentKey) -> bool:
+        """Tombstone a key never accepted: True if aborted, False if already accepted."""
+        ...
+
+    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+        """Ask a running effect to stop."""
+        ...
+
+
+def request_from_json(data: dict[str, object]) -> ModelRequest:
+    """Rebuild the request an assignment carries."""
+    raw_messages = data["messages"]
+    raw_tools = data["tools"]
+    assert isinstance(raw_messages, list) and isinstance(raw_tools, list)
+    return ModelRequest(
+        model=str(data["model"]),
+        system=str(data["system"]),
+        messages=tuple(message_from_json(m) for m in raw_messages),
+        tools=tuple(
+            ToolSchema(name=t["name"], description=t["description"], parameters=t["parameters"])
+            for t in raw_tools
+        ),
+        max_output_tokens=data["max_output_tokens"],  # type: ignore[arg-type]
+        turn_index=int(data["turn_index"]),  # type: ignore[call-overload]
+        settings=dict(data["settings"]),  # type: ignore[call-overload]
+    )
+
+
+class InProcessExecutor:
+    """Runs tool handlers and model calls as asyncio tasks of this process."""
+
+    def __init__(
+        self,
+        model: ModelProvider,
+        tools: ToolRegistry,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self._model = model
+        self._tools = tools
+        self._on_progress = on_progress
+        self._tasks: dict[str, asyncio.Task[Outcome]] = {}
+        self._signals: dict[str, AbortSignal] = {}
+        self._aborted: set[str] = set()
+
+    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
+        k = assignment.key.effect_id
+        if k in self._aborted:
+            return False
+        if k not in self._tasks:
+            self._signals[k] = signal
+            self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal))
+        return True
+
+    async def outcome(self, key: AssignmentKey) -> Outcome:
+        task = self._tasks.get(key.effect_id)
+        if task is None:
+            raise KeyError(f"effect {key.effect_id} was never dispatched here")
+        try:
+            return await task
+        finally:
+            if task.done():
+                self._tasks.pop(key.effect_id, None)
+                self._signals.pop(key.effect_id, None)
+
+    def attach(self, key: AssignmentKey) -> Attachment:
+        if key.effect_id in self._aborted:
+            return "aborted"
+        task = self._tasks.get(key.effect_id)
+        if task is None:
+            return "missing"
+        return "terminal" if task.done() else "active"
+
+    async def abort(self, key: AssignmentKey) -> bool:
+        if key.effect_id in self._tasks:
+            return False
+        self._aborted.add(key.effect_id)
+        return True
+
+    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+        sig = self._signals.get(key.effect_id)
+        if sig is not None:
+            sig.abort(reason)
+
+    async def _perform(self, a: Assignment, signal: AbortSignal) -> Outcome:
+        body = a.body
+        try:
+            if isinstance(body, ModelBody):
+                request = request_from_json(body.request)
+                response = await self._model.complete(
+                    request, signal=signal, on_progress=self._on_progress
+                )
+                return ModelSucceeded(response=response)
+            return await self._tool(a.key, body, signal)
+        except ProviderError as exc:
+            return ModelFailed(code=exc.code, message=str(exc), retry_after=_retry_after(exc))
+        except RunCancelled as exc:
+            return Cancelled(reason=str(exc) or signal.reason)
+        except TimeoutError as exc:
+            if isinstance(body, ModelBody):
+                return ModelFailed(code="deadline_exceeded", message=str(exc))
+            return ToolFailed(failure=f"TimeoutError: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an effect's failure becomes an outcome
+            if isinstance(body, ModelBody):
+                return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
+            return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
+
+    async def _tool(self, key: AssignmentKey, body: ToolBody, signal: AbortSignal) -> Outcome:
+        tool = self._tools.get(body.tool_name)
+        if tool is None:
+            return ToolFailed(
+                failure=f"tool {body.tool_name!r} is no longer registered in this worker"
+            )
+        ctx = ToolContext(
+            run_id=key.run_id,
+            tool_call_id=body.tool_call_id,
+            turn_index=body.turn_index,
+            idempotency_key=body.idempotency_key,
+            attempt=body.attempt,
+            tool_name=body.tool_name,
+            signal=signal,
+        )
+        return await tool.invoke(body.arguments, ctx)
+
+
+def _retry_after(exc: ProviderError) -> float | None:
+    value = getattr(exc, "retry_after", None)
+    return float(value) if isinstance(value, int | float) else None

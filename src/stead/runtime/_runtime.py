@@ -1,0 +1,349 @@
+"""``Runtime``: the facade a program uses to start, drive, inspect and steer runs.
+
+One ``Runtime`` holds a store and the agents this process can drive. ``run`` claims the run's
+lease (bumping its fencing epoch), drives it until it finishes or waits on a person, and
+releases the lease. A process that finds a run whose owner died on this machine takes it over
+at once; otherwise it waits for the lease to lapse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stead._signal import AbortSignal
+from stead.core.decide import cancel_events, decision_events
+from stead.core.events import Decision, Event, RunCreated, RunRecovered, RunRequeued
+from stead.core.fold import RunState, apply
+from stead.core.messages import Usage
+from stead.core.states import FINISHED, RESUMABLE, RunStatus
+from stead.errors import Conflict, Fenced, UnknownAgent, UserError
+from stead.providers import ProgressCallback
+from stead.runtime._agent import Agent
+from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime._loop import RunLoop
+from stead.runtime._session import RunSession
+from stead.store import Store, StoredEvent, open_store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingApproval:
+    """A call waiting on a person."""
+
+    tool_call_id: str
+    """The call."""
+    tool: str
+    """Its tool."""
+    reason: str
+    """outcome_unknown or policy."""
+    token: str
+    """The single-use token a decision quotes."""
+    payload: dict[str, Any]
+    """What the person is shown."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """What a caller sees of a run."""
+
+    run_id: str
+    """Run id."""
+    agent: str
+    """Agent name."""
+    status: RunStatus
+    """Current status."""
+    output: str | None
+    """Final answer, once completed."""
+    stop_reason: str | None
+    """Why it completed."""
+    error: dict[str, Any] | None
+    """Last failure, cancellation or timeout."""
+    usage: Usage
+    """Aggregated usage."""
+    turns: int
+    """Turns started."""
+    seq: int
+    """Events in the log."""
+    approvals: tuple[PendingApproval, ...] = field(default=())
+    """Pending approvals."""
+
+    @classmethod
+    def of(cls, state: RunState) -> RunView:
+        """Project a folded state."""
+        assert state.status is not None
+        return cls(
+            run_id=state.run_id,
+            agent=state.agent,
+            status=state.status,
+            output=state.output,
+            stop_reason=state.stop_reason,
+            error=state.error,
+            usage=state.usage,
+            turns=state.turn_index + 1,
+            seq=state.seq,
+            approvals=tuple(
+                PendingApproval(
+                    tool_call_id=a.tool_call_id,
+                    tool=state.calls[a.tool_call_id].name,
+                    reason=a.reason,
+                    token=a.token,
+                    payload=dict(a.payload or {}),
+                )
+                for a in state.approvals.values()
+            ),
+        )
+
+
+def _owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _dead_local_owner(owner: str | None) -> bool:
+    """True when ``owner`` names a process on this host that no longer exists."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Runtime:
+    """Start, drive and steer durable runs."""
+
+    def __init__(
+        self,
+        store: str | Path | Store = "sqlite:///stead.db",
+        *,
+        agents: Iterable[Agent] = (),
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        snapshot_every: int = 256,
+        executor_factory: Callable[[Agent, ProgressCallback | None], Executor] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
+        self.agents: dict[str, Agent] = {}
+        for a in agents:
+            self.register(a)
+        self.owner = _owner_id()
+        self.lease_ttl = lease_ttl
+        self.clock = clock
+        self.snapshot_every = snapshot_every
+        self.on_progress = on_progress
+        self._executor_factory = executor_factory or (
+            lambda agent, progress: InProcessExecutor(agent.model, agent.registry, progress)
+        )
+
+    def register(self, agent: Agent) -> None:
+        """Make ``agent`` available to drive runs that name it."""
+        if agent.name in self.agents and self.agents[agent.name] is not agent:
+            raise UserError(f"two different agents are named {agent.name!r}")
+        self.agents[agent.name] = agent
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the store."""
+        await self.store.close()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(
+        self,
+        agent: Agent | str,
+        input: str,
+        *,
+        run_id: str | None = None,
+        session_id: str = "",
+        correlation_id: str = "",
+        config: dict[str, Any] | None = None,
+    ) -> str:
+        """Create a queued run and return its id (nothing runs until ``run``)."""
+        name = agent.name if isinstance(agent, Agent) else agent
+        if isinstance(agent, Agent):
+            self.register(agent)
+        elif name not in self.agents:
+            raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        rid = run_id or f"run_{uuid.uuid4().hex}"
+        await self.store.create_run(
+            RunCreated(
+                run_id=rid, agent=name, input=input, session_id=session_id,
+                correlation_id=correlation_id or rid, config=config,
+            ),
+            now=self.clock(),
+        )
+        return rid
+
+    async def run(self, run_id: str) -> RunView:
+        """Drive the run until it completes, fails, or waits on a person; return its view."""
+        state, snap_seq = await RunSession.load_state(self.store, run_id)
+        if state.status in FINISHED or state.status is RunStatus.AWAITING_APPROVAL:
+            return RunView.of(state)
+        agent = self._agent_for(state)
+        record = await self.store.get_run(run_id)
+        takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
+        epoch = await self.store.claim(
+            run_id, owner=self.owner, now=self.clock(), ttl=self.lease_ttl, takeover_from=takeover
+        )
+        try:
+            state, snap_seq = await RunSession.load_state(self.store, run_id)
+            session = RunSession(
+                self.store, state, epoch=epoch, owner=self.owner, clock=self.clock,
+                tools=agent.registry.specs(), max_turns=agent.limits.max_turns,
+                snapshot_every=self.snapshot_every, snapshot_seq=snap_seq,
+            )
+            if state.status not in (RunStatus.QUEUED,) and record.lease_owner:
+                await session.append(
+                    [RunRecovered(owner=self.owner, epoch=epoch,
+                                  previous_owner=record.lease_owner)],
+                    automatic=False,
+                )
+            signal = AbortSignal()
+            loop = RunLoop(session, agent, self._executor_factory(agent, self.on_progress), signal)
+            heart = asyncio.ensure_future(self._heartbeat(session, signal))
+            try:
+                await loop.drive()
+            finally:
+                heart.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heart
+            return RunView.of(session.state)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.store.release(run_id, owner=self.owner, epoch=epoch)
+
+    async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                await self.store.renew(
+                    session.state.run_id, owner=self.owner, epoch=session.epoch,
+                    now=self.clock(), ttl=self.lease_ttl,
+                )
+            except Fenced:
+                session.fenced = True
+                signal.abort("lease lost: another worker took this run over")
+                return
+
+    async def resume(self, run_id: str, reason: str = "resumed") -> RunView:
+        """Continue a run: requeue it if it failed, was cancelled or timed out, then drive it.
+
+        A run whose worker crashed (still running or awaiting_tool) is simply driven again.
+        """
+        state, _ = await RunSession.load_state(self.store, run_id)
+        if state.status is RunStatus.COMPLETED:
+            raise UserError(f"run {run_id} is completed; there is nothing to resume")
+        if state.status in RESUMABLE:
+            await self._append_external(run_id, lambda s: [RunRequeued(reason=reason)])
+        return await self.run(run_id)
+
+    # -- steering from any process ----------------------------------------------------------
+
+    async def decide(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        decision: Decision,
+        *,
+        token: str | None = None,
+        result: str | None = None,
+        reason: str = "",
+        arguments: Any = None,
+        by: str = "",
+    ) -> RunView:
+        """Record a person's decision on a pending call (validated; nothing written if not)."""
+        state = await self._append_external(
+            run_id,
+            lambda s: decision_events(
+                s, tool_call_id, decision, token=token, by=by, reason=reason, result=result,
+                arguments=arguments,
+            ),
+        )
+        return RunView.of(state)
+
+    async def approve(self, run_id: str, tool_call_id: str, **kw: Any) -> RunView:
+        """Approve a policy-gated call (optionally with edited ``arguments``)."""
+        return await self.decide(run_id, tool_call_id, "approve", **kw)
+
+    async def deny(self, run_id: str, tool_call_id: str, reason: str, **kw: Any) -> RunView:
+        """Deny a call; the model reads ``reason`` as an error result."""
+        return await self.decide(run_id, tool_call_id, "deny", reason=reason, **kw)
+
+    async def cancel(self, run_id: str, reason: str = "cancelled") -> RunView:
+        """Cancel a run that no live worker is driving (cooperative cancel comes with leases)."""
+        state = await self._append_external(run_id, lambda s: cancel_events(s, reason))
+        return RunView.of(state)
+
+    async def _append_external(
+        self, run_id: str, build: Callable[[RunState], list[Event]], attempts: int = 5
+    ) -> RunState:
+        """Append from outside the owning worker: read, validate, write at the current epoch;
+        on a concurrent write, read again and re-validate."""
+        for _ in range(attempts):
+            state, _snap = await RunSession.load_state(self.store, run_id)
+            record = await self.store.get_run(run_id)
+            events = build(state)
+            probe = state.copy()
+            for e in events:
+                apply(probe, e)
+            assert probe.status is not None
+            try:
+                await self.store.append(
+                    run_id, events, expected_seq=state.seq, epoch=record.epoch,
+                    status=probe.status.value, now=self.clock(),
+                )
+                return probe
+            except (Conflict, Fenced):
+                await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
+        raise Conflict(f"run {run_id} kept changing; try again")
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def get(self, run_id: str) -> RunView:
+        """The run's current view."""
+        state, _ = await RunSession.load_state(self.store, run_id)
+        return RunView.of(state)
+
+    async def state(self, run_id: str) -> RunState:
+        """The run's folded state (for tools and tests that need everything)."""
+        state, _ = await RunSession.load_state(self.store, run_id)
+        return state
+
+    async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        """The run's log."""
+        return await self.store.read_events(run_id, after)
+
+    def _agent_for(self, state: RunState) -> Agent:
+        agent = self.agents.get(state.agent)
+        if agent is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise UnknownAgent(
+                f"run {state.run_id} belongs to agent {state.agent!r}, which this Runtime was "
+                f"not given (it has: {known}); pass agents=[...] to Runtime"
+            )
+        return agent
+

@@ -1,0 +1,116 @@
+"""One owner's handle on one run: its folded state, its epoch, and the only way to append.
+
+Every append is validated by folding it into the in-memory state first (so an illegal event
+is refused before it is written), then written with the expected sequence and the owner's
+epoch (so a stale writer is refused by the store in the same transaction). Anything that goes
+wrong after the state was touched reloads the state from the store: the log is the truth,
+memory is a cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+
+from stead.core.decide import ToolSpec, automatic_events, next_step
+from stead.core.events import Event
+from stead.core.fold import RunState, apply
+from stead.errors import Conflict, Fenced, StoreError
+from stead.store import Store
+
+
+class RunSession:
+    """The state and epoch of a run this process owns."""
+
+    def __init__(
+        self,
+        store: Store,
+        state: RunState,
+        *,
+        epoch: int,
+        owner: str,
+        clock: Callable[[], float],
+        tools: Mapping[str, ToolSpec],
+        max_turns: int,
+        snapshot_every: int = 256,
+        snapshot_seq: int = 0,
+    ) -> None:
+        self.store = store
+        self.state = state
+        self.epoch = epoch
+        self.owner = owner
+        self.clock = clock
+        self.tools = tools
+        self.max_turns = max_turns
+        self.snapshot_every = snapshot_every
+        self._snapshot_seq = snapshot_seq
+        self._lock = asyncio.Lock()
+        self.fenced = False
+
+    @staticmethod
+    async def load_state(store: Store, run_id: str) -> tuple[RunState, int]:
+        """Current state of a run and the sequence its snapshot covers."""
+        loaded = await store.load(run_id)
+        if loaded.snapshot is not None:
+            try:
+                start = RunState.from_json(loaded.snapshot)
+            except (ValueError, KeyError, TypeError):
+                start = None
+            if start is not None and start.seq == loaded.snapshot_seq:
+                for stored in loaded.tail:
+                    apply(start, stored.event, stored.seq)
+                return start, loaded.snapshot_seq
+        events = loaded.tail if loaded.snapshot_seq == 0 else await store.read_events(run_id)
+        state = RunState()
+        for stored in events:
+            apply(state, stored.event, stored.seq)
+        return state, 0
+
+    async def reload(self) -> None:
+        """Throw away the in-memory state and fold it again from the store."""
+        self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
+
+    async def append(self, events: Sequence[Event], *, automatic: bool = True) -> RunState:
+        """Validate, then durably append ``events`` (plus the automatic bookkeeping they make
+        due, in the same commit). Returns the new state."""
+        async with self._lock:
+            if self.fenced:
+                raise Fenced(f"run {self.state.run_id}: this worker lost its lease")
+            state = self.state
+            before = state.seq
+            batch = list(events)
+            try:
+                for e in batch:
+                    apply(state, e)
+                if automatic:
+                    extra = automatic_events(state, next_step(state, self.tools, self.max_turns))
+                    for e in extra:
+                        apply(state, e)
+                    batch.extend(extra)
+            except BaseException:
+                await self.reload()
+                raise
+            snapshot = None
+            if state.seq - self._snapshot_seq >= self.snapshot_every:
+                snapshot = (state.seq, state.to_json())
+            assert state.status is not None
+            try:
+                await self.store.append(
+                    state.run_id,
+                    batch,
+                    expected_seq=before,
+                    epoch=self.epoch,
+                    status=state.status.value,
+                    now=self.clock(),
+                    snapshot=snapshot,
+                )
+            except Fenced:
+                self.fenced = True
+                await self.reload()
+                raise
+            except (Conflict, StoreError):
+                await self.reload()
+                raise
+            if snapshot is not None:
+                self._snapshot_seq = snapshot[0]
+            return state

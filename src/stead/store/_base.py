@@ -1,0 +1,170 @@
+"""The ``Store`` contract every backend honours, and the row codec they share.
+
+The store knows SQL, not agents: it appends encoded events atomically, refuses a stale
+sequence (``Conflict``) or a stale owner (``Fenced``) inside the same transaction as the
+write, keeps one snapshot per run, and hands out leases. What the events mean is the core's
+business.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from stead.core.events import Event, decode, encode
+from stead.errors import CorruptEvent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """The run's row: identity, denormalised status, sequence and lease."""
+
+    run_id: str
+    """Run id."""
+    agent: str
+    """Agent name."""
+    session_id: str
+    """Session grouping."""
+    correlation_id: str
+    """Caller's correlation id."""
+    status: str
+    """Status after the last append (denormalised for listing)."""
+    last_seq: int
+    """Sequence of the last event."""
+    epoch: int
+    """Current fencing epoch (bumped by every claim)."""
+    lease_owner: str | None
+    """Who holds the lease, if anyone."""
+    lease_expires_at: float | None
+    """When that lease lapses (seconds since the epoch)."""
+    created_at: float
+    """Creation time."""
+    updated_at: float
+    """Last append time."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    """One decoded event with its position."""
+
+    seq: int
+    """Per-run sequence number, from 1."""
+    event: Event
+    """The event."""
+    created_at: float
+    """When it was appended."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loaded:
+    """What resuming a run needs: its row, its latest snapshot, and the events after it."""
+
+    record: RunRecord
+    """The row."""
+    snapshot: dict[str, Any] | None
+    """The snapshot's state JSON (None when there is none)."""
+    snapshot_seq: int
+    """The sequence the snapshot covers (0 without one)."""
+    tail: list[StoredEvent]
+    """Events after ``snapshot_seq``."""
+
+
+class Store(Protocol):
+    """The durable home of runs. SQLite and PostgreSQL implement it identically."""
+
+    async def create_run(self, event: Any, *, now: float) -> None:
+        """Insert a run and its ``run_created`` event (seq 1). ``Conflict`` if it exists."""
+
+    async def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        epoch: int,
+        status: str,
+        now: float,
+        snapshot: tuple[int, dict[str, Any]] | None = None,
+    ) -> int:
+        """Append atomically after ``expected_seq``; return the new last sequence.
+
+        In one transaction: ``Fenced`` if the run's epoch is not ``epoch``; ``Conflict`` if its
+        last sequence is not ``expected_seq`` or a result for the same call already exists.
+        ``status`` is the run's status after these events; ``snapshot`` is (seq, state) to
+        store alongside.
+        """
+        ...
+
+    async def load(self, run_id: str) -> Loaded:
+        """The run's row, latest snapshot and tail. ``RunNotFound`` if absent."""
+        ...
+
+    async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        """Events with seq > ``after``, in order."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run's row. ``RunNotFound`` if absent."""
+        ...
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """Most recently updated first."""
+        ...
+
+    async def claim(
+        self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
+    ) -> int:
+        """Take the run's lease and return the new (bumped) epoch.
+
+        ``LeaseHeld`` while another owner's lease is live, unless that owner is
+        ``takeover_from`` (the caller has proof it is dead).
+        """
+        ...
+
+    async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
+        """Extend our lease. ``Fenced`` if someone else claimed the run since."""
+        ...
+
+    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        """Drop our lease if we still hold it (no error otherwise)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+# -- shared row codec ---------------------------------------------------------------------
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON for rows: no spaces, UTF-8 kept as is (logs are read by people too)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
+    """(kind, version, turn_index, tool_call_id, data) for an insert."""
+    kind, version, data = encode(event)
+    turn = data.get("turn_index")
+    call = data.get("tool_call_id")
+    return (
+        kind,
+        version,
+        turn if isinstance(turn, int) else None,
+        call if isinstance(call, str) else None,
+        dumps(data),
+    )
+
+
+def decode_row(run_id: str, seq: int, kind: str, version: int, data: str) -> Event:
+    """Decode one row or raise ``CorruptEvent`` naming the run and sequence."""
+    try:
+        parsed = json.loads(data)
+    except (ValueError, TypeError) as exc:
+        raise CorruptEvent(run_id, seq, f"data is not JSON ({exc})") from exc
+    try:
+        return decode(kind, version, parsed)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptEvent(run_id, seq, str(exc)) from exc

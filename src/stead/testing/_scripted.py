@@ -1,0 +1,133 @@
+"""ScriptedModel: a deterministic ModelProvider for tests and demos.
+
+The reply for a request is chosen by how many assistant messages the request already holds,
+not by how often this object was called. So a run resumed in a brand-new process after a
+crash gets exactly the reply the dead process would have got: the script is a function of
+the durable history, like a real model of the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stead import _crash
+from stead._signal import AbortSignal
+from stead.core.messages import AssistantMessage, Message, ToolCall, Usage
+from stead.errors import ProviderError, RunCancelled
+from stead.providers import ModelRequest, ModelResponse, ProgressCallback
+
+CallSpec = ToolCall | tuple[str, dict[str, Any] | str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """One scripted model reply."""
+
+    text: str = ""
+    """Visible text."""
+    tool_calls: Sequence[CallSpec] = ()
+    """Calls as ToolCall, or (name, arguments dict or raw argument text)."""
+    usage: Usage | None = None
+    """Usage to report; estimated from text length when None."""
+    error: str | None = None
+    """Fail with this failure code instead of replying."""
+    fail_times: int | None = None
+    """With ``error``: fail only the first N attempts in this process, then reply."""
+    delay: float = 0.0
+    """Seconds to wait before replying (to model latency)."""
+
+
+Script = Reply | str | Callable[[ModelRequest], "Reply | str"]
+
+
+@dataclass
+class ScriptedModel:
+    """Replies from a script, indexed by turn."""
+
+    replies: Sequence[Script]
+    """One entry per turn: a Reply, plain final text, or a function of the request."""
+    name: str = "scripted"
+    """Model name recorded with each reply."""
+    delay: float = 0.0
+    """Default latency per call, in seconds."""
+    calls: int = field(default=0, init=False)
+    """How many times this object was called (in this process)."""
+    _failures: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def model_name(self) -> str:
+        """The name recorded with each reply."""
+        return self.name
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        signal: AbortSignal,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelResponse:
+        """Answer turn N with script entry N."""
+        self.calls += 1
+        turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        if turn >= len(self.replies):
+            raise ProviderError(
+                f"ScriptedModel has {len(self.replies)} replies but was asked for turn {turn}",
+                code="bad_request",
+            )
+        entry = self.replies[turn]
+        reply = entry(request) if callable(entry) else entry
+        if isinstance(reply, str):
+            reply = Reply(text=reply)
+        delay = reply.delay or self.delay
+        if delay:
+            await _sleep(delay, signal)
+        _crash.point("mid_model_call")
+        if reply.error is not None:
+            seen = self._failures.get(turn, 0)
+            if reply.fail_times is None or seen < reply.fail_times:
+                self._failures[turn] = seen + 1
+                raise ProviderError(f"scripted failure at turn {turn}", code=reply.error)
+        calls = tuple(_tool_call(c, turn, i) for i, c in enumerate(reply.tool_calls))
+        if on_progress is not None and reply.text:
+            for i in range(0, len(reply.text), 16):
+                on_progress(reply.text[i : i + 16])
+        message = AssistantMessage(
+            text=reply.text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn"
+        )
+        usage = reply.usage or _estimate(request, message)
+        return ModelResponse(message=message, usage=usage, model=self.name)
+
+
+def _tool_call(spec: CallSpec, turn: int, index: int) -> ToolCall:
+    if isinstance(spec, ToolCall):
+        return spec
+    name, args = spec
+    text = args if isinstance(args, str) else json.dumps(args)
+    return ToolCall(id=f"call_{turn}_{index}", name=name, arguments=text)
+
+
+def _estimate(request: ModelRequest, message: AssistantMessage) -> Usage:
+    """~4 characters a token, deterministic, so budgets behave in tests like in life."""
+    prompt = len(request.system) + sum(_chars(m) for m in request.messages)
+    out = len(message.text) + sum(len(c.arguments) + len(c.name) for c in message.tool_calls)
+    return Usage(input_tokens=prompt // 4 + 1, output_tokens=out // 4 + 1)
+
+
+def _chars(m: Message) -> int:
+    if isinstance(m, AssistantMessage):
+        return len(m.text) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+    return len(m.content)
+
+
+async def _sleep(seconds: float, signal: AbortSignal) -> None:
+    waiter = asyncio.ensure_future(signal.wait())
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=seconds)
+        if done:
+            raise RunCancelled(signal.reason)
+    finally:
+        waiter.cancel()

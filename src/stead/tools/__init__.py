@@ -1,0 +1,30 @@
+"""Tools: ``@tool``, argument schemas from type hints, ``ToolContext``, the registry.
+
+    @tool(effect="idempotent_write")
+    async def charge(order_id: str, cents: int, ctx: ToolContext) -> dict[str, str]:
+        \"\"\"Charge an order.\"\"\"
+        return await payments.charge(order_id, cents, key=ctx.idempotency_key)
+
+This package knows how to describe, validate and call a tool; *when* a call runs, and what
+happens to one that was in flight at a crash, is decided in ``stead.core`` and done by
+``stead.runtime``.
+"""
+
+from stead.tools._context import ToolContext
+from stead.tools._registry import ToolRegistry
+from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
+from stead.tools._tool import ApprovalPolicy, Reconciler, Tool, tool
+
+__all__ = [
+    "ApprovalPolicy",
+    "Done",
+    "NotDone",
+    "ReconcileAnswer",
+    "Reconciler",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "Unknown",
+    "serialize_result",
+    "tool",
+]

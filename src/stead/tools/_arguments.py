@@ -1,0 +1,122 @@
+"""Parsing the argument text a model produced, and telling the model what was wrong.
+
+The rules, chosen so the recorded arguments are exact and the model can correct itself:
+
+* The text must be one JSON object. Empty text counts as ``{}``: several OpenAI-compatible
+  servers send it for a tool without parameters.
+* Duplicate keys, ``NaN``/``Infinity`` and numbers beyond +-2^53 are refused: they have no
+  single canonical form (RFC 8785), and the canonical text is what gets recorded and hashed.
+* Unknown arguments are refused (``extra="forbid"``), so a misspelt name is reported to the
+  model instead of silently dropped.
+* Validation is pydantic's lax mode: ``"3"`` is accepted for an ``int``. Models often quote
+  numbers, and refusing them costs a turn while adding no safety; the recorded canonical
+  text keeps what the model sent, and validating it again gives the same value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from stead.core.canonical import canonical_json
+
+_MAX_ERRORS = 10
+_MAX_SCHEMA_CHARS = 1500
+_MAX_INPUT_CHARS = 80
+_JSON_KINDS = {
+    list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+    type(None): "null",
+}  # fmt: skip
+
+
+class InvalidArguments(Exception):
+    """The arguments cannot be used; ``str(exc)`` is the message for the model."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears more than once")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(arguments)"
+
+
+def _json_of(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ArgumentParser:
+    """Parses and validates one tool's arguments against its argument model."""
+
+    def __init__(self, tool_name: str, model: type[BaseModel], parameters: dict[str, Any]):
+        self._tool = tool_name
+        self._model = model
+        self._names = sorted(parameters.get("properties", {}))
+        schema = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
+        self._expected = f"Expected one JSON object matching: {_clip(schema, _MAX_SCHEMA_CHARS)}"
+
+    def parse(self, raw: str) -> tuple[BaseModel, str]:
+        """The validated arguments and their canonical JSON; ``InvalidArguments`` if not."""
+        text = raw if raw.strip() else "{}"
+        try:
+            parsed = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            raise self._error(f"the arguments are not valid JSON ({exc})") from None
+        if not isinstance(parsed, dict):
+            kind = _JSON_KINDS.get(type(parsed), "value")
+            raise self._error(f"the arguments must be a JSON object, not a JSON {kind}")
+        try:
+            canonical = canonical_json(parsed)
+        except (ValueError, RecursionError) as exc:
+            raise self._error(f"the arguments cannot be recorded exactly ({exc})") from None
+        try:
+            values = self._model.model_validate_json(canonical)
+        except ValidationError as exc:
+            raise self._error(self._explain(exc)) from None
+        except Exception as exc:  # a user validator with a bug: still the model's turn to read
+            raise self._error(f"validating them raised {type(exc).__name__}: {exc}") from None
+        return values, canonical
+
+    def _error(self, what: str) -> InvalidArguments:
+        return InvalidArguments(
+            f"Invalid arguments for tool {self._tool!r}: {what}\n{self._expected}"
+        )
+
+    def _explain(self, exc: ValidationError) -> str:
+        errors = exc.errors(include_url=False)
+        lines = [f"{len(errors)} problem{'s' if len(errors) != 1 else ''}:"]
+        for err in errors[:_MAX_ERRORS]:
+            where = _where(tuple(err["loc"]))
+            kind = err["type"]
+            if kind == "extra_forbidden" and len(err["loc"]) == 1:
+                known = ", ".join(self._names) or "none"
+                lines.append(f"- {where}: not an argument of this tool (arguments: {known})")
+            elif kind == "missing":
+                lines.append(f"- {where}: required but missing")
+            else:
+                got = _clip(_json_of(err["input"]), _MAX_INPUT_CHARS)
+                lines.append(f"- {where}: {err['msg']} (got {got})")
+        if len(errors) > _MAX_ERRORS:
+            lines.append(f"- ...and {len(errors) - _MAX_ERRORS} more")
+        return "\n".join(lines)

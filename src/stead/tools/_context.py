@@ -1,0 +1,40 @@
+"""What a running tool may know about the call it serves.
+
+A handler (or a reconcile function) asks for it by annotating one parameter with
+``ToolContext``; that parameter is left out of the model-facing schema and filled in by the
+runtime. It is how an idempotent write finds its idempotency key, and how a long handler
+notices that its run was cancelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stead._signal import AbortSignal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """The identity of one attempt of one tool call, and its cancellation signal."""
+
+    run_id: str
+    """The run this call belongs to."""
+    tool_call_id: str
+    """The model's id for the call (``toolu_...``, ``call_...``)."""
+    turn_index: int
+    """The turn whose reply asked for the call, counted from 0."""
+    idempotency_key: str
+    """``sha256(run_id + tool_call_id)`` in hex: the same on every attempt, so pass it to the
+    service you write to and let it drop the duplicate a retried call would otherwise make."""
+    attempt: int
+    """1 on the first execution, more when the call is run again after a crash."""
+    tool_name: str
+    """The registered tool's name."""
+    signal: AbortSignal
+    """Set when the run is cancelled. Async handlers can await ``signal.wait()``; sync ones
+    (run in a worker thread, which cannot be interrupted) should poll ``aborted``."""
+
+    @property
+    def aborted(self) -> bool:
+        """True once the run was cancelled: stop soon and raise or return."""
+        return self.signal.aborted

@@ -1,0 +1,327 @@
+"""``@tool``: a Python function as a tool a model can call and a run can recover.
+
+A ``Tool`` wraps the function with everything the rest of stead needs to know about it:
+its name and description for the model, its argument schema and validation, its
+side-effect class (which decides what happens to a call that was in flight when a worker
+died, DESIGN.md Guarantee 3), an optional reconcile function, and an approval policy.
+It stays callable like the original function, so tools can be tested as plain functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
+
+from stead.core.canonical import digest
+from stead.core.decide import ToolSpec
+from stead.core.effects import ToolFailed, ToolSucceeded
+from stead.core.events import EFFECT_CLASSES, EffectClass
+from stead.core.messages import ToolSchema
+from stead.errors import UserError
+from stead.tools._arguments import ArgumentParser, InvalidArguments
+from stead.tools._context import ToolContext
+from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
+from stead.tools._signature import (
+    ReconcileShape,
+    bind,
+    describe_handler,
+    describe_reconcile,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Reconciler: TypeAlias = Callable[..., ReconcileAnswer | Awaitable[ReconcileAnswer]]
+"""A status check called with (a subset of) the tool's arguments and optionally a
+``ToolContext``; sync or async. Returns ``Done``, ``NotDone`` or ``Unknown``."""
+
+ApprovalPolicy: TypeAlias = Callable[[dict[str, Any]], bool]
+"""Decides from the validated arguments (by parameter name) whether a person must approve."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
+
+
+def _first_paragraph(fn: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return " ".join(doc.strip().split("\n\n", 1)[0].split())
+
+
+def _check_options(effect: object, reconcile: object, requires_approval: object, what: str) -> None:
+    if effect not in EFFECT_CLASSES:
+        raise UserError(
+            f"{what}: effect must be one of {', '.join(EFFECT_CLASSES)}, not {effect!r}"
+        )
+    if reconcile is not None and effect != "non_idempotent":
+        raise UserError(
+            f"{what}: reconcile is only for effect='non_idempotent'; a {effect} call in flight "
+            "at a crash is simply run again, so a reconcile function would never be asked"
+        )
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise UserError(
+            f"{what}: requires_approval must be a bool or a function of the arguments dict, "
+            f"not {type(requires_approval).__name__}"
+        )
+
+
+async def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Await an async function; run a sync one in a worker thread so the loop keeps going."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class Tool(Generic[P, R]):
+    """A function the model can call, with its schema, side-effect class and recovery.
+
+    Built by ``@tool``. Its public attributes are read-only: a tool's definition is part
+    of what a run recorded (``definition_digest``), so it is not changed in place.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        effect: EffectClass = "non_idempotent",
+        reconcile: Reconciler | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool | ApprovalPolicy = False,
+    ) -> None:
+        if isinstance(fn, Tool):
+            raise UserError(f"{fn.name!r} is already a tool; apply @tool once")
+        if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+            raise UserError(
+                f"@tool decorates a function, not {type(fn).__name__} {fn!r}; "
+                "to pass options write @tool(name=...)"
+            )
+        what = f"@tool {fn.__qualname__}"
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
+        _check_options(effect, reconcile, requires_approval, what)
+        name = fn.__name__ if name is None else name
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise UserError(
+                f"{what}: tool name {name!r} must be 1-64 letters, digits, '_' or '-' "
+                "(what model providers accept); pass name=..."
+            )
+        shape = describe_handler(fn, what)
+        self._fn: Callable[P, R] = fn
+        self._call: Callable[..., Any] = fn
+        self._name = name
+        self._description = _first_paragraph(fn) if description is None else description
+        self._effect: EffectClass = effect
+        self._reconcile = reconcile
+        self._reconcile_shape: ReconcileShape | None = (
+            None if reconcile is None else describe_reconcile(reconcile, shape, what)
+        )
+        self._requires_approval = requires_approval
+        self._shape = shape
+        self._parser = ArgumentParser(name, shape.model, shape.parameters)
+        self._digest = digest(
+            {
+                "name": name,
+                "description": self._description,
+                "parameters": shape.parameters,
+                "effect_class": effect,
+            }
+        )
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the original function directly (no validation, no context injection)."""
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self._name!r} {self._effect}>"
+
+    @property
+    def fn(self) -> Callable[P, R]:
+        """The decorated function."""
+        return self._fn
+
+    @property
+    def name(self) -> str:
+        """The name the model calls it by."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """What it does, for the model: the docstring's first paragraph unless given."""
+        return self._description
+
+    @property
+    def effect_class(self) -> EffectClass:
+        """Side-effect class; decides how a call in flight at a crash is recovered."""
+        return self._effect
+
+    @property
+    def reconcile(self) -> Reconciler | None:
+        """The status-check function for in-flight ``non_idempotent`` calls, if any."""
+        return self._reconcile
+
+    @property
+    def requires_approval(self) -> bool | ApprovalPolicy:
+        """True, False, or a policy of the validated arguments (see ``needs_approval``)."""
+        return self._requires_approval
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the argument object (a fresh copy each time)."""
+        return copy.deepcopy(self._shape.parameters)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the core needs to know of this tool."""
+        return ToolSpec(effect_class=self._effect, has_reconcile=self._reconcile is not None)
+
+    @property
+    def definition_digest(self) -> str:
+        """sha256 of name, description, parameters and effect class: an executor refuses
+        a call recorded against a different definition."""
+        return self._digest
+
+    def schema(self) -> ToolSchema:
+        """The tool as the model sees it."""
+        return ToolSchema(
+            name=self._name, description=self._description, parameters=self.parameters
+        )
+
+    def validate(self, raw_arguments: str) -> tuple[str, str | None]:
+        """``(canonical_json, None)`` for usable arguments, else ``(raw_arguments, message)``.
+
+        The canonical JSON is of the arguments as the model sent them, not with defaults
+        filled in, so a later change of a default does not rewrite what was recorded. The
+        message is written for the model to read and correct its call. Never raises.
+        """
+        try:
+            _, canonical = self._parser.parse(raw_arguments)
+        except InvalidArguments as exc:
+            return raw_arguments, str(exc)
+        return canonical, None
+
+    def needs_approval(self, arguments_json: str) -> bool:
+        """Whether this call must wait for a person. When in doubt, yes: a policy that
+        raises or answers anything but a bool, or arguments that do not validate, ask."""
+        policy = self._requires_approval
+        if isinstance(policy, bool):
+            return policy
+        try:
+            values = self._values(arguments_json)
+            answer = policy(values)
+        except Exception:
+            return True
+        return answer if isinstance(answer, bool) else True
+
+    async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolSucceeded | ToolFailed:
+        """Run the handler once; its exception becomes ``ToolFailed``.
+
+        Cancellation (``asyncio.CancelledError``, ``stead.errors.RunCancelled``) is not an
+        outcome and propagates. A sync handler runs in a worker thread, which cannot be
+        interrupted: it should poll ``ctx.aborted`` if it runs long.
+        """
+        try:
+            values = self._values(arguments_json)
+        except InvalidArguments as exc:
+            return ToolFailed(failure=str(exc))
+        args, kwargs = bind(self._shape.params, values, ctx)
+        try:
+            result = await _call(self._call, args, kwargs)
+        except Exception as exc:
+            text = str(exc)
+            return ToolFailed(
+                failure=f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            )
+        return ToolSucceeded(content=serialize_result(result))
+
+    async def reconcile_call(self, arguments_json: str, ctx: ToolContext) -> ReconcileAnswer:
+        """Ask the reconcile function whether an in-flight call happened.
+
+        A ``Done`` comes back with its result already serialized (a ``str``). Anything that
+        is not a clear answer (no reconcile function, arguments that no longer validate,
+        an exception, a wrong return type) is ``Unknown``: never guess "not done".
+        """
+        if self._reconcile is None or self._reconcile_shape is None:
+            return Unknown(reason=f"tool {self._name!r} has no reconcile function")
+        try:
+            values = self._values(arguments_json)
+        except InvalidArguments as exc:
+            return Unknown(reason=f"the recorded arguments do not validate: {exc}")
+        shape = self._reconcile_shape
+        args, kwargs = bind(shape.params, values, ctx, rest=shape.takes_rest)
+        try:
+            answer = await _call(self._reconcile, args, kwargs)
+        except Exception as exc:
+            return Unknown(reason=f"reconcile raised {type(exc).__name__}: {exc}")
+        if isinstance(answer, Done):
+            return Done(serialize_result(answer.result))
+        if isinstance(answer, NotDone | Unknown):
+            return answer
+        return Unknown(
+            reason=f"reconcile returned {type(answer).__name__}; "
+            "it must return Done(result), NotDone() or Unknown(reason)"
+        )
+
+    def _values(self, arguments_json: str) -> dict[str, Any]:
+        model, _ = self._parser.parse(arguments_json)
+        return {p.name: getattr(model, p.field) for p in self._shape.params if not p.is_context}
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    effect: EffectClass = "non_idempotent",
+    reconcile: Reconciler | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | ApprovalPolicy = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    effect: EffectClass = "non_idempotent",
+    reconcile: Reconciler | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | ApprovalPolicy = False,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Make a function a tool: ``@tool`` or ``@tool(effect=..., reconcile=..., ...)``.
+
+    ``effect`` defaults to ``"non_idempotent"``, the one class that is safe when wrong: a
+    call in flight at a crash is never run again blindly (it is reconciled or a person is
+    asked). Declaring ``read_only`` or ``idempotent_write`` is a promise that running the
+    call twice is harmless, so stead lets you make it rather than assuming it.
+    """
+    if fn is not None:
+        return Tool(
+            fn,
+            effect=effect,
+            reconcile=reconcile,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+        )
+    _check_options(effect, reconcile, requires_approval, "@tool(...)")
+
+    def decorate(f: Callable[P, R]) -> Tool[P, R]:
+        return Tool(
+            f,
+            effect=effect,
+            reconcile=reconcile,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+        )
+
+    return decorate

@@ -1,0 +1,146 @@
+"""Tool.validate: canonical arguments, or a message the model can act on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, field_validator
+
+from stead.tools import tool
+
+
+class Address(BaseModel):
+    street: str
+    number: int = 1
+
+
+class Picky(BaseModel):
+    value: str
+
+    @field_validator("value")
+    @classmethod
+    def buggy(cls, v: str) -> str:
+        if v == "boom":
+            raise TypeError("validator bug")
+        return v
+
+
+@tool
+def ship(city: str, days: int = 3, addr: Address | None = None, tags: list[int] = []) -> str:  # noqa: B006
+    """Ship something."""
+    return city
+
+
+def error(raw: str) -> str:
+    out, err = ship.validate(raw)
+    assert err is not None, raw
+    assert out == raw
+    assert "Invalid arguments for tool 'ship'" in err
+    assert "Expected one JSON object matching:" in err
+    return err
+
+
+def test_valid_arguments_become_canonical_json() -> None:
+    assert ship.validate('{ "days": 2,\n "city": "Paris" }') == ('{"city":"Paris","days":2}', None)
+
+
+def test_canonical_json_is_of_what_the_model_sent() -> None:
+    # Defaults are not filled in, and a coerced "3" stays "3": the record is the model's call.
+    assert ship.validate('{"city":"P"}') == ('{"city":"P"}', None)
+    assert ship.validate('{"city":"P","days":"3"}') == ('{"city":"P","days":"3"}', None)
+
+
+def test_empty_text_means_no_arguments() -> None:
+    @tool
+    def ping() -> str:
+        return "pong"
+
+    assert ping.validate("") == ("{}", None)
+    assert ping.validate("  ") == ("{}", None)
+
+
+def test_invalid_json() -> None:
+    assert "not valid JSON" in error('{"city": "P"')
+    assert "not valid JSON" in error("city=Paris")
+
+
+def test_not_an_object() -> None:
+    for raw, kind in [("[1]", "array"), ('"P"', "string"), ("3", "number"), ("null", "null")]:
+        assert f"must be a JSON object, not a JSON {kind}" in error(raw)
+
+
+def test_missing_and_wrong_type() -> None:
+    err = error('{"days": "many"}')
+    assert "2 problems" in err
+    assert "- city: required but missing" in err
+    assert '- days: Input should be a valid integer' in err and '(got "many")' in err
+
+
+def test_extra_arguments_are_refused_with_the_valid_names() -> None:
+    err = error('{"city": "P", "colour": "red"}')
+    assert "- colour: not an argument of this tool (arguments: addr, city, days, tags)" in err
+
+
+def test_nested_error_paths() -> None:
+    err = error('{"city": "P", "addr": {"street": 3}, "tags": [1, "x"]}')
+    assert "- addr.street: Input should be a valid string (got 3)" in err
+    assert "- tags[1]: Input should be a valid integer" in err
+
+
+def test_values_without_one_canonical_form_are_refused() -> None:
+    assert "NaN is not valid JSON" in error('{"city": "P", "days": NaN}')
+    assert "appears more than once" in error('{"city": "P", "city": "Q"}')
+    assert "cannot be recorded exactly" in error('{"city": "P", "days": 12345678901234567890}')
+    assert "cannot be recorded exactly" in error('{"city": "\\ud800"}')
+
+
+def test_long_error_lists_are_cut() -> None:
+    raw = json.dumps({"city": "P", **{f"x{i}": i for i in range(15)}})
+    assert "- ...and 6 more" in error(raw)
+
+
+def test_a_buggy_validator_is_reported_not_raised() -> None:
+    @tool
+    def pick(p: Picky) -> str:
+        return p.value
+
+    assert pick.validate('{"p": {"value": "ok"}}')[1] is None
+    _, err = pick.validate('{"p": {"value": "boom"}}')
+    assert err is not None and "TypeError: validator bug" in err
+
+
+@given(st.text())
+def test_validate_never_raises_on_any_text(raw: str) -> None:
+    out, err = ship.validate(raw)
+    if err is not None:
+        assert out == raw
+    else:
+        assert ship.validate(out) == (out, None)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["city", "days", "addr", "tags", "x"]), json_values))
+def test_validate_never_raises_on_any_json_object(args: dict[str, Any]) -> None:
+    raw = json.dumps(args)
+    out, err = ship.validate(raw)
+    assert (out == raw) if err is not None else (ship.validate(out) == (out, None))
+
+
+@given(
+    st.dictionaries(st.sampled_from(["street", "number"]), st.integers(0, 9) | st.text()),
+    st.randoms(use_true_random=False),
+)
+def test_canonical_json_does_not_depend_on_key_order(addr: dict[str, Any], rnd: Any) -> None:
+    args: dict[str, Any] = {"city": "P", "days": 1, "addr": addr, "tags": [1, 2]}
+    items = list(args.items())
+    rnd.shuffle(items)
+    assert ship.validate(json.dumps(dict(items))) == ship.validate(json.dumps(args))
