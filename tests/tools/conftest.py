@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from stead._signal import AbortSignal
@@ -25,3 +27,9 @@ def make_ctx(tool_name: str = "t", *, signal: AbortSignal | None = None) -> Tool
 @pytest.fixture
 def ctx() -> ToolContext:
     return make_ctx()
+
+
+@pytest.fixture
+def ctx_with() -> Callable[[AbortSignal], ToolContext]:
+    """Build a context around a given signal."""
+    return lambda signal: make_ctx(signal=signal)

@@ -76,7 +76,7 @@ def test_missing_and_wrong_type() -> None:
     err = error('{"days": "many"}')
     assert "2 problems" in err
     assert "- city: required but missing" in err
-    assert '- days: Input should be a valid integer' in err and '(got "many")' in err
+    assert "- days: Input should be a valid integer" in err and '(got "many")' in err
 
 
 def test_extra_arguments_are_refused_with_the_valid_names() -> None:
@@ -99,7 +99,7 @@ def test_values_without_one_canonical_form_are_refused() -> None:
 
 def test_long_error_lists_are_cut() -> None:
     raw = json.dumps({"city": "P", **{f"x{i}": i for i in range(15)}})
-    assert "- ...and 6 more" in error(raw)
+    assert "- ...and 5 more" in error(raw)
 
 
 def test_a_buggy_validator_is_reported_not_raised() -> None:
@@ -135,12 +135,17 @@ def test_validate_never_raises_on_any_json_object(args: dict[str, Any]) -> None:
     assert (out == raw) if err is not None else (ship.validate(out) == (out, None))
 
 
-@given(
-    st.dictionaries(st.sampled_from(["street", "number"]), st.integers(0, 9) | st.text()),
-    st.randoms(use_true_random=False),
-)
-def test_canonical_json_does_not_depend_on_key_order(addr: dict[str, Any], rnd: Any) -> None:
-    args: dict[str, Any] = {"city": "P", "days": 1, "addr": addr, "tags": [1, 2]}
-    items = list(args.items())
+def shuffled(value: dict[str, Any], rnd: Any) -> dict[str, Any]:
+    items = [(k, shuffled(v, rnd) if isinstance(v, dict) else v) for k, v in value.items()]
     rnd.shuffle(items)
-    assert ship.validate(json.dumps(dict(items))) == ship.validate(json.dumps(args))
+    return dict(items)
+
+
+@given(st.text(), st.integers(0, 9), st.text(), st.randoms(use_true_random=False))
+def test_canonical_json_does_not_depend_on_key_order(
+    street: str, number: int, city: str, rnd: Any
+) -> None:
+    args = {"city": city, "days": 1, "addr": {"street": street, "number": number}, "tags": [2, 1]}
+    canonical, err = ship.validate(json.dumps(args))
+    assert err is None
+    assert ship.validate(json.dumps(shuffled(args, rnd), indent=1)) == (canonical, None)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stead import _crash
 from stead._signal import AbortSignal
 from stead.core.messages import AssistantMessage, Message, ToolCall, Usage
 from stead.errors import ProviderError, RunCancelled
@@ -85,7 +84,6 @@ class ScriptedModel:
         delay = reply.delay or self.delay
         if delay:
             await _sleep(delay, signal)
-        _crash.point("mid_model_call")
         if reply.error is not None:
             seen = self._failures.get(turn, 0)
             if reply.fail_times is None or seen < reply.fail_times:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_model
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from stead.core.canonical import canonical_json
@@ -76,6 +77,15 @@ def _is_context(hint: object) -> bool:
     return hint is ToolContext
 
 
+def _sets_alias(hint: object, default: object) -> bool:
+    infos = [default, *(typing.get_args(hint)[1:] if typing.get_origin(hint) is Annotated else ())]
+    return any(
+        isinstance(i, FieldInfo)
+        and (i.alias or i.validation_alias or i.serialization_alias) is not None
+        for i in infos
+    )
+
+
 def _hints(fn: Callable[..., Any], what: str) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
@@ -123,6 +133,11 @@ def describe_handler(fn: Callable[..., Any], what: str) -> HandlerShape:
             continue
         default = signature[p.name].default
         hint = hints.get(p.name, Any)
+        if _sets_alias(hint, default):
+            raise UserError(
+                f"{what}: parameter {p.name!r} sets an alias; the parameter name is the "
+                "argument name the model uses, so rename the parameter instead"
+            )
         fields[p.field] = (
             Annotated[hint, Field(alias=p.name)],
             ... if default is inspect.Parameter.empty else default,
@@ -135,12 +150,6 @@ def describe_handler(fn: Callable[..., Any], what: str) -> HandlerShape:
         canonical_json(schema)
     except (PydanticUserError, TypeError, ValueError) as exc:
         raise UserError(f"{what}: cannot build a JSON schema for its arguments: {exc}") from exc
-    for p in params:
-        if not p.is_context and model.model_fields[p.field].alias != p.name:
-            raise UserError(
-                f"{what}: parameter {p.name!r} sets an alias; the parameter name is the "
-                "argument name the model uses, so rename the parameter instead"
-            )
     schema.pop("title", None)
     return HandlerShape(params=tuple(params), model=model, parameters=schema)
 

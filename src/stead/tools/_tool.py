@@ -272,7 +272,16 @@ class Tool(Generic[P, R]):
 
 
 @overload
-def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+def tool(
+    fn: Callable[P, R],
+    /,
+    *,
+    effect: EffectClass = "non_idempotent",
+    reconcile: Reconciler | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | ApprovalPolicy = False,
+) -> Tool[P, R]: ...
 
 
 @overload

@@ -1,0 +1,122 @@
+"""The crash-test scenario: one tool of each effect class, real side effects in a ledger.
+
+Imported by the test process and by the child processes it kills. Side effects go to an
+``EffectLedger`` (its own SQLite file), so what really happened survives the SIGKILL.
+The "message service" is a table in that ledger that assigns message ids and can be asked,
+by idempotency key, whether a message was delivered: the reconcile function of send_message.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import stead
+from stead.testing import EffectLedger, Reply, ScriptedModel
+
+RUN_ID = "run_crash_scenario"
+
+
+def ledger() -> EffectLedger:
+    return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
+
+
+def _messages() -> sqlite3.Connection:
+    db = sqlite3.connect(os.environ["STEAD_TEST_LEDGER"], timeout=30, isolation_level=None)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS messages (message_id INTEGER PRIMARY KEY, "
+        "idempotency_key TEXT NOT NULL, recipient TEXT NOT NULL, body TEXT NOT NULL)"
+    )
+    return db
+
+
+def delivered(key: str | None = None) -> list[tuple[int, str]]:
+    db = _messages()
+    try:
+        q = "SELECT message_id, idempotency_key FROM messages"
+        if key is None:
+            return db.execute(q + " ORDER BY message_id").fetchall()
+        return db.execute(q + " WHERE idempotency_key = ?", (key,)).fetchall()
+    finally:
+        db.close()
+
+
+@stead.tool(effect="read_only")
+def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Look up an order's status."""
+    ledger().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@stead.tool(effect="idempotent_write")
+def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Create or update the support ticket for an order (deduplicated by idempotency key)."""
+    ledger().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"ticket": f"T-{order_id}", "note": note}
+
+
+def find_message(recipient: str, body: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
+    """Reconcile: ask the message service whether this call's message was delivered."""
+    rows = delivered(ctx.idempotency_key)
+    if rows:
+        return stead.Done({"message_id": rows[0][0]})
+    return stead.NotDone()
+
+
+@stead.tool(effect="non_idempotent", reconcile=find_message)
+def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Send a message; the service assigns a new message id on every call."""
+    db = _messages()
+    try:
+        cur = db.execute(
+            "INSERT INTO messages (idempotency_key, recipient, body) VALUES (?, ?, ?)",
+            (ctx.idempotency_key, recipient, body),
+        )
+        message_id = cur.lastrowid
+    finally:
+        db.close()
+    ledger().record("send_message", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"message_id": message_id}
+
+
+@stead.tool(effect="non_idempotent")
+def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Charge a card. No way to ask afterwards whether it happened."""
+    ledger().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"charged": cents}
+
+
+@stead.tool(effect="read_only")
+def slow_lookup(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Look up an order slowly (the contention tests pause a worker inside it)."""
+    import time
+
+    ledger().record("slow_lookup", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(float(os.environ.get("STEAD_TEST_SLOW", "1.0")))
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def agent(kind: str = "reconcilable") -> stead.Agent:
+    if kind == "slow":
+        model = ScriptedModel(
+            [Reply(tool_calls=[("slow_lookup", {"order_id": 7})]), "Order 7 shipped."]
+        )
+        return stead.Agent("crash-slow", model, [slow_lookup])
+    if kind == "reconcilable":
+        model = ScriptedModel(
+            [
+                Reply(tool_calls=[("lookup_order", {"order_id": 42})]),
+                Reply(
+                    tool_calls=[
+                        ("upsert_ticket", {"order_id": 42, "note": "shipped"}),
+                        ("send_message", {"recipient": "oncall", "body": "order 42 shipped"}),
+                    ]
+                ),
+                "Told on-call that order 42 shipped.",
+            ]
+        )
+        return stead.Agent("crash-scenario", model, [lookup_order, upsert_ticket, send_message])
+    model = ScriptedModel(
+        [Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."]
+    )
+    return stead.Agent("crash-unreconcilable", model, [charge_card])
