@@ -279,7 +279,7 @@ def _outcome(value: object) -> str | None:
     reason="BUG: canonical_json(1e17) is '100000000000000000'; json.loads reads that back as an "
     "int beyond 2**53-1, which canonical_json then refuses: its own output is not canonicalisable",
 )
-@pytest.mark.parametrize("number", [2.0**53, 1e17, 9007199254740994.0, -1e20])
+@pytest.mark.parametrize("number", [1e17, 9007199254740994.0, -1e20])
 def test_canonical_text_of_a_large_float_is_canonicalisable_again(number: float) -> None:
     text = canonical_json({"x": number})
     assert canonical_json(json.loads(text)) == text

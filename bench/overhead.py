@@ -1,0 +1,421 @@
+"""What does durability cost per step? stead against a hand-written floor, in one process.
+
+    .venv/bin/python bench/overhead.py             # 5 rounds x 30 runs per batch
+    .venv/bin/python bench/overhead.py --quick     # a few runs: does it work at all
+    .venv/bin/python bench/overhead.py --json      # machine-readable
+
+A *durable step* is one effect: one model call or one tool call. Every run here is 10 tool
+turns: 10 model turns that each ask for one tool call, the 10 tool calls, and 1 final model
+turn, so 21 steps a run.
+
+* **stead**: a ``Runtime`` on a fresh SQLite file (WAL, ``synchronous=FULL``, as stead
+  configures it), an ``Agent`` with a ``ScriptedModel`` (no delay) and one async tool. One row
+  per effect class of that tool: ``read_only``, ``idempotent_write``, ``non_idempotent`` (which
+  records ``tool_call_started`` before the handler runs: one more commit per tool call).
+  Per run: ``rid = await rt.start(agent, input)`` then ``await rt.run(rid)``.
+* **floor**: the same loop with no framework. It builds the same ``ModelRequest`` (growing
+  message list) for the same ``ScriptedModel.complete``, awaits the same tool function, and
+  after every step writes ONE row (the step's JSON) to a fresh SQLite file (WAL,
+  ``synchronous=FULL``) in its own transaction; plus one row when the run is created, because
+  stead also writes the run before it runs it. 22 commits a run.
+
+Batches (one fresh file, one untimed warm-up run, then N timed runs back to back) are
+interleaved in a rotating order for several rounds, because the machine is noisy; each side's
+figure is the median over rounds of batch time / (N x 21). Commits per run are counted in a
+separate, untimed run by tracing every statement on every SQLite connection: a commit is a
+``COMMIT`` closing a transaction that wrote, or a write outside any transaction. With WAL and
+``synchronous=FULL`` each such commit is one fsync of the WAL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import stead
+from stead.core.messages import Message, ToolResultMessage, UserMessage, message_to_json
+from stead.providers import ModelRequest
+from stead.testing import Reply, ScriptedModel
+
+TOOL_TURNS = 10
+STEPS_PER_RUN = 2 * TOOL_TURNS + 1
+GOAL = 1.5
+INPUT = "Check the ten open orders and tell me which have shipped."
+SYSTEM = "You look up orders. Call lookup once per order, then answer in one line."
+FLOOR = "floor"
+VARIANTS = ("read_only", "idempotent_write", "non_idempotent")
+
+
+# -- the workload, shared by both sides ---------------------------------------------------
+
+
+async def lookup(order_id: int) -> dict[str, Any]:
+    """Look up an order by id."""
+    return {"order_id": order_id, "status": "shipped", "carrier": "ups"}
+
+
+def script() -> ScriptedModel:
+    """10 turns that each call ``lookup`` once, then a final answer."""
+    turns: list[Reply | str] = [
+        Reply(tool_calls=[("lookup", {"order_id": 1000 + i})]) for i in range(TOOL_TURNS)
+    ]
+    turns.append("All ten orders have shipped.")
+    return ScriptedModel(turns)
+
+
+def agent_for(effect: str) -> stead.Agent:
+    """An agent whose only tool is ``lookup`` declared with side-effect class ``effect``."""
+    tool = stead.tool(effect=effect, name="lookup")(lookup)  # type: ignore[call-overload]
+    return stead.Agent(f"bench-{effect}", script(), [tool], system=SYSTEM)
+
+
+# -- commit counting ------------------------------------------------------------------------
+
+
+class CommitCounter:
+    """A ``set_trace_callback`` hook counting write transactions that committed."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self._in_txn = False
+        self._wrote = False
+
+    def __call__(self, statement: str) -> None:
+        s = statement.lstrip().upper()
+        if s.startswith("BEGIN"):
+            self._in_txn = True
+            self._wrote = "IMMEDIATE" in s or "EXCLUSIVE" in s
+        elif s.startswith(("COMMIT", "END")):
+            if self._in_txn and self._wrote:
+                self.commits += 1
+            self._in_txn = False
+        elif s.startswith("ROLLBACK"):
+            self._in_txn = False
+        elif s.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP")):
+            if self._in_txn:
+                self._wrote = True
+            else:
+                self.commits += 1  # autocommit: its own transaction
+
+
+@contextlib.contextmanager
+def counting_connections(counter: CommitCounter) -> Iterator[None]:
+    """Trace every SQLite connection opened inside the block (stead's store included)."""
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = real(*args, **kwargs)
+        db.set_trace_callback(counter)
+        return db
+
+    sqlite3.connect = connect  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sqlite3.connect = real
+
+
+# -- stead ----------------------------------------------------------------------------------
+
+
+async def stead_batch(effect: str, runs: int, directory: str) -> float:
+    """Seconds for ``runs`` sequential runs on a fresh store (after one warm-up run)."""
+    agent = agent_for(effect)
+    path = os.path.join(directory, f"stead-{uuid.uuid4().hex}.db")
+    rt = stead.Runtime(f"sqlite:///{path}", agents=[agent])
+    try:
+        await stead_run(rt, agent)
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(runs):
+            await stead_run(rt, agent)
+        return time.perf_counter() - start
+    finally:
+        await rt.close()
+        remove_db(path)
+
+
+async def stead_run(rt: stead.Runtime, agent: stead.Agent) -> str:
+    """One run, checked: it must complete after exactly 11 model turns."""
+    rid = await rt.start(agent, INPUT)
+    view = await rt.run(rid)
+    if view.status is not stead.RunStatus.COMPLETED or view.turns != TOOL_TURNS + 1:
+        raise SystemExit(f"stead run {rid} ended {view.status} after {view.turns} turns")
+    return rid
+
+
+async def stead_counts(effect: str, directory: str) -> dict[str, int]:
+    """Commits and events of one run (after a warm-up run), traced, untimed."""
+    agent = agent_for(effect)
+    path = os.path.join(directory, f"stead-count-{uuid.uuid4().hex}.db")
+    counter = CommitCounter()
+    with counting_connections(counter):
+        rt = stead.Runtime(f"sqlite:///{path}", agents=[agent])
+    try:
+        await stead_run(rt, agent)
+        before = counter.commits
+        rid = await stead_run(rt, agent)
+        commits = counter.commits - before
+        events = len(await rt.events(rid))
+    finally:
+        await rt.close()
+        remove_db(path)
+    return {"commits": commits, "events": events}
+
+
+# -- the floor ------------------------------------------------------------------------------
+
+
+def open_floor(path: str) -> sqlite3.Connection:
+    """A fresh file, WAL, synchronous=FULL, autocommit: each INSERT is one transaction."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute(
+        "CREATE TABLE steps (run_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL, "
+        "PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+    )
+    return db
+
+
+async def floor_run(
+    db: sqlite3.Connection,
+    model: ScriptedModel,
+    tool: Callable[..., Awaitable[Any]],
+    schemas: tuple[Any, ...],
+) -> int:
+    """The loop stead runs, by hand: model, tool, one committed row per step. Returns steps."""
+    run_id = f"run_{uuid.uuid4().hex}"
+    signal = stead.AbortSignal()
+    seq = 0
+
+    def write(data: dict[str, Any]) -> None:
+        nonlocal seq
+        seq += 1
+        db.execute("INSERT INTO steps VALUES (?, ?, ?)", (run_id, seq, json.dumps(data)))
+
+    write({"agent": "floor", "input": INPUT})
+    messages: list[Message] = [UserMessage(content=INPUT)]
+    steps = 0
+    turn = 0
+    while True:
+        request = ModelRequest(
+            model=model.model_name,
+            system=SYSTEM,
+            messages=tuple(messages),
+            tools=schemas,
+            turn_index=turn,
+        )
+        response = await model.complete(request, signal=signal)
+        steps += 1
+        messages.append(response.message)
+        write({"message": message_to_json(response.message), "usage": response.usage.to_json()})
+        if not response.message.tool_calls:
+            return steps
+        for call in response.message.tool_calls:
+            content = json.dumps(await tool(**json.loads(call.arguments)))
+            steps += 1
+            messages.append(
+                ToolResultMessage(tool_call_id=call.id, name=call.name, content=content)
+            )
+            write({"tool_call_id": call.id, "content": content})
+        turn += 1
+
+
+async def floor_batch(runs: int, directory: str, counter: CommitCounter | None = None) -> float:
+    """Seconds for ``runs`` sequential floor runs on a fresh file (after one warm-up run)."""
+    path = os.path.join(directory, f"floor-{uuid.uuid4().hex}.db")
+    db = open_floor(path)
+    model = script()
+    schemas = (agent_for("read_only").registry.get("lookup").schema(),)  # type: ignore[union-attr]
+    try:
+        await floor_run(db, model, lookup, schemas)
+        if counter is not None:
+            db.set_trace_callback(counter)
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(runs):
+            steps = await floor_run(db, model, lookup, schemas)
+            if steps != STEPS_PER_RUN:
+                raise SystemExit(f"floor run took {steps} steps, not {STEPS_PER_RUN}")
+        return time.perf_counter() - start
+    finally:
+        db.close()
+        remove_db(path)
+
+
+async def floor_counts(directory: str) -> dict[str, int]:
+    """Commits and rows of one floor run, traced, untimed."""
+    counter = CommitCounter()
+    await floor_batch(1, directory, counter)
+    return {"commits": counter.commits, "events": counter.commits}
+
+
+def remove_db(path: str) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
+
+
+# -- measuring and reporting ----------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One side's per-round figures."""
+
+    name: str
+    """floor, or the tool's effect class."""
+    us_per_step: list[float] = field(default_factory=list)
+    """One figure per round: batch seconds / (runs x steps) in microseconds."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """commits and events (rows for the floor) of one run."""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.us_per_step)
+
+
+async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dict[str, Series]:
+    names = (FLOOR, *VARIANTS)
+    series = {n: Series(n) for n in names}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            if name == FLOOR:
+                seconds = await floor_batch(runs, directory)
+            else:
+                seconds = await stead_batch(name, runs, directory)
+            series[name].us_per_step.append(seconds / (runs * STEPS_PER_RUN) * 1e6)
+        if progress:
+            done = "  ".join(f"{n} {series[n].us_per_step[-1]:.0f}" for n in names)
+            print(f"  round {r + 1}/{rounds}: µs/step  {done}", file=sys.stderr)
+    series[FLOOR].counts = await floor_counts(directory)
+    for name in VARIANTS:
+        series[name].counts = await stead_counts(name, directory)
+    return series
+
+
+def report(series: dict[str, Series], args: argparse.Namespace, directory: str) -> dict[str, Any]:
+    floor = series[FLOOR].median
+    rows = []
+    for s in series.values():
+        pairs = zip(s.us_per_step, series[FLOOR].us_per_step, strict=True)
+        rows.append(
+            {
+                "side": "floor" if s.name == FLOOR else "stead",
+                "tool_effect": None if s.name == FLOOR else s.name,
+                "us_per_step_median": round(s.median, 1),
+                "us_per_step_min": round(min(s.us_per_step), 1),
+                "us_per_step_max": round(max(s.us_per_step), 1),
+                "us_per_step_rounds": [round(x, 1) for x in s.us_per_step],
+                "ratio_to_floor": round(s.median / floor, 3),
+                "paired_ratio_median": round(statistics.median(a / b for a, b in pairs), 3),
+                "commits_per_run": s.counts["commits"],
+                "events_per_run": s.counts["events"],
+                "goal_met": None if s.name == FLOOR else s.median / floor <= GOAL,
+            }
+        )
+    return {
+        "workload": {
+            "tool_turns": TOOL_TURNS,
+            "steps_per_run": STEPS_PER_RUN,
+            "step": "one effect: one model call or one tool call",
+            "model": "ScriptedModel, no delay",
+        },
+        "runs_per_batch": args.runs,
+        "rounds": args.rounds,
+        "goal_ratio": GOAL,
+        "environment": {
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "platform": platform.platform(),
+            "db_dir": directory,
+        },
+        "rows": rows,
+    }
+
+
+HEADER = """\
+stead overhead: µs per durable step, stead vs a no-framework floor, measured in the same run
+  step    one effect = one model call or one tool call. A run = 10 tool turns: 10 model turns
+          that each request one tool call + 10 tool calls + 1 final model turn = 21 steps.
+  stead   Runtime on a fresh SQLite file (WAL, synchronous=FULL), Agent with ScriptedModel
+          (no delay) and one async tool of the effect class shown; timed per run:
+          rid = await rt.start(agent, input); await rt.run(rid)  (lease claim/release included)
+  floor   same ScriptedModel.complete (same growing ModelRequest) and same tool function,
+          no framework; ONE row (the step's JSON) per step into a fresh SQLite file (WAL,
+          synchronous=FULL), one commit per row, plus one row at run creation.
+  method  {rounds} rounds x {runs} sequential runs per batch; fresh file + 1 untimed warm-up
+          run per batch; batches interleaved in rotating order; figure = median over rounds
+          of batch time / (runs x 21). commits/run: every SQLite statement traced over one
+          extra run; with WAL + synchronous=FULL one commit = one fsync.
+  env     Python {python}, SQLite {sqlite}, {platform}; files in {db_dir}
+"""
+
+
+def render(result: dict[str, Any]) -> str:
+    env = result["environment"]
+    lines = [
+        HEADER.format(rounds=result["rounds"], runs=result["runs_per_batch"], **env),
+        f"{'side':<6} {'tool effect':<17} {'µs/step':>8} {'min':>7} {'max':>7} "
+        f"{'x floor':>8} {'commits/run':>12} {'events/run':>11}  goal <= {GOAL}x",
+    ]
+    for row in result["rows"]:
+        goal = {None: "", True: "met", False: "NOT met"}[row["goal_met"]]
+        lines.append(
+            f"{row['side']:<6} {row['tool_effect'] or '-':<17} "
+            f"{row['us_per_step_median']:>8.1f} {row['us_per_step_min']:>7.1f} "
+            f"{row['us_per_step_max']:>7.1f} {row['ratio_to_floor']:>7.2f}x "
+            f"{row['commits_per_run']:>12} {row['events_per_run']:>11}  {goal}"
+        )
+    lines.append(
+        "(events/run for the floor = rows written; x floor = ratio of the medians; "
+        "--json adds per-round figures and the median of per-round ratios)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per batch (30)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
+    parser.add_argument("--quick", action="store_true", help="3 runs x 2 rounds: a smoke test")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--dir",
+        help="where the SQLite files go (default: a new temp dir; fsync cost depends "
+        "on the filesystem, and on tmpfs it is nearly free)",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.rounds = 3, 2
+    if args.runs < 1 or args.rounds < 1:
+        parser.error("--runs and --rounds must be at least 1")
+    directory = tempfile.mkdtemp(prefix="stead-bench-", dir=args.dir)
+    try:
+        series = asyncio.run(measure(args.runs, args.rounds, directory, not args.json))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    result = report(series, args, directory)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

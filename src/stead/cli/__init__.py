@@ -1,0 +1,169 @@
+"""The ``stead`` command: parse, call the runtime, render. No logic of its own.
+
+    stead demo                          crash-and-recover demo on a temporary SQLite store
+    stead runs list [--status S]        runs in the store, newest first
+    stead runs show RUN                 one run's timeline
+    stead runs events RUN [--json]      one run's raw events
+    stead resume RUN --agents MOD:ATTR  continue a run (requeues failed/cancelled ones)
+    stead approve RUN CALL [--args J]   approve a gated call (optionally edited)
+    stead deny RUN CALL --reason R      deny it; the model reads the reason
+    stead decide RUN CALL happened|not_happened|skip [--result R]
+                                        settle a call whose outcome is unknown
+    stead cancel RUN [--reason R]       cancel a run
+
+The store comes from ``--store`` or ``$STEAD_STORE`` (default ``sqlite:///stead.db``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from stead.core.events import encode
+from stead.errors import SteadError, UserError
+from stead.runtime import Agent, Runtime
+
+from stead.cli._render import console, runs_table, summary, timeline
+
+
+def _load_agents(spec: str | None) -> list[Agent]:
+    """``module:attr`` naming an Agent, a list of Agents, or a function returning either."""
+    if not spec:
+        return []
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise UserError(f"--agents wants module:attribute, got {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"cannot load agents from {spec!r}: {exc}") from exc
+    if callable(obj) and not isinstance(obj, Agent):
+        obj = obj()
+    agents = [obj] if isinstance(obj, Agent) else list(obj)
+    if not all(isinstance(a, Agent) for a in agents):
+        raise UserError(f"{spec!r} is not an Agent or a list of Agents")
+    return agents
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stead", description="Durable LLM agent runs.")
+    p.add_argument("--store", default=os.environ.get("STEAD_STORE", "sqlite:///stead.db"),
+                   help="store URL (default $STEAD_STORE or sqlite:///stead.db)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="crash an agent after a side effect and recover it")
+    demo.add_argument("--db", default=None, help="SQLite file for the demo (default: a temp file)")
+
+    runs = sub.add_parser("runs", help="list and inspect runs")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    lst = rsub.add_parser("list", help="runs, newest first")
+    lst.add_argument("--status", default=None)
+    lst.add_argument("--limit", type=int, default=50)
+    show = rsub.add_parser("show", help="a run's timeline")
+    show.add_argument("run_id")
+    ev = rsub.add_parser("events", help="a run's raw events")
+    ev.add_argument("run_id")
+    ev.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    res = sub.add_parser("resume", help="continue a run")
+    res.add_argument("run_id")
+    res.add_argument("--agents", required=True, help="module:attr with the run's agent(s)")
+    res.add_argument("--reason", default="resumed from the CLI")
+
+    for name, help_text in (("approve", "approve a gated call"), ("deny", "deny a gated call")):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("run_id")
+        cmd.add_argument("call_id")
+        cmd.add_argument("--token", default=None, help="the approval's resume token")
+        cmd.add_argument("--by", default=os.environ.get("USER", "cli"))
+        if name == "approve":
+            cmd.add_argument("--args", default=None, help="edited arguments as JSON")
+        else:
+            cmd.add_argument("--reason", required=True)
+
+    dec = sub.add_parser("decide", help="settle a call whose outcome is unknown")
+    dec.add_argument("run_id")
+    dec.add_argument("call_id")
+    dec.add_argument("decision", choices=["happened", "not_happened", "skip"])
+    dec.add_argument("--result", default=None, help="with happened: the call's result")
+    dec.add_argument("--reason", default="")
+    dec.add_argument("--token", default=None)
+    dec.add_argument("--by", default=os.environ.get("USER", "cli"))
+
+    can = sub.add_parser("cancel", help="cancel a run")
+    can.add_argument("run_id")
+    can.add_argument("--reason", default="cancelled from the CLI")
+    return p
+
+
+async def _with_runtime(store: str, agents: list[Agent],
+                        fn: Callable[[Runtime], Awaitable[int]]) -> int:
+    async with Runtime(store, agents=agents) as rt:
+        return await fn(rt)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    out = console()
+    cmd = args.command
+    if cmd == "demo":
+        from stead.demo import run_demo
+
+        return 0 if run_demo(args.db) == 1 else 1
+
+    async def go(rt: Runtime) -> int:
+        if cmd == "runs":
+            if args.runs_command == "list":
+                out.print(runs_table(await rt.store.list_runs(status=args.status, limit=args.limit)))
+            elif args.runs_command == "show":
+                out.print(timeline(await rt.events(args.run_id), title=args.run_id))
+                out.print(summary(await rt.get(args.run_id)))
+            else:
+                for e in await rt.events(args.run_id):
+                    kind, version, data = encode(e.event)
+                    if args.json:
+                        print(json.dumps({"seq": e.seq, "kind": kind, "v": version,
+                                          "at": e.created_at, "data": data}))
+                    else:
+                        out.print(f"{e.seq:>5} {kind:<22} {json.dumps(data)[:160]}")
+            return 0
+        if cmd == "resume":
+            view = await rt.resume(args.run_id, reason=args.reason)
+        elif cmd == "approve":
+            edited = json.loads(args.args) if args.args else None
+            view = await rt.approve(args.run_id, args.call_id, token=args.token, by=args.by,
+                                    arguments=edited)
+        elif cmd == "deny":
+            view = await rt.deny(args.run_id, args.call_id, args.reason, token=args.token,
+                                 by=args.by)
+        elif cmd == "decide":
+            view = await rt.decide(args.run_id, args.call_id, args.decision, token=args.token,
+                                   result=args.result, reason=args.reason, by=args.by)
+        elif cmd == "cancel":
+            view = await rt.cancel(args.run_id, args.reason)
+        else:  # pragma: no cover - argparse refuses unknown commands
+            raise UserError(f"unknown command {cmd}")
+        out.print(summary(view))
+        return 0
+
+    agents = _load_agents(getattr(args, "agents", None))
+    return asyncio.run(_with_runtime(args.store, agents, go))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stead`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        code = _dispatch(args)
+    except SteadError as exc:
+        console().print(f"[red]error:[/] {exc}")
+        code = 2
+    if argv is None:
+        sys.exit(code)
+    return code
