@@ -107,7 +107,7 @@ class ProviderHTTPError(ProviderError):
         self.retry_after = retry_after
 
 
-class RunCancelled(BaseException):  # noqa: N818 - mirrors asyncio.CancelledError
+class RunCancelled(BaseException):
     """Raised inside a task whose run was cancelled, to unwind it cooperatively."""
 
 

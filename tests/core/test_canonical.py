@@ -9,10 +9,10 @@ import random
 
 import pytest
 import rfc8785
+from core_strategies import SAFE_INT, json_scalars, json_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core_strategies import SAFE_INT, json_scalars, json_values
 from stead.core.canonical import (
     canonical_json,
     command_id,

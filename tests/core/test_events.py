@@ -9,10 +9,10 @@ from dataclasses import MISSING, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pytest
+from core_strategies import events, events_of, sample_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core_strategies import events, events_of, sample_event
 from stead.core.events import (
     EVENT_TYPES,
     VERSION,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import stead  # noqa: E402
-from _scenario import RUN_ID, agent  # noqa: E402
+from _scenario import RUN_ID, agent
+
+import stead
 
 
 async def main(store: str, mode: str, kind: str, extra: list[str]) -> None:

@@ -14,9 +14,9 @@ import signal
 import time
 from collections import Counter
 
+from _scenario import RUN_ID, ledger
 from conftest import Scenario, finish
 
-from _scenario import RUN_ID, ledger
 from stead.core.events import ToolResultRecorded
 from stead.store import SQLiteStore
 
@@ -37,8 +37,9 @@ def _results(store: str) -> Counter[tuple[int, str]]:
 
 
 def _create(scenario: Scenario) -> None:
-    import stead
     from _scenario import agent
+
+    import stead
 
     async def create() -> None:
         a = agent("slow")

@@ -12,9 +12,9 @@ import asyncio
 from collections import Counter
 
 import pytest
+from _scenario import RUN_ID, delivered, ledger
 from conftest import KILLED, Scenario
 
-from _scenario import RUN_ID, delivered, ledger
 from stead.core.canonical import idempotency_key
 from stead.core.events import ToolResultRecorded
 from stead.core.states import RunStatus

@@ -25,11 +25,10 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from stead.cli._render import console, runs_table, summary, timeline
 from stead.core.events import encode
 from stead.errors import SteadError, UserError
 from stead.runtime import Agent, Runtime
-
-from stead.cli._render import console, runs_table, summary, timeline
 
 
 def _load_agents(spec: str | None) -> list[Agent]:
@@ -113,7 +112,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     out = console()
     cmd = args.command
     if cmd == "demo":
-        from stead.demo import run_demo
+        from stead.cli._demo import run_demo
 
         return 0 if run_demo(args.db) == 1 else 1
 

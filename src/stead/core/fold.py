@@ -344,6 +344,8 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
         case RunRecovered():
             state.owner, state.epoch = event.owner, event.epoch
         case TurnStarted():
+            if state.status is RunStatus.QUEUED:
+                raise _refuse(state, event, "a queued run must be started (run_started) first")
             if event.turn_index != state.turn_index + 1:
                 raise _refuse(
                     state, event, f"turn {event.turn_index} after turn {state.turn_index}"

@@ -1,92 +1,9 @@
-"""``stead demo``: crash an agent after it sent a message, recover, and send it only once.
+"""The demo's parts: a local HTTP message service, the agent and its tools, the worker process.
 
-1. A local HTTP message service starts in this process.
-2. A worker process drives the run; it looks the order up, sends the message, and is killed
-   with SIGKILL right after the message was delivered, before the result was checkpointed.
-3. A new worker process resumes: the lookup's recorded result is replayed, the in-flight send
-   is reconciled with the service by idempotency key (found: its message id is recorded),
-   and only the unfinished work (the final answer) runs.
-4. The timeline is printed, then the number of messages the service delivered: 1.
+``stead demo`` (in ``stead.cli._demo``) puts them together; tests and users can reuse them.
 """
 
-from __future__ import annotations
-
-import asyncio
-import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
-from rich.rule import Rule
-
-from stead.cli._render import console, summary, timeline
-from stead.demo._agent import build_agent
+from stead.demo._agent import agents, build_agent
 from stead.demo._service import MessageService
-from stead.runtime import Runtime
 
-
-def _worker(store: str, run_id: str, service: str, crash: str | None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, STEAD_DEMO_SERVICE=service)
-    env.pop("STEAD_CRASH_AT", None)
-    if crash:
-        env["STEAD_CRASH_AT"] = crash
-    return subprocess.run(
-        [sys.executable, "-m", "stead.demo._child", store, run_id],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )
-
-
-def run_demo(store_path: str | None = None) -> int:
-    """Run the demo; returns the number of messages delivered (1 when all is well)."""
-    out = console()
-    folder = tempfile.mkdtemp(prefix="stead-demo-")
-    store = f"sqlite:///{store_path or Path(folder) / 'demo.db'}"
-    agent = build_agent()
-    with MessageService() as service:
-        out.print(Rule("stead demo: a crash after a side effect"))
-        out.print(f"message service on {service.url}; store {store}")
-
-        async def create() -> str:
-            async with Runtime(store, agents=[agent]) as rt:
-                return await rt.start(agent, "Order 42: check it and tell on-call.")
-
-        run_id = asyncio.run(create())
-        out.print(f"run {run_id} queued\n")
-
-        out.print("[bold]worker 1[/]: drives the run, armed to die right after send_message "
-                  "returns and before its result is checkpointed")
-        first = _worker(store, run_id, service.url, "after_tool_effect:send_message")
-        if first.returncode != -signal.SIGKILL:
-            out.print(f"[red]worker 1 was expected to die by SIGKILL, exit {first.returncode}[/]")
-            out.print(first.stderr)
-            return -1
-        out.print(f"  worker 1 killed by SIGKILL; messages delivered so far: {len(service.messages)}")
-
-        out.print("\n[bold]worker 2[/]: a new process resumes the same run")
-        second = _worker(store, run_id, service.url, None)
-        if second.returncode != 0:
-            out.print(f"[red]worker 2 failed (exit {second.returncode})[/]\n{second.stderr}")
-            return -1
-        result = json.loads(second.stdout.strip().splitlines()[-1])
-        out.print(f"  worker 2 finished: {result['status']}\n")
-
-        async def show() -> None:
-            async with Runtime(store, agents=[agent]) as rt:
-                out.print(timeline(await rt.events(run_id), title=f"timeline of {run_id}"))
-                out.print()
-                out.print(summary(await rt.get(run_id)))
-
-        asyncio.run(show())
-        delivered = len(service.messages)
-        out.print()
-        style = "bold green" if delivered == 1 else "bold red"
-        out.print(f"[{style}]delivered: {delivered}[/]")
-        out.print(
-            "\n[dim]Inspect it yourself: "
-            f"stead --store {store} runs show {run_id}\n"
-            "Use a real model: see README, 'Real models'.[/]"
-        )
-        return delivered
+__all__ = ["MessageService", "agents", "build_agent"]

@@ -33,7 +33,7 @@ def lookup_order(order_id: int) -> dict[str, Any]:
 def find_message(to: str, body: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """Reconcile: did a message with this call's idempotency key go out?"""
     url = f"{_service()}/messages?idempotency_key={ctx.idempotency_key}"
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - local service
+    with urllib.request.urlopen(url, timeout=10) as resp:
         found = json.loads(resp.read())["messages"]
     if found:
         return stead.Done({"message_id": found[0]["message_id"], "to": found[0]["to"]})
@@ -49,7 +49,7 @@ def send_message(to: str, body: str, ctx: stead.ToolContext) -> dict[str, Any]:
         headers={"Content-Type": "application/json", "Idempotency-Key": ctx.idempotency_key},
         method="POST",
     )
-    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - local service
+    with urllib.request.urlopen(req, timeout=10) as resp:
         sent = json.loads(resp.read())
     return {"message_id": sent["message_id"], "to": sent["to"]}
 

@@ -24,7 +24,7 @@ class MessageService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def _send(self, status: int, body: Any) -> None:
@@ -35,7 +35,7 @@ class MessageService:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 if urlparse(self.path).path != "/messages":
                     self._send(404, {"error": "not found"})
                     return
@@ -55,7 +55,7 @@ class MessageService:
                     service.messages.append(message)
                 self._send(201, message)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 url = urlparse(self.path)
                 if url.path != "/messages":
                     self._send(404, {"error": "not found"})

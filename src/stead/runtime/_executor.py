@@ -150,7 +150,7 @@ class InProcessExecutor:
             if isinstance(body, ModelBody):
                 return ModelFailed(code="deadline_exceeded", message=str(exc))
             return ToolFailed(failure=f"TimeoutError: {exc}")
-        except Exception as exc:  # noqa: BLE001 - an effect's failure becomes an outcome
+        except Exception as exc:
             if isinstance(body, ModelBody):
                 return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
             return ToolFailed(failure=f"{type(exc).__name__}: {exc}")

@@ -30,7 +30,7 @@ from stead.errors import Conflict, Fenced, UnknownAgent, UserError
 from stead.providers import ProgressCallback
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._loop import RunLoop
+from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._session import RunSession
 from stead.store import Store, StoredEvent, open_store
 
@@ -140,6 +140,7 @@ class Runtime:
         snapshot_every: int = 256,
         executor_factory: Callable[[Agent, ProgressCallback | None], Executor] | None = None,
         on_progress: ProgressCallback | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
@@ -150,6 +151,7 @@ class Runtime:
         self.clock = clock
         self.snapshot_every = snapshot_every
         self.on_progress = on_progress
+        self.backoff = backoff or Backoff()
         self._executor_factory = executor_factory or (
             lambda agent, progress: InProcessExecutor(agent.model, agent.registry, progress)
         )
@@ -223,7 +225,8 @@ class Runtime:
                     automatic=False,
                 )
             signal = AbortSignal()
-            loop = RunLoop(session, agent, self._executor_factory(agent, self.on_progress), signal)
+            executor = self._executor_factory(agent, self.on_progress)
+            loop = RunLoop(session, agent, executor, signal, backoff=self.backoff)
             heart = asyncio.ensure_future(self._heartbeat(session, signal))
             try:
                 await loop.drive()

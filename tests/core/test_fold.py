@@ -1,0 +1,661 @@
+"""Folding a log into a run's state: deterministic, splittable, snapshot-able, and strict."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from core_strategies import RUN_ID, RunLog, events, run_logs, sample_event
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stead.core.events import (
+    EVENT_TYPES,
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageRecorded,
+    Event,
+    ModelCallFailed,
+    RunCancelled,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunRequeued,
+    RunStarted,
+    RunTimedOut,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolOutcomeUnknown,
+    ToolReconciled,
+    ToolResultRecorded,
+    TurnResumed,
+    TurnStarted,
+)
+from stead.core.fold import STATE_VERSION, RunState, apply, fold
+from stead.core.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
+from stead.core.states import RunStatus
+from stead.errors import Conflict, IllegalTransition
+
+LOGS = settings(max_examples=60, deadline=None)
+
+# -- small builders for table tests ----------------------------------------------------------
+
+
+def created() -> RunCreated:
+    return RunCreated(run_id=RUN_ID, agent="agent", input="hello", config={"max_turns": 3})
+
+
+def started(epoch: int = 1) -> RunStarted:
+    return RunStarted(owner=f"w{epoch}", epoch=epoch)
+
+
+def reply(turn: int, *call_ids: str, text: str = "") -> AssistantMessageRecorded:
+    calls = tuple(ToolCall(id=i, name=f"tool_{i}", arguments="{}") for i in call_ids)
+    return AssistantMessageRecorded(
+        turn_index=turn,
+        message=AssistantMessage(text=text, tool_calls=calls),
+        usage=Usage(input_tokens=10, output_tokens=2),
+    )
+
+
+def request(
+    turn: int, call_id: str, effect: Any = "read_only", rejection: str | None = None
+) -> ToolCallRequested:
+    return ToolCallRequested(
+        turn_index=turn,
+        tool_call_id=call_id,
+        name=f"tool_{call_id}",
+        arguments="{}",
+        effect_class=effect,
+        idempotency_key="k",
+        rejection=rejection,
+    )
+
+
+def result(turn: int, call_id: str, source: Any = "executed", attempt: int = 1) -> Any:
+    return ToolResultRecorded(
+        turn_index=turn,
+        tool_call_id=call_id,
+        name=f"tool_{call_id}",
+        content=f"result of {call_id}",
+        source=source,
+        attempt=attempt,
+    )
+
+
+def start(turn: int, call_id: str, attempt: int = 1) -> ToolCallStarted:
+    return ToolCallStarted(turn_index=turn, tool_call_id=call_id, attempt=attempt, effect_id="e")
+
+
+def ask(turn: int, call_id: str, reason: Any = "policy") -> ApprovalRequested:
+    return ApprovalRequested(turn_index=turn, tool_call_id=call_id, reason=reason, token="tok")
+
+
+RUNNING_T0: list[Event] = [created(), started(), TurnStarted(turn_index=0)]
+REPLIED: list[Event] = [*RUNNING_T0, reply(0, text="done")]
+AWAITING_TWO: list[Event] = [*RUNNING_T0, reply(0, "a", "b"), request(0, "a"), request(0, "b")]
+A_DONE: list[Event] = [*AWAITING_TWO, result(0, "a")]
+BOTH_DONE: list[Event] = [*A_DONE, result(0, "b")]
+NI_STARTED: list[Event] = [
+    *RUNNING_T0,
+    reply(0, "a"),
+    request(0, "a", "non_idempotent"),
+    start(0, "a"),
+]
+POLICY_WAIT: list[Event] = [*AWAITING_TWO, ask(0, "a")]
+COMPLETED: list[Event] = [*REPLIED, RunCompleted(output="done")]
+FAILED: list[Event] = [*RUNNING_T0, RunFailed(code="provider_unavailable", phase="model")]
+CANCELLED: list[Event] = [created(), RunCancelled(reason="stop")]
+TIMED_OUT: list[Event] = [*POLICY_WAIT, RunTimedOut(reason="deadline")]
+
+
+def assert_refused(
+    prefix: list[Event], event: Event, exc: type[Exception], match: str
+) -> None:
+    """``event`` is refused on top of ``prefix`` and leaves no trace."""
+    state = fold(prefix)
+    before = state.to_json()
+    twin = state.copy()
+    with pytest.raises(exc, match=match):
+        apply(state, event)
+    assert state.to_json() == before
+    assert state == twin
+
+
+# -- the happy path, by hand -----------------------------------------------------------------
+
+
+def test_a_small_run() -> None:
+    log: list[Event] = [
+        *BOTH_DONE,
+        TurnStarted(turn_index=1),
+        reply(1, text="all done"),
+        RunCompleted(output="all done", usage=Usage(input_tokens=20, output_tokens=4)),
+    ]
+    state = fold(log)
+    assert state.status is RunStatus.COMPLETED
+    assert state.seq == len(log)
+    assert (state.run_id, state.agent, state.input) == (RUN_ID, "agent", "hello")
+    assert state.config == {"max_turns": 3}
+    assert state.turn_index == 1
+    assert state.output == "all done"
+    assert state.usage == Usage(input_tokens=20, output_tokens=4)
+    assert state.tool_calls_total == 2
+    assert state.owner == "w1"
+    assert state.epoch == 1
+    assert state.calls == {}  # calls are per turn
+    assert [m.role for m in state.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+
+
+def test_statuses_along_the_way() -> None:
+    seen = []
+    state = RunState()
+    for e in [*POLICY_WAIT, ApprovalDecided(turn_index=0, tool_call_id="a", decision="deny")]:
+        apply(state, e)
+        seen.append(state.status.value if state.status else None)
+    assert seen == [
+        "queued",
+        "running",
+        "running",
+        "running",
+        "awaiting_tool",
+        "awaiting_tool",
+        "awaiting_approval",
+        "awaiting_tool",
+    ]
+    assert state.calls["a"].decision == "deny"
+
+
+def test_explicit_sequence_numbers() -> None:
+    state = RunState()
+    apply(state, created(), seq=7)
+    assert state.seq == 7
+    apply(state, started())
+    assert state.seq == 8
+
+
+def test_fold_does_not_touch_its_start_state() -> None:
+    base = fold(AWAITING_TWO)
+    before = base.to_json()
+    after = fold([result(0, "a"), result(0, "b")], start=base)
+    assert base.to_json() == before
+    assert after.pending_calls() == []
+    assert after.seq == base.seq + 2
+
+
+# -- properties over generated valid logs ----------------------------------------------------
+
+
+@LOGS
+@given(run_logs())
+def test_every_generated_log_folds(log: RunLog) -> None:
+    state = fold(log.events)
+    assert state.status is not None
+    assert state.seq == len(log.events)
+    requests = [e for e in log.events if isinstance(e, ToolCallRequested)]
+    assert state.tool_calls_total == len(requests)
+    replies = [e for e in log.events if isinstance(e, AssistantMessageRecorded)]
+    total = Usage()
+    for r in replies:
+        total = total + r.usage
+    assert state.usage == total
+
+
+@LOGS
+@given(run_logs())
+def test_fold_is_deterministic(log: RunLog) -> None:
+    assert fold(log.events).to_json() == fold(log.events).to_json()
+    assert fold(log.events) == fold(list(log.events))
+
+
+@LOGS
+@given(run_logs())
+def test_fold_splits_at_every_point(log: RunLog) -> None:
+    evs = log.events
+    whole = fold(evs).to_json()
+    for k in range(len(evs) + 1):
+        assert fold(evs[k:], start=fold(evs[:k])).to_json() == whole, k
+
+
+@LOGS
+@given(run_logs())
+def test_snapshot_round_trip_at_every_point(log: RunLog) -> None:
+    evs = log.events
+    whole = fold(evs)
+    state = RunState()
+    for k, e in enumerate([None, *evs]):
+        if e is not None:
+            apply(state, e)
+        snap = state.to_json()
+        restored = RunState.from_json(snap)
+        assert restored.to_json() == snap, k
+        assert restored == state, k
+        wired = RunState.from_json(json.loads(json.dumps(snap)))
+        assert wired.to_json() == snap, k
+        assert wired == state, k
+        # A resume folds the rest of the log on top of the snapshot.
+        assert fold(evs[k:], start=wired).to_json() == whole.to_json(), k
+
+
+def _check_conversation(state: RunState) -> None:
+    convo = state.conversation()
+    key = lambda m: json.dumps(dataclasses.asdict(m), sort_keys=True)  # noqa: E731
+    assert Counter(map(key, convo)) == Counter(map(key, state.messages))
+    for i, m in enumerate(convo):
+        if not isinstance(m, AssistantMessage):
+            continue
+        block = []
+        for follower in convo[i + 1 :]:
+            if not isinstance(follower, ToolResultMessage):
+                break
+            block.append(follower.tool_call_id)
+        recorded = set(block)
+        assert block == [c.id for c in m.tool_calls if c.id in recorded]
+
+
+@LOGS
+@given(run_logs())
+def test_conversation_puts_results_in_call_order(log: RunLog) -> None:
+    evs = log.events
+    for k in range(len(evs) + 1):
+        _check_conversation(fold(evs[:k]))
+
+
+@LOGS
+@given(run_logs())
+def test_ended_runs_have_a_valid_history(log: RunLog) -> None:
+    state = fold(log.events)
+    if state.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+        return
+    convo = state.conversation()
+    calls = [c.id for m in convo if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    results = [m.tool_call_id for m in convo if isinstance(m, ToolResultMessage)]
+    assert Counter(results) == Counter(calls)  # exactly one result per call
+    assert state.pending_calls() == []
+    assert state.approvals == {}
+
+
+@st.composite
+def state_and_stray_event(draw: st.DrawFn) -> tuple[list[Event], Event]:
+    log = draw(run_logs())
+    evs = log.events
+    k = draw(st.integers(0, len(evs)))
+    event = draw(events())
+    ids = sorted({e.tool_call_id for e in evs if hasattr(e, "tool_call_id")}) or ["x"]
+    changes: dict[str, Any] = {}
+    if hasattr(event, "tool_call_id"):
+        changes["tool_call_id"] = draw(st.sampled_from(ids))
+    if hasattr(event, "turn_index"):
+        changes["turn_index"] = draw(st.integers(-1, 4))
+    return evs[:k], dataclasses.replace(event, **changes)  # type: ignore[type-var]
+
+
+@settings(max_examples=300, deadline=None)
+@given(state_and_stray_event())
+def test_an_event_is_applied_whole_or_not_at_all(case: tuple[list[Event], Event]) -> None:
+    prefix, event = case
+    state = fold(prefix)
+    before = state.to_json()
+    try:
+        apply(state, event)
+    except (IllegalTransition, Conflict):
+        assert state.to_json() == before
+    else:
+        assert state.seq == len(prefix) + 1
+
+
+# -- conversation order, by hand -------------------------------------------------------------
+
+
+def test_conversation_orders_results_by_call_not_by_arrival() -> None:
+    log: list[Event] = [
+        *RUNNING_T0,
+        reply(0, "a", "b", "c"),
+        request(0, "a"),
+        request(0, "b"),
+        request(0, "c"),
+        result(0, "c"),
+        result(0, "a"),
+        result(0, "b"),
+        TurnStarted(turn_index=1),
+        reply(1, "d", "e"),
+        request(0 + 1, "d"),
+        request(1, "e"),
+        result(1, "e"),
+    ]
+    state = fold(log)
+    arrival = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
+    assert arrival == ["c", "a", "b", "e"]
+    convo = state.conversation()
+    assert [type(m).__name__ for m in convo] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "ToolResultMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+    ]
+    assert [m.tool_call_id for m in convo if isinstance(m, ToolResultMessage)] == [
+        "a",
+        "b",
+        "c",
+        "e",
+    ]
+    assert convo[0] == UserMessage(content="hello")
+
+
+def test_last_assistant_and_pending_calls() -> None:
+    state = fold(A_DONE)
+    reply_msg = state.last_assistant()
+    assert reply_msg is not None
+    assert [c.id for c in reply_msg.tool_calls] == ["a", "b"]
+    assert [c.tool_call_id for c in state.pending_calls()] == ["b"]
+    assert fold(RUNNING_T0).last_assistant() is None
+
+
+def test_call_state_flags() -> None:
+    state = fold([*NI_STARTED, ToolReconciled(turn_index=0, tool_call_id="a", verdict="unknown")])
+    call = state.calls["a"]
+    assert call.pending and call.in_flight
+    assert call.attempts == 1
+    assert call.verdict == "unknown"
+    state = fold([*NI_STARTED, ToolOutcomeUnknown(turn_index=0, tool_call_id="a", reason="died")])
+    assert state.calls["a"].unknown
+    state = fold(
+        [
+            *POLICY_WAIT,
+            ApprovalDecided(turn_index=0, tool_call_id="a", decision="approve", arguments='{"x":2}'),
+        ]
+    )
+    call = state.calls["a"]
+    assert (call.decision, call.effective_arguments()) == ("approve", '{"x":2}')
+    assert not call.in_flight
+    # A new start clears the last verdict and decision: they were about the previous attempt.
+    state = fold([*NI_STARTED, ToolReconciled(turn_index=0, tool_call_id="a", verdict="not_done")])
+    apply(state, start(0, "a", attempt=2))
+    assert (state.calls["a"].verdict, state.calls["a"].attempts) == (None, 2)
+
+
+def test_snapshot_of_another_version_is_refused() -> None:
+    snap = fold(A_DONE).to_json()
+    assert snap["v"] == STATE_VERSION
+    with pytest.raises(ValueError, match="snapshot version"):
+        RunState.from_json(snap | {"v": STATE_VERSION + 1})
+    with pytest.raises(ValueError, match="snapshot version"):
+        RunState.from_json({k: v for k, v in snap.items() if k != "v"})
+
+
+def test_snapshot_keeps_approvals_and_results() -> None:
+    state = fold([*POLICY_WAIT, result(0, "b")])
+    restored = RunState.from_json(json.loads(json.dumps(state.to_json())))
+    assert restored.approvals == state.approvals
+    assert restored.calls == state.calls
+    assert restored.calls["b"].result == result(0, "b")
+    assert restored.status is RunStatus.AWAITING_APPROVAL
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+NOT_CREATED = sorted(set(EVENT_TYPES) - {"run_created"})
+
+
+@pytest.mark.parametrize("kind", NOT_CREATED)
+def test_nothing_before_run_created(kind: str) -> None:
+    assert_refused(
+        [], sample_event(EVENT_TYPES[kind]), IllegalTransition, "must be run_created"
+    )
+
+
+REFUSALS = [
+    ("second run_created", [created()], created(), IllegalTransition, "already exists"),
+    (
+        "result for a call in the reply but never requested",
+        [*RUNNING_T0, reply(0, "a")],
+        result(0, "a"),
+        IllegalTransition,
+        "never requested",
+    ),
+    ("result for an unknown call", AWAITING_TWO, result(0, "zz"), IllegalTransition, "never"),
+    ("result in another turn", AWAITING_TWO, result(1, "a"), IllegalTransition, "current turn"),
+    ("second result", A_DONE, result(0, "a"), Conflict, "already recorded"),
+    (
+        "second result from a reconcile",
+        A_DONE,
+        result(0, "a", "reconciled"),
+        Conflict,
+        "already recorded",
+    ),
+    ("request twice", AWAITING_TWO, request(0, "a"), Conflict, "already requested"),
+    ("request not in the reply", AWAITING_TWO, request(0, "c"), IllegalTransition, "not in"),
+    ("request before the reply", RUNNING_T0, request(0, "a"), IllegalTransition, "message first"),
+    (
+        "turn_started with calls pending",
+        A_DONE,
+        TurnStarted(turn_index=1),
+        IllegalTransition,
+        "still has calls without results",
+    ),
+    (
+        "turn_started while an approval is pending",
+        POLICY_WAIT,
+        TurnStarted(turn_index=1),
+        IllegalTransition,
+        "calls without results",
+    ),
+    ("turn_started skips a turn", REPLIED, TurnStarted(turn_index=2), IllegalTransition, "2 after"),
+    ("turn_started twice", RUNNING_T0, TurnStarted(turn_index=0), IllegalTransition, "0 after turn 0"),
+    (
+        "turn_started before the reply",
+        RUNNING_T0,
+        TurnStarted(turn_index=1),
+        IllegalTransition,
+        "no assistant message",
+    ),
+    (
+        "completed with calls pending",
+        A_DONE,
+        RunCompleted(output="x"),
+        IllegalTransition,
+        "calls without results remain",
+    ),
+    ("started after its result", A_DONE, start(0, "a"), IllegalTransition, "settled or refused"),
+    (
+        "started though rejected",
+        [*RUNNING_T0, reply(0, "a"), request(0, "a", None, "unknown tool")],
+        start(0, "a"),
+        IllegalTransition,
+        "settled or refused",
+    ),
+    ("started skipping an attempt", AWAITING_TWO, start(0, "a", 2), IllegalTransition, "2 after 0"),
+    ("started attempt again", NI_STARTED, start(0, "a", 1), IllegalTransition, "1 after 1"),
+    ("started unknown call", AWAITING_TWO, start(0, "zz"), IllegalTransition, "never requested"),
+    (
+        "cancelled with open calls",
+        AWAITING_TWO,
+        RunCancelled(reason="x"),
+        IllegalTransition,
+        "cancelled result first",
+    ),
+    (
+        "cancelled with an open approval",
+        POLICY_WAIT,
+        RunCancelled(reason="x"),
+        IllegalTransition,
+        "cancelled result first",
+    ),
+    (
+        "executed result while waiting on approval",
+        POLICY_WAIT,
+        result(0, "a"),
+        IllegalTransition,
+        "waits on an approval",
+    ),
+    (
+        "decision without an approval",
+        AWAITING_TWO,
+        ApprovalDecided(turn_index=0, tool_call_id="a", decision="approve"),
+        IllegalTransition,
+        "no approval is pending",
+    ),
+    (
+        "decision for a settled call",
+        [*POLICY_WAIT, ApprovalDecided(turn_index=0, tool_call_id="a", decision="approve")],
+        ApprovalDecided(turn_index=0, tool_call_id="a", decision="deny"),
+        IllegalTransition,
+        "no approval is pending",
+    ),
+    ("approval twice", POLICY_WAIT, ask(0, "a"), IllegalTransition, "already waiting"),
+    ("approval for a settled call", A_DONE, ask(0, "a"), IllegalTransition, "settled"),
+    ("second reply", REPLIED, reply(0), IllegalTransition, "already has an assistant message"),
+    ("reply for the next turn", RUNNING_T0, reply(1), IllegalTransition, "assistant message"),
+    ("reply while queued", [created()], reply(-1), IllegalTransition, "running run"),
+    ("duplicate call ids", RUNNING_T0, reply(0, "a", "a"), IllegalTransition, "duplicate"),
+    (
+        "unknown outcome of a call that never started",
+        AWAITING_TWO,
+        ToolOutcomeUnknown(turn_index=0, tool_call_id="a", reason="?"),
+        IllegalTransition,
+        "only a started, unsettled call",
+    ),
+    (
+        "reconciling a call that never started",
+        AWAITING_TWO,
+        ToolReconciled(turn_index=0, tool_call_id="a", verdict="done"),
+        IllegalTransition,
+        "only a started, unsettled call",
+    ),
+    (
+        "reconciling a settled call",
+        [*NI_STARTED, result(0, "a")],
+        ToolReconciled(turn_index=0, tool_call_id="a", verdict="done"),
+        IllegalTransition,
+        "only a started, unsettled call",
+    ),
+    (
+        "model failure after the reply",
+        REPLIED,
+        ModelCallFailed(turn_index=0, attempt=1, code="rate_limited"),
+        IllegalTransition,
+        "no model call in progress",
+    ),
+    (
+        "turn_resumed with nothing open",
+        [*BOTH_DONE, RunFailed(code="x", phase="tool"), RunRequeued(), started(2)],
+        TurnResumed(turn_index=0),
+        IllegalTransition,
+        "no open turn",
+    ),
+    # status changes the table forbids
+    ("completed while queued", [created()], RunCompleted(output=""), IllegalTransition, "queued -> completed"),
+    ("timed out while running", RUNNING_T0, RunTimedOut(), IllegalTransition, "running -> timed_out"),
+    ("timed out while awaiting a tool", AWAITING_TWO, RunTimedOut(), IllegalTransition, "awaiting_tool -> timed_out"),
+    ("failed while awaiting approval", POLICY_WAIT, RunFailed(code="x", phase="tool"), IllegalTransition, "awaiting_approval -> failed"),
+    ("requeued while running", RUNNING_T0, RunRequeued(), IllegalTransition, "running -> queued"),
+    ("requeued after completion", COMPLETED, RunRequeued(), IllegalTransition, "completed -> queued"),
+    ("cancelled after completion", COMPLETED, RunCancelled(), IllegalTransition, "completed -> cancelled"),
+    ("failed after completion", COMPLETED, RunFailed(code="x", phase="p"), IllegalTransition, "completed -> failed"),
+    ("started after completion", COMPLETED, started(2), IllegalTransition, "completed -> running"),
+    ("next turn after completion", COMPLETED, TurnStarted(turn_index=1), IllegalTransition, "completed -> running"),
+    ("started while failed", FAILED, started(2), IllegalTransition, "failed -> running"),
+    ("cancelled while failed", FAILED, RunCancelled(), IllegalTransition, "failed -> cancelled"),
+    ("started while cancelled", CANCELLED, started(2), IllegalTransition, "cancelled -> running"),
+    ("started while timed out", TIMED_OUT, started(2), IllegalTransition, "timed_out -> running"),
+    (
+        "request after a failure",
+        [*RUNNING_T0, reply(0, "a"), RunFailed(code="x", phase="model")],
+        request(0, "a"),
+        IllegalTransition,
+        "failed -> awaiting_tool",
+    ),
+    (
+        "reply after a failure",
+        FAILED,
+        reply(0),
+        IllegalTransition,
+        "running run",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "event", "exc", "match"),
+    [r[1:] for r in REFUSALS],
+    ids=[r[0] for r in REFUSALS],
+)
+def test_refused(prefix: list[Event], event: Event, exc: type[Exception], match: str) -> None:
+    assert_refused(prefix, event, exc, match)
+
+
+def test_illegal_transition_names_the_event() -> None:
+    state = fold(COMPLETED)
+    with pytest.raises(IllegalTransition) as info:
+        apply(state, RunRequeued())
+    assert info.value.event == "run_requeued"
+    assert (info.value.current, info.value.target) == ("completed", "queued")
+
+
+# -- bugs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fold._move uses check_transition, which treats staying in a state as legal, so "
+    "a lifecycle event that re-enters its own state is accepted (a second run_completed even "
+    "overwrites the output of a terminal run)",
+)
+@pytest.mark.parametrize(
+    ("prefix", "event"),
+    [
+        (COMPLETED, RunCompleted(output="a different answer")),
+        (FAILED, RunFailed(code="tool_error", phase="tool")),
+        (CANCELLED, RunCancelled(reason="again")),
+        (TIMED_OUT, RunTimedOut(reason="again")),
+        ([created()], RunRequeued()),
+        (RUNNING_T0, started(2)),
+    ],
+    ids=["completed", "failed", "cancelled", "timed_out", "requeued", "started"],
+)
+def test_a_lifecycle_event_does_not_repeat(prefix: list[Event], event: Event) -> None:
+    assert_refused(prefix, event, IllegalTransition, "")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fold counts only *requested* calls as open (pending_calls), so tool calls of the "
+    "reply that were never requested do not block turn_started / run_completed / run_cancelled, "
+    "and the history ends with tool calls that have no result (Guarantee 4)",
+)
+@pytest.mark.parametrize(
+    "event",
+    [TurnStarted(turn_index=1), RunCompleted(output="x"), RunCancelled(reason="x")],
+    ids=lambda e: e.kind,
+)
+def test_unrequested_calls_of_the_reply_are_open(event: Event) -> None:
+    assert_refused([*RUNNING_T0, reply(0, "a")], event, IllegalTransition, "")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fold accepts tool_call_started for a call whose approval is still pending; "
+    "tool_result_recorded has that guard, tool_call_started does not",
+)
+def test_a_call_waiting_on_approval_cannot_start() -> None:
+    assert_refused(POLICY_WAIT, start(0, "a"), IllegalTransition, "approval")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fold accepts assistant_message / model_call_failed with turn_index -1 after "
+    "run_started, i.e. a reply for a turn that never started",
+)
+@pytest.mark.parametrize(
+    "event",
+    [reply(-1, "a"), ModelCallFailed(turn_index=-1, attempt=1, code="rate_limited")],
+    ids=lambda e: e.kind,
+)
+def test_no_reply_before_the_first_turn(event: Event) -> None:
+    assert_refused([created(), started()], event, IllegalTransition, "")

@@ -1,0 +1,238 @@
+"""The run loop in one process: turns, bad input from the model, steering errors, retries."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import stead
+from stead.core.events import (
+    AssistantMessageRecorded,
+    ModelCallFailed,
+    RunCompleted,
+    ToolResultRecorded,
+    TurnStarted,
+)
+from stead.core.fold import fold
+from stead.core.messages import ToolCall, ToolResultMessage
+from stead.core.states import RunStatus
+from stead.providers import ModelRequest
+from stead.runtime import Backoff, RunSession
+from stead.testing import Reply, ScriptedModel, assert_valid_history
+
+FAST = Backoff(base=0.001, cap=0.002)
+
+
+@stead.tool(effect="read_only")
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+async def _kinds(rt: stead.Runtime, run_id: str) -> list[str]:
+    return [e.event.kind for e in await rt.events(run_id)]
+
+
+async def test_a_turn_with_a_tool_then_an_answer(store: str) -> None:
+    model = ScriptedModel([Reply(tool_calls=[("add", {"a": 2, "b": 3})]), "5"])
+    agent = stead.Agent("calc", model, [add])
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "2+3?")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.COMPLETED and view.output == "5"
+        assert await _kinds(rt, rid) == [
+            "run_created", "run_started", "turn_started", "assistant_message",
+            "tool_call_requested", "tool_result_recorded", "turn_started",
+            "assistant_message", "run_completed",
+        ]
+        events = [e.event for e in await rt.events(rid)]
+        (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
+        assert result.content == "5" and not result.is_error
+        replies = [e for e in events if isinstance(e, AssistantMessageRecorded)]
+        total = replies[0].usage + replies[1].usage
+        assert view.usage == total
+        (done,) = [e for e in events if isinstance(e, RunCompleted)]
+        assert done.usage == total
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "says"),
+    [
+        ("no_such_tool", '{"a": 1}', "unknown tool 'no_such_tool'"),
+        ("add", '{"a": 1, "b": ', "not valid JSON"),
+        ("add", '{"a": "one", "b": 2}', "a:"),
+        ("add", '[1, 2]', "object"),
+        ("add", '{"a": 1}', "b"),
+    ],
+)
+async def test_model_mistakes_become_error_results_it_reads(
+    store: str, name: str, arguments: str, says: str
+) -> None:
+    seen: list[ModelRequest] = []
+
+    def second(request: ModelRequest) -> str:
+        seen.append(request)
+        return "I will stop guessing."
+
+    model = ScriptedModel(
+        [Reply(tool_calls=[ToolCall(id="c1", name=name, arguments=arguments)]),
+         second]
+    )
+    agent = stead.Agent("careless", model, [add])
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "go")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.COMPLETED
+        (request,) = seen
+        result = request.messages[-1]
+        assert isinstance(result, ToolResultMessage) and result.is_error
+        assert says.lower() in result.content.lower(), result.content
+        assert_valid_history(await rt.state(rid))
+
+
+async def test_tools_of_one_reply_run_concurrently(store: str) -> None:
+    gate = asyncio.Event()
+
+    @stead.tool(effect="read_only")
+    async def wait_for_other() -> str:
+        """Finishes only when the other call has started."""
+        await asyncio.wait_for(gate.wait(), timeout=10)
+        return "waited"
+
+    @stead.tool(effect="read_only")
+    async def open_gate() -> str:
+        """Lets the other call finish."""
+        gate.set()
+        return "opened"
+
+    model = ScriptedModel(
+        [Reply(tool_calls=[("wait_for_other", {}), ("open_gate", {})]), "both done"]
+    )
+    agent = stead.Agent("pair", model, [wait_for_other, open_gate])
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "go")
+        assert (await rt.run(rid)).output == "both done"
+        state = await rt.state(rid)
+        # Results are recorded as they finish (open_gate first) but the model sees call order.
+        results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
+        assert [r.name for r in results] == ["open_gate", "wait_for_other"]
+        ordered = [m for m in state.conversation() if isinstance(m, ToolResultMessage)]
+        assert [r.name for r in ordered] == ["wait_for_other", "open_gate"]
+
+
+async def test_retryable_model_failures_are_retried_and_recorded(store: str) -> None:
+    model = ScriptedModel([Reply(text="fine", error="rate_limited", fail_times=2)])
+    agent = stead.Agent("flaky", model)
+    async with stead.Runtime(store, agents=[agent], backoff=FAST) as rt:
+        rid = await rt.start(agent, "hi")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.COMPLETED and view.output == "fine"
+        failures = [e.event for e in await rt.events(rid) if isinstance(e.event, ModelCallFailed)]
+        assert [(f.attempt, f.code) for f in failures] == [(1, "rate_limited"), (2, "rate_limited")]
+        assert model.calls == 3
+
+
+async def test_non_retryable_failure_fails_the_run_and_resume_continues(store: str) -> None:
+    model = ScriptedModel([Reply(text="recovered", error="bad_request", fail_times=1)])
+    agent = stead.Agent("strict", model)
+    async with stead.Runtime(store, agents=[agent], backoff=FAST) as rt:
+        rid = await rt.start(agent, "hi")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.FAILED
+        assert view.error is not None and view.error["code"] == "bad_request"
+        view = await rt.resume(rid)
+        assert view.status is RunStatus.COMPLETED and view.output == "recovered"
+        kinds = await _kinds(rt, rid)
+        assert "run_requeued" in kinds and kinds.count("assistant_message") == 1
+
+
+async def test_retries_are_bounded(store: str) -> None:
+    model = ScriptedModel([Reply(text="never", error="provider_unavailable")])
+    agent = stead.Agent("down", model, limits=stead.Limits(max_model_attempts=3))
+    async with stead.Runtime(store, agents=[agent], backoff=FAST) as rt:
+        rid = await rt.start(agent, "hi")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.FAILED
+        assert view.error is not None and view.error["code"] == "provider_unavailable"
+        assert model.calls == 3
+
+
+async def test_max_turns_stops_a_model_that_never_stops(store: str) -> None:
+    model = ScriptedModel([Reply(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(10)])
+    agent = stead.Agent("loop", model, [add], limits=stead.Limits(max_turns=3))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "count")
+        view = await rt.run(rid)
+        assert view.status is RunStatus.FAILED
+        assert view.error is not None and view.error["code"] == "max_turns"
+        assert model.calls == 3
+        assert_valid_history(await rt.state(rid))
+
+
+async def test_steering_mistakes_are_clear_errors_and_change_nothing(store: str) -> None:
+    agent = stead.Agent("calc", ScriptedModel(["4"]))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "2+2?")
+        await rt.run(rid)
+        before = len(await rt.events(rid))
+        with pytest.raises(stead.ApprovalError, match="no pending approval"):
+            await rt.approve(rid, "call_0_0")
+        with pytest.raises(stead.UserError, match="completed"):
+            await rt.resume(rid)
+        with pytest.raises(stead.IllegalTransition):
+            await rt.cancel(rid)
+        with pytest.raises(stead.RunNotFound, match="runs list"):
+            await rt.get("run_missing")
+        assert len(await rt.events(rid)) == before
+
+
+async def test_illegal_append_is_refused_before_writing(store: str) -> None:
+    agent = stead.Agent("calc", ScriptedModel(["4"]))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "2+2?")
+        state, _ = await RunSession.load_state(rt.store, rid)
+        session = RunSession(rt.store, state, epoch=0, owner="t", clock=lambda: 0.0,
+                             tools={}, max_turns=5)
+        with pytest.raises(stead.IllegalTransition, match="queued"):
+            await session.append([TurnStarted(turn_index=0)])  # queued -> running needs run_started
+        assert await _kinds(rt, rid) == ["run_created"]
+        assert session.state.status is RunStatus.QUEUED
+
+
+async def test_cancel_then_resume_completes(store: str) -> None:
+    agent = stead.Agent("calc", ScriptedModel(["4"]))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "2+2?")
+        view = await rt.cancel(rid, "changed my mind")
+        assert view.status is RunStatus.CANCELLED
+        view = await rt.resume(rid)
+        assert view.status is RunStatus.COMPLETED and view.output == "4"
+
+
+async def test_a_run_needs_its_agent(store: str) -> None:
+    agent = stead.Agent("calc", ScriptedModel(["4"]))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "2+2?")
+    async with stead.Runtime(store) as other:
+        with pytest.raises(stead.UnknownAgent, match="calc"):
+            await other.run(rid)
+
+
+async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
+    model = ScriptedModel([Reply(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(40)] + ["done"])
+    agent = stead.Agent("long", model, [add], limits=stead.Limits(max_turns=100))
+    async with stead.Runtime(store, agents=[agent], snapshot_every=16) as rt:
+        rid = await rt.start(agent, "count")
+        assert (await rt.run(rid)).status is RunStatus.COMPLETED
+        loaded = await rt.store.load(rid)
+        assert loaded.snapshot is not None and len(loaded.tail) < 16
+        from_snapshot, _ = await RunSession.load_state(rt.store, rid)
+        full = fold(e.event for e in await rt.events(rid))
+        assert from_snapshot.to_json() == full.to_json()
