@@ -14,11 +14,36 @@ import stead.testing
 def test_public_api_is_pinned() -> None:
     assert stead.__all__ == sorted(stead.__all__)
     assert set(stead.__all__) == {
-        "AbortSignal", "Agent", "ApprovalError", "Budget", "Conflict", "CorruptEvent", "Done",
-        "Fenced", "IllegalTransition", "LeaseHeld", "Limits", "NotDone", "PendingApproval",
-        "ProviderError", "ProviderHTTPError", "RunCancelled", "RunNotFound", "RunStatus",
-        "RunView", "Runtime", "SteadError", "StoreError", "Tool", "ToolContext", "Unknown",
-        "UnknownAgent", "Usage", "UserError", "__version__", "tool",
+        "AbortSignal",
+        "Agent",
+        "ApprovalError",
+        "Budget",
+        "Conflict",
+        "CorruptEvent",
+        "Done",
+        "Fenced",
+        "IllegalTransition",
+        "LeaseHeld",
+        "Limits",
+        "NotDone",
+        "PendingApproval",
+        "ProviderError",
+        "ProviderHTTPError",
+        "RunCancelled",
+        "RunNotFound",
+        "RunStatus",
+        "RunView",
+        "Runtime",
+        "SteadError",
+        "StoreError",
+        "Tool",
+        "ToolContext",
+        "Unknown",
+        "UnknownAgent",
+        "Usage",
+        "UserError",
+        "__version__",
+        "tool",
     }
     for name in stead.__all__:
         assert hasattr(stead, name), name
@@ -30,6 +55,5 @@ def test_layers_point_down() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert exe is not None, "import-linter is a dev dependency; make test installs it"
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([exe], cwd=root, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run([exe], cwd=root, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -61,8 +61,12 @@ class AbortSignal:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[str] = loop.create_future()
 
+        def settle(reason: str) -> None:
+            if not fut.done():
+                fut.set_result(reason)
+
         def wake(reason: str) -> None:
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(reason))
+            loop.call_soon_threadsafe(settle, reason)
 
         self.add_callback(wake)
         return await fut

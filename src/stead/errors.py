@@ -36,7 +36,9 @@ class RunNotFound(UserError):
     """No run with this id exists in the store."""
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id!r} not found; `stead runs list` shows the runs in this store")
+        super().__init__(
+            f"run {run_id!r} not found; `stead runs list` shows the runs in this store"
+        )
         self.run_id = run_id
 
 

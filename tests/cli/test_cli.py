@@ -16,7 +16,11 @@ STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit
 
 def stead_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*STEAD, *args], capture_output=True, text=True, timeout=120, check=False,
+        [*STEAD, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={**os.environ, "COLUMNS": "160", **(env or {})},
     )
 
@@ -80,20 +84,33 @@ def test_resume_from_the_cli_after_a_crash(tmp_path: Path) -> None:
         "from stead.demo._agent import build_agent\n"
         "a = build_agent()\n"
         "async def go():\n"
-        "    async with stead.Runtime(%r, agents=[a]) as rt:\n"
+        f"    async with stead.Runtime({store!r}, agents=[a]) as rt:\n"
         "        rid = await rt.start(a, 'Order 42', run_id='run_cli_crash')\n"
         "        await rt.run(rid)\n"
-        "asyncio.run(go())\n" % store
+        "asyncio.run(go())\n"
     )
     env = {**os.environ, "STEAD_CRASH_AT": "after_result_commit:lookup_order"}
-    died = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    died = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert died.returncode == -9, died.stderr
     from stead.demo._service import MessageService
 
     with MessageService() as service:
-        done = stead_cli("--store", store, "resume", "run_cli_crash", "--agents",
-                         "stead.demo._agent:agents", env={"STEAD_DEMO_SERVICE": service.url})
+        done = stead_cli(
+            "--store",
+            store,
+            "resume",
+            "run_cli_crash",
+            "--agents",
+            "stead.demo._agent:agents",
+            env={"STEAD_DEMO_SERVICE": service.url},
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
         assert len(service.messages) == 1

@@ -116,7 +116,5 @@ def agent(kind: str = "reconcilable") -> stead.Agent:
             ]
         )
         return stead.Agent("crash-scenario", model, [lookup_order, upsert_ticket, send_message])
-    model = ScriptedModel(
-        [Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."]
-    )
+    model = ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."])
     return stead.Agent("crash-unreconcilable", model, [charge_card])

@@ -37,16 +37,20 @@ class Scenario:
         env.update(extra)
         return env
 
-    def spawn(self, mode: str, kind: str, *args: str, crash: str | None = None,
-              **extra: str) -> subprocess.Popen[str]:
+    def spawn(
+        self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, str(CHILD), f"sqlite:///{self.store}", mode, kind, *args],
-            env=self.env(crash, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.env(crash, **extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
 
-    def run(self, mode: str, kind: str, *args: str, crash: str | None = None,
-            **extra: str) -> Child:
+    def run(
+        self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
+    ) -> Child:
         p = self.spawn(mode, kind, *args, crash=crash, **extra)
         out, err = p.communicate(timeout=60)
         return finish(p, out, err)

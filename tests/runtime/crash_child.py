@@ -1,6 +1,6 @@
 """Child process for crash tests: start or continue the scenario run, print its status.
 
-    python crash_child.py STORE start|run|resume|decide KIND [decision [result]]
+python crash_child.py STORE start|run|resume|decide KIND [decision [result]]
 """
 
 from __future__ import annotations
@@ -36,8 +36,14 @@ async def main(store: str, mode: str, kind: str, extra: list[str]) -> None:
             pending = (await rt.get(RUN_ID)).approvals[0]
             decision = extra[0]
             result = extra[1] if len(extra) > 1 else None
-            await rt.decide(RUN_ID, pending.tool_call_id, decision, token=pending.token,  # type: ignore[arg-type]
-                            result=result, by="test")
+            await rt.decide(
+                RUN_ID,
+                pending.tool_call_id,
+                decision,
+                token=pending.token,  # type: ignore[arg-type]
+                result=result,
+                by="test",
+            )
             view = await rt.run(RUN_ID)
         else:
             view = await (rt.resume(RUN_ID) if mode == "resume" else rt.run(RUN_ID))

@@ -31,13 +31,19 @@ CRASHES = [
     "after_intent#1",
     "after_intent#2",
     "after_tool_started:send_message",
-    *[f"{p}:{t}" for p in ("after_tool_effect", "before_result_commit", "after_result_commit")
-      for t in TOOLS],
+    *[
+        f"{p}:{t}"
+        for p in ("after_tool_effect", "before_result_commit", "after_result_commit")
+        for t in TOOLS
+    ],
 ]
 
 # A result lost with the process means the handler runs again on resume.
-RERUN = {f"{p}:{t}" for p in ("after_tool_effect", "before_result_commit")
-         for t in ("lookup_order", "upsert_ticket")}
+RERUN = {
+    f"{p}:{t}"
+    for p in ("after_tool_effect", "before_result_commit")
+    for t in ("lookup_order", "upsert_ticket")
+}
 
 
 def _final(store: str) -> tuple[object, list[object]]:
@@ -55,8 +61,14 @@ def _final(store: str) -> tuple[object, list[object]]:
 
 def test_every_named_point_is_exercised() -> None:
     named = {c.split(":")[0].split("#")[0] for c in CRASHES}
-    assert named >= {"mid_model_call", "after_intent", "after_tool_started",
-                     "after_tool_effect", "before_result_commit", "after_result_commit"}
+    assert named >= {
+        "mid_model_call",
+        "after_intent",
+        "after_tool_started",
+        "after_tool_effect",
+        "before_result_commit",
+        "after_result_commit",
+    }
     assert named <= set(CRASH_POINTS)
 
 
@@ -152,4 +164,3 @@ def test_unreconcilable_without_ambiguity_needs_no_person(scenario: Scenario, cr
     second = scenario.run("run", "unreconcilable")
     assert second.out == {"status": "completed", "output": "Charged 5.00."}, second.stderr
     assert ledger().count("charge_card") == 1
-

@@ -48,9 +48,15 @@ async def test_a_turn_with_a_tool_then_an_answer(store: str) -> None:
         view = await rt.run(rid)
         assert view.status is RunStatus.COMPLETED and view.output == "5"
         assert await _kinds(rt, rid) == [
-            "run_created", "run_started", "turn_started", "assistant_message",
-            "tool_call_requested", "tool_result_recorded", "turn_started",
-            "assistant_message", "run_completed",
+            "run_created",
+            "run_started",
+            "turn_started",
+            "assistant_message",
+            "tool_call_requested",
+            "tool_result_recorded",
+            "turn_started",
+            "assistant_message",
+            "run_completed",
         ]
         events = [e.event for e in await rt.events(rid)]
         (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
@@ -68,7 +74,7 @@ async def test_a_turn_with_a_tool_then_an_answer(store: str) -> None:
         ("no_such_tool", '{"a": 1}', "unknown tool 'no_such_tool'"),
         ("add", '{"a": 1, "b": ', "not valid JSON"),
         ("add", '{"a": "one", "b": 2}', "a:"),
-        ("add", '[1, 2]', "object"),
+        ("add", "[1, 2]", "object"),
         ("add", '{"a": 1}', "b"),
     ],
 )
@@ -82,8 +88,7 @@ async def test_model_mistakes_become_error_results_it_reads(
         return "I will stop guessing."
 
     model = ScriptedModel(
-        [Reply(tool_calls=[ToolCall(id="c1", name=name, arguments=arguments)]),
-         second]
+        [Reply(tool_calls=[ToolCall(id="c1", name=name, arguments=arguments)]), second]
     )
     agent = stead.Agent("careless", model, [add])
     async with stead.Runtime(store, agents=[agent]) as rt:
@@ -198,8 +203,9 @@ async def test_illegal_append_is_refused_before_writing(store: str) -> None:
     async with stead.Runtime(store, agents=[agent]) as rt:
         rid = await rt.start(agent, "2+2?")
         state, _ = await RunSession.load_state(rt.store, rid)
-        session = RunSession(rt.store, state, epoch=0, owner="t", clock=lambda: 0.0,
-                             tools={}, max_turns=5)
+        session = RunSession(
+            rt.store, state, epoch=0, owner="t", clock=lambda: 0.0, tools={}, max_turns=5
+        )
         with pytest.raises(stead.IllegalTransition, match="queued"):
             await session.append([TurnStarted(turn_index=0)])  # queued -> running needs run_started
         assert await _kinds(rt, rid) == ["run_created"]
@@ -226,7 +232,9 @@ async def test_a_run_needs_its_agent(store: str) -> None:
 
 
 async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
-    model = ScriptedModel([Reply(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(40)] + ["done"])
+    model = ScriptedModel(
+        [Reply(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(40)] + ["done"]
+    )
     agent = stead.Agent("long", model, [add], limits=stead.Limits(max_turns=100))
     async with stead.Runtime(store, agents=[agent], snapshot_every=16) as rt:
         rid = await rt.start(agent, "count")

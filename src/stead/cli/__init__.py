@@ -53,8 +53,11 @@ def _load_agents(spec: str | None) -> list[Agent]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stead", description="Durable LLM agent runs.")
-    p.add_argument("--store", default=os.environ.get("STEAD_STORE", "sqlite:///stead.db"),
-                   help="store URL (default $STEAD_STORE or sqlite:///stead.db)")
+    p.add_argument(
+        "--store",
+        default=os.environ.get("STEAD_STORE", "sqlite:///stead.db"),
+        help="store URL (default $STEAD_STORE or sqlite:///stead.db)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="crash an agent after a side effect and recover it")
@@ -102,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _with_runtime(store: str, agents: list[Agent],
-                        fn: Callable[[Runtime], Awaitable[int]]) -> int:
+async def _with_runtime(
+    store: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]]
+) -> int:
     async with Runtime(store, agents=agents) as rt:
         return await fn(rt)
 
@@ -119,7 +123,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     async def go(rt: Runtime) -> int:
         if cmd == "runs":
             if args.runs_command == "list":
-                out.print(runs_table(await rt.store.list_runs(status=args.status, limit=args.limit)))
+                out.print(
+                    runs_table(await rt.store.list_runs(status=args.status, limit=args.limit))
+                )
             elif args.runs_command == "show":
                 out.print(timeline(await rt.events(args.run_id), title=args.run_id))
                 out.print(summary(await rt.get(args.run_id)))
@@ -127,8 +133,17 @@ def _dispatch(args: argparse.Namespace) -> int:
                 for e in await rt.events(args.run_id):
                     kind, version, data = encode(e.event)
                     if args.json:
-                        print(json.dumps({"seq": e.seq, "kind": kind, "v": version,
-                                          "at": e.created_at, "data": data}))
+                        print(
+                            json.dumps(
+                                {
+                                    "seq": e.seq,
+                                    "kind": kind,
+                                    "v": version,
+                                    "at": e.created_at,
+                                    "data": data,
+                                }
+                            )
+                        )
                     else:
                         out.print(f"{e.seq:>5} {kind:<22} {json.dumps(data)[:160]}")
             return 0
@@ -136,14 +151,23 @@ def _dispatch(args: argparse.Namespace) -> int:
             view = await rt.resume(args.run_id, reason=args.reason)
         elif cmd == "approve":
             edited = json.loads(args.args) if args.args else None
-            view = await rt.approve(args.run_id, args.call_id, token=args.token, by=args.by,
-                                    arguments=edited)
+            view = await rt.approve(
+                args.run_id, args.call_id, token=args.token, by=args.by, arguments=edited
+            )
         elif cmd == "deny":
-            view = await rt.deny(args.run_id, args.call_id, args.reason, token=args.token,
-                                 by=args.by)
+            view = await rt.deny(
+                args.run_id, args.call_id, args.reason, token=args.token, by=args.by
+            )
         elif cmd == "decide":
-            view = await rt.decide(args.run_id, args.call_id, args.decision, token=args.token,
-                                   result=args.result, reason=args.reason, by=args.by)
+            view = await rt.decide(
+                args.run_id,
+                args.call_id,
+                args.decision,
+                token=args.token,
+                result=args.result,
+                reason=args.reason,
+                by=args.by,
+            )
         elif cmd == "cancel":
             view = await rt.cancel(args.run_id, args.reason)
         else:  # pragma: no cover - argparse refuses unknown commands

@@ -28,14 +28,20 @@ from stead.demo._service import MessageService
 from stead.runtime import Runtime
 
 
-def _worker(store: str, run_id: str, service: str, crash: str | None) -> subprocess.CompletedProcess[str]:
+def _worker(
+    store: str, run_id: str, service: str, crash: str | None
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, STEAD_DEMO_SERVICE=service)
     env.pop("STEAD_CRASH_AT", None)
     if crash:
         env["STEAD_CRASH_AT"] = crash
     return subprocess.run(
         [sys.executable, "-m", "stead.demo._child", store, run_id],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -56,14 +62,18 @@ def run_demo(store_path: str | None = None) -> int:
         run_id = asyncio.run(create())
         out.print(f"run {run_id} queued\n")
 
-        out.print("[bold]worker 1[/]: drives the run, armed to die right after send_message "
-                  "returns and before its result is checkpointed")
+        out.print(
+            "[bold]worker 1[/]: drives the run, armed to die right after send_message "
+            "returns and before its result is checkpointed"
+        )
         first = _worker(store, run_id, service.url, "after_tool_effect:send_message")
         if first.returncode != -signal.SIGKILL:
             out.print(f"[red]worker 1 was expected to die by SIGKILL, exit {first.returncode}[/]")
             out.print(first.stderr)
             return -1
-        out.print(f"  worker 1 killed by SIGKILL; messages delivered so far: {len(service.messages)}")
+        out.print(
+            f"  worker 1 killed by SIGKILL; messages delivered so far: {len(service.messages)}"
+        )
 
         out.print("\n[bold]worker 2[/]: a new process resumes the same run")
         second = _worker(store, run_id, service.url, None)

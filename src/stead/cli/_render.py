@@ -72,39 +72,70 @@ def describe(event: Event) -> tuple[str, str, str]:
             return "started", f"worker {event.owner} (epoch {event.epoch})", "blue"
         case RunRecovered():
             prev = f" from {event.previous_owner}" if event.previous_owner else ""
-            return "recovered", f"worker {event.owner} took over{prev} (epoch {event.epoch})", "bold yellow"
+            return (
+                "recovered",
+                f"worker {event.owner} took over{prev} (epoch {event.epoch})",
+                "bold yellow",
+            )
         case TurnStarted():
             return f"turn {event.turn_index}", "model call", "blue"
         case TurnResumed():
             return f"turn {event.turn_index}", "resumed with unfinished tool calls", "yellow"
         case ModelCallFailed():
-            return "model failed", f"attempt {event.attempt}: {event.code} {_short(event.message, 60)}", "red"
+            return (
+                "model failed",
+                f"attempt {event.attempt}: {event.code} {_short(event.message, 60)}",
+                "red",
+            )
         case AssistantMessageRecorded():
             calls = ", ".join(c.name for c in event.message.tool_calls)
             text = _short(event.message.text, 60) if event.message.text else ""
-            detail = " ".join(p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p)
+            detail = " ".join(
+                p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p
+            )
             u = event.usage
             return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]", "white"
         case ToolCallRequested():
             if event.rejection:
                 return "intent", f"{event.name} refused: {_short(event.rejection, 60)}", "red"
-            return "intent", f"{event.name}({_short(_args(event.arguments), 50)}) {event.effect_class}", "white"
+            return (
+                "intent",
+                f"{event.name}({_short(_args(event.arguments), 50)}) {event.effect_class}",
+                "white",
+            )
         case ToolCallStarted():
             return "tool start", f"{event.tool_call_id} attempt {event.attempt}", "dim"
         case ToolResultRecorded():
-            how = {"executed": "", "reconciled": " (recovered by reconcile)", "approval": " (a person decided)",
-                   "rejected": " (refused)", "cancelled": " (cancelled)"}.get(event.source, f" ({event.source})")
+            how = {
+                "executed": "",
+                "reconciled": " (recovered by reconcile)",
+                "approval": " (a person decided)",
+                "rejected": " (refused)",
+                "cancelled": " (cancelled)",
+            }.get(event.source, f" ({event.source})")
             style = "red" if event.is_error else "green"
             return "result", f"{event.name} → {_short(event.content, 60)}{how}", style
         case ToolOutcomeUnknown():
             return "unknown", f"{event.tool_call_id}: {event.reason}", "bold red"
         case ToolReconciled():
-            return "reconciled", f"{event.tool_call_id}: {event.verdict.replace('_', ' ')}", "yellow"
+            return (
+                "reconciled",
+                f"{event.tool_call_id}: {event.verdict.replace('_', ' ')}",
+                "yellow",
+            )
         case ApprovalRequested():
-            return "approval?", f"{event.tool_call_id} ({event.reason}) token {event.token}", "bold yellow"
+            return (
+                "approval?",
+                f"{event.tool_call_id} ({event.reason}) token {event.token}",
+                "bold yellow",
+            )
         case ApprovalDecided():
             by = f" by {event.by}" if event.by else ""
-            return "decided", f"{event.tool_call_id}: {event.decision}{by} {event.reason}".rstrip(), "yellow"
+            return (
+                "decided",
+                f"{event.tool_call_id}: {event.decision}{by} {event.reason}".rstrip(),
+                "yellow",
+            )
         case RunCompleted():
             return "completed", _short(event.output), "bold green"
         case RunFailed():
@@ -129,7 +160,10 @@ def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
     for stored in events:
         label, detail, style = describe(stored.event)
         table.add_row(
-            str(stored.seq), f"{(stored.created_at - t0) * 1000:.0f}", Text(label, style=style), detail
+            str(stored.seq),
+            f"{(stored.created_at - t0) * 1000:.0f}",
+            Text(label, style=style),
+            detail,
         )
     return table
 
@@ -142,7 +176,11 @@ def runs_table(records: Sequence[RunRecord]) -> Table:
     for r in records:
         when = dt.datetime.fromtimestamp(r.updated_at).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(
-            r.run_id, r.agent, Text(r.status, style=STATUS_STYLE.get(r.status, "")), str(r.last_seq), when
+            r.run_id,
+            r.agent,
+            Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+            str(r.last_seq),
+            when,
         )
     return table
 
@@ -154,12 +192,19 @@ def summary(view: RunView) -> Text:
     if view.output:
         t.append(f"  {_short(view.output)}")
     if view.error:
-        t.append(f"  {view.error.get('code')}: {_short(str(view.error.get('message', '')))}", style="red")
+        t.append(
+            f"  {view.error.get('code')}: {_short(str(view.error.get('message', '')))}", style="red"
+        )
     u = view.usage
-    t.append(f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim")
+    t.append(
+        f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
+    )
     for a in view.approvals:
-        t.append(f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason}) token {a.token}",
-                 style="yellow")
+        t.append(
+            f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
+            f" token {a.token}",
+            style="yellow",
+        )
     return t
 
 

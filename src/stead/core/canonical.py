@@ -33,9 +33,7 @@ def _plain(value: Any) -> bool:
     if isinstance(value, int):
         return -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
     if isinstance(value, dict):
-        return all(
-            isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items()
-        )
+        return all(isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items())
     if isinstance(value, list | tuple):
         return all(_plain(v) for v in value)
     return False

@@ -157,7 +157,9 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     nxt = call.attempts + 1
     if call.decision in ("approve", "not_happened"):
         return ToolPlan(
-            tool_call_id=call.tool_call_id, action="execute", attempt=nxt,
+            tool_call_id=call.tool_call_id,
+            action="execute",
+            attempt=nxt,
             reason=f"a person decided {call.decision}",
         )
     if not call.in_flight:
@@ -167,23 +169,31 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     effect = call.effect_class
     if effect == "read_only":
         return ToolPlan(
-            tool_call_id=call.tool_call_id, action="execute", attempt=nxt,
+            tool_call_id=call.tool_call_id,
+            action="execute",
+            attempt=nxt,
             reason="read_only: safe to run again",
         )
     if effect == "idempotent_write":
         return ToolPlan(
-            tool_call_id=call.tool_call_id, action="execute", attempt=nxt,
+            tool_call_id=call.tool_call_id,
+            action="execute",
+            attempt=nxt,
             reason="idempotent_write: run again with the same idempotency key",
         )
     # non_idempotent (or a tool that vanished): never blindly again.
     if call.verdict == "not_done":
         return ToolPlan(
-            tool_call_id=call.tool_call_id, action="execute", attempt=nxt,
+            tool_call_id=call.tool_call_id,
+            action="execute",
+            attempt=nxt,
             reason="reconcile said it did not happen",
         )
     if call.verdict is None and spec is not None and spec.has_reconcile:
         return ToolPlan(
-            tool_call_id=call.tool_call_id, action="reconcile", attempt=nxt,
+            tool_call_id=call.tool_call_id,
+            action="reconcile",
+            attempt=nxt,
             reason="in flight when its worker died; asking its reconcile function",
         )
     why = (
@@ -199,7 +209,8 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], max_turns: int = 5
     step = _next_step(state, tools)
     if isinstance(step, CallModel) and not step.turn_recorded and step.turn_index >= max_turns:
         return Fail(
-            code="max_turns", phase="runtime",
+            code="max_turns",
+            phase="runtime",
             message=f"the run used its {max_turns} turns without finishing",
         )
     return step
@@ -217,10 +228,14 @@ def automatic_events(state: RunState, step: Step) -> list[Event]:
         case CallModel(turn_recorded=False):
             return [TurnStarted(turn_index=step.turn_index)]
         case Finish():
-            return [RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)]
+            return [
+                RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)
+            ]
         case Fail():
             return [
-                RunFailed(code=step.code, phase=step.phase, message=step.message, last_seq=state.seq)
+                RunFailed(
+                    code=step.code, phase=step.phase, message=step.message, last_seq=state.seq
+                )
             ]
         case _:
             return []
@@ -246,7 +261,8 @@ def _next_step(state: RunState, tools: Mapping[str, ToolSpec]) -> Step:
             return CallModel(turn_index=state.turn_index + 1, turn_recorded=False, attempt=1)
         if state.turn_index >= 0:  # turn started, no reply yet: (re)issue the call
             return CallModel(
-                turn_index=state.turn_index, turn_recorded=True,
+                turn_index=state.turn_index,
+                turn_recorded=True,
                 attempt=state.model_failures + 1,
             )
         return CallModel(turn_index=0, turn_recorded=False, attempt=1)
@@ -305,8 +321,13 @@ def reply_events(
         if v.rejection is not None:
             events.append(
                 ToolResultRecorded(
-                    turn_index=turn_index, tool_call_id=call.id, name=call.name,
-                    content=v.rejection, is_error=True, source="rejected", attempt=0,
+                    turn_index=turn_index,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    content=v.rejection,
+                    is_error=True,
+                    source="rejected",
+                    attempt=0,
                 )
             )
     return events
@@ -373,8 +394,12 @@ def reconcile_events(
     if verdict == "done":
         events.append(
             ToolResultRecorded(
-                turn_index=call.turn_index, tool_call_id=call.tool_call_id, name=call.name,
-                content=content, source="reconciled", attempt=call.attempts,
+                turn_index=call.turn_index,
+                tool_call_id=call.tool_call_id,
+                name=call.name,
+                content=content,
+                source="reconciled",
+                attempt=call.attempts,
             )
         )
     elif verdict == "unknown":
@@ -421,8 +446,12 @@ def decision_events(
             raise ApprovalError("edited arguments only go with approve")
         edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
     decided = ApprovalDecided(
-        turn_index=call.turn_index, tool_call_id=tool_call_id, decision=decision,
-        by=by, reason=reason, arguments=edited,
+        turn_index=call.turn_index,
+        tool_call_id=tool_call_id,
+        decision=decision,
+        by=by,
+        reason=reason,
+        arguments=edited,
     )
     events: list[Event] = [decided]
     if decision == "happened":
@@ -430,19 +459,29 @@ def decision_events(
             raise ApprovalError("'happened' needs the call's result (what the model should read)")
         events.append(
             ToolResultRecorded(
-                turn_index=call.turn_index, tool_call_id=tool_call_id, name=call.name,
-                content=result, source="approval", attempt=call.attempts,
+                turn_index=call.turn_index,
+                tool_call_id=tool_call_id,
+                name=call.name,
+                content=result,
+                source="approval",
+                attempt=call.attempts,
             )
         )
     elif decision in ("deny", "skip"):
         text = (
-            f"A person denied this call: {reason}" if decision == "deny"
+            f"A person denied this call: {reason}"
+            if decision == "deny"
             else f"A person chose to skip this call: {reason or 'no reason given'}"
         )
         events.append(
             ToolResultRecorded(
-                turn_index=call.turn_index, tool_call_id=tool_call_id, name=call.name,
-                content=text, is_error=True, source="approval", attempt=call.attempts,
+                turn_index=call.turn_index,
+                tool_call_id=tool_call_id,
+                name=call.name,
+                content=text,
+                is_error=True,
+                source="approval",
+                attempt=call.attempts,
             )
         )
     return events
@@ -452,8 +491,12 @@ def cancel_events(state: RunState, reason: str) -> list[Event]:
     """Cancel a run: a synthetic ``cancelled`` result for every open call, then the end."""
     events: list[Event] = [
         ToolResultRecorded(
-            turn_index=c.turn_index, tool_call_id=c.tool_call_id, name=c.name,
-            content=f"cancelled: {reason}", is_error=True, source="cancelled",
+            turn_index=c.turn_index,
+            tool_call_id=c.tool_call_id,
+            name=c.name,
+            content=f"cancelled: {reason}",
+            is_error=True,
+            source="cancelled",
             attempt=c.attempts,
         )
         for c in state.pending_calls()

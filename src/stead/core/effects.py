@@ -96,16 +96,30 @@ def assignment_to_json(a: Assignment) -> dict[str, JSON]:
     key = {"session_id": a.key.session_id, "run_id": a.key.run_id, "effect_id": a.key.effect_id}
     body = a.body
     if isinstance(body, ModelBody):
-        return {"kind": "model", "key": key, "model": {
-            "model": body.model, "request": body.request, "request_digest": body.request_digest,
-        }}
-    return {"kind": "tool", "key": key, "tool": {
-        "tool_name": body.tool_name, "definition_digest": body.definition_digest,
-        "arguments": body.arguments, "effect_class": body.effect_class,
-        "replay_policy": body.replay_policy, "tool_call_id": body.tool_call_id,
-        "turn_index": body.turn_index, "idempotency_key": body.idempotency_key,
-        "attempt": body.attempt,
-    }}
+        return {
+            "kind": "model",
+            "key": key,
+            "model": {
+                "model": body.model,
+                "request": body.request,
+                "request_digest": body.request_digest,
+            },
+        }
+    return {
+        "kind": "tool",
+        "key": key,
+        "tool": {
+            "tool_name": body.tool_name,
+            "definition_digest": body.definition_digest,
+            "arguments": body.arguments,
+            "effect_class": body.effect_class,
+            "replay_policy": body.replay_policy,
+            "tool_call_id": body.tool_call_id,
+            "turn_index": body.turn_index,
+            "idempotency_key": body.idempotency_key,
+            "attempt": body.attempt,
+        },
+    }
 
 
 def assignment_from_json(data: dict[str, Any]) -> Assignment:
@@ -120,21 +134,32 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
     )
     b = data[kind]
     if kind == "model":
-        return Assignment(key=key, body=ModelBody(
-            model=str(b["model"]), request=dict(b["request"]),
-            request_digest=str(b["request_digest"]),
-        ))
+        return Assignment(
+            key=key,
+            body=ModelBody(
+                model=str(b["model"]),
+                request=dict(b["request"]),
+                request_digest=str(b["request_digest"]),
+            ),
+        )
     if b["effect_class"] not in EFFECT_CLASSES:
         raise ValueError(f"unknown effect class {b['effect_class']!r}")
     if b["replay_policy"] != REPLAY_POLICY[b["effect_class"]]:
         raise ValueError("replay policy does not match the effect class")
-    return Assignment(key=key, body=ToolBody(
-        tool_name=str(b["tool_name"]), definition_digest=str(b["definition_digest"]),
-        arguments=str(b["arguments"]), effect_class=b["effect_class"],
-        replay_policy=b["replay_policy"], tool_call_id=str(b["tool_call_id"]),
-        turn_index=int(b["turn_index"]), idempotency_key=str(b["idempotency_key"]),
-        attempt=int(b["attempt"]),
-    ))
+    return Assignment(
+        key=key,
+        body=ToolBody(
+            tool_name=str(b["tool_name"]),
+            definition_digest=str(b["definition_digest"]),
+            arguments=str(b["arguments"]),
+            effect_class=b["effect_class"],
+            replay_policy=b["replay_policy"],
+            tool_call_id=str(b["tool_call_id"]),
+            turn_index=int(b["turn_index"]),
+            idempotency_key=str(b["idempotency_key"]),
+            attempt=int(b["attempt"]),
+        ),
+    )
 
 
 # -- outcomes --------------------------------------------------------------------------------
@@ -226,7 +251,12 @@ class ExecutorRecovery:
 
 
 Outcome: TypeAlias = (
-    ModelSucceeded | ModelFailed | ToolSucceeded | ToolFailed | ToolUnknown | Cancelled
+    ModelSucceeded
+    | ModelFailed
+    | ToolSucceeded
+    | ToolFailed
+    | ToolUnknown
+    | Cancelled
     | ExecutorRecovery
 )
 

@@ -251,7 +251,7 @@ class RunCompleted:
     """Final answer."""
     stop_reason: str = "end_turn"
     """Why it stopped."""
-    usage: Usage = Usage()
+    usage: Usage = Usage()  # noqa: RUF009 - Usage is frozen, sharing one default is safe
     """Aggregated usage of the whole run."""
 
 
@@ -319,9 +319,7 @@ Event: TypeAlias = (
     | RunRequeued
 )
 
-EVENT_TYPES: Final[dict[str, type[Any]]] = {
-    t.kind: t for t in typing.get_args(Event)
-}
+EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}
 VERSION: Final[dict[str, int]] = {k: 1 for k in EVENT_TYPES}
 
 _UPGRADES: Final[dict[tuple[str, int], Any]] = {}

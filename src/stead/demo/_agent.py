@@ -62,7 +62,10 @@ def build_agent() -> stead.Agent:
             Reply(
                 text="Order 42 has shipped; telling on-call.",
                 tool_calls=[
-                    ("send_message", {"to": "on-call", "body": "Order 42 shipped with DHL, ETA 2026-12-02."})
+                    (
+                        "send_message",
+                        {"to": "on-call", "body": "Order 42 shipped with DHL, ETA 2026-12-02."},
+                    )
                 ],
             ),
             "On-call knows: order 42 shipped with DHL and arrives 2026-12-02.",

@@ -62,7 +62,9 @@ class MessageService:
                     return
                 key = parse_qs(url.query).get("idempotency_key", [None])[0]
                 with service._lock:
-                    found = [m for m in service.messages if key is None or m["idempotency_key"] == key]
+                    found = [
+                        m for m in service.messages if key is None or m["idempotency_key"] == key
+                    ]
                 self._send(200, {"messages": found})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

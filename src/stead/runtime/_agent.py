@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from stead.errors import UserError
 from stead.providers import ModelProvider
@@ -51,7 +52,7 @@ class Agent:
         self,
         name: str,
         model: ModelProvider,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool[..., Any]] = (),
         system: str = "",
         *,
         limits: Limits | None = None,

@@ -148,8 +148,14 @@ class RunLoop:
             return
         if not isinstance(outcome, ModelSucceeded):
             await self.s.append(
-                [ModelCallFailed(turn_index=step.turn_index, attempt=step.attempt,
-                                 code="executor_error", message=f"outcome {outcome.kind}")]
+                [
+                    ModelCallFailed(
+                        turn_index=step.turn_index,
+                        attempt=step.attempt,
+                        code="executor_error",
+                        message=f"outcome {outcome.kind}",
+                    )
+                ]
             )
             return
         response: ModelResponse = outcome.response
@@ -168,7 +174,9 @@ class RunLoop:
             v = self.agent.registry.verdict(call)
             if i >= limit and v.rejection is None:
                 v = CallVerdict(
-                    tool_call_id=call.id, arguments=v.arguments, effect_class=v.effect_class,
+                    tool_call_id=call.id,
+                    arguments=v.arguments,
+                    effect_class=v.effect_class,
                     rejection=f"not run: at most {limit} tool calls are honoured per turn",
                 )
             out[call.id] = v
@@ -176,20 +184,24 @@ class RunLoop:
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
         failed = ModelCallFailed(
-            turn_index=step.turn_index, attempt=step.attempt, code=failure.code,
+            turn_index=step.turn_index,
+            attempt=step.attempt,
+            code=failure.code,
             message=failure.message[:2000],
         )
         retry = is_retryable(failure.code) and step.attempt < self.agent.limits.max_model_attempts
         if not retry:
+            await self.s.append([failed], automatic=False)
             await self.s.append(
-                [failed], automatic=False
-            )
-            await self.s.append(
-                automatic_events(self.s.state, Fail(
-                    code=failure.code, phase="model",
-                    message=f"model call failed after {step.attempt} attempt(s): "
-                    f"{failure.message}",
-                )),
+                automatic_events(
+                    self.s.state,
+                    Fail(
+                        code=failure.code,
+                        phase="model",
+                        message=f"model call failed after {step.attempt} attempt(s): "
+                        f"{failure.message}",
+                    ),
+                ),
                 automatic=False,
             )
             return
@@ -279,8 +291,13 @@ class RunLoop:
         await self.s.append(
             [
                 ToolResultRecorded(
-                    turn_index=call.turn_index, tool_call_id=call.tool_call_id, name=call.name,
-                    content=content, is_error=is_error, source="executed", attempt=attempt,
+                    turn_index=call.turn_index,
+                    tool_call_id=call.tool_call_id,
+                    name=call.name,
+                    content=content,
+                    is_error=is_error,
+                    source="executed",
+                    attempt=attempt,
                 )
             ]
         )

@@ -193,8 +193,12 @@ class Runtime:
         rid = run_id or f"run_{uuid.uuid4().hex}"
         await self.store.create_run(
             RunCreated(
-                run_id=rid, agent=name, input=input, session_id=session_id,
-                correlation_id=correlation_id or rid, config=config,
+                run_id=rid,
+                agent=name,
+                input=input,
+                session_id=session_id,
+                correlation_id=correlation_id or rid,
+                config=config,
             ),
             now=self.clock(),
         )
@@ -214,14 +218,23 @@ class Runtime:
         try:
             state, snap_seq = await RunSession.load_state(self.store, run_id)
             session = RunSession(
-                self.store, state, epoch=epoch, owner=self.owner, clock=self.clock,
-                tools=agent.registry.specs(), max_turns=agent.limits.max_turns,
-                snapshot_every=self.snapshot_every, snapshot_seq=snap_seq,
+                self.store,
+                state,
+                epoch=epoch,
+                owner=self.owner,
+                clock=self.clock,
+                tools=agent.registry.specs(),
+                max_turns=agent.limits.max_turns,
+                snapshot_every=self.snapshot_every,
+                snapshot_seq=snap_seq,
             )
             if state.status not in (RunStatus.QUEUED,) and record.lease_owner:
                 await session.append(
-                    [RunRecovered(owner=self.owner, epoch=epoch,
-                                  previous_owner=record.lease_owner)],
+                    [
+                        RunRecovered(
+                            owner=self.owner, epoch=epoch, previous_owner=record.lease_owner
+                        )
+                    ],
                     automatic=False,
                 )
             signal = AbortSignal()
@@ -244,8 +257,11 @@ class Runtime:
             await asyncio.sleep(self.lease_ttl / 3)
             try:
                 await self.store.renew(
-                    session.state.run_id, owner=self.owner, epoch=session.epoch,
-                    now=self.clock(), ttl=self.lease_ttl,
+                    session.state.run_id,
+                    owner=self.owner,
+                    epoch=session.epoch,
+                    now=self.clock(),
+                    ttl=self.lease_ttl,
                 )
             except Fenced:
                 session.fenced = True
@@ -282,7 +298,13 @@ class Runtime:
         state = await self._append_external(
             run_id,
             lambda s: decision_events(
-                s, tool_call_id, decision, token=token, by=by, reason=reason, result=result,
+                s,
+                tool_call_id,
+                decision,
+                token=token,
+                by=by,
+                reason=reason,
+                result=result,
                 arguments=arguments,
             ),
         )
@@ -316,8 +338,12 @@ class Runtime:
             assert probe.status is not None
             try:
                 await self.store.append(
-                    run_id, events, expected_seq=state.seq, epoch=record.epoch,
-                    status=probe.status.value, now=self.clock(),
+                    run_id,
+                    events,
+                    expected_seq=state.seq,
+                    epoch=record.epoch,
+                    status=probe.status.value,
+                    now=self.clock(),
                 )
                 return probe
             except (Conflict, Fenced):
@@ -349,4 +375,3 @@ class Runtime:
                 f"not given (it has: {known}); pass agents=[...] to Runtime"
             )
         return agent
-

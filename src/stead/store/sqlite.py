@@ -40,9 +40,17 @@ _RUN_COLUMNS = (
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> RunRecord:
     return RunRecord(
-        run_id=row[0], agent=row[1], session_id=row[2], correlation_id=row[3], status=row[4],
-        last_seq=row[5], epoch=row[6], lease_owner=row[7], lease_expires_at=row[8],
-        created_at=row[9], updated_at=row[10],
+        run_id=row[0],
+        agent=row[1],
+        session_id=row[2],
+        correlation_id=row[3],
+        status=row[4],
+        last_seq=row[5],
+        epoch=row[6],
+        lease_owner=row[7],
+        lease_expires_at=row[8],
+        created_at=row[9],
+        updated_at=row[10],
     )
 
 
@@ -282,8 +290,7 @@ class SQLiteStore:
                 )
             epoch = rec.epoch + 1
             db.execute(
-                "UPDATE runs SET epoch = ?, lease_owner = ?, lease_expires_at = ? "
-                "WHERE run_id = ?",
+                "UPDATE runs SET epoch = ?, lease_owner = ?, lease_expires_at = ? WHERE run_id = ?",
                 (epoch, owner, now + ttl, run_id),
             )
         return epoch

@@ -95,7 +95,11 @@ def assert_valid_history(state: RunState) -> None:
     missing = wanted - got
     dupes = [k for k, v in got.items() if v > 1]
     unknown = [k for k in got if k not in wanted]
-    if (missing and state.status is not None and state.status.value == "completed") or dupes or unknown:
+    if (
+        (missing and state.status is not None and state.status.value == "completed")
+        or dupes
+        or unknown
+    ):
         raise AssertionError(
             f"invalid history: missing={sorted(missing)} duplicated={dupes} unanswered={unknown}"
         )
