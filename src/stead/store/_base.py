@@ -71,6 +71,27 @@ class Loaded:
     """Events after ``snapshot_seq``."""
 
 
+CLAIMABLE = ("queued", "running", "awaiting_tool")
+"""Statuses a worker may claim: waiting for one, or left behind by one (its lease lapsed or
+was released). Finished runs and runs waiting on a person are never claimed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A run ``claim_next`` handed to a worker, under a freshly bumped epoch."""
+
+    run_id: str
+    """The run."""
+    agent: str
+    """Its agent's name (the worker drives it with the agent of that name)."""
+    status: str
+    """Its status when claimed."""
+    epoch: int
+    """The new fencing epoch; every append of this owner carries it."""
+    previous_owner: str | None
+    """Who held the (lapsed) lease before, if anyone: a worker that died or hung."""
+
+
 class Store(Protocol):
     """The durable home of runs. SQLite and PostgreSQL implement it identically."""
 
@@ -129,6 +150,38 @@ class Store(Protocol):
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         """Drop our lease if we still hold it (no error otherwise)."""
+        ...
+
+    async def claim_next(
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int = 1,
+        agents: Sequence[str] | None = None,
+    ) -> list[Claim]:
+        """Claim up to ``limit`` runs nobody holds: queued ones, and ones in ``CLAIMABLE``
+        whose lease lapsed or was released; oldest update first.
+
+        Each claim bumps the run's epoch and leases it to ``owner`` until ``now + ttl``, in one
+        transaction, so concurrent claimers (processes, machines) never get the same run.
+        ``agents`` restricts the claim to runs of those agents.
+        """
+        ...
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        """Wait until the run's log is past ``after_seq`` or ``timeout`` seconds pass; return
+        the run's last sequence as re-read from the store (``after_seq`` or less on timeout).
+
+        A change notice, where the backend has them, only wakes the waiter; the store is also
+        polled, so a lost notice costs at most one poll interval.
+        """
+        ...
+
+    async def wait_claimable(self, timeout: float) -> None:
+        """Sleep until a run may have become claimable (created, requeued, released, decided)
+        or ``timeout`` seconds pass. A hint only: callers then ``claim_next``."""
         ...
 
     async def close(self) -> None:

@@ -24,6 +24,8 @@ from stead import _crash
 from stead.core.events import Event, RunCreated
 from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError
 from stead.store._base import (
+    CLAIMABLE,
+    Claim,
     Loaded,
     RunRecord,
     StoredEvent,
@@ -31,6 +33,7 @@ from stead.store._base import (
     dumps,
     event_row,
 )
+from stead.store._watch import Watcher
 
 _RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -68,7 +71,13 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 class SQLiteStore:
     """``Store`` on a SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        poll_interval: float = 0.25,
+    ) -> None:
         self.path = os.fspath(path)
         if self.path == ":memory:":
             raise StoreError("stead needs a file (several processes share it), not :memory:")
@@ -82,6 +91,8 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
+        # No notices cross processes here: waiters in other processes poll (cheap on a file).
+        self._watch = Watcher(self._read_seqs, poll_interval=poll_interval)
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -158,6 +169,7 @@ class SQLiteStore:
                 "data, created_at) VALUES (?, 1, ?, ?, ?, ?, ?, ?)",
                 (event.run_id, kind, version, turn, call, data, now),
             )
+        self._watch.claimable()
 
     async def append(
         self,
@@ -174,11 +186,13 @@ class SQLiteStore:
             return expected_seq
         rows = [event_row(e) for e in events]
         with self._write() as db:
-            cur = db.execute("SELECT last_seq, epoch FROM runs WHERE run_id = ?", (run_id,))
+            cur = db.execute(
+                "SELECT last_seq, epoch, lease_owner FROM runs WHERE run_id = ?", (run_id,)
+            )
             found = cur.fetchone()
             if found is None:
                 raise RunNotFound(run_id)
-            last_seq, current_epoch = found
+            last_seq, current_epoch, lease_owner = found
             if current_epoch != epoch:
                 raise Fenced(
                     f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
@@ -216,6 +230,9 @@ class SQLiteStore:
                 )
             if any(k == "tool_result_recorded" for k, *_ in rows):
                 _crash.point("before_result_commit", _tool_of(events))
+        self._watch.changed(run_id)
+        if lease_owner is None and status in CLAIMABLE:
+            self._watch.claimable()
         return seq
 
     async def load(self, run_id: str) -> Loaded:
@@ -308,13 +325,76 @@ class SQLiteStore:
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         with self._write() as db:
-            db.execute(
+            cur = db.execute(
                 "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
                 (run_id, epoch, owner),
             )
+        if cur.rowcount:
+            self._watch.claimable()
+
+    async def claim_next(
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int = 1,
+        agents: Sequence[str] | None = None,
+    ) -> list[Claim]:
+        if limit < 1 or (agents is not None and not agents):
+            return []
+        by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
+        claimable = ", ".join(f"'{s}'" for s in CLAIMABLE)
+        # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
+        # other process can claim (or append to) these rows in between.
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT run_id, agent, status, epoch, lease_owner FROM runs "
+                f"WHERE status IN ({claimable}) "
+                f"AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= ?){by_agent} "
+                "ORDER BY updated_at LIMIT ?",
+                (now, *(agents or ()), limit),
+            ).fetchall()
+            claims = []
+            for run_id, agent, status, epoch, previous in rows:
+                db.execute(
+                    "UPDATE runs SET epoch = ?, lease_owner = ?, lease_expires_at = ? "
+                    "WHERE run_id = ?",
+                    (epoch + 1, owner, now + ttl, run_id),
+                )
+                claims.append(
+                    Claim(
+                        run_id=run_id,
+                        agent=agent,
+                        status=status,
+                        epoch=epoch + 1,
+                        previous_owner=previous,
+                    )
+                )
+        return claims
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        return await self._watch.wait_changed(run_id, after_seq, timeout)
+
+    async def wait_claimable(self, timeout: float) -> None:
+        await self._watch.wait_claimable(timeout)
+
+    async def _read_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self._read() as db:
+            for i in range(0, len(run_ids), 500):
+                chunk = run_ids[i : i + 500]
+                rows = db.execute(
+                    "SELECT run_id, last_seq FROM runs "
+                    f"WHERE run_id IN ({', '.join('?' * len(chunk))})",
+                    tuple(chunk),
+                ).fetchall()
+                out.update((r[0], r[1]) for r in rows)
+        return out
 
     async def close(self) -> None:
+        await self._watch.close()
         with self._lock:
             self._db.close()
 

@@ -4,6 +4,7 @@
 
 Crash points kill the process with SIGKILL at a named durability boundary (see
 ``CRASH_POINTS``); arm them in a child process with ``STEAD_CRASH_AT=<point>[:tool][#n]``.
+``temporary_postgres()`` starts a throwaway PostgreSQL server from the machine's binaries.
 """
 
 from stead._crash import ENV as CRASH_ENV
@@ -11,6 +12,7 @@ from stead._crash import POINTS as CRASH_POINTS
 from stead._crash import arm as arm_crash
 from stead._crash import disarm as disarm_crashes
 from stead.testing._ledger import EffectLedger, assert_valid_history
+from stead.testing._postgres import postgres_bindir, temporary_postgres
 from stead.testing._scripted import Reply, ScriptedModel
 
 __all__ = [
@@ -22,4 +24,6 @@ __all__ = [
     "arm_crash",
     "assert_valid_history",
     "disarm_crashes",
+    "postgres_bindir",
+    "temporary_postgres",
 ]

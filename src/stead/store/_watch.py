@@ -1,0 +1,147 @@
+"""Waiting for runs to change, shared by the stores.
+
+A notice (PostgreSQL ``LISTEN/NOTIFY``, or an append by this very store object) is only a
+wake-up: it carries a run id and a position, never an outcome, and the woken waiter re-reads
+the durable sequence. Notices can be lost (a dropped connection, a writer on another machine
+of a backend that has none), so a poller also reads the sequences of every watched run, in
+one query per interval. A lost notice therefore costs at most one poll interval.
+
+    waiter:  read seq ─ changed? ─ yes → return it
+                        no → sleep until woken (notice or poll) or the deadline, read again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from stead.errors import RunNotFound, StoreError
+
+log = logging.getLogger("stead.store")
+
+ReadSeqs = Callable[[Sequence[str]], Awaitable[dict[str, int]]]
+"""Reads the last sequence of each named run (absent runs are left out)."""
+
+
+@dataclass(eq=False)
+class _Waiter:
+    after: int
+    """Wake for sequences above this."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by a notice or by the poller."""
+    seen: int | None = None
+    """What the poller read, so the waiter need not read again."""
+
+
+class Watcher:
+    """Waiters on run sequences and on "a run may be claimable", fed by notices and a poll."""
+
+    def __init__(self, read_seqs: ReadSeqs, *, poll_interval: float) -> None:
+        self._read = read_seqs
+        self.poll_interval = poll_interval
+        self._waiters: dict[str, set[_Waiter]] = {}
+        self._poller: asyncio.Task[None] | None = None
+        self._claimable: set[asyncio.Event] = set()
+        self._claimable_pending = False
+
+    # -- notices ----------------------------------------------------------------------------
+
+    def changed(self, run_id: str) -> None:
+        """A notice that ``run_id`` changed: wake its waiters so they re-read."""
+        for w in self._waiters.get(run_id, ()):
+            w.wake.set()
+
+    def changed_all(self) -> None:
+        """Notices may have been lost (a reconnect): wake every waiter to re-read."""
+        for waiters in self._waiters.values():
+            for w in waiters:
+                w.wake.set()
+        self.claimable()
+
+    def claimable(self) -> None:
+        """A notice that some run may have become claimable."""
+        if not self._claimable:
+            self._claimable_pending = True
+        for ev in self._claimable:
+            ev.set()
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        """See ``Store.wait_changed``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        w = _Waiter(after=after_seq)
+        self._waiters.setdefault(run_id, set()).add(w)
+        self._start_poller()
+        try:
+            while True:
+                w.wake.clear()
+                if w.seen is not None and w.seen > after_seq:
+                    return w.seen
+                seq = await self._seq(run_id)
+                remaining = deadline - loop.time()
+                if seq > after_seq or remaining <= 0:
+                    return seq
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(w.wake.wait(), remaining)
+        finally:
+            waiters = self._waiters.get(run_id)
+            if waiters is not None:
+                waiters.discard(w)
+                if not waiters:
+                    del self._waiters[run_id]
+
+    async def wait_claimable(self, timeout: float) -> None:
+        """See ``Store.wait_claimable``."""
+        if self._claimable_pending:
+            self._claimable_pending = False
+            return
+        ev = asyncio.Event()
+        self._claimable.add(ev)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), max(0.0, timeout))
+        finally:
+            self._claimable.discard(ev)
+
+    async def _seq(self, run_id: str) -> int:
+        seqs = await self._read([run_id])
+        if run_id not in seqs:
+            raise RunNotFound(run_id)
+        return seqs[run_id]
+
+    # -- the poller -------------------------------------------------------------------------
+
+    def _start_poller(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.ensure_future(self._poll())
+
+    async def _poll(self) -> None:
+        """One batched read of every watched run per interval, while anyone waits."""
+        while self._waiters:
+            await asyncio.sleep(self.poll_interval)
+            watched = list(self._waiters)
+            if not watched:
+                return
+            try:
+                seqs = await self._read(watched)
+            except StoreError as exc:
+                log.warning("polling run sequences failed (will retry): %s", exc)
+                continue
+            for run_id, seq in seqs.items():
+                for w in self._waiters.get(run_id, ()):
+                    if seq > w.after:
+                        w.seen = seq
+                        w.wake.set()
+
+    async def close(self) -> None:
+        """Stop the poller."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None

@@ -1,0 +1,589 @@
+"""The scale-out store: one PostgreSQL database shared by workers on many machines.
+
+Same contract as ``SQLiteStore``; what PostgreSQL adds is concurrency across machines:
+
+* **Append** is one statement (a conditional ``UPDATE`` of the run's row, the event inserts
+  and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch
+  and sequence checks are the ``UPDATE``'s ``WHERE``: they are evaluated under the row lock,
+  in the write's own transaction, re-checked against the committed row if another writer got
+  there first. No read-then-write window exists for a stale owner to slip through.
+* **Claims** pick runs with ``FOR UPDATE SKIP LOCKED``: concurrent claimers skip each other's
+  rows instead of queueing on them, and each claimed run's epoch is bumped in the same
+  statement.
+* **Notices**: every append ``pg_notify``-s ``run_id:seq`` on the *changed* channel at commit
+  (a key and a position, never an outcome), and a run that becomes claimable (created,
+  requeued, released, decided while no one holds it) is announced on the *claimable*
+  channel. One ``LISTEN`` connection per store feeds ``stead.store._watch.Watcher``, which
+  re-reads durable state on each notice and polls besides, and reconnects when dropped.
+
+Sessions are made to give up a transaction left idle (``idle_in_transaction_session_timeout``),
+so a worker frozen mid-transaction (SIGSTOP, a partition) cannot hold a run's row lock, and
+with it the run, for longer than that.
+
+Leases compare times the workers pass in (``now``): keep the machines' clocks within a small
+fraction of the lease TTL of each other (NTP does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.errors import UniqueViolation
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from stead import _crash
+from stead.core.events import Event, RunCreated
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError
+from stead.store._base import (
+    CLAIMABLE,
+    Claim,
+    Loaded,
+    RunRecord,
+    StoredEvent,
+    decode_row,
+    dumps,
+    event_row,
+)
+from stead.store._watch import Watcher
+from stead.store.sqlite import _statements, _tool_of, migrations
+
+log = logging.getLogger("stead.store")
+
+_MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
+_RUN_COLUMNS = (
+    "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
+    "lease_expires_at, created_at, updated_at"
+)
+_CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE)
+
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+def _record(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        agent=row[1],
+        session_id=row[2],
+        correlation_id=row[3],
+        status=row[4],
+        last_seq=row[5],
+        epoch=row[6],
+        lease_owner=row[7],
+        lease_expires_at=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
+
+
+def _channel(base: str, schema: str) -> str:
+    """Channel names are per schema, so two deployments in one database do not wake each
+    other; identifiers stop at 63 bytes, hence the digest for long schema names."""
+    if schema == "public":
+        return base
+    name = f"{base}.{schema}"
+    if len(name.encode()) <= 63:
+        return name
+    return f"{base}.{hashlib.sha256(schema.encode()).hexdigest()[:16]}"
+
+
+class PostgresStore:
+    """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        poll_interval: float = 1.0,
+        idle_in_transaction_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        try:
+            parts = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(f"bad PostgreSQL URL: {exc}") from exc
+        self.where = (
+            f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/"
+            f"{parts.get('dbname') or parts.get('user') or ''}"
+        )
+        """host:port/database, for messages (never the password)."""
+        self._min, self._max, self._timeout = min_size, max_size, timeout
+        self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._opening = asyncio.Lock()
+        self._listener: asyncio.Task[None] | None = None
+        self._watch = Watcher(self._read_seqs, poll_interval=poll_interval)
+        self.changed_channel = "stead_changed"
+        """Where appends are announced (set per schema once connected)."""
+        self.claimable_channel = "stead_claimable"
+        """Where runs that became claimable are announced."""
+        self.notices = 0
+        """Notices received by this store's listener (for tests and metrics)."""
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _ensure(self) -> AsyncConnectionPool[Conn]:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is not None:
+                return self._pool
+            pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                self.url,
+                min_size=self._min,
+                max_size=self._max,
+                timeout=self._timeout,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="stead",
+            )
+            try:
+                await pool.open(wait=True, timeout=self._timeout)
+                async with pool.connection() as conn:
+                    await self._migrate(conn)
+            except (PoolTimeout, psycopg.Error) as exc:
+                await pool.close()
+                raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
+            except BaseException:
+                await pool.close()
+                raise
+            self._pool = pool
+            return pool
+
+    async def _configure(self, conn: Conn) -> None:
+        await conn.execute(
+            sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+                sql.Literal(self._idle_tx_ms)
+            )
+        )
+
+    async def _migrate(self, conn: Conn) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            cur = await conn.execute("SELECT current_schema()")
+            row = await cur.fetchone()
+            schema = row[0] if row else None
+            if schema is None:
+                raise StoreError(
+                    f"no schema to create stead's tables in at {self.where}: the search_path "
+                    "names no existing schema; create it or fix the URL's options"
+                )
+            self.changed_channel = _channel("stead_changed", schema)
+            self.claimable_channel = _channel("stead_claimable", schema)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+            )
+            cur = await conn.execute("SELECT version FROM schema_migrations")
+            done = {r[0] for r in await cur.fetchall()}
+            for version, name, text in migrations("postgres"):
+                if version in done:
+                    continue
+                for statement in _statements(text):
+                    await conn.execute(statement.encode())
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        """A pooled connection; psycopg and pool failures become ``StoreError``."""
+        pool = await self._ensure()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no PostgreSQL connection free or reachable at {self.where} within "
+                f"{self._timeout:g}s: {exc}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
+
+    # -- the contract -----------------------------------------------------------------------
+
+    async def create_run(self, event: RunCreated, *, now: float) -> None:
+        kind, version, turn, call, data = event_row(event)
+        async with self._conn() as conn:
+            try:
+                await conn.execute(
+                    "WITH r AS ("
+                    " INSERT INTO runs (run_id, agent, session_id, correlation_id, status,"
+                    " last_seq, epoch, created_at, updated_at)"
+                    " VALUES (%(run)s, %(agent)s, %(session)s, %(corr)s, 'queued', 1, 0,"
+                    " %(now)s, %(now)s) RETURNING run_id),"
+                    " e AS (INSERT INTO events (run_id, seq, kind, version, turn_index,"
+                    " tool_call_id, data, created_at)"
+                    " SELECT run_id, 1, %(kind)s, %(version)s, %(turn)s, %(call)s, %(data)s,"
+                    " %(now)s FROM r)"
+                    " SELECT pg_notify(%(ready)s, run_id || ':1') FROM r",
+                    {
+                        "run": event.run_id,
+                        "agent": event.agent,
+                        "session": event.session_id,
+                        "corr": event.correlation_id,
+                        "now": now,
+                        "kind": kind,
+                        "version": version,
+                        "turn": turn,
+                        "call": call,
+                        "data": data,
+                        "ready": self.claimable_channel,
+                    },
+                )
+            except UniqueViolation as exc:
+                raise Conflict(f"run {event.run_id!r} already exists") from exc
+
+    async def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int,
+        epoch: int,
+        status: str,
+        now: float,
+        snapshot: tuple[int, dict[str, Any]] | None = None,
+    ) -> int:
+        if not events:
+            return expected_seq
+        rows = [event_row(e) for e in events]
+        seq = expected_seq + len(rows)
+        params: dict[str, Any] = {
+            "run": run_id,
+            "seq": seq,
+            "status": status,
+            "now": now,
+            "epoch": epoch,
+            "expected": expected_seq,
+            "seqs": list(range(expected_seq + 1, seq + 1)),
+            "kinds": [r[0] for r in rows],
+            "versions": [r[1] for r in rows],
+            "turns": [r[2] for r in rows],
+            "calls": [r[3] for r in rows],
+            "datas": [r[4] for r in rows],
+            "changed": self.changed_channel,
+            "ready": self.claimable_channel,
+            "payload": f"{run_id}:{seq}",
+            "claimable": status in CLAIMABLE,
+        }
+        statement = _APPEND
+        if snapshot is not None:
+            snap_seq, state = snapshot
+            params.update(snap_seq=snap_seq, snap_v=int(state.get("v", 0)), snap=dumps(state))
+            statement = _APPEND_WITH_SNAPSHOT
+        results = any(r[0] == "tool_result_recorded" for r in rows)
+        async with self._conn() as conn, conn.transaction():
+            try:
+                cur = await conn.execute(statement, params)
+            except UniqueViolation as exc:
+                raise Conflict(
+                    f"run {run_id}: a result for this tool call is already recorded "
+                    f"({exc.diag.message_primary})"
+                ) from exc
+            if await cur.fetchone() is None:
+                await self._refused(conn, run_id, epoch, expected_seq)
+            if results:
+                _crash.point("before_result_commit", _tool_of(events))
+        return seq
+
+    async def _refused(self, conn: Conn, run_id: str, epoch: int, expected_seq: int) -> None:
+        """The conditional UPDATE matched nothing: say why, as SQLite does."""
+        cur = await conn.execute("SELECT last_seq, epoch FROM runs WHERE run_id = %s", (run_id,))
+        found = await cur.fetchone()
+        if found is None:
+            raise RunNotFound(run_id)
+        last_seq, current_epoch = found
+        if current_epoch != epoch:
+            raise Fenced(
+                f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
+                f"{current_epoch} (another worker took it over)"
+            )
+        raise Conflict(
+            f"run {run_id}: expected to append after seq {expected_seq}, but the log "
+            f"is at {last_seq}; reload and decide again"
+        )
+
+    async def load(self, run_id: str) -> Loaded:
+        async with self._conn() as conn, conn.transaction():
+            # One snapshot of the database for the row, the snapshot and the tail.
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            record = await self._row(conn, run_id)
+            cur = await conn.execute(
+                "SELECT seq, state FROM snapshots WHERE run_id = %s", (run_id,)
+            )
+            snap = await cur.fetchone()
+            snapshot: dict[str, Any] | None = None
+            snap_seq = 0
+            if snap is not None:
+                try:
+                    snapshot = json.loads(snap[1])
+                    snap_seq = snap[0]
+                except ValueError:
+                    snapshot, snap_seq = None, 0  # a snapshot is a cache: fold instead
+            tail = await self._events(conn, run_id, snap_seq)
+        return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
+
+    async def _row(self, conn: Conn, run_id: str) -> RunRecord:
+        cur = await conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
+        row = await cur.fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        return _record(row)
+
+    async def _events(self, conn: Conn, run_id: str, after: int) -> list[StoredEvent]:
+        cur = await conn.execute(
+            "SELECT seq, kind, version, data, created_at FROM events "
+            "WHERE run_id = %s AND seq > %s ORDER BY seq",
+            (run_id, after),
+        )
+        out = []
+        expected = after
+        for seq, kind, version, data, created in await cur.fetchall():
+            expected += 1
+            if seq != expected:
+                raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
+            out.append(
+                StoredEvent(
+                    seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
+                )
+            )
+        return out
+
+    async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        async with self._conn() as conn:
+            events = await self._events(conn, run_id, after)
+            if not events:
+                await self._row(conn, run_id)
+            return events
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        async with self._conn() as conn:
+            return await self._row(conn, run_id)
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
+        async with self._conn() as conn:
+            if status is None:
+                cur = await conn.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY updated_at DESC LIMIT %s", (limit,)
+                )
+            else:
+                cur = await conn.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s "
+                    "ORDER BY updated_at DESC LIMIT %s",
+                    (status, limit),
+                )
+            return [_record(r) for r in await cur.fetchall()]
+
+    async def claim(
+        self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
+    ) -> int:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "UPDATE runs SET epoch = epoch + 1, lease_owner = %(owner)s, "
+                "lease_expires_at = %(until)s WHERE run_id = %(run)s AND (lease_owner IS NULL "
+                "OR COALESCE(lease_expires_at, 0) <= %(now)s OR lease_owner = %(owner)s "
+                "OR lease_owner = %(takeover)s) RETURNING epoch",
+                {"owner": owner, "until": now + ttl, "run": run_id, "now": now, "takeover": takeover_from},
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                return int(row[0])
+            rec = await self._row(conn, run_id)
+        raise LeaseHeld(
+            f"run {run_id} is owned by {rec.lease_owner} until "
+            f"{rec.lease_expires_at or 0:.0f}; wait for the lease to lapse or stop that worker"
+        )
+
+    async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "UPDATE runs SET lease_expires_at = %s "
+                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s",
+                (now + ttl, run_id, epoch, owner),
+            )
+            if cur.rowcount != 1:
+                await self._row(conn, run_id)
+                raise Fenced(f"run {run_id}: lease of {owner} at epoch {epoch} was taken over")
+
+    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
+                "RETURNING run_id, status, last_seq) "
+                "SELECT pg_notify(%s, run_id || ':' || last_seq) FROM u "
+                f"WHERE status IN ({_CLAIMABLE_SQL})",
+                (run_id, epoch, owner, self.claimable_channel),
+            )
+
+    async def claim_next(
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int = 1,
+        agents: Sequence[str] | None = None,
+    ) -> list[Claim]:
+        if limit < 1 or (agents is not None and not agents):
+            return []
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "WITH picked AS ("
+                " SELECT run_id, lease_owner FROM runs"
+                f" WHERE status IN ({_CLAIMABLE_SQL})"
+                " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
+                " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+                " ORDER BY updated_at LIMIT %(limit)s"
+                " FOR UPDATE SKIP LOCKED)"
+                " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
+                " lease_expires_at = %(until)s"
+                " FROM picked WHERE r.run_id = picked.run_id"
+                " RETURNING r.run_id, r.agent, r.status, r.epoch, picked.lease_owner",
+                {
+                    "now": now,
+                    "any_agent": agents is None,
+                    "agents": list(agents or ()),
+                    "limit": limit,
+                    "owner": owner,
+                    "until": now + ttl,
+                },
+            )
+            rows = await cur.fetchall()
+        return [
+            Claim(run_id=r[0], agent=r[1], status=r[2], epoch=r[3], previous_owner=r[4])
+            for r in rows
+        ]
+
+    # -- notices and waiting ----------------------------------------------------------------
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        await self._listen()
+        return await self._watch.wait_changed(run_id, after_seq, timeout)
+
+    async def wait_claimable(self, timeout: float) -> None:
+        await self._listen()
+        await self._watch.wait_claimable(timeout)
+
+    async def _read_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s)", (list(run_ids),)
+            )
+            return {r[0]: r[1] for r in await cur.fetchall()}
+
+    async def _listen(self) -> None:
+        await self._ensure()  # channels are known once connected
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.ensure_future(
+                _listen_forever(
+                    self.url,
+                    {
+                        self.changed_channel: self._on_changed,
+                        self.claimable_channel: self._on_claimable,
+                    },
+                    on_connect=self._watch.changed_all,
+                )
+            )
+
+    def _on_changed(self, payload: str) -> None:
+        self.notices += 1
+        self._watch.changed(payload.rpartition(":")[0])
+
+    def _on_claimable(self, payload: str) -> None:
+        self.notices += 1
+        self._watch.claimable()
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+        await self._watch.close()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+
+async def _listen_forever(
+    url: str, channels: dict[str, Callable[[str], None]], *, on_connect: Callable[[], None]
+) -> None:
+    """Hold a LISTEN connection, reconnecting with backoff whenever it drops.
+
+    Each (re)connect calls ``on_connect``: notices sent while no one listened are lost, so
+    every waiter re-reads once. TCP keepalives notice a silently vanished server.
+    """
+    delay = 0.1
+    while True:
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                url,
+                autocommit=True,
+                application_name="stead-listen",
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+            )
+        except psycopg.Error as exc:
+            log.warning("LISTEN connection failed (retrying in %.1fs): %s", delay, exc)
+        else:
+            try:
+                async with conn:
+                    for channel in channels:
+                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    delay = 0.1
+                    on_connect()
+                    async for notice in conn.notifies():
+                        handler = channels.get(notice.channel)
+                        if handler is not None:
+                            handler(notice.payload)
+            except psycopg.Error as exc:
+                log.warning("LISTEN connection dropped (reconnecting): %s", exc)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+_APPEND_HEAD = (
+    "WITH upd AS ("
+    " UPDATE runs SET last_seq = %(seq)s, status = %(status)s, updated_at = %(now)s"
+    " WHERE run_id = %(run)s AND epoch = %(epoch)s AND last_seq = %(expected)s"
+    " RETURNING lease_owner),"
+    " ins AS ("
+    " INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, created_at)"
+    " SELECT %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id, u.data, %(now)s"
+    " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(versions)s::int[],"
+    " %(turns)s::int[], %(calls)s::text[], %(datas)s::text[])"
+    " AS u(seq, kind, version, turn_index, tool_call_id, data)"
+    " WHERE EXISTS (SELECT 1 FROM upd))"
+)
+_APPEND_SNAPSHOT = (
+    ", snap AS ("
+    " INSERT INTO snapshots (run_id, seq, version, state)"
+    " SELECT %(run)s, %(snap_seq)s, %(snap_v)s, %(snap)s WHERE EXISTS (SELECT 1 FROM upd)"
+    " ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, version = excluded.version,"
+    " state = excluded.state)"
+)
+_APPEND_TAIL = (
+    " SELECT pg_notify(%(changed)s, %(payload)s),"
+    " CASE WHEN lease_owner IS NULL AND %(claimable)s"
+    " THEN pg_notify(%(ready)s, %(payload)s) END"
+    " FROM upd"
+)
+_APPEND = _APPEND_HEAD + _APPEND_TAIL
+_APPEND_WITH_SNAPSHOT = _APPEND_HEAD + _APPEND_SNAPSHOT + _APPEND_TAIL
