@@ -78,9 +78,7 @@ def tool_turn(
     """turn_started, the reply with ``calls`` tool calls, their intents, and (optionally)
     their results: what one complete tool turn appends."""
     tool_calls = tuple(
-        ToolCall(
-            id=call_id(turn, i), name=TOOL, arguments=json.dumps(arguments(turn, i, arg_size))
-        )
+        ToolCall(id=call_id(turn, i), name=TOOL, arguments=json.dumps(arguments(turn, i, arg_size)))
         for i in range(calls)
     )
     events: list[Event] = [
@@ -220,7 +218,7 @@ def every_kind() -> list[Event]:
     Not a valid log (the store does not care); it pins the codec round trip through a store.
     """
     msg = AssistantMessage(
-        text="Ünïcödé \"quotes\" \\ and\nnewlines 🚀",
+        text='Ünïcödé "quotes" \\ and\nnewlines 🚀',
         tool_calls=(ToolCall(id="c1", name=TOOL, arguments='{"q": "x"}'),),
         stop_reason="tool_use",
     )

@@ -10,6 +10,8 @@
     stead decide RUN CALL happened|not_happened|skip [--result R]
                                         settle a call whose outcome is unknown
     stead cancel RUN [--reason R]       cancel a run
+    stead worker --agents MOD:ATTR [--concurrency N]
+                                        claim and drive runs until SIGTERM
 
 The store comes from ``--store`` or ``$STEAD_STORE`` (default ``sqlite:///stead.db``).
 """
@@ -102,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     can = sub.add_parser("cancel", help="cancel a run")
     can.add_argument("run_id")
     can.add_argument("--reason", default="cancelled from the CLI")
+
+    from stead.cli._worker import add_worker_parser
+
+    add_worker_parser(sub)
     return p
 
 
@@ -119,6 +125,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from stead.cli._demo import run_demo
 
         return 0 if run_demo(args.db) == 1 else 1
+    if cmd == "worker":
+        from stead.cli._worker import run_worker
+
+        return run_worker(args, _load_agents(args.agents))
 
     async def go(rt: Runtime) -> int:
         if cmd == "runs":

@@ -1,10 +1,11 @@
-"""The imperative shell: run loop, sessions, executors, and the ``Runtime`` facade."""
+"""The imperative shell: run loop, sessions, executors, the ``Runtime`` facade and workers."""
 
 from stead.runtime._agent import Agent, Budget, Limits
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
 from stead.runtime._session import RunSession
+from stead.runtime._worker import Worker, serve
 
 __all__ = [
     "Agent",
@@ -18,4 +19,6 @@ __all__ = [
     "RunSession",
     "RunView",
     "Runtime",
+    "Worker",
+    "serve",
 ]

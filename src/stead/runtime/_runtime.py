@@ -32,7 +32,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._session import RunSession
-from stead.store import Store, StoredEvent, open_store
+from stead.store import Claim, Store, StoredEvent, open_store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,17 +204,29 @@ class Runtime:
         )
         return rid
 
-    async def run(self, run_id: str) -> RunView:
-        """Drive the run until it completes, fails, or waits on a person; return its view."""
+    async def run(self, run_id: str, *, claim: Claim | None = None) -> RunView:
+        """Drive the run until it completes, fails, or waits on a person; return its view.
+
+        With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
+        that lease instead of claiming one; the caller keeps it and releases it.
+        """
         state, snap_seq = await RunSession.load_state(self.store, run_id)
         if state.status in FINISHED or state.status is RunStatus.AWAITING_APPROVAL:
             return RunView.of(state)
         agent = self._agent_for(state)
-        record = await self.store.get_run(run_id)
-        takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
-        epoch = await self.store.claim(
-            run_id, owner=self.owner, now=self.clock(), ttl=self.lease_ttl, takeover_from=takeover
-        )
+        if claim is None:
+            record = await self.store.get_run(run_id)
+            takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
+            epoch = await self.store.claim(
+                run_id,
+                owner=self.owner,
+                now=self.clock(),
+                ttl=self.lease_ttl,
+                takeover_from=takeover,
+            )
+            previous_owner = record.lease_owner
+        else:
+            epoch, previous_owner = claim.epoch, claim.previous_owner
         try:
             state, snap_seq = await RunSession.load_state(self.store, run_id)
             session = RunSession(
@@ -228,13 +240,9 @@ class Runtime:
                 snapshot_every=self.snapshot_every,
                 snapshot_seq=snap_seq,
             )
-            if state.status not in (RunStatus.QUEUED,) and record.lease_owner:
+            if state.status not in (RunStatus.QUEUED,) and previous_owner:
                 await session.append(
-                    [
-                        RunRecovered(
-                            owner=self.owner, epoch=epoch, previous_owner=record.lease_owner
-                        )
-                    ],
+                    [RunRecovered(owner=self.owner, epoch=epoch, previous_owner=previous_owner)],
                     automatic=False,
                 )
             signal = AbortSignal()
@@ -249,8 +257,9 @@ class Runtime:
                     await heart
             return RunView.of(session.state)
         finally:
-            with contextlib.suppress(Exception):
-                await self.store.release(run_id, owner=self.owner, epoch=epoch)
+            if claim is None:
+                with contextlib.suppress(Exception):
+                    await self.store.release(run_id, owner=self.owner, epoch=epoch)
 
     async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
         while True:

@@ -36,4 +36,13 @@ def open_store(url: str | Path) -> Store:
     return SQLiteStore(text)
 
 
-__all__ = ["CLAIMABLE", "Claim", "Loaded", "RunRecord", "SQLiteStore", "Store", "StoredEvent", "open_store"]
+__all__ = [
+    "CLAIMABLE",
+    "Claim",
+    "Loaded",
+    "RunRecord",
+    "SQLiteStore",
+    "Store",
+    "StoredEvent",
+    "open_store",
+]

@@ -397,7 +397,13 @@ class PostgresStore:
                 "lease_expires_at = %(until)s WHERE run_id = %(run)s AND (lease_owner IS NULL "
                 "OR COALESCE(lease_expires_at, 0) <= %(now)s OR lease_owner = %(owner)s "
                 "OR lease_owner = %(takeover)s) RETURNING epoch",
-                {"owner": owner, "until": now + ttl, "run": run_id, "now": now, "takeover": takeover_from},
+                {
+                    "owner": owner,
+                    "until": now + ttl,
+                    "run": run_id,
+                    "now": now,
+                    "takeover": takeover_from,
+                },
             )
             row = await cur.fetchone()
             if row is not None:

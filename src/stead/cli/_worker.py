@@ -1,0 +1,50 @@
+"""``stead worker``: parse the options, set up logging, serve until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from stead.errors import UserError
+from stead.runtime import Agent, Worker, serve
+
+
+def add_worker_parser(sub: Any) -> None:
+    """Add ``worker`` to the ``stead`` subcommands."""
+    w = sub.add_parser(
+        "worker",
+        help="claim runs from the store and drive them until SIGTERM",
+        description="Claim queued runs (and runs whose worker died) and drive up to "
+        "--concurrency of them at once. SIGTERM or Ctrl-C: stop claiming, let the runs in hand "
+        "finish for --grace seconds, release the rest; a second signal releases at once.",
+    )
+    w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
+    w.add_argument("--concurrency", type=int, default=16, help="runs driven at once")
+    w.add_argument("--lease-ttl", type=float, default=30.0, help="lease length, seconds")
+    w.add_argument("--poll", type=float, default=1.0, help="seconds between claim polls")
+    w.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
+    w.add_argument("--log-level", default="INFO", help="DEBUG logs every run's outcome")
+
+
+def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
+    """Serve until stopped; 0 after a clean shutdown."""
+    if not agents:
+        raise UserError("stead worker needs --agents module:attr naming at least one Agent")
+    if args.concurrency < 1:
+        raise UserError("--concurrency must be at least 1")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    worker = Worker(
+        args.store,
+        agents,
+        concurrency=args.concurrency,
+        lease_ttl=args.lease_ttl,
+        poll_interval=args.poll,
+        grace=args.grace,
+    )
+    asyncio.run(serve(worker))
+    return 0

@@ -1,0 +1,242 @@
+"""``Worker``: claim runs from a shared store and drive many of them at once.
+
+    stead worker --store postgresql://db/stead --agents myapp.agents:registry --concurrency 64
+
+A worker is a ``Runtime`` (agents are found by name, so any worker can continue any run) and
+a claim loop on asyncio:
+
+    free slots? ── yes → store.claim_next(owner, limit=free slots) → one task per run
+        │                  (each claim bumps the run's fencing epoch)
+        └─ wait for: a claimable notice or the poll interval (slots free), a finished run
+           (no slots free), or stop
+
+Each task drives its run with ``Runtime.run(run_id, claim=...)`` — the same run loop,
+session, heartbeat and recovery rules a single process uses — and releases the lease when
+the run rests (completed, failed, waiting on a person). A run this worker was fenced out of
+belongs to someone else; it is left alone. A run that raised something unexpected keeps its
+lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop.
+
+A worker that dies (SIGKILL, power, partition) leaves its leases to lapse; ``claim_next``
+then hands its runs to the other workers, which append ``run_recovered`` and settle any call
+that was in flight by its effect class (rerun, rerun with the same idempotency key, or
+reconcile / ask a person). A worker that wakes up after that (SIGSTOP, a long GC pause) is
+refused every write: its epoch is stale.
+
+Stopping (``stop()``; ``serve`` wires SIGTERM and SIGINT to it): claim nothing more, let the
+runs in hand finish for up to ``grace`` seconds, then cancel the rest and release their
+leases so another worker continues them at once instead of after the lease lapses. A second
+``stop()`` skips what is left of the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from stead.errors import Conflict, Fenced, StoreError
+from stead.runtime._agent import Agent
+from stead.runtime._runtime import Runtime
+from stead.store import Claim, Store
+
+log = logging.getLogger("stead.worker")
+
+
+class Worker:
+    """Claims runs from a store and drives up to ``concurrency`` of them at a time."""
+
+    def __init__(
+        self,
+        store: str | Path | Store,
+        agents: Iterable[Agent],
+        *,
+        concurrency: int = 16,
+        lease_ttl: float = 30.0,
+        poll_interval: float = 1.0,
+        grace: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        **runtime_options: Any,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("a worker needs a concurrency of at least 1")
+        self.runtime = Runtime(
+            store, agents=agents, lease_ttl=lease_ttl, clock=clock, **runtime_options
+        )
+        self.store: Store = self.runtime.store
+        self.owner = self.runtime.owner
+        """This worker's lease owner id (host:pid:random)."""
+        self.concurrency = concurrency
+        self.lease_ttl = lease_ttl
+        self.poll_interval = poll_interval
+        self.grace = grace
+        self.clock = clock
+        self.stats: Counter[str] = Counter()
+        """Claims and how each driven run ended (completed, awaiting_approval, fenced, ...)."""
+        self._active: dict[str, asyncio.Task[None]] = {}
+        self._stop = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+
+    @property
+    def active(self) -> int:
+        """Runs being driven now."""
+        return len(self._active)
+
+    def stop(self) -> None:
+        """Stop claiming and shut down gracefully; a second call cuts the grace period."""
+        if self._stop.is_set():
+            self._hurry.set()
+        self._stop.set()
+
+    async def __aenter__(self) -> Worker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the store."""
+        await self.runtime.close()
+
+    # -- the claim loop ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Claim and drive runs until ``stop()``, then shut down within the grace period."""
+        agents = sorted(self.runtime.agents)
+        log.info(
+            "worker %s ready: agents %s, concurrency %d, lease %.1fs",
+            self.owner,
+            ", ".join(agents),
+            self.concurrency,
+            self.lease_ttl,
+        )
+        try:
+            while not self._stop.is_set():
+                self._slot_freed.clear()
+                free = self.concurrency - len(self._active)
+                claims: list[Claim] = []
+                if free > 0:
+                    try:
+                        claims = await self.store.claim_next(
+                            owner=self.owner,
+                            now=self.clock(),
+                            ttl=self.lease_ttl,
+                            limit=free,
+                            agents=agents,
+                        )
+                    except StoreError as exc:
+                        log.warning("claiming failed (retrying): %s", exc)
+                    for c in claims:
+                        self._start(c)
+                    if claims and len(claims) < free:
+                        continue  # perhaps more arrived meanwhile; an empty claim ends this
+                await self._idle(full=len(self._active) >= self.concurrency)
+        finally:
+            await self._shutdown()
+
+    async def _idle(self, *, full: bool) -> None:
+        """Wait for a reason to claim again."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._stop.wait())}
+        if full:
+            waits.add(asyncio.ensure_future(self._slot_freed.wait()))
+        else:
+            waits.add(asyncio.ensure_future(self._wait_claimable()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _wait_claimable(self) -> None:
+        try:
+            await self.store.wait_claimable(self.poll_interval)
+        except StoreError as exc:
+            log.warning("waiting for work failed (retrying): %s", exc)
+            await asyncio.sleep(self.poll_interval)
+
+    def _start(self, claim: Claim) -> None:
+        self.stats["claimed"] += 1
+        if claim.previous_owner:
+            self.stats["taken_over"] += 1
+        task = asyncio.ensure_future(self._drive(claim))
+        self._active[claim.run_id] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            if self._active.get(claim.run_id) is task:
+                del self._active[claim.run_id]
+            self._slot_freed.set()
+
+        task.add_done_callback(done)
+
+    async def _drive(self, claim: Claim) -> None:
+        run_id = claim.run_id
+        release = True
+        outcome = "released"
+        try:
+            view = await self.runtime.run(run_id, claim=claim)
+            outcome = view.status.value
+        except Fenced as exc:
+            outcome, release = "fenced", False
+            log.warning("run %s fenced: %s", run_id, exc)
+        except Conflict as exc:
+            outcome = "conflict"  # written to from outside meanwhile: release, claim afresh
+            log.info("run %s changed under us, releasing it: %s", run_id, exc)
+        except asyncio.CancelledError:
+            outcome = "released"
+            raise
+        except Exception:
+            outcome, release = "error", False
+            log.exception("run %s failed in this worker; its lease will lapse", run_id)
+        finally:
+            self.stats[outcome] += 1
+            log.debug("run %s: %s (epoch %d)", run_id, outcome, claim.epoch)
+            if release:
+                try:
+                    await self.store.release(run_id, owner=self.owner, epoch=claim.epoch)
+                except Exception as exc:
+                    log.warning("releasing run %s failed (its lease will lapse): %s", run_id, exc)
+
+    async def _shutdown(self) -> None:
+        tasks = list(self._active.values())
+        if tasks:
+            log.info("stopping: %d runs in hand, up to %.1fs to finish", len(tasks), self.grace)
+            # asyncio.wait never cancels what it waits for: cancelling ``everything`` below
+            # leaves the runs alone until we cancel the unfinished ones on purpose.
+            everything = asyncio.ensure_future(asyncio.wait(tasks))
+            hurry = asyncio.ensure_future(self._hurry.wait())
+            await asyncio.wait(
+                {everything, hurry}, timeout=self.grace, return_when=asyncio.FIRST_COMPLETED
+            )
+            everything.cancel()
+            hurry.cancel()
+            unfinished = [t for t in tasks if not t.done()]
+            for t in unfinished:
+                t.cancel()
+            await asyncio.gather(everything, hurry, *tasks, return_exceptions=True)
+        log.info(
+            "worker %s stopped: %s",
+            self.owner,
+            ", ".join(f"{k}={v}" for k, v in sorted(self.stats.items())) or "no runs",
+        )
+
+
+async def serve(worker: Worker) -> None:
+    """Run ``worker`` until SIGTERM or SIGINT (a second one cuts the grace period short)."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, worker.stop)
+    try:
+        await worker.run()
+    finally:
+        for sig in signals:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        await worker.close()
