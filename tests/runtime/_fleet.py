@@ -1,0 +1,138 @@
+"""The agents the worker processes of the scale-out tests serve (``--agents _fleet:agents``).
+
+Imported by the test process and by ``stead worker`` children (run with this folder as their
+working directory). Side effects go to the crash tests' ``EffectLedger`` and message service
+(``_scenario``), which live outside the run store and survive SIGKILL.
+
+* ``soak``: three tool turns covering every effect class, then an answer.
+* ``zombie``: one call of ``notify_slowly`` (non_idempotent, reconcilable) or
+  ``lookup_slowly`` (read_only), which sleeps ``$STEAD_TEST_SLOW`` seconds *after* its effect,
+  so a test can freeze the worker between the effect and its result.
+* ``charge``: one unreconcilable call: after a crash in flight, a person must decide.
+* ``sleepy``: one model call that takes ``$STEAD_TEST_SLOW`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+
+from _scenario import _messages, find_message, ledger
+
+import stead
+from stead.testing import Reply, ScriptedModel
+
+
+def _slow() -> float:
+    return float(os.environ.get("STEAD_TEST_SLOW", "0"))
+
+
+async def _jitter() -> None:
+    """Tool latency of 20-150 ms, so kills land while calls are in flight."""
+    await asyncio.sleep(random.uniform(0.02, 0.15))
+
+
+def _send(recipient: str, body: str, key: str) -> int:
+    db = _messages()
+    try:
+        cur = db.execute(
+            "INSERT INTO messages (idempotency_key, recipient, body) VALUES (?, ?, ?)",
+            (key, recipient, body),
+        )
+        return int(cur.lastrowid or 0)
+    finally:
+        db.close()
+
+
+@stead.tool(effect="read_only")
+async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Look up an order."""
+    await _jitter()
+    ledger().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@stead.tool(effect="idempotent_write")
+async def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Create or update the ticket for an order (deduplicated by idempotency key)."""
+    await _jitter()
+    ledger().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
+    return {"ticket": f"T-{order_id}", "note": note}
+
+
+@stead.tool(effect="non_idempotent", reconcile=find_message)
+async def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Send a message; the service gives every call a new message id."""
+    await _jitter()
+    message_id = _send(recipient, body, ctx.idempotency_key)
+    await _jitter()
+    return {"message_id": message_id}
+
+
+@stead.tool(effect="non_idempotent")
+async def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Charge a card; nobody can be asked afterwards whether it happened."""
+    await _jitter()
+    ledger().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
+    await _jitter()
+    return {"charged": cents}
+
+
+@stead.tool(effect="non_idempotent", reconcile=find_message)
+def notify_slowly(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Send a message, then dawdle before reporting it."""
+    message_id = _send(recipient, body, ctx.idempotency_key)
+    ledger().record("notify_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(_slow())
+    return {"message_id": message_id}
+
+
+@stead.tool(effect="read_only")
+def lookup_slowly(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Look an order up, then dawdle before reporting it."""
+    ledger().record("lookup_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(_slow())
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def soak() -> stead.Agent:
+    model = ScriptedModel(
+        [
+            Reply(
+                tool_calls=[
+                    ("lookup_order", {"order_id": 42}),
+                    ("upsert_ticket", {"order_id": 42, "note": "shipped"}),
+                ]
+            ),
+            Reply(tool_calls=[("send_message", {"recipient": "oncall", "body": "42 shipped"})]),
+            Reply(tool_calls=[("charge_card", {"cents": 500})]),
+            "Order 42 shipped; on-call told; card charged.",
+        ],
+        delay=0.05,
+    )
+    return stead.Agent("soak", model, [lookup_order, upsert_ticket, send_message, charge_card])
+
+
+def zombie(tool: str = "notify_slowly") -> stead.Agent:
+    args: dict[str, object] = (
+        {"recipient": "oncall", "body": "order 7 shipped"}
+        if tool == "notify_slowly"
+        else {"order_id": 7}
+    )
+    model = ScriptedModel([Reply(tool_calls=[(tool, args)]), "Done."])
+    return stead.Agent(f"zombie-{tool}", model, [notify_slowly, lookup_slowly])
+
+
+def charge() -> stead.Agent:
+    model = ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 900})]), "Charged."])
+    return stead.Agent("charge", model, [charge_card])
+
+
+def sleepy() -> stead.Agent:
+    return stead.Agent("sleepy", ScriptedModel(["Slept."], delay=_slow()))
+
+
+def agents() -> list[stead.Agent]:
+    return [soak(), zombie("notify_slowly"), zombie("lookup_slowly"), charge(), sleepy()]

@@ -1,0 +1,75 @@
+"""``stead worker`` child processes for the scale-out tests, and ways to watch the store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from stead.store import Store
+
+HERE = Path(__file__).parent
+STEAD = shutil.which("stead", path=str(Path(sys.executable).parent))
+
+
+class WorkerProc:
+    """One ``stead worker`` process serving ``_fleet:agents``; its log goes to a file."""
+
+    def __init__(
+        self, url: str, log: Path, *options: str, env: dict[str, str] | None = None
+    ) -> None:
+        assert STEAD is not None, "the stead script is installed with the package"
+        self.log = log
+        self._out = log.open("w")
+        self.proc = subprocess.Popen(
+            [STEAD, "--store", url, "worker", "--agents", "_fleet:agents", *options],
+            cwd=HERE,
+            env={**os.environ, **(env or {})},
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._out.close()
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM and wait (SIGCONT first, in case it is frozen)."""
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait()
+
+
+async def until(check: object, what: str, limit: float = 60, every: float = 0.05) -> None:
+    """Poll an async ``check()`` until it is true; fail after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not await check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(every)
+
+
+async def statuses(store: Store) -> Counter[str]:
+    return Counter(r.status for r in await store.list_runs(limit=100_000))
