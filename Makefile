@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
 #   make demo   create .venv, install, run the crash-and-recover demo on SQLite
-#   make test   create .venv, install, run the whole suite
+#   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
+#   make soak   the scale-out soak at full size: 200 runs, 4 workers, kills every few seconds
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check lint format bench clean
+.PHONY: demo test soak check lint format bench throughput clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -23,6 +24,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+soak: $(STAMP)
+	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py
+
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -35,6 +39,9 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
+
+throughput: $(STAMP)
+	$(BIN)/python bench/throughput.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -30,8 +30,8 @@ def _slow() -> float:
 
 
 async def _jitter() -> None:
-    """Tool latency of 20-150 ms, so kills land while calls are in flight."""
-    await asyncio.sleep(random.uniform(0.02, 0.15))
+    """Tool latency of 50-250 ms, so kills land while calls are in flight."""
+    await asyncio.sleep(random.uniform(0.05, 0.25))
 
 
 def _send(recipient: str, body: str, key: str) -> int:
@@ -110,7 +110,7 @@ def soak() -> stead.Agent:
             Reply(tool_calls=[("charge_card", {"cents": 500})]),
             "Order 42 shipped; on-call told; card charged.",
         ],
-        delay=0.05,
+        delay=0.1,
     )
     return stead.Agent("soak", model, [lookup_order, upsert_ticket, send_message, charge_card])
 
