@@ -82,6 +82,16 @@ def disarm() -> None:
     _loaded, _active = True, False
 
 
+def armed(name: str) -> bool:
+    """Whether ``point(name, ...)`` may fire in this process (one boolean test when unarmed).
+
+    Lets a store keep a transaction open across a crash point only when a test armed it.
+    """
+    if not _loaded:
+        _load()
+    return _active and any(a.name == name for a in _arms)
+
+
 def point(name: str, tool: str | None = None) -> None:
     """Die here if this point is armed and this is the hit it waits for."""
     if not _loaded:

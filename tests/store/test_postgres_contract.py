@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -358,37 +358,35 @@ async def test_wait_claimable_wakes_on_a_new_run(backend: Backend) -> None:
 async def test_postgres_listener_reconnects_after_its_connection_is_killed(
     pg_url: str,
 ) -> None:
+    """With an hour-long poll, only notices can wake these waiters: before the listener's
+    connection is killed, and after it reconnected by itself."""
     from stead.store.postgres import PostgresStore
 
     b = Backend("postgres", pg_url)
+    listeners = "SELECT pid FROM pg_stat_activity WHERE application_name = 'stead-listen'"
     try:
         watcher, writer = b.open(poll_interval=3600.0), b.open()
         assert isinstance(watcher, PostgresStore)
-        run = await seeded(writer, "run-1")
-        first = asyncio.ensure_future(watcher.wait_changed("run-1", run.written, timeout=45))
-        probes = 0
-        while watcher.notices == 0:  # the listener is up once it hears anything
-            probes += 1
-            await writer.create_run(created(f"probe-{probes}"), now=T0)
-            await asyncio.sleep(0.05)
-        killed = b.sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'stead-listen'"
+        runs = [await seeded(writer, "run-1"), await seeded(writer, "run-2")]
+
+        async def heard(run: RunBuilder, reconnected: Callable[[], bool]) -> None:
+            waiting = asyncio.ensure_future(watcher.wait_changed(run.run_id, run.written, 45))
+            for _ in range(2000):  # the listener (re)connects on its own
+                if reconnected():
+                    break
+                await asyncio.sleep(0.02)
+            before = watcher.notices
+            run.final_turn()
+            seq = await run.flush(writer, now=T0 + 1)
+            assert await waiting == seq
+            assert watcher.notices > before
+
+        await heard(runs[0], lambda: watcher.listening)
+        [(old_pid,)] = b.sql(listeners)
+        assert b.sql("SELECT pg_terminate_backend(?)", old_pid) == [(True,)]
+        await heard(
+            runs[1], lambda: watcher.listening and b.sql(listeners) not in ([], [(old_pid,)])
         )
-        assert killed and all(k[0] for k in killed)
-        run.final_turn()
-        seq = await run.flush(writer, now=T0 + 1)
-        assert await first == seq  # re-read on reconnect, or the notice after it
-        heard = watcher.notices
-        second = asyncio.ensure_future(watcher.wait_changed("run-2", 1, timeout=45))
-        await writer.create_run(created("run-2"), now=T0)
-        await asyncio.sleep(0.2)
-        other = RunBuilder("run-2")
-        other.written = 1
-        other.start()
-        seq2 = await other.flush(writer)
-        assert await second == seq2  # only a notice on the new connection can wake it
-        assert watcher.notices > heard
     finally:
         for s in b.opened:
             await s.close()

@@ -39,9 +39,20 @@ class _Waiter:
 class Watcher:
     """Waiters on run sequences and on "a run may be claimable", fed by notices and a poll."""
 
-    def __init__(self, read_seqs: ReadSeqs, *, poll_interval: float) -> None:
+    def __init__(
+        self,
+        read_seqs: ReadSeqs,
+        *,
+        poll_interval: float,
+        on_watch: Callable[[str], None] | None = None,
+        on_unwatch: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_watch(run_id)`` / ``on_unwatch(run_id)``: the first waiter on a run came, the
+        last one left (a backend with notices listens to that run meanwhile)."""
         self._read = read_seqs
         self.poll_interval = poll_interval
+        self._on_watch = on_watch
+        self._on_unwatch = on_unwatch
         self._waiters: dict[str, set[_Waiter]] = {}
         self._poller: asyncio.Task[None] | None = None
         self._claimable: set[asyncio.Event] = set()
@@ -75,6 +86,8 @@ class Watcher:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         w = _Waiter(after=after_seq)
+        if run_id not in self._waiters and self._on_watch is not None:
+            self._on_watch(run_id)
         self._waiters.setdefault(run_id, set()).add(w)
         self._start_poller()
         try:
@@ -94,6 +107,8 @@ class Watcher:
                 waiters.discard(w)
                 if not waiters:
                     del self._waiters[run_id]
+                    if self._on_unwatch is not None:
+                        self._on_unwatch(run_id)
 
     async def wait_claimable(self, timeout: float) -> None:
         """See ``Store.wait_claimable``."""
