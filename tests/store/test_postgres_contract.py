@@ -412,6 +412,10 @@ async def test_foreign_errors_become_stead_errors(backend: Backend, store: Store
     backend.sql("UPDATE events SET kind = 'no_such_kind', data = '{}' WHERE seq = 2")
     with pytest.raises(CorruptEvent, match="at seq 2"):
         await store.load("run-1")
+    backend.sql("DROP TABLE snapshots")  # any other failure of the database itself
+    with pytest.raises(StoreError, match="snapshots") as failed:
+        await store.load("run-1")
+    assert type(failed.value) is StoreError
 
 
 async def test_an_unreachable_postgres_is_a_store_error() -> None:
