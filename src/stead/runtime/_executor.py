@@ -85,7 +85,10 @@ class InProcessExecutor:
         model: ModelProvider,
         tools: ToolRegistry,
         on_progress: ProgressCallback | None = None,
+        *,
+        cancel_grace: float = 5.0,
     ) -> None:
+        self._cancel_grace = cancel_grace
         self._model = model
         self._tools = tools
         self._on_progress = on_progress
@@ -131,6 +134,9 @@ class InProcessExecutor:
         sig = self._signals.get(key.effect_id)
         if sig is not None:
             sig.abort(reason)
+        task = self._tasks.get(key.effect_id)
+        if task is not None and not task.done():
+            task.cancel()
 
     async def _perform(self, a: Assignment, signal: AbortSignal) -> Outcome:
         body = a.body
@@ -143,8 +149,12 @@ class InProcessExecutor:
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
+            if signal.aborted:
+                return Cancelled(reason=signal.reason)
             return ModelFailed(code=exc.code, message=str(exc), retry_after=_retry_after(exc))
-        except RunCancelled as exc:
+        except (RunCancelled, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
+                raise
             return Cancelled(reason=str(exc) or signal.reason)
         except TimeoutError as exc:
             if isinstance(body, ModelBody):
@@ -169,6 +179,7 @@ class InProcessExecutor:
             attempt=body.attempt,
             tool_name=body.tool_name,
             signal=signal,
+            cancel_grace=self._cancel_grace,
         )
         return await tool.invoke(body.arguments, ctx)
 

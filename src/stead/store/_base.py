@@ -131,6 +131,12 @@ class Store(Protocol):
         """Drop our lease if we still hold it (no error otherwise)."""
         ...
 
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        """Wait until the run's log grows past ``after_seq`` or ``timeout`` passes; return its
+        last sequence. A wake-up, not a message: callers re-read the log. (SQLite polls;
+        PostgreSQL can LISTEN and poll, so a missed notice delays nothing past the poll.)"""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

@@ -11,6 +11,7 @@ handing it to a thread, and SQLite serialises writers anyway.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -67,6 +68,9 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 
 class SQLiteStore:
     """``Store`` on a SQLite file."""
+
+    poll_interval: float = 0.05
+    """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.fspath(path)
@@ -313,6 +317,18 @@ class SQLiteStore:
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
                 (run_id, epoch, owner),
             )
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            with self._read() as db:
+                row = db.execute("SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFound(run_id)
+            if row[0] > after_seq or loop.time() >= deadline:
+                return int(row[0])
+            await asyncio.sleep(min(self.poll_interval, max(0.0, deadline - loop.time())))
 
     async def close(self) -> None:
         with self._lock:
