@@ -62,5 +62,3 @@ def finish(p: subprocess.Popen[str], out: str, err: str) -> Child:
 
 
 KILLED = -signal.SIGKILL
-
-

@@ -47,7 +47,9 @@ def budget_breach(
         return None
     nxt = Usage(input_tokens=next_input_tokens, output_tokens=next_output_tokens)
     after = spent + nxt
-    spent_in = spent.input_tokens + spent.cache_creation_input_tokens + spent.cache_read_input_tokens
+    spent_in = (
+        spent.input_tokens + spent.cache_creation_input_tokens + spent.cache_read_input_tokens
+    )
     after_in = spent_in + next_input_tokens
     reasons: list[str] = []
     if budget.max_input_tokens is not None and after_in > budget.max_input_tokens:

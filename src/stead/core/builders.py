@@ -63,13 +63,23 @@ class Consent:
 
 
 def _result(
-    call_turn: int, call_id: str, name: str, content: str, *, is_error: bool,
+    call_turn: int,
+    call_id: str,
+    name: str,
+    content: str,
+    *,
+    is_error: bool,
     source: Literal["executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop"],
     attempt: int,
 ) -> ToolResultRecorded:
     return ToolResultRecorded(
-        turn_index=call_turn, tool_call_id=call_id, name=name, content=content,
-        is_error=is_error, source=source, attempt=attempt,
+        turn_index=call_turn,
+        tool_call_id=call_id,
+        name=name,
+        content=content,
+        is_error=is_error,
+        source=source,
+        attempt=attempt,
     )
 
 
@@ -110,23 +120,34 @@ def reply_events(
         rejection, source = v.rejection, "rejected"
         if rejection is None and final:
             rejection, source = (
-                f"not run: the run reached its limit of {limits.max_turns} turns and tools are "
-                "no longer available; answer with what you have"
-            ), "limit"
+                (
+                    f"not run: the run reached its limit of {limits.max_turns} turns and tools are "
+                    "no longer available; answer with what you have"
+                ),
+                "limit",
+            )
         elif rejection is None and i >= limits.max_tool_calls_per_turn:
             rejection, source = (
-                f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured per "
-                "turn; ask for the rest in your next turn"
-            ), "limit"
+                (
+                    f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured per "
+                    "turn; ask for the rest in your next turn"
+                ),
+                "limit",
+            )
         elif rejection is None and repeats >= limits.repeat_threshold:
             rejection, source = (
-                f"not run: this is the same call ({call.name} with the same arguments) "
-                f"{repeats} times in a row, which looks like a loop. It will not produce a "
-                "different result; try a different strategy or different arguments."
-            ), "loop"
-            refused.append(LoopDetected(
-                turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
-            ))
+                (
+                    f"not run: this is the same call ({call.name} with the same arguments) "
+                    f"{repeats} times in a row, which looks like a loop. It will not produce a "
+                    "different result; try a different strategy or different arguments."
+                ),
+                "loop",
+            )
+            refused.append(
+                LoopDetected(
+                    turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
+                )
+            )
         needs = rejection is None and v.needs_approval
         events.append(
             ToolCallRequested(
@@ -141,13 +162,30 @@ def reply_events(
             )
         )
         if rejection is not None:
-            refused.append(_result(turn_index, call.id, call.name, rejection, is_error=True,
-                                   source=source, attempt=0))  # type: ignore[arg-type]
+            refused.append(
+                _result(
+                    turn_index,
+                    call.id,
+                    call.name,
+                    rejection,
+                    is_error=True,
+                    source=source,
+                    attempt=0,
+                )
+            )  # type: ignore[arg-type]
         elif needs:
             if consent is None or call.id not in consent.tokens:
                 raise ValueError(f"call {call.id} needs consent but no token was given")
-            asks.append(_consent_request(turn_index, call.id, call.name, v.arguments,
-                                         consent.tokens[call.id], consent.deadline))
+            asks.append(
+                _consent_request(
+                    turn_index,
+                    call.id,
+                    call.name,
+                    v.arguments,
+                    consent.tokens[call.id],
+                    consent.deadline,
+                )
+            )
     return events + refused + asks
 
 
@@ -171,8 +209,11 @@ def _consent_request(
 
 def consent_events(call: CallState, token: str, deadline: float | None) -> list[Event]:
     """Ask (again) for consent to run a gated call, e.g. after a timeout and a resume."""
-    return [_consent_request(call.turn_index, call.tool_call_id, call.name, call.arguments,
-                             token, deadline)]
+    return [
+        _consent_request(
+            call.turn_index, call.tool_call_id, call.name, call.arguments, token, deadline
+        )
+    ]
 
 
 def started_event(state: RunState, call: CallState, attempt: int) -> ToolCallStarted:
@@ -238,8 +279,17 @@ def reconcile_events(
         ToolReconciled(turn_index=call.turn_index, tool_call_id=call.tool_call_id, verdict=verdict)
     ]
     if verdict == "done":
-        events.append(_result(call.turn_index, call.tool_call_id, call.name, content,
-                              is_error=False, source="reconciled", attempt=call.attempts))
+        events.append(
+            _result(
+                call.turn_index,
+                call.tool_call_id,
+                call.name,
+                content,
+                is_error=False,
+                source="reconciled",
+                attempt=call.attempts,
+            )
+        )
     elif verdict == "unknown":
         events.extend(ask_human_events(state, call, token, "reconcile could not tell", deadline))
     return events
@@ -292,22 +342,45 @@ def decision_events(
         raise ApprovalError("a denial needs a reason: the model reads it")
     events: list[Event] = [
         ApprovalDecided(
-            turn_index=call.turn_index, tool_call_id=tool_call_id, decision=decision,
-            by=by, reason=reason, arguments=edited,
+            turn_index=call.turn_index,
+            tool_call_id=tool_call_id,
+            decision=decision,
+            by=by,
+            reason=reason,
+            arguments=edited,
         )
     ]
     if decision == "happened":
         if result is None:
             raise ApprovalError("'happened' needs the call's result (what the model should read)")
-        events.append(_result(call.turn_index, tool_call_id, call.name, result, is_error=False,
-                              source="approval", attempt=call.attempts))
+        events.append(
+            _result(
+                call.turn_index,
+                tool_call_id,
+                call.name,
+                result,
+                is_error=False,
+                source="approval",
+                attempt=call.attempts,
+            )
+        )
     elif decision in ("deny", "skip"):
         text = (
-            f"A person denied this call: {reason}" if decision == "deny"
+            f"A person denied this call: {reason}"
+            if decision == "deny"
             else f"A person chose to skip this call: {reason or 'no reason given'}"
         )
-        events.append(_result(call.turn_index, tool_call_id, call.name, text, is_error=True,
-                              source="approval", attempt=call.attempts))
+        events.append(
+            _result(
+                call.turn_index,
+                tool_call_id,
+                call.name,
+                text,
+                is_error=True,
+                source="approval",
+                attempt=call.attempts,
+            )
+        )
     return events
 
 
@@ -320,9 +393,17 @@ def cancel_events(state: RunState, reason: str) -> list[Event]:
     events: list[Event] = []
     for c in state.pending_calls():
         maybe = " It had started and may or may not have taken effect." if c.in_flight else ""
-        events.append(_result(c.turn_index, c.tool_call_id, c.name,
-                              f"cancelled before it finished: {reason}.{maybe}",
-                              is_error=True, source="cancelled", attempt=c.attempts))
+        events.append(
+            _result(
+                c.turn_index,
+                c.tool_call_id,
+                c.name,
+                f"cancelled before it finished: {reason}.{maybe}",
+                is_error=True,
+                source="cancelled",
+                attempt=c.attempts,
+            )
+        )
     events.append(RunCancelled(reason=reason))
     return events
 
@@ -331,9 +412,7 @@ def timeout_events(state: RunState, now: float) -> list[Event]:
     """``run_timed_out`` when a pending approval's deadline has passed; else nothing."""
     if state.status is not RunStatus.AWAITING_APPROVAL:
         return []
-    late = [
-        a for a in state.approvals.values() if a.deadline is not None and a.deadline < now
-    ]
+    late = [a for a in state.approvals.values() if a.deadline is not None and a.deadline < now]
     if not late:
         return []
     ids = ", ".join(a.tool_call_id for a in late)

@@ -21,7 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from stead.core.events import EffectClass, Event, NoticeInjected, RunCompleted, RunFailed, TurnStarted
+from stead.core.events import (
+    EffectClass,
+    Event,
+    NoticeInjected,
+    RunCompleted,
+    RunFailed,
+    TurnStarted,
+)
 from stead.core.fold import CallState, RunState
 from stead.core.limits import Limits
 from stead.core.states import FINISHED, RunStatus
@@ -158,7 +165,9 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     """Recovery (and consent) rule for one unsettled call."""
     nxt = call.attempts + 1
 
-    def plan(action: Literal["execute", "reconcile", "ask_human", "ask_consent"], why: str) -> ToolPlan:
+    def plan(
+        action: Literal["execute", "reconcile", "ask_human", "ask_consent"], why: str
+    ) -> ToolPlan:
         return ToolPlan(tool_call_id=call.tool_call_id, action=action, attempt=nxt, reason=why)
 
     if call.decision in ("approve", "not_happened"):
@@ -200,7 +209,11 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
     if status is RunStatus.QUEUED:
         return StartRun()
     step = _next_step(state, tools, limits)
-    if isinstance(step, CallModel) and not step.turn_recorded and step.turn_index >= limits.max_turns:
+    if (
+        isinstance(step, CallModel)
+        and not step.turn_recorded
+        and step.turn_index >= limits.max_turns
+    ):
         reply = state.last_assistant()
         return Finish(output=reply.text if reply else "", stop_reason="max_turns")
     return step
@@ -221,8 +234,10 @@ def _next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits) -
             return CallModel(turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= final)
         if state.turn_index >= 0:  # turn started, no reply yet: (re)issue the call
             return CallModel(
-                turn_index=state.turn_index, turn_recorded=True,
-                attempt=state.model_failures + 1, final=state.turn_index >= final,
+                turn_index=state.turn_index,
+                turn_recorded=True,
+                attempt=state.model_failures + 1,
+                final=state.turn_index >= final,
             )
         return CallModel(turn_index=0, turn_recorded=False, attempt=1, final=final <= 0)
     # awaiting_tool
@@ -252,10 +267,14 @@ def automatic_events(state: RunState, step: Step) -> list[Event]:
                 )
             return opening
         case Finish():
-            return [RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)]
+            return [
+                RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)
+            ]
         case Fail():
             return [
-                RunFailed(code=step.code, phase=step.phase, message=step.message, last_seq=state.seq)
+                RunFailed(
+                    code=step.code, phase=step.phase, message=step.message, last_seq=state.seq
+                )
             ]
         case _:
             return []

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, assert_never
 
+from stead.core.canonical import sha256_hex
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -47,7 +48,6 @@ from stead.core.events import (
     decode,
     encode,
 )
-from stead.core.canonical import sha256_hex
 from stead.core.messages import (
     AssistantMessage,
     Message,
@@ -324,7 +324,6 @@ def call_digest(name: str, arguments: str) -> str:
     return sha256_hex(name + "\x00" + arguments)[:16]
 
 
-
 def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
     current = state.status.value if state.status else "nothing"
     return IllegalTransition(current, current, event.kind, detail)
@@ -509,7 +508,10 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             state.error = {"code": event.code, "phase": event.phase, "message": event.message}
         case RunCancelRequested():
             if state.status in (
-                RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT
+                RunStatus.COMPLETED,
+                RunStatus.FAILED,
+                RunStatus.CANCELLED,
+                RunStatus.TIMED_OUT,
             ):
                 raise _refuse(state, event, f"a {state.status.value} run cannot be cancelled")
             state.cancel_requested = event.reason

@@ -183,8 +183,15 @@ class RunLoop:
         if breach is None:
             return False
         await self.s.append(
-            [RunFailed(code="budget_exceeded", phase="model", message=breach.message,
-                       last_seq=state.seq, details=breach.details)],
+            [
+                RunFailed(
+                    code="budget_exceeded",
+                    phase="model",
+                    message=breach.message,
+                    last_seq=state.seq,
+                    details=breach.details,
+                )
+            ],
             automatic=False,
         )
         return True
@@ -216,8 +223,14 @@ class RunLoop:
             return
         if not isinstance(outcome, ModelSucceeded):
             await self.s.append(
-                [ModelCallFailed(turn_index=step.turn_index, attempt=step.attempt,
-                                 code="executor_error", message=f"outcome {outcome.kind}")],
+                [
+                    ModelCallFailed(
+                        turn_index=step.turn_index,
+                        attempt=step.attempt,
+                        code="executor_error",
+                        message=f"outcome {outcome.kind}",
+                    )
+                ],
                 automatic=False,
             )
             return
@@ -227,8 +240,14 @@ class RunLoop:
         tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
         await self.s.append(
             lambda st: reply_events(
-                st, step.turn_index, response.message, response.usage, response.model,
-                verdicts, self.limits, Consent(tokens=tokens, deadline=deadline),
+                st,
+                step.turn_index,
+                response.message,
+                response.usage,
+                response.model,
+                verdicts,
+                self.limits,
+                Consent(tokens=tokens, deadline=deadline),
             )
         )
         if response.message.tool_calls:
@@ -241,22 +260,28 @@ class RunLoop:
             tool = self.agent.registry.get(call.name)
             if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
                 v = CallVerdict(
-                    tool_call_id=v.tool_call_id, arguments=v.arguments,
-                    effect_class=v.effect_class, rejection=None, needs_approval=True,
+                    tool_call_id=v.tool_call_id,
+                    arguments=v.arguments,
+                    effect_class=v.effect_class,
+                    rejection=None,
+                    needs_approval=True,
                 )
             out[call.id] = v
         return out
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
         failed = ModelCallFailed(
-            turn_index=step.turn_index, attempt=step.attempt, code=failure.code,
+            turn_index=step.turn_index,
+            attempt=step.attempt,
+            code=failure.code,
             message=failure.message[:2000],
         )
         retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
             await self.s.append(
-                [failed] + automatic_events(
+                [failed]
+                + automatic_events(
                     self.s.state, Fail(code=failure.code, phase="model", message=reason)
                 ),
                 automatic=False,
@@ -343,8 +368,9 @@ class RunLoop:
             await self.s.append([started_event(state, call, attempt)])
             _crash.point("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
-            await self._record(call, f"tool {call.name!r} is not registered in this worker",
-                               True, attempt)
+            await self._record(
+                call, f"tool {call.name!r} is not registered in this worker", True, attempt
+            )
             return
         key = AssignmentKey(
             session_id=state.session_id,
@@ -385,8 +411,13 @@ class RunLoop:
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
         result = ToolResultRecorded(
-            turn_index=call.turn_index, tool_call_id=call.tool_call_id, name=call.name,
-            content=content, is_error=is_error, source="executed", attempt=attempt,
+            turn_index=call.turn_index,
+            tool_call_id=call.tool_call_id,
+            name=call.name,
+            content=content,
+            is_error=is_error,
+            source="executed",
+            attempt=attempt,
         )
         await self.s.append([result])
         _crash.point("after_result_commit", call.name)
@@ -410,7 +441,7 @@ class RunLoop:
             verdict = "unknown"
         token, deadline = secrets.token_urlsafe(16), self._deadline()
         await self.s.append(
-            lambda st: reconcile_events(st, st.calls[call.tool_call_id], verdict, content,
-                                        token, deadline)
+            lambda st: reconcile_events(
+                st, st.calls[call.tool_call_id], verdict, content, token, deadline
+            )
         )
-

@@ -338,7 +338,33 @@ class Runtime:
         arguments: Any = None,
         by: str = "",
     ) -> RunView:
-        """Record a person's decision on a pending call (validated; nothing written if not)."""
+        """Record a person's decision on a pending call (validated; nothing written if not).
+
+        Edited ``arguments`` are validated against the tool's schema (this Runtime must know
+        the run's agent for that). A decision after the approval's deadline is refused and the
+        run moves to ``timed_out``. The run is not driven here: call ``run`` (or let a worker
+        pick it up) to continue it.
+        """
+        edited: str | None = None
+        if arguments is not None:
+            state = await self.state(run_id)
+            call = state.calls.get(tool_call_id)
+            tool = self._agent_for(state).registry.get(call.name) if call else None
+            if tool is None:
+                raise ApprovalError(f"no pending call {tool_call_id!r} with a known tool")
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            edited, problem = tool.validate(raw)
+            if problem is not None:
+                raise ApprovalError(f"the edited arguments do not fit the tool: {problem}")
+        now = self.clock()
+        timed_out = await self._append_external(
+            run_id, lambda s: timeout_events(s, now), allow_empty=True
+        )
+        if timed_out.status is RunStatus.TIMED_OUT:
+            raise ApprovalError(
+                f"run {run_id}: the approval deadline passed, so the run timed out; "
+                "`stead resume` asks again"
+            )
         state = await self._append_external(
             run_id,
             lambda s: decision_events(
@@ -349,9 +375,11 @@ class Runtime:
                 by=by,
                 reason=reason,
                 result=result,
-                arguments=arguments,
+                arguments=edited,
+                now=now,
             ),
         )
+        _crash.point("after_approval_commit")
         return RunView.of(state)
 
     async def approve(self, run_id: str, tool_call_id: str, **kw: Any) -> RunView:
@@ -382,7 +410,8 @@ class Runtime:
         )
         try:
             state = await self._append_external(
-                run_id, lambda s: [request, *cancel_events(_with(s, request), reason)],
+                run_id,
+                lambda s: [request, *cancel_events(_with(s, request), reason)],
                 epoch=epoch,
             )
         finally:

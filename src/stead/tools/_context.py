@@ -49,7 +49,7 @@ class ToolContext:
         self,
         args: Sequence[str],
         *,
-        input: bytes | None = None,  # noqa: A002 - mirrors subprocess.run
+        input: bytes | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
@@ -63,7 +63,7 @@ class ToolContext:
         self,
         args: Sequence[str],
         *,
-        input: bytes | None = None,  # noqa: A002 - mirrors subprocess.run
+        input: bytes | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:

@@ -38,7 +38,7 @@ async def run_subprocess(
     *,
     abort: AbortSignal,
     grace: float,
-    input: bytes | None = None,  # noqa: A002 - mirrors subprocess.run
+    input: bytes | None = None,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
@@ -83,7 +83,7 @@ def run_subprocess_sync(
     *,
     abort: AbortSignal,
     grace: float,
-    input: bytes | None = None,  # noqa: A002 - mirrors subprocess.run
+    input: bytes | None = None,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
