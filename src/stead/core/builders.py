@@ -21,6 +21,7 @@ from stead.core.events import (
     EffectClass,
     Event,
     LoopDetected,
+    ResultSource,
     RunCancelled,
     RunTimedOut,
     ToolCallRequested,
@@ -69,7 +70,7 @@ def _result(
     content: str,
     *,
     is_error: bool,
-    source: Literal["executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop"],
+    source: ResultSource,
     attempt: int,
 ) -> ToolResultRecorded:
     return ToolResultRecorded(
@@ -117,7 +118,8 @@ def reply_events(
                 break
             repeats += 1
         recent.append(digest)
-        rejection, source = v.rejection, "rejected"
+        source: ResultSource = "rejected"
+        rejection = v.rejection
         if rejection is None and final:
             rejection, source = (
                 (
@@ -129,8 +131,8 @@ def reply_events(
         elif rejection is None and i >= limits.max_tool_calls_per_turn:
             rejection, source = (
                 (
-                    f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured per "
-                    "turn; ask for the rest in your next turn"
+                    f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured "
+                    "per turn; ask for the rest in your next turn"
                 ),
                 "limit",
             )
@@ -172,7 +174,7 @@ def reply_events(
                     source=source,
                     attempt=0,
                 )
-            )  # type: ignore[arg-type]
+            )
         elif needs:
             if consent is None or call.id not in consent.tokens:
                 raise ValueError(f"call {call.id} needs consent but no token was given")

@@ -280,10 +280,12 @@ class RunLoop:
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
             await self.s.append(
-                [failed]
-                + automatic_events(
-                    self.s.state, Fail(code=failure.code, phase="model", message=reason)
-                ),
+                [
+                    failed,
+                    *automatic_events(
+                        self.s.state, Fail(code=failure.code, phase="model", message=reason)
+                    ),
+                ],
                 automatic=False,
             )
             return

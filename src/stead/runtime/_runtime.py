@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -110,6 +111,10 @@ class RunView:
                 for a in state.approvals.values()
             ),
         )
+
+
+def _timeouts(now: float, state: RunState) -> list[Event]:
+    return timeout_events(state, now)
 
 
 def _with(state: RunState, event: Event) -> RunState:
@@ -437,7 +442,7 @@ class Runtime:
             state = await self.state(record.run_id)
             now = self.clock()
             if timeout_events(state, now):
-                await self._append_external(record.run_id, lambda s: timeout_events(s, now))
+                await self._append_external(record.run_id, functools.partial(_timeouts, now))
                 expired.append(record.run_id)
         return expired
 

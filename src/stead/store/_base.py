@@ -131,7 +131,7 @@ class Store(Protocol):
         """Drop our lease if we still hold it (no error otherwise)."""
         ...
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         """Wait until the run's log grows past ``after_seq`` or ``timeout`` passes; return its
         last sequence. A wake-up, not a message: callers re-read the log. (SQLite polls;
         PostgreSQL can LISTEN and poll, so a missed notice delays nothing past the poll.)"""

@@ -318,7 +318,7 @@ class SQLiteStore:
                 (run_id, epoch, owner),
             )
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

@@ -71,8 +71,8 @@ async def run_subprocess(
 async def _terminate(pgid: int, work: asyncio.Future[tuple[bytes, bytes]], grace: float) -> None:
     _kill_group(pgid, _signal.SIGTERM)
     deadline = asyncio.get_running_loop().time() + grace
-    while _group_alive(pgid) and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.02)
+    while _group_alive(pgid) and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)  # no event tells us a process group is gone; poll
     _kill_group(pgid, _signal.SIGKILL)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(asyncio.shield(work), timeout=max(grace, 1.0))
@@ -104,10 +104,8 @@ def run_subprocess_sync(
     while proc.poll() is None:
         if abort.wait_sync(0.05):
             _kill_group(proc.pid, _signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
             _kill_group(proc.pid, _signal.SIGKILL)
             proc.wait()
             raise RunCancelled(abort.reason)
