@@ -214,6 +214,10 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
         and not step.turn_recorded
         and step.turn_index >= limits.max_turns
     ):
+        if status is RunStatus.AWAITING_TOOL:
+            # Tools ran in what is now past the limit (it was lowered before a resume): one
+            # last turn, told to hand off, is the only legal way to an answer.
+            return CallModel(turn_index=step.turn_index, turn_recorded=False, attempt=1, final=True)
         reply = state.last_assistant()
         return Finish(output=reply.text if reply else "", stop_reason="max_turns")
     return step

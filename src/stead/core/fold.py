@@ -174,6 +174,15 @@ class RunState:
         """Calls of the current turn that have no result, in the model's order."""
         return [c for c in self.calls.values() if c.result is None]
 
+    def unrequested_calls(self) -> list[str]:
+        """Ids of the current reply's tool calls with no ``tool_call_requested`` yet.
+
+        They are open too: a history may not move past a call that has no result."""
+        reply = self.last_assistant()
+        if reply is None:
+            return []
+        return [c.id for c in reply.tool_calls if c.id not in self.calls]
+
     def last_assistant(self) -> AssistantMessage | None:
         """The current turn's assistant message, if recorded."""
         if not self.turn_has_reply:
@@ -378,7 +387,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 )
             if state.turn_index >= 0 and not state.turn_has_reply:
                 raise _refuse(state, event, "the previous turn has no assistant message")
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "the current turn still has calls without results")
             if state.approvals:
                 raise _refuse(state, event, "approvals are still pending")
@@ -392,14 +401,16 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 raise _refuse(state, event, "no open turn with pending calls to resume")
             _move(state, RunStatus.AWAITING_TOOL, event)
         case NoticeInjected():
-            if event.turn_index != state.turn_index or state.turn_has_reply:
+            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "a notice belongs to a turn before its reply")
             state.messages.append(NoticeMessage(content=event.content))
         case ModelCallFailed():
-            if event.turn_index != state.turn_index or state.turn_has_reply:
+            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "no model call in progress for that turn")
             state.model_failures += 1
         case AssistantMessageRecorded():
+            if state.turn_index < 0:
+                raise _refuse(state, event, "no turn has started")
             if event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "this turn already has an assistant message")
             if state.status is not RunStatus.RUNNING:
@@ -498,13 +509,14 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             if event.arguments is not None:
                 call.edited_arguments = event.arguments
         case RunCompleted():
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "calls without results remain")
             _move(state, RunStatus.COMPLETED, event)
             state.output = event.output
             state.stop_reason = event.stop_reason
         case RunFailed():
             _move(state, RunStatus.FAILED, event)
+            state.cancel_requested = None
             state.error = {"code": event.code, "phase": event.phase, "message": event.message}
         case RunCancelRequested():
             if state.status in (
@@ -516,7 +528,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 raise _refuse(state, event, f"a {state.status.value} run cannot be cancelled")
             state.cancel_requested = event.reason
         case RunCancelled():
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "every open call needs its cancelled result first")
             _move(state, RunStatus.CANCELLED, event)
             state.approvals = {}
@@ -525,6 +537,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
         case RunTimedOut():
             _move(state, RunStatus.TIMED_OUT, event)
             state.approvals = {}
+            state.cancel_requested = None
             state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
         case RunRequeued():
             _move(state, RunStatus.QUEUED, event)
