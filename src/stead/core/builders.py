@@ -339,7 +339,10 @@ def decision_events(
     if arguments is not None:
         if decision != "approve":
             raise ApprovalError("edited arguments only go with approve")
-        edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
+        try:
+            edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
+        except ValueError as exc:
+            raise ApprovalError(f"edited arguments are not JSON: {exc}") from exc
     if decision == "deny" and not reason:
         raise ApprovalError("a denial needs a reason: the model reads it")
     events: list[Event] = [
@@ -390,9 +393,32 @@ def cancel_events(state: RunState, reason: str) -> list[Event]:
     """Cancel a run: a synthetic ``cancelled`` result for every open call, then the end.
 
     A non_idempotent call that had started may have taken effect; its result says so, so the
-    model (and a person reading the history) does not assume it did not happen.
+    model (and a person reading the history) does not assume it did not happen. Calls of the
+    reply whose intent was never written are recorded as refused first, so each has exactly
+    one result.
     """
     events: list[Event] = []
+    reply = state.last_assistant()
+    for cid in state.unrequested_calls():
+        assert reply is not None
+        call = next(c for c in reply.tool_calls if c.id == cid)
+        text = f"cancelled before it ran: {reason}."
+        events.append(
+            ToolCallRequested(
+                turn_index=state.turn_index,
+                tool_call_id=cid,
+                name=call.name,
+                arguments=call.arguments,
+                effect_class=None,
+                idempotency_key=idempotency_key(state.run_id, cid),
+                rejection=text,
+            )
+        )
+        events.append(
+            _result(
+                state.turn_index, cid, call.name, text, is_error=True, source="cancelled", attempt=0
+            )
+        )
     for c in state.pending_calls():
         maybe = " It had started and may or may not have taken effect." if c.in_flight else ""
         events.append(

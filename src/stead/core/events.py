@@ -411,14 +411,20 @@ def _check(name: str, hint: Any, value: Any) -> Any:
     if hint is AssistantMessage:
         if not isinstance(value, dict):
             raise ValueError(f"field {name!r}: expected an object")
-        msg = message_from_json(value)
+        try:
+            msg = message_from_json(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"field {name!r}: not a valid message ({exc!r})") from exc
         if not isinstance(msg, AssistantMessage):
             raise ValueError(f"field {name!r}: expected an assistant message")
         return msg
     if hint is Usage:
         if not isinstance(value, dict):
             raise ValueError(f"field {name!r}: expected an object")
-        return Usage.from_json(value)
+        try:
+            return Usage.from_json(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"field {name!r}: not a valid usage ({exc!r})") from exc
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         for arm in typing.get_args(hint):

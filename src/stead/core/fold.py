@@ -338,9 +338,15 @@ def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
     return IllegalTransition(current, current, event.kind, detail)
 
 
-def _move(state: RunState, target: RunStatus, event: Event) -> None:
+def _move(state: RunState, target: RunStatus, event: Event, *, strict: bool = False) -> None:
+    """Move to ``target``. ``strict``: a lifecycle event must really change the state (a
+    second run_completed or run_started is refused, not absorbed)."""
     if state.status is None:
         raise _refuse(state, event, "the run has no run_created event")
+    if strict and state.status == target:
+        raise IllegalTransition(
+            state.status.value, target.value, event.kind, f"the run is already {target.value}"
+        )
     check_transition(state.status, target, event.kind)
     state.status = target
 
@@ -374,7 +380,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             state.status = RunStatus.QUEUED
             state.messages.append(UserMessage(content=event.input))
         case RunStarted():
-            _move(state, RunStatus.RUNNING, event)
+            _move(state, RunStatus.RUNNING, event, strict=True)
             state.owner, state.epoch = event.owner, event.epoch
         case RunRecovered():
             state.owner, state.epoch = event.owner, event.epoch
@@ -462,6 +468,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             call.attempts = event.attempt
             call.verdict = None
             call.decision = None
+            call.unknown = False
         case ToolResultRecorded():
             call = _call(state, event, event.turn_index, event.tool_call_id)
             if call.result is not None:
@@ -511,11 +518,11 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
         case RunCompleted():
             if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "calls without results remain")
-            _move(state, RunStatus.COMPLETED, event)
+            _move(state, RunStatus.COMPLETED, event, strict=True)
             state.output = event.output
             state.stop_reason = event.stop_reason
         case RunFailed():
-            _move(state, RunStatus.FAILED, event)
+            _move(state, RunStatus.FAILED, event, strict=True)
             state.cancel_requested = None
             state.error = {"code": event.code, "phase": event.phase, "message": event.message}
         case RunCancelRequested():
@@ -530,17 +537,17 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
         case RunCancelled():
             if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "every open call needs its cancelled result first")
-            _move(state, RunStatus.CANCELLED, event)
+            _move(state, RunStatus.CANCELLED, event, strict=True)
             state.approvals = {}
             state.cancel_requested = None
             state.error = {"code": "cancelled", "phase": "run", "message": event.reason}
         case RunTimedOut():
-            _move(state, RunStatus.TIMED_OUT, event)
+            _move(state, RunStatus.TIMED_OUT, event, strict=True)
             state.approvals = {}
             state.cancel_requested = None
             state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
         case RunRequeued():
-            _move(state, RunStatus.QUEUED, event)
+            _move(state, RunStatus.QUEUED, event, strict=True)
         case _:
             assert_never(event)
     if seq is not None:

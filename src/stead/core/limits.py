@@ -33,8 +33,8 @@ class Limits:
         for name in ("max_turns", "max_tool_calls_per_turn", "max_model_attempts"):
             if getattr(self, name) < 1:
                 raise UserError(f"Limits.{name} must be at least 1")
-        if self.repeat_threshold < 2:
-            raise UserError("Limits.repeat_threshold must be at least 2")
+        if not 2 <= self.repeat_threshold <= 32:
+            raise UserError("Limits.repeat_threshold must be between 2 and 32")
         if self.approval_timeout is not None and self.approval_timeout <= 0:
             raise UserError("Limits.approval_timeout must be positive (or None)")
         if self.cancel_grace < 0:

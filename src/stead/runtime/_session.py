@@ -69,7 +69,7 @@ class RunSession:
         if loaded.snapshot is not None:
             try:
                 start: RunState | None = RunState.from_json(loaded.snapshot)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 start = None
             if start is not None and start.seq == loaded.snapshot_seq:
                 for stored in loaded.tail:

@@ -164,10 +164,10 @@ def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
     )
 
 
-def decode_row(run_id: str, seq: int, kind: str, version: int, data: str) -> Event:
+def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:
     """Decode one row or raise ``CorruptEvent`` naming the run and sequence."""
     try:
-        parsed = json.loads(data)
+        parsed = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except (ValueError, TypeError) as exc:
         raise CorruptEvent(run_id, seq, f"data is not JSON ({exc})") from exc
     try:

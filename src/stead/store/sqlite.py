@@ -16,7 +16,9 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
@@ -80,9 +82,9 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
+            self._db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
@@ -101,6 +103,9 @@ class SQLiteStore:
                 raise StoreError(f"cannot start a write on {self.path!r}: {exc}") from exc
             try:
                 yield db
+            except sqlite3.Error as exc:
+                db.execute("ROLLBACK")
+                raise StoreError(f"write failed on {self.path!r}: {exc}") from exc
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -216,7 +221,7 @@ class SQLiteStore:
                     "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
                     "version = excluded.version, state = excluded.state",
-                    (run_id, snap_seq, int(state.get("v", 0)), dumps(state)),
+                    (run_id, snap_seq, int(state.get("v", 0)), _pack(state)),
                 )
             if any(k == "tool_result_recorded" for k, *_ in rows):
                 _crash.point("before_result_commit", _tool_of(events))
@@ -226,22 +231,26 @@ class SQLiteStore:
         with self._read() as db:
             record = self._row(db, run_id)
             snap = db.execute(
-                "SELECT seq, state FROM snapshots WHERE run_id = ?", (run_id,)
+                "SELECT seq, CAST(state AS BLOB) FROM snapshots WHERE run_id = ?", (run_id,)
             ).fetchone()
             snapshot: dict[str, Any] | None = None
             snap_seq = 0
             if snap is not None:
+                # A snapshot is a cache: anything unreadable means "fold the log instead".
                 try:
-                    snapshot = json.loads(snap[1])
-                    snap_seq = snap[0]
-                except ValueError:
-                    snapshot, snap_seq = None, 0  # a snapshot is a cache: fold instead
-            tail = self._events(db, run_id, snap_seq)
+                    parsed = _unpack(bytes(snap[1]))
+                except (ValueError, TypeError, zlib.error):
+                    parsed = None
+                if isinstance(parsed, dict) and isinstance(snap[0], int):
+                    snapshot, snap_seq = parsed, snap[0]
+            tail = self._events(db, run_id, snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
-    def _events(self, db: sqlite3.Connection, run_id: str, after: int) -> list[StoredEvent]:
+    def _events(
+        self, db: sqlite3.Connection, run_id: str, after: int, last_seq: int
+    ) -> list[StoredEvent]:
         rows = db.execute(
-            "SELECT seq, kind, version, data, created_at FROM events "
+            "SELECT seq, kind, version, CAST(data AS BLOB), created_at FROM events "
             "WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
         ).fetchall()
@@ -256,12 +265,17 @@ class SQLiteStore:
                     seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
                 )
             )
+        if expected < last_seq:
+            raise StoreError(
+                f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
+                f"events {expected + 1}..{last_seq} are missing"
+            )
         return out
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         with self._read() as db:
-            self._row(db, run_id)
-            return self._events(db, run_id, after)
+            record = self._row(db, run_id)
+            return self._events(db, run_id, after, record.last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
         with self._read() as db:
@@ -349,6 +363,40 @@ class SQLiteStore:
                 (run_id,),
             ).fetchone()[0]
         return int(ev) + int(sn)
+
+
+def _pack(state: dict[str, Any]) -> bytes:
+    """A snapshot row: zlib-compressed JSON.
+
+    A snapshot holds the whole conversation, which the log already holds once; compressing
+    the copy (and so the pages each rewrite frees) keeps a run's size close to its content.
+    """
+    return zlib.compress(dumps(state).encode("utf-8"), 1)
+
+
+def _unpack(data: bytes) -> Any:
+    if data[:1] == b"{":  # plain JSON (written by hand, or by an older stead)
+        return json.loads(data.decode("utf-8"))
+    return json.loads(zlib.decompress(data).decode("utf-8"))
+
+
+def _retry_busy(action: Callable[[], object], timeout: float) -> None:
+    """Run ``action``, retrying while SQLite reports the database busy.
+
+    Switching a brand-new file to WAL does not honour ``busy_timeout`` when another process
+    is creating the same store at that moment, so this waits by hand.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _tool_of(events: Sequence[Event]) -> str | None:
