@@ -15,8 +15,12 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 def test_ten_line_example_runs(tmp_path: Path) -> None:
     (block,) = re.findall(r"```python\n(.*?)```", README, re.S)
     done = subprocess.run(
-        [sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
-        timeout=60, check=False,
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "It shipped."
