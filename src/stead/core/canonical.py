@@ -111,8 +111,12 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
 
 
 def effect_id(run_id: str, step: int, call_id: str, attempt: int) -> str:
-    """Deterministic id of one attempt of one effect (a model call or a tool call)."""
-    return digest(["effect", run_id, step, call_id, attempt])[:32]
+    """Deterministic id of one attempt of one effect (a model call or a tool call).
+
+    A NUL-separated string, not canonical JSON: the parts are fixed strings and integers, so
+    this is unambiguous, and it is computed on every step.
+    """
+    return sha256_hex(f"effect\x00{run_id}\x00{step}\x00{call_id}\x00{attempt}")[:32]
 
 
 def command_id(verb: str, effect: str) -> str:

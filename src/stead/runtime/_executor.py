@@ -37,8 +37,14 @@ Attachment = Literal["active", "terminal", "missing", "aborted"]
 class Executor(Protocol):
     """Performs effects described by assignments."""
 
-    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
-        """Accept the assignment (idempotent by key). False if the key was aborted."""
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
+        """Accept the assignment (idempotent by key). False if the key was aborted.
+
+        ``local`` is the live object the assignment was encoded from (a ModelRequest); an
+        executor in the same process may use it instead of decoding the JSON again.
+        """
         ...
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
@@ -96,13 +102,15 @@ class InProcessExecutor:
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
 
-    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
         k = assignment.key.effect_id
         if k in self._aborted:
             return False
         if k not in self._tasks:
             self._signals[k] = signal
-            self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal))
+            self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal, local))
         return True
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
@@ -138,11 +146,13 @@ class InProcessExecutor:
         if task is not None and not task.done():
             task.cancel()
 
-    async def _perform(self, a: Assignment, signal: AbortSignal) -> Outcome:
+    async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
         body = a.body
         try:
             if isinstance(body, ModelBody):
-                request = request_from_json(body.request)
+                request = (
+                    local if isinstance(local, ModelRequest) else request_from_json(body.request)
+                )
                 response = await self._model.complete(
                     request, signal=signal, on_progress=self._on_progress
                 )

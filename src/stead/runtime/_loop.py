@@ -128,6 +128,7 @@ class RunLoop:
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
         self._in_flight: dict[str, AssignmentKey] = {}
+        self._head: str | None = None
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -206,13 +207,14 @@ class RunLoop:
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
         )
+        if self._head is None:
+            self._head = request.head_digest()
+        encoded, request_digest = request.encode(self._head)
         assignment = Assignment(
             key=key,
-            body=ModelBody(
-                model=request.model, request=request.to_json(), request_digest=request.digest()
-            ),
+            body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        await self.executor.dispatch(assignment, signal=self.signal)
+        await self.executor.dispatch(assignment, signal=self.signal, local=request)
         await asyncio.sleep(0)  # let the call actually begin before the crash point
         _crash.point("mid_model_call")
         outcome = await self.executor.outcome(key)

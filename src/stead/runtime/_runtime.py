@@ -230,17 +230,15 @@ class Runtime:
 
     async def run(self, run_id: str) -> RunView:
         """Drive the run until it completes, fails, or waits on a person; return its view."""
-        state, snap_seq = await RunSession.load_state(self.store, run_id)
-        if state.status is RunStatus.AWAITING_APPROVAL and state.cancel_requested is None:
+        record = await self.store.get_run(run_id)
+        if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:
+            state, _ = await RunSession.load_state(self.store, run_id)
             if timeout_events(state, self.clock()):
                 state = await self._append_external(
                     run_id, lambda s: timeout_events(s, self.clock())
                 )
             return RunView.of(state)
-        if state.status in FINISHED:
-            return RunView.of(state)
-        agent = self._agent_for(state)
-        record = await self.store.get_run(run_id)
+        agent = self._agent_named(record.agent, run_id)
         takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
         epoch = await self.store.claim(
             run_id, owner=self.owner, now=self.clock(), ttl=self.lease_ttl, takeover_from=takeover
@@ -499,11 +497,14 @@ class Runtime:
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:
-        agent = self.agents.get(state.agent)
+        return self._agent_named(state.agent, state.run_id)
+
+    def _agent_named(self, name: str, run_id: str) -> Agent:
+        agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"
             raise UnknownAgent(
-                f"run {state.run_id} belongs to agent {state.agent!r}, which this Runtime was "
+                f"run {run_id} belongs to agent {name!r}, which this Runtime was "
                 f"not given (it has: {known}); pass agents=[...] to Runtime"
             )
         return agent

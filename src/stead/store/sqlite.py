@@ -93,10 +93,18 @@ class SQLiteStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding SQLite's write lock from the start."""
+    def _write(self, *, fsync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding SQLite's write lock from the start.
+
+        ``fsync=False`` commits without syncing the WAL (``synchronous=NORMAL``): for lease
+        bookkeeping only. It is visible to every process at once, and durable by the next
+        event commit, which syncs the WAL and with it every frame before it; an event written
+        under a new epoch therefore implies the claim that made the epoch is on disk too.
+        """
         with self._lock:
             db = self._db
+            if not fsync:
+                db.execute("PRAGMA synchronous=NORMAL")
             try:
                 db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -114,6 +122,9 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 db.execute("ROLLBACK")
                 raise StoreError(f"commit failed on {self.path!r}: {exc}") from exc
+            finally:
+                if not fsync:
+                    db.execute("PRAGMA synchronous=FULL")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -182,39 +193,30 @@ class SQLiteStore:
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
+        seq = expected_seq + len(rows)
         with self._write() as db:
-            cur = db.execute("SELECT last_seq, epoch FROM runs WHERE run_id = ?", (run_id,))
-            found = cur.fetchone()
-            if found is None:
-                raise RunNotFound(run_id)
-            last_seq, current_epoch = found
-            if current_epoch != epoch:
-                raise Fenced(
-                    f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
-                    f"{current_epoch} (another worker took it over)"
-                )
-            if last_seq != expected_seq:
-                raise Conflict(
-                    f"run {run_id}: expected to append after seq {expected_seq}, but the log "
-                    f"is at {last_seq}; reload and decide again"
-                )
-            seq = expected_seq
+            # The epoch and sequence checks and the write they guard are one statement in
+            # the write transaction: a stale owner or a stale sequence changes nothing.
+            cur = db.execute(
+                "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
+                "WHERE run_id = ? AND epoch = ? AND last_seq = ?",
+                (seq, status, now, run_id, epoch, expected_seq),
+            )
+            if cur.rowcount != 1:
+                self._refusal(db, run_id, epoch, expected_seq)
             try:
-                for kind, version, turn, call, data in rows:
-                    seq += 1
-                    db.execute(
-                        "INSERT INTO events (run_id, seq, kind, version, turn_index, "
-                        "tool_call_id, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (run_id, seq, kind, version, turn, call, data, now),
-                    )
+                db.executemany(
+                    "INSERT INTO events (run_id, seq, kind, version, turn_index, "
+                    "tool_call_id, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, expected_seq + i, kind, version, turn, call, data, now)
+                        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+                    ],
+                )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(
                     f"run {run_id}: a result for this tool call is already recorded ({exc})"
                 ) from exc
-            db.execute(
-                "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? WHERE run_id = ?",
-                (seq, status, now, run_id),
-            )
             if snapshot is not None:
                 snap_seq, state = snapshot
                 db.execute(
@@ -226,6 +228,24 @@ class SQLiteStore:
             if any(k == "tool_result_recorded" for k, *_ in rows):
                 _crash.point("before_result_commit", _tool_of(events))
         return seq
+
+    def _refusal(self, db: sqlite3.Connection, run_id: str, epoch: int, expected: int) -> None:
+        """Say why a guarded append changed nothing (the transaction rolls back)."""
+        found = db.execute(
+            "SELECT last_seq, epoch FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if found is None:
+            raise RunNotFound(run_id)
+        last_seq, current_epoch = found
+        if current_epoch != epoch:
+            raise Fenced(
+                f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
+                f"{current_epoch} (another worker took it over)"
+            )
+        raise Conflict(
+            f"run {run_id}: expected to append after seq {expected}, but the log is at "
+            f"{last_seq}; reload and decide again"
+        )
 
     async def load(self, run_id: str) -> Loaded:
         with self._read() as db:
@@ -278,8 +298,11 @@ class SQLiteStore:
             return self._events(db, run_id, after, record.last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        with self._read() as db:
-            return self._row(db, run_id)
+        with self._lock:
+            try:
+                return self._row(self._db, run_id)
+            except sqlite3.Error as exc:
+                raise StoreError(f"read failed on {self.path!r}: {exc}") from exc
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self._read() as db:
@@ -298,7 +321,7 @@ class SQLiteStore:
     async def claim(
         self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
     ) -> int:
-        with self._write() as db:
+        with self._write(fsync=False) as db:
             rec = self._row(db, run_id)
             live = rec.lease_owner is not None and (rec.lease_expires_at or 0) > now
             if live and rec.lease_owner != owner and rec.lease_owner != takeover_from:
@@ -314,7 +337,7 @@ class SQLiteStore:
         return epoch
 
     async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
-        with self._write() as db:
+        with self._write(fsync=False) as db:
             cur = db.execute(
                 "UPDATE runs SET lease_expires_at = ? "
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
@@ -325,7 +348,7 @@ class SQLiteStore:
                 raise Fenced(f"run {run_id}: lease of {owner} at epoch {epoch} was taken over")
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
-        with self._write() as db:
+        with self._write(fsync=False) as db:
             db.execute(
                 "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
@@ -336,8 +359,10 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            with self._read() as db:
-                row = db.execute("SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
             if row is None:
                 raise RunNotFound(run_id)
             if row[0] > after_seq or loop.time() >= deadline:
