@@ -1,6 +1,6 @@
 """What does durability cost per step? stead against a hand-written floor, in one process.
 
-    .venv/bin/python bench/overhead.py             # 5 rounds x 30 runs per batch
+    .venv/bin/python bench/overhead.py             # 7 rounds x 30 runs per batch
     .venv/bin/python bench/overhead.py --quick     # a few runs: does it work at all
     .venv/bin/python bench/overhead.py --json      # machine-readable
 
@@ -267,6 +267,7 @@ async def floor_counts(directory: str) -> dict[str, int]:
 
 
 def remove_db(path: str) -> None:
+    """Delete a database file and its WAL companions."""
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(path + suffix)
@@ -288,6 +289,7 @@ class Series:
 
     @property
     def median(self) -> float:
+        """The figure reported for this side."""
         return statistics.median(self.us_per_step)
 
 
@@ -311,6 +313,19 @@ async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dic
     return series
 
 
+def filesystem(path: str) -> str:
+    """The filesystem type holding ``path`` (from /proc/mounts; "?" elsewhere)."""
+    path = os.path.realpath(path)
+    best, kind = "", "?"
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            parts = line.split()
+            point = parts[1].rstrip("/") + "/" if len(parts) > 2 else ""
+            if point and (path + "/").startswith(point) and len(point) >= len(best):
+                best, kind = point, parts[2]
+    return kind
+
+
 def report(series: dict[str, Series], args: argparse.Namespace, directory: str) -> dict[str, Any]:
     floor = series[FLOOR].median
     rows = []
@@ -325,10 +340,12 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
                 "us_per_step_max": round(max(s.us_per_step), 1),
                 "us_per_step_rounds": [round(x, 1) for x in s.us_per_step],
                 "ratio_to_floor": round(s.median / floor, 3),
+                "ratio_of_mins": round(min(s.us_per_step) / min(series[FLOOR].us_per_step), 3),
                 "paired_ratio_median": round(statistics.median(a / b for a, b in pairs), 3),
                 "commits_per_run": s.counts["commits"],
                 "events_per_run": s.counts["events"],
                 "goal_met": None if s.name == FLOOR else s.median / floor <= GOAL,
+                "noisy": max(s.us_per_step) > 2 * min(s.us_per_step),
             }
         )
     return {
@@ -346,6 +363,7 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
             "sqlite": sqlite3.sqlite_version,
             "platform": platform.platform(),
             "db_dir": directory,
+            "db_filesystem": filesystem(directory),
         },
         "rows": rows,
     }
@@ -365,7 +383,8 @@ stead overhead: µs per durable step, stead vs a no-framework floor, measured in
           run per batch; batches interleaved in rotating order; figure = median over rounds
           of batch time / (runs x 21). commits/run: every SQLite statement traced over one
           extra run; with WAL + synchronous=FULL one commit = one fsync.
-  env     Python {python}, SQLite {sqlite}, {platform}; files in {db_dir}
+  env     Python {python}, SQLite {sqlite}, {platform}
+          files in {db_dir} ({db_filesystem}; fsync cost, hence the ratio, depends on it)
 """
 
 
@@ -374,27 +393,39 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         HEADER.format(rounds=result["rounds"], runs=result["runs_per_batch"], **env),
         f"{'side':<6} {'tool effect':<17} {'µs/step':>8} {'min':>7} {'max':>7} "
-        f"{'x floor':>8} {'commits/run':>12} {'events/run':>11}  goal <= {GOAL}x",
+        f"{'x floor':>8} {'paired':>7} {'mins':>6} {'commits/run':>12} {'events/run':>11}"
+        f"  goal <= {GOAL}x",
     ]
+    noisy = [r for r in result["rows"] if r["noisy"]]
     for row in result["rows"]:
         goal = {None: "", True: "met", False: "NOT met"}[row["goal_met"]]
+        if goal and (row in noisy or result["rows"][0] in noisy):
+            goal += " (noisy)"
         lines.append(
             f"{row['side']:<6} {row['tool_effect'] or '-':<17} "
             f"{row['us_per_step_median']:>8.1f} {row['us_per_step_min']:>7.1f} "
             f"{row['us_per_step_max']:>7.1f} {row['ratio_to_floor']:>7.2f}x "
+            f"{row['paired_ratio_median']:>6.2f}x {row['ratio_of_mins']:>5.2f}x "
             f"{row['commits_per_run']:>12} {row['events_per_run']:>11}  {goal}"
         )
     lines.append(
-        "(events/run for the floor = rows written; x floor = ratio of the medians; "
-        "--json adds per-round figures and the median of per-round ratios)"
+        "x floor = ratio of the medians (the goal's figure); paired = median of the per-round\n"
+        "ratios; mins = ratio of the fastest rounds. events/run of the floor = rows written.\n"
+        "--json adds the per-round figures."
     )
+    if noisy:
+        lines.append(
+            "NOISY: the slowest round of some side took over twice its fastest (another process "
+            "using the CPU\nor the disk?); trust 'paired' and 'mins' more, or rerun with more "
+            "--rounds."
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="timed runs per batch (30)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (7)")
     parser.add_argument("--quick", action="store_true", help="3 runs x 2 rounds: a smoke test")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(

@@ -12,15 +12,24 @@ from stead.core.states import mermaid
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
-def test_ten_line_example_runs(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```python\n(.*?)```", README, re.S)
+def _run(block: str, cwd: Path) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
-        timeout=60, check=False,
+        [sys.executable, "-c", block],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "It shipped."
+    return done.stdout.strip()
+
+
+def test_readme_examples_run(tmp_path: Path) -> None:
+    ten_lines, steering = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert _run(ten_lines, tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
+    assert _run(steering, tmp_path) == "Refunded."
 
 
 def test_state_diagram_is_generated_from_the_table() -> None:

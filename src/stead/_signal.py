@@ -52,6 +52,12 @@ class AbortSignal:
                 return
         cb(self._reason)
 
+    def remove_callback(self, cb: Callable[[str], object]) -> None:
+        """Forget ``cb`` (no error if it already ran or was never added)."""
+        with self._lock:
+            if cb in self._callbacks:
+                self._callbacks.remove(cb)
+
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block a thread until aborted or ``timeout``; True if aborted."""
         return self._event.wait(timeout)
@@ -69,4 +75,9 @@ class AbortSignal:
             loop.call_soon_threadsafe(settle, reason)
 
         self.add_callback(wake)
-        return await fut
+        try:
+            return await fut
+        finally:
+            # A waiter cancelled before the abort must not leave its callback behind: a long
+            # run waits on the signal once per turn.
+            self.remove_callback(wake)

@@ -114,3 +114,63 @@ def test_resume_from_the_cli_after_a_crash(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
         assert len(service.messages) == 1
+
+
+APPROVAL_AGENT = '''
+import stead
+from stead.testing import Reply, ScriptedModel
+
+@stead.tool(effect="non_idempotent", requires_approval=lambda a: a["cents"] > 10_000)
+def refund(order_id: int, cents: int) -> str:
+    """Refund an order."""
+    return f"refunded {cents}"
+
+agents = [stead.Agent("cli-refunds", ScriptedModel(
+    [Reply(tool_calls=[("refund", {"order_id": 1, "cents": 20_000})]), "Done."]), [refund])]
+'''
+
+
+def test_approve_from_the_cli_and_see_it_in_the_timeline(tmp_path: Path) -> None:
+    (tmp_path / "refund_agent.py").write_text(APPROVAL_AGENT)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {"PYTHONPATH": str(tmp_path)}
+    script = (
+        "import asyncio, stead, refund_agent\n"
+        "a = refund_agent.agents[0]\n"
+        "async def go():\n"
+        f"    async with stead.Runtime({store!r}, agents=[a]) as rt:\n"
+        "        await rt.start(a, 'refund order 1', run_id='run_cli_refund')\n"
+        "        print((await rt.run('run_cli_refund')).status.value)\n"
+        "asyncio.run(go())\n"
+    )
+    first = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert first.stdout.strip() == "awaiting_approval", first.stderr
+    shown = stead_cli("--store", store, "runs", "show", "run_cli_refund", env=env)
+    assert "approval?" in shown.stdout and "waiting on a person: call call_0_0" in shown.stdout
+    bad = stead_cli(
+        "--store", store, "approve", "run_cli_refund", "call_0_0", "--args", "{not json", env=env
+    )
+    assert bad.returncode == 2 and "--args is not JSON" in bad.stdout
+    done = stead_cli(
+        "--store",
+        store,
+        "approve",
+        "run_cli_refund",
+        "call_0_0",
+        "--agents",
+        "refund_agent:agents",
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "completed" in done.stdout and "Done." in done.stdout
+    again = stead_cli("--store", store, "approve", "run_cli_refund", "call_0_0", env=env)
+    assert again.returncode == 2 and "no pending approval" in again.stdout
+    shown = stead_cli("--store", store, "runs", "show", "run_cli_refund", env=env)
+    assert "decided" in shown.stdout and "refunded 20000" in shown.stdout

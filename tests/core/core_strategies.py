@@ -13,6 +13,7 @@ Two kinds of data:
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -27,8 +28,11 @@ from stead.core.events import (
     ApprovalRequested,
     AssistantMessageRecorded,
     Event,
+    LoopDetected,
     ModelCallFailed,
+    NoticeInjected,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunFailed,
@@ -94,6 +98,8 @@ def strategy_for_hint(hint: Any) -> st.SearchStrategy[Any]:
         return st.booleans()
     if hint is int:
         return st.integers(-(2**40), 2**40)
+    if hint is float:
+        return st.floats(allow_nan=False, allow_infinity=False)
     if hint is type(None):
         return st.none()
     if hint is AssistantMessage:
@@ -110,6 +116,7 @@ def strategy_for_hint(hint: Any) -> st.SearchStrategy[Any]:
     raise TypeError(f"no strategy for event field type {hint!r}")
 
 
+@functools.cache
 def events_of(cls: type[Any]) -> st.SearchStrategy[Event]:
     """Arbitrary instances of one event class; defaulted fields are often left at default."""
     hints = get_type_hints(cls)
@@ -122,6 +129,7 @@ def events_of(cls: type[Any]) -> st.SearchStrategy[Event]:
     return st.builds(cls, **kwargs)
 
 
+@functools.cache
 def events() -> st.SearchStrategy[Event]:
     """Any event of any kind."""
     return st.one_of(*(events_of(cls) for cls in EVENT_TYPES.values()))
@@ -135,10 +143,10 @@ def sample_value(hint: Any) -> Any:
         return True
     if hint is int:
         return 3
+    if hint is float:
+        return 1.5
     if hint is AssistantMessage:
-        return AssistantMessage(
-            text="t", tool_calls=(ToolCall(id="c", name="n", arguments="{}"),)
-        )
+        return AssistantMessage(text="t", tool_calls=(ToolCall(id="c", name="n", arguments="{}"),))
     if hint is Usage:
         return Usage(input_tokens=1, output_tokens=2)
     origin = get_origin(hint)
@@ -158,9 +166,89 @@ def sample_event(cls: type[Any]) -> Event:
     return event
 
 
-# -- valid run logs --------------------------------------------------------------------------
+# -- hand-built logs for table tests ---------------------------------------------------------
 
 RUN_ID = "run-1"
+"""The run id of every hand-built and generated log."""
+
+
+def created() -> RunCreated:
+    return RunCreated(run_id=RUN_ID, agent="agent", input="hello", config={"max_turns": 3})
+
+
+def started(epoch: int = 1) -> RunStarted:
+    return RunStarted(owner=f"w{epoch}", epoch=epoch)
+
+
+def reply(
+    turn: int, *call_ids: str, text: str = "", stop_reason: str = "end_turn"
+) -> AssistantMessageRecorded:
+    """The reply of ``turn``; call ``x`` is a call of tool ``tool_x``."""
+    calls = tuple(ToolCall(id=i, name=f"tool_{i}", arguments="{}") for i in call_ids)
+    return AssistantMessageRecorded(
+        turn_index=turn,
+        message=AssistantMessage(text=text, tool_calls=calls, stop_reason=stop_reason),
+        usage=Usage(input_tokens=10, output_tokens=2),
+    )
+
+
+def request(
+    turn: int, call_id: str, effect: Any = "read_only", rejection: str | None = None
+) -> ToolCallRequested:
+    return ToolCallRequested(
+        turn_index=turn,
+        tool_call_id=call_id,
+        name=f"tool_{call_id}",
+        arguments="{}",
+        effect_class=effect,
+        idempotency_key=idempotency_key(RUN_ID, call_id),
+        rejection=rejection,
+    )
+
+
+def result(turn: int, call_id: str, source: Any = "executed", attempt: int = 1) -> Any:
+    return ToolResultRecorded(
+        turn_index=turn,
+        tool_call_id=call_id,
+        name=f"tool_{call_id}",
+        content=f"result of {call_id}",
+        source=source,
+        attempt=attempt,
+    )
+
+
+def start(turn: int, call_id: str, attempt: int = 1) -> ToolCallStarted:
+    return ToolCallStarted(
+        turn_index=turn,
+        tool_call_id=call_id,
+        attempt=attempt,
+        effect_id=effect_id(RUN_ID, turn, call_id, attempt),
+    )
+
+
+def ask(turn: int, call_id: str, reason: Any = "policy") -> ApprovalRequested:
+    return ApprovalRequested(turn_index=turn, tool_call_id=call_id, reason=reason, token="tok")
+
+
+RUNNING_T0: list[Event] = [created(), started(), TurnStarted(turn_index=0)]
+REPLIED: list[Event] = [*RUNNING_T0, reply(0, text="done")]
+AWAITING_TWO: list[Event] = [*RUNNING_T0, reply(0, "a", "b"), request(0, "a"), request(0, "b")]
+A_DONE: list[Event] = [*AWAITING_TWO, result(0, "a")]
+BOTH_DONE: list[Event] = [*A_DONE, result(0, "b")]
+NI_STARTED: list[Event] = [
+    *RUNNING_T0,
+    reply(0, "a"),
+    request(0, "a", "non_idempotent"),
+    start(0, "a"),
+]
+POLICY_WAIT: list[Event] = [*AWAITING_TWO, ask(0, "a")]
+COMPLETED: list[Event] = [*REPLIED, RunCompleted(output="done")]
+FAILED: list[Event] = [*RUNNING_T0, RunFailed(code="provider_unavailable", phase="model")]
+CANCELLED: list[Event] = [created(), RunCancelled(reason="stop")]
+TIMED_OUT: list[Event] = [*POLICY_WAIT, RunTimedOut(reason="deadline")]
+
+
+# -- valid run logs --------------------------------------------------------------------------
 
 Batch = list[Event]
 
@@ -225,7 +313,7 @@ def _result(
         name=call.name,
         content=f"{source} {call.call_id} #{attempt}",
         is_error=is_error,
-        source=source,  # type: ignore[arg-type]
+        source=source,
         attempt=attempt,
     )
 
@@ -252,7 +340,12 @@ def _script(kind: str, c: _Call, edited: str | None) -> list[Batch]:
 
     def decided(decision: Any, arguments: str | None = None) -> ApprovalDecided:
         return ApprovalDecided(
-            turn_index=t, tool_call_id=i, decision=decision, by="ops", arguments=arguments
+            turn_index=t,
+            tool_call_id=i,
+            decision=decision,
+            by="ops",
+            reason="not now" if decision == "deny" else "",
+            arguments=arguments,
         )
 
     def unknown() -> ToolOutcomeUnknown:
@@ -295,7 +388,10 @@ def _script(kind: str, c: _Call, edited: str | None) -> list[Batch]:
             [start(1)],
             [_result(c, 1)],
         ],
-        "policy_deny": [[ask("policy")], [decided("deny"), _result(c, 0, "approval", is_error=True)]],
+        "policy_deny": [
+            [ask("policy")],
+            [decided("deny"), _result(c, 0, "approval", is_error=True)],
+        ],
     }
     return scripts[kind]
 
@@ -331,6 +427,8 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
         )
     )
     if draw(st.integers(0, 7)) == 0:  # cancelled while queued
+        if draw(st.booleans()):
+            sim.emit(RunCancelRequested(reason="before start"))
         sim.emit(RunCancelled(reason="before start"))
         if draw(st.booleans()):
             return sim.log
@@ -339,7 +437,13 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
 
     n_turns = draw(st.integers(1, max_turns))
     for turn in range(n_turns):
-        sim.emit(TurnStarted(turn_index=turn))
+        if turn == n_turns - 1 and draw(st.booleans()):
+            sim.emit(
+                TurnStarted(turn_index=turn),
+                NoticeInjected(turn_index=turn, content="last turn", reason="final_turn"),
+            )
+        else:
+            sim.emit(TurnStarted(turn_index=turn))
         for attempt in range(1, draw(st.integers(0, 2)) + 1):
             sim.emit(
                 ModelCallFailed(
@@ -366,6 +470,10 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
             call_id = f"call_{turn}_{j}"
             effect = draw(st.sampled_from(["read_only", "idempotent_write", "non_idempotent"]))
             is_rejected = draw(st.integers(0, 5)) == 0
+            if is_rejected:
+                kind = draw(st.sampled_from(["rejected", "limit", "loop"]))
+            else:
+                kind = draw(st.sampled_from(RECOVERY_SCRIPTS[effect]))
             name = "unknown_tool" if is_rejected else f"tool_{effect}"
             tcs.append(ToolCall(id=call_id, name=name, arguments='{"x":1}'))
             requests.append(
@@ -374,17 +482,21 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
                     tool_call_id=call_id,
                     name=name,
                     arguments='{"x":1}',
-                    effect_class=None if is_rejected else effect,  # type: ignore[arg-type]
+                    effect_class=None if is_rejected else effect,
                     idempotency_key=idempotency_key(RUN_ID, call_id),
-                    rejection="unknown tool" if is_rejected else None,
+                    rejection=f"refused ({kind})" if is_rejected else None,
+                    requires_approval=kind.startswith("policy_"),
                 )
             )
             c = _Call(turn=turn, call_id=call_id, name=name, script=[])
             if is_rejected:
-                rejected.append(_result(c, 0, "rejected", is_error=True))
-                sim.log.script_of[call_id] = "rejected"
+                if kind == "loop":
+                    rejected.append(
+                        LoopDetected(turn_index=turn, tool_call_id=call_id, name=name, repeats=3)
+                    )
+                rejected.append(_result(c, 0, kind, is_error=True))
+                sim.log.script_of[call_id] = kind
                 continue
-            kind = draw(st.sampled_from(RECOVERY_SCRIPTS[effect]))
             edited = draw(st.none() | st.just('{"x":2}'))
             c.script = _script(kind, c, edited)
             sim.log.script_of[call_id] = kind
@@ -418,6 +530,8 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
             if draw(st.integers(0, 11)) == 0:
                 what = draw(st.sampled_from(["cancel", "timeout" if waiting else "fail"]))
                 if what == "cancel":
+                    if draw(st.booleans()):  # asked first, carried out by the owner later
+                        sim.emit(RunCancelRequested(reason="user", by="alice"))
                     sim.emit(
                         *(_result(c, c.attempts, "cancelled", is_error=True) for c in open_calls),
                         RunCancelled(reason="user"),

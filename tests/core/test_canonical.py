@@ -145,6 +145,7 @@ def test_idempotency_key_is_designs_formula() -> None:
     assert idempotency_key("run-1", "toolu_01") == hashlib.sha256(b"run-1toolu_01").hexdigest()
 
 
+@settings(deadline=None)
 @given(st.text(), st.text())
 def test_idempotency_key_property(run_id: str, call_id: str) -> None:
     key = idempotency_key(run_id, call_id)
@@ -189,7 +190,7 @@ def _shuffled(value: object, rng: random.Random) -> object:
     return value
 
 
-@settings(max_examples=200)
+@settings(max_examples=80, deadline=None)
 @given(json_values, st.randoms(use_true_random=False))
 def test_invariant_under_key_order(value: object, rng: random.Random) -> None:
     assert canonical_json(_shuffled(value, rng)) == canonical_json(value)
@@ -210,7 +211,7 @@ round_trippable = st.recursive(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=80, deadline=None)
 @given(round_trippable)
 def test_invariant_under_json_round_trip(value: object) -> None:
     text = canonical_json(value)
@@ -233,7 +234,7 @@ json_with_any_text = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=100, deadline=None)
 @given(json_with_any_text)
 def test_fast_path_agrees_with_the_reference_encoder(value: object) -> None:
     # canonical_json skips rfc8785 for float-free, ASCII-keyed values; it must not change a byte.
@@ -243,7 +244,7 @@ def test_fast_path_agrees_with_the_reference_encoder(value: object) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"b": 1, "a": [True, None, "x\u0001\u007f\u2028\"\\"]},
+        {"b": 1, "a": [True, None, 'x\u0001\u007f\u2028"\\']},
         {"z": {"y": [1, 2, {"x": ""}]}, "A": -5},
         ("tuple", 1),
         [SAFE_INT, -SAFE_INT],
@@ -255,12 +256,6 @@ def test_fast_path_examples(value: object) -> None:
     assert canonical_json(value) == rfc8785.dumps(value).decode("utf-8")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: canonical.py accepts 2**53 on the json.dumps fast path (_MAX_SAFE_INT = 2**53) "
-    "but rfc8785 refuses it, so acceptance depends on whether a float sits elsewhere",
-)
 @pytest.mark.parametrize("n", [2**53, -(2**53)])
 def test_integer_domain_does_not_depend_on_neighbours(n: int) -> None:
     alone = _outcome(n)
@@ -275,12 +270,6 @@ def _outcome(value: object) -> str | None:
         return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: canonical_json(1e17) is '100000000000000000'; json.loads reads that back as an "
-    "int beyond 2**53-1, which canonical_json then refuses: its own output is not canonicalisable",
-)
 @pytest.mark.parametrize("number", [1e17, 9007199254740994.0, -1e20])
 def test_canonical_text_of_a_large_float_is_canonicalisable_again(number: float) -> None:
     text = canonical_json({"x": number})

@@ -1,4 +1,4 @@
-"""The run state machine: the table is DESIGN.md's, every pair is walked, the diagram is generated."""
+"""The run state machine: DESIGN.md's table, every pair walked, the diagram generated."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_transition_table_is_designs_table() -> None:
 
 def test_transition_table_is_read_only() -> None:
     with pytest.raises(TypeError):
-        TRANSITIONS[RunStatus.COMPLETED] = frozenset({RunStatus.QUEUED})  # type: ignore[index]
+        TRANSITIONS[RunStatus.COMPLETED] = frozenset({RunStatus.QUEUED})
 
 
 @pytest.mark.parametrize(("current", "target"), ALL_PAIRS, ids=lambda s: s.value)

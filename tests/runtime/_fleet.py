@@ -9,6 +9,7 @@ working directory). Side effects go to the crash tests' ``EffectLedger`` and mes
   ``lookup_slowly`` (read_only), which sleeps ``$STEAD_TEST_SLOW`` seconds *after* its effect,
   so a test can freeze the worker between the effect and its result.
 * ``charge``: one unreconcilable call: after a crash in flight, a person must decide.
+* ``gated``: one call a person must approve within half a second.
 * ``sleepy``: one model call that takes ``$STEAD_TEST_SLOW`` seconds.
 """
 
@@ -130,9 +131,21 @@ def charge() -> stead.Agent:
     return stead.Agent("charge", model, [charge_card])
 
 
+@stead.tool(effect="read_only", requires_approval=True)
+def refund(order_id: int) -> dict[str, object]:
+    """Refund an order (a person approves each one, within half a second)."""
+    return {"refunded": order_id}
+
+
+def gated() -> stead.Agent:
+    model = ScriptedModel([Reply(tool_calls=[("refund", {"order_id": 9})]), "Refunded."])
+    limits = stead.Limits(approval_timeout=0.5)
+    return stead.Agent("gated", model, [refund], limits=limits)
+
+
 def sleepy() -> stead.Agent:
     return stead.Agent("sleepy", ScriptedModel(["Slept."], delay=_slow()))
 
 
 def agents() -> list[stead.Agent]:
-    return [soak(), zombie("notify_slowly"), zombie("lookup_slowly"), charge(), sleepy()]
+    return [soak(), zombie("notify_slowly"), zombie("lookup_slowly"), charge(), gated(), sleepy()]

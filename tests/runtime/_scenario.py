@@ -118,3 +118,35 @@ def agent(kind: str = "reconcilable") -> stead.Agent:
         return stead.Agent("crash-scenario", model, [lookup_order, upsert_ticket, send_message])
     model = ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."])
     return stead.Agent("crash-unreconcilable", model, [charge_card])
+
+
+def _over_100(args: dict[str, object]) -> bool:
+    cents = args.get("cents")
+    return isinstance(cents, int) and cents > 10_000
+
+
+@stead.tool(effect="non_idempotent", requires_approval=_over_100)
+def refund(order_id: int, cents: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Refund an order. Refunds over $100 need a person's approval."""
+    ledger().record("refund", ctx.idempotency_key, order_id=order_id, cents=cents)
+    return {"refunded": cents}
+
+
+@stead.tool(effect="idempotent_write")
+async def long_job(ctx: stead.ToolContext) -> str:
+    """A job that runs a long subprocess (its process group is killed on cancel)."""
+    pidfile = os.environ["STEAD_TEST_PIDFILE"]
+    ledger().record("long_job", ctx.idempotency_key, attempt=ctx.attempt)
+    done = await ctx.run_subprocess(["sh", "-c", f"echo $$ > {pidfile}; sleep 60 & sleep 60; wait"])
+    return f"exit {done.returncode}"
+
+
+def steer_agent(kind: str) -> stead.Agent:
+    if kind == "approval":
+        model = ScriptedModel(
+            [Reply(tool_calls=[("refund", {"order_id": 42, "cents": 25_000})]), "Handled."]
+        )
+        limits = stead.Limits(approval_timeout=None)
+        return stead.Agent("steer-approval", model, [refund], limits=limits)
+    model = ScriptedModel([Reply(tool_calls=[("long_job", {})]), "Finished after resume."])
+    return stead.Agent("steer-cancel", model, [long_job], limits=stead.Limits(cancel_grace=2.0))

@@ -14,8 +14,8 @@ import signal
 import time
 from collections import Counter
 
+from _crash_harness import Scenario, finish
 from _scenario import RUN_ID, ledger
-from conftest import Scenario, finish
 
 from stead.core.events import ToolResultRecorded
 from stead.store import SQLiteStore

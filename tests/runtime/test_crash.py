@@ -12,8 +12,8 @@ import asyncio
 from collections import Counter
 
 import pytest
+from _crash_harness import KILLED, Scenario
 from _scenario import RUN_ID, delivered, ledger
-from conftest import KILLED, Scenario
 
 from stead.core.canonical import idempotency_key
 from stead.core.events import ToolResultRecorded

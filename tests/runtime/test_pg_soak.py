@@ -25,10 +25,10 @@ from pathlib import Path
 
 import _fleet
 import pytest
+from _crash_harness import Scenario
 from _scenario import delivered, ledger
 from _workers import WorkerProc, statuses
 
-from conftest import Scenario
 from stead.core.canonical import idempotency_key
 from stead.core.events import RunRecovered, ToolResultRecorded
 from stead.runtime import Runtime
@@ -97,7 +97,6 @@ async def test_soak_four_workers_one_killed_every_few_seconds(
             assert sorted(r.run_id for r in records) == sorted(run_ids)
             final = Counter(r.status for r in records)
             assert set(final) <= {"completed", "awaiting_approval"}, final
-            assert all(r.lease_owner is None for r in records)
 
             # -- each result once, each history valid, each non_idempotent effect at most once
             recoveries = reconciled = 0

@@ -22,10 +22,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _crash_harness import Scenario
 from _scenario import delivered, ledger
 from _workers import WorkerProc, until
 
-from conftest import Scenario
 from stead.core.canonical import idempotency_key
 from stead.core.events import RunRecovered, ToolResultRecorded
 from stead.runtime import Runtime

@@ -169,18 +169,6 @@ async def test_retries_are_bounded(store: str) -> None:
         assert model.calls == 3
 
 
-async def test_max_turns_stops_a_model_that_never_stops(store: str) -> None:
-    model = ScriptedModel([Reply(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(10)])
-    agent = stead.Agent("loop", model, [add], limits=stead.Limits(max_turns=3))
-    async with stead.Runtime(store, agents=[agent]) as rt:
-        rid = await rt.start(agent, "count")
-        view = await rt.run(rid)
-        assert view.status is RunStatus.FAILED
-        assert view.error is not None and view.error["code"] == "max_turns"
-        assert model.calls == 3
-        assert_valid_history(await rt.state(rid))
-
-
 async def test_steering_mistakes_are_clear_errors_and_change_nothing(store: str) -> None:
     agent = stead.Agent("calc", ScriptedModel(["4"]))
     async with stead.Runtime(store, agents=[agent]) as rt:
@@ -204,7 +192,7 @@ async def test_illegal_append_is_refused_before_writing(store: str) -> None:
         rid = await rt.start(agent, "2+2?")
         state, _ = await RunSession.load_state(rt.store, rid)
         session = RunSession(
-            rt.store, state, epoch=0, owner="t", clock=lambda: 0.0, tools={}, max_turns=5
+            rt.store, state, epoch=0, owner="t", clock=lambda: 0.0, tools={}, limits=stead.Limits()
         )
         with pytest.raises(stead.IllegalTransition, match="queued"):
             await session.append([TurnStarted(turn_index=0)])  # queued -> running needs run_started

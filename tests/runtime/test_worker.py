@@ -11,10 +11,10 @@ from pathlib import Path
 
 import _fleet
 import pytest
+from _crash_harness import KILLED, Scenario
 from _scenario import ledger
 from _workers import WorkerProc, statuses, until
 
-from conftest import KILLED, Scenario
 from stead.core.events import RunRecovered, RunStarted
 from stead.runtime import Runtime, Worker
 from stead.store import open_store
@@ -82,6 +82,24 @@ async def test_a_worker_drives_runs_recovers_a_dead_ones_and_resumes_after_a_dec
     assert worker.stats["completed"] == 7 and worker.stats["awaiting_approval"] == 1
     charged = ledger().keys("charge_card")
     assert len(charged) == len(set(charged)) == 7  # one charge per run, none twice
+
+
+async def test_a_worker_times_out_approvals_nobody_decided(url: str, scenario: Scenario) -> None:
+    worker = Worker(url, _fleet.agents(), poll_interval=0.05, approval_sweep=0.1)
+    async with Runtime(url, agents=_fleet.agents()) as rt:
+        gated = await rt.start("gated", "refund order 9")
+        serving = asyncio.ensure_future(worker.run())
+        try:
+
+            async def timed_out() -> bool:
+                return (await rt.store.get_run(gated)).status == "timed_out"
+
+            await until(timed_out, "the worker to time the unanswered approval out")
+        finally:
+            worker.stop()
+            await serving
+            await worker.close()
+    assert worker.stats["awaiting_approval"] == 1 and worker.stats["approvals_expired"] == 1
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,11 @@ from stead.core.events import (
     ApprovalRequested,
     AssistantMessageRecorded,
     Event,
+    LoopDetected,
     ModelCallFailed,
+    NoticeInjected,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunFailed,
@@ -74,12 +77,14 @@ def tool_turn(
     arg_size: int = 40,
     result_size: int = 20,
     results: bool = True,
+    ids: Sequence[str] | None = None,
 ) -> list[Event]:
     """turn_started, the reply with ``calls`` tool calls, their intents, and (optionally)
-    their results: what one complete tool turn appends."""
+    their results: what one complete tool turn appends. ``ids`` overrides the call ids."""
+    names = list(ids) if ids is not None else [call_id(turn, i) for i in range(calls)]
     tool_calls = tuple(
-        ToolCall(id=call_id(turn, i), name=TOOL, arguments=json.dumps(arguments(turn, i, arg_size)))
-        for i in range(calls)
+        ToolCall(id=cid, name=TOOL, arguments=json.dumps(arguments(turn, i, arg_size)))
+        for i, cid in enumerate(names)
     )
     events: list[Event] = [
         TurnStarted(turn_index=turn),
@@ -233,6 +238,7 @@ def every_kind() -> list[Event]:
         RunRecovered(owner="w2", epoch=2, previous_owner="w"),
         TurnStarted(turn_index=0),
         TurnResumed(turn_index=0),
+        NoticeInjected(turn_index=0, content="This is your last turn.", reason="final_turn"),
         ModelCallFailed(turn_index=0, attempt=2, code="rate_limited", message="slow down"),
         AssistantMessageRecorded(turn_index=0, message=msg, usage=usage, model="m"),
         ToolCallRequested(
@@ -243,7 +249,9 @@ def every_kind() -> list[Event]:
             effect_class=None,
             idempotency_key=idempotency_key("run-kinds", "c1"),
             rejection="unknown tool",
+            requires_approval=True,
         ),
+        LoopDetected(turn_index=0, tool_call_id="c1", name=TOOL, repeats=3),
         ToolCallStarted(turn_index=0, tool_call_id="c1", attempt=3, effect_id="e" * 32),
         ToolResultRecorded(
             turn_index=0,
@@ -262,6 +270,7 @@ def every_kind() -> list[Event]:
             reason="policy",
             payload={"tool": TOOL, "n": [1, 2.5, None, True]},
             token="tok",
+            deadline=T0 + 0.5,
         ),
         ApprovalDecided(
             turn_index=0,
@@ -272,7 +281,14 @@ def every_kind() -> list[Event]:
             arguments='{"q":"y"}',
         ),
         RunCompleted(output="done", stop_reason="max_tokens", usage=usage),
-        RunFailed(code="max_turns", phase="runtime", message="too long", last_seq=9),
+        RunFailed(
+            code="budget_exceeded",
+            phase="runtime",
+            message="too long",
+            last_seq=9,
+            details={"spent": 1.25, "budget": 1.0},
+        ),
+        RunCancelRequested(reason="user", by="ops"),
         RunCancelled(reason="user"),
         RunTimedOut(reason="approval deadline"),
         RunRequeued(reason="resume"),

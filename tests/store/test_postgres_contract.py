@@ -44,7 +44,10 @@ class Backend:
 
     def open(self, **options: Any) -> Store:
         if self.name == "sqlite":
-            store: Store = SQLiteStore(self.url.removeprefix("sqlite:///"), **options)
+            sqlite = SQLiteStore(self.url.removeprefix("sqlite:///"))
+            if "poll_interval" in options:
+                sqlite.poll_interval = options["poll_interval"]
+            store: Store = sqlite
         else:
             from stead.store.postgres import PostgresStore
 
@@ -343,14 +346,27 @@ async def test_a_lost_notice_costs_at_most_a_poll(backend: Backend) -> None:
 
 
 async def test_wait_claimable_wakes_on_a_new_run(backend: Backend) -> None:
-    # SQLite has no cross-process notices: its waiter wakes on its own store's writes, and
-    # workers poll; PostgreSQL's waiter hears another store's create over LISTEN.
-    watcher = backend.open(poll_interval=3600.0)
-    writer = watcher if backend.name == "sqlite" else backend.open()
-    waiting = asyncio.ensure_future(watcher.wait_claimable(timeout=3600))
-    await asyncio.sleep(0.5)
+    watcher, writer = backend.open(), backend.open()
+    if backend.name == "sqlite":
+        # No notices cross processes on SQLite: the waiter sleeps its time, then claims.
+        await watcher.wait_claimable(timeout=0.05)
+    else:
+        from stead.store.postgres import PostgresStore
+
+        assert isinstance(watcher, PostgresStore)
+        await watcher.wait_claimable(timeout=10)  # starts listening; connecting wakes it
+        for _ in range(500):
+            if watcher.listening:
+                break
+            await asyncio.sleep(0.02)
+        await watcher.wait_claimable(timeout=0)  # whatever wake-up connecting left behind
+        # An hour-long wait that only the notice of another store's create can end.
+        waiting = asyncio.ensure_future(watcher.wait_claimable(timeout=3600))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
     await writer.create_run(created("run-1"), now=T0)
-    await waiting
+    if backend.name != "sqlite":
+        await waiting
     [c] = await watcher.claim_next(owner="w", now=T0, ttl=TTL)
     assert c.run_id == "run-1"
 
@@ -425,11 +441,8 @@ async def test_an_unreachable_postgres_is_a_store_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = PostgresStore(f"postgresql://nobody:secret@127.0.0.1:{port}/x", timeout=1.0)
-    try:
-        with pytest.raises(StoreError, match=rf"127.0.0.1:{port}/x") as caught:
-            await store.get_run("run-1")
+    url = f"postgresql://nobody:secret@127.0.0.1:{port}/x"
+    for opening in (lambda: PostgresStore(url, timeout=1.0), lambda: open_store(url)):
+        with pytest.raises(StoreError, match=rf"cannot open .* 127.0.0.1:{port}/x") as caught:
+            opening()
         assert "secret" not in str(caught.value)
-    finally:
-        await store.close()
-    assert isinstance(open_store(f"postgresql://127.0.0.1:{port}/x"), PostgresStore)

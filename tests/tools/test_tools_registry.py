@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stead.core.decide import CallVerdict, ToolSpec
+from stead.core.builders import CallVerdict
+from stead.core.decide import ToolSpec
 from stead.core.messages import ToolCall
 from stead.errors import UserError
 from stead.tools import Done, ToolRegistry, tool

@@ -5,7 +5,9 @@
     stead runs show RUN                 one run's timeline
     stead runs events RUN [--json]      one run's raw events
     stead resume RUN --agents MOD:ATTR  continue a run (requeues failed/cancelled ones)
-    stead approve RUN CALL [--args J]   approve a gated call (optionally edited)
+    stead approve RUN CALL [--args J] [--agents MOD:ATTR]
+                                        approve a gated call (optionally edited); with
+                                        --agents, continue the run at once
     stead deny RUN CALL --reason R      deny it; the model reads the reason
     stead decide RUN CALL happened|not_happened|skip [--result R]
                                         settle a call whose outcome is unknown
@@ -87,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("call_id")
         cmd.add_argument("--token", default=None, help="the approval's resume token")
         cmd.add_argument("--by", default=os.environ.get("USER", "cli"))
+        cmd.add_argument(
+            "--agents",
+            default=None,
+            help="module:attr with the run's agent(s): continue the run now",
+        )
         if name == "approve":
             cmd.add_argument("--args", default=None, help="edited arguments as JSON")
         else:
@@ -100,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     dec.add_argument("--reason", default="")
     dec.add_argument("--token", default=None)
     dec.add_argument("--by", default=os.environ.get("USER", "cli"))
+    dec.add_argument(
+        "--agents", default=None, help="module:attr with the run's agent(s): continue the run now"
+    )
 
     can = sub.add_parser("cancel", help="cancel a run")
     can.add_argument("run_id")
@@ -160,7 +170,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if cmd == "resume":
             view = await rt.resume(args.run_id, reason=args.reason)
         elif cmd == "approve":
-            edited = json.loads(args.args) if args.args else None
+            try:
+                edited = json.loads(args.args) if args.args else None
+            except ValueError as exc:
+                raise UserError(f"--args is not JSON: {exc}") from exc
             view = await rt.approve(
                 args.run_id, args.call_id, token=args.token, by=args.by, arguments=edited
             )
@@ -182,6 +195,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             view = await rt.cancel(args.run_id, args.reason)
         else:  # pragma: no cover - argparse refuses unknown commands
             raise UserError(f"unknown command {cmd}")
+        if cmd in ("approve", "deny", "decide") and rt.agents:
+            view = await rt.run(args.run_id)
         out.print(summary(view))
         return 0
 

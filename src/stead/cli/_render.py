@@ -19,8 +19,11 @@ from stead.core.events import (
     ApprovalRequested,
     AssistantMessageRecorded,
     Event,
+    LoopDetected,
     ModelCallFailed,
+    NoticeInjected,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunFailed,
@@ -81,6 +84,17 @@ def describe(event: Event) -> tuple[str, str, str]:
             return f"turn {event.turn_index}", "model call", "blue"
         case TurnResumed():
             return f"turn {event.turn_index}", "resumed with unfinished tool calls", "yellow"
+        case NoticeInjected():
+            return "notice", f"{event.reason}: {_short(event.content, 70)}", "yellow"
+        case LoopDetected():
+            return (
+                "loop",
+                f"{event.name} called {event.repeats}× in a row with the same arguments; not run",
+                "bold red",
+            )
+        case RunCancelRequested():
+            by = f" by {event.by}" if event.by else ""
+            return "cancel?", f"requested{by}: {event.reason}", "magenta"
         case ModelCallFailed():
             return (
                 "model failed",
@@ -139,7 +153,11 @@ def describe(event: Event) -> tuple[str, str, str]:
         case RunCompleted():
             return "completed", _short(event.output), "bold green"
         case RunFailed():
-            return "failed", f"{event.code} in {event.phase}: {_short(event.message)}", "bold red"
+            return (
+                "failed",
+                f"{event.code} in {event.phase}: {_short(event.message, 160)}",
+                "bold red",
+            )
         case RunCancelled():
             return "cancelled", event.reason, "magenta"
         case RunTimedOut():

@@ -17,7 +17,7 @@ JSON = Any
 """A JSON-compatible value (dict, list, str, int, float, bool, None)."""
 
 
-_MAX_SAFE_INT = 2**53
+_MAX_SAFE_INT = 2**53 - 1
 
 
 def _plain(value: Any) -> bool:
@@ -48,12 +48,37 @@ def plain_canonical_json(value: JSON) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _as_doubles(value: Any) -> Any:
+    """Integers beyond 2**53 are doubles in RFC 8785 (as in JavaScript): keep the ones a double
+    represents exactly, so ``canonical_json(1e17)`` can be parsed and canonicalised again;
+    refuse the ones it would round."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return value
+    if isinstance(value, int):
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return value
+        if float(value) == value:
+            return float(value)
+        raise ValueError(
+            f"value is not canonicalisable JSON: integer {value} is not exactly a double"
+        )
+    if isinstance(value, dict):
+        return {k: _as_doubles(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_doubles(v) for v in value]
+    return value
+
+
 def canonical_json(value: JSON) -> str:
     """Return the RFC 8785 canonical text of ``value``.
 
     Raises ``ValueError`` for values JSON cannot carry (NaN, non-str keys, sets...).
     """
-    if _plain(value):
+    try:
+        plain = _plain(value)
+    except RecursionError as exc:
+        raise ValueError("value is nested too deeply to canonicalise") from exc
+    if plain:
         text = plain_canonical_json(value)
         try:
             text.encode("utf-8")
@@ -61,8 +86,8 @@ def canonical_json(value: JSON) -> str:
         except UnicodeEncodeError:
             pass  # a lone surrogate: let the reference encoder decide
     try:
-        return str(rfc8785.dumps(value).decode("utf-8"))
-    except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
+        return str(rfc8785.dumps(_as_doubles(value)).decode("utf-8"))
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeError, RecursionError) as exc:
         raise ValueError(f"value is not canonicalisable JSON: {exc}") from exc
 
 
@@ -86,8 +111,12 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
 
 
 def effect_id(run_id: str, step: int, call_id: str, attempt: int) -> str:
-    """Deterministic id of one attempt of one effect (a model call or a tool call)."""
-    return digest(["effect", run_id, step, call_id, attempt])[:32]
+    """Deterministic id of one attempt of one effect (a model call or a tool call).
+
+    A NUL-separated string, not canonical JSON: the parts are fixed strings and integers, so
+    this is unambiguous, and it is computed on every step.
+    """
+    return sha256_hex(f"effect\x00{run_id}\x00{step}\x00{call_id}\x00{attempt}")[:32]
 
 
 def command_id(verb: str, effect: str) -> str:

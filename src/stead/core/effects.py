@@ -124,22 +124,38 @@ def assignment_to_json(a: Assignment) -> dict[str, JSON]:
 
 def assignment_from_json(data: dict[str, Any]) -> Assignment:
     """Decode; ``ValueError`` when ``kind`` and body disagree or a field is wrong."""
+    try:
+        return _assignment_from_json(data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed assignment: missing or mistyped field {exc!r}") from exc
+
+
+def _field(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"assignment field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _assignment_from_json(data: dict[str, Any]) -> Assignment:
     kind = data.get("kind")
     bodies = {k for k in ("model", "tool") if k in data}
     if kind not in ("model", "tool") or bodies != {kind}:
         raise ValueError(f"assignment kind {kind!r} does not match its body {sorted(bodies)}")
     k = data["key"]
     key = AssignmentKey(
-        session_id=str(k["session_id"]), run_id=str(k["run_id"]), effect_id=str(k["effect_id"])
+        session_id=_field(k, "session_id", str),
+        run_id=_field(k, "run_id", str),
+        effect_id=_field(k, "effect_id", str),
     )
     b = data[kind]
     if kind == "model":
         return Assignment(
             key=key,
             body=ModelBody(
-                model=str(b["model"]),
-                request=dict(b["request"]),
-                request_digest=str(b["request_digest"]),
+                model=_field(b, "model", str),
+                request=_field(b, "request", dict),
+                request_digest=_field(b, "request_digest", str),
             ),
         )
     if b["effect_class"] not in EFFECT_CLASSES:
@@ -149,15 +165,15 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
     return Assignment(
         key=key,
         body=ToolBody(
-            tool_name=str(b["tool_name"]),
-            definition_digest=str(b["definition_digest"]),
-            arguments=str(b["arguments"]),
+            tool_name=_field(b, "tool_name", str),
+            definition_digest=_field(b, "definition_digest", str),
+            arguments=_field(b, "arguments", str),
             effect_class=b["effect_class"],
             replay_policy=b["replay_policy"],
-            tool_call_id=str(b["tool_call_id"]),
-            turn_index=int(b["turn_index"]),
-            idempotency_key=str(b["idempotency_key"]),
-            attempt=int(b["attempt"]),
+            tool_call_id=_field(b, "tool_call_id", str),
+            turn_index=_field(b, "turn_index", int),
+            idempotency_key=_field(b, "idempotency_key", str),
+            attempt=_field(b, "attempt", int),
         ),
     )
 

@@ -94,6 +94,19 @@ class TurnResumed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeInjected:
+    """The runtime added a system notice to the conversation (e.g. "this is your last turn")."""
+
+    kind: ClassVar[str] = "notice_injected"
+    turn_index: int
+    """The turn whose request carries it."""
+    content: str
+    """What the model reads."""
+    reason: str = ""
+    """Why: final_turn, ..."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallFailed:
     """One attempt of a model call failed; retried or not according to ``code``."""
 
@@ -142,6 +155,24 @@ class ToolCallRequested:
     """sha256(run_id + tool_call_id), hex."""
     rejection: str | None = None
     """Why the call may not run (unknown tool, bad JSON, schema failure); None when valid."""
+    requires_approval: bool = False
+    """The tool's policy wants a person's consent before this call runs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDetected:
+    """The model repeated the same call (tool and canonical arguments) too many times in a row;
+    this call is not run and gets an error result asking for another strategy."""
+
+    kind: ClassVar[str] = "loop_detected"
+    turn_index: int
+    """The turn."""
+    tool_call_id: str
+    """The intercepted call."""
+    name: str
+    """Its tool."""
+    repeats: int
+    """How many identical calls in a row, this one included."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +252,8 @@ class ApprovalRequested:
     """What the person is shown (tool, arguments, context)."""
     token: str = ""
     """Single-use resume token a decision must quote."""
+    deadline: float | None = None
+    """When the run times out if nobody decides (seconds since the epoch), if ever."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,6 +301,19 @@ class RunFailed:
     """Detail for a person."""
     last_seq: int = 0
     """The last checkpoint (event sequence) before the failure."""
+    details: dict[str, Any] | None = None
+    """Structured figures (e.g. a budget breach: spent, next-turn estimate, budget)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCancelRequested:
+    """Someone asked to cancel the run; its owner aborts in-flight work and then cancels it."""
+
+    kind: ClassVar[str] = "run_cancel_requested"
+    reason: str = ""
+    """Why."""
+    by: str = ""
+    """Who asked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,9 +349,11 @@ Event: TypeAlias = (
     | RunRecovered
     | TurnStarted
     | TurnResumed
+    | NoticeInjected
     | ModelCallFailed
     | AssistantMessageRecorded
     | ToolCallRequested
+    | LoopDetected
     | ToolCallStarted
     | ToolResultRecorded
     | ToolOutcomeUnknown
@@ -314,6 +362,7 @@ Event: TypeAlias = (
     | ApprovalDecided
     | RunCompleted
     | RunFailed
+    | RunCancelRequested
     | RunCancelled
     | RunTimedOut
     | RunRequeued
@@ -362,14 +411,20 @@ def _check(name: str, hint: Any, value: Any) -> Any:
     if hint is AssistantMessage:
         if not isinstance(value, dict):
             raise ValueError(f"field {name!r}: expected an object")
-        msg = message_from_json(value)
+        try:
+            msg = message_from_json(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"field {name!r}: not a valid message ({exc!r})") from exc
         if not isinstance(msg, AssistantMessage):
             raise ValueError(f"field {name!r}: expected an assistant message")
         return msg
     if hint is Usage:
         if not isinstance(value, dict):
             raise ValueError(f"field {name!r}: expected an object")
-        return Usage.from_json(value)
+        try:
+            return Usage.from_json(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"field {name!r}: not a valid usage ({exc!r})") from exc
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         for arm in typing.get_args(hint):
@@ -394,6 +449,10 @@ def _check(name: str, hint: Any, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"field {name!r}: expected a boolean")
         return value
+    if hint is float:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ValueError(f"field {name!r}: expected a number")
+        return float(value)
     if hint is int:
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f"field {name!r}: expected an integer")

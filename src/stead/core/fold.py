@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, assert_never
 
+from stead.core.canonical import sha256_hex
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -25,8 +26,11 @@ from stead.core.events import (
     Decision,
     EffectClass,
     Event,
+    LoopDetected,
     ModelCallFailed,
+    NoticeInjected,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunFailed,
@@ -47,6 +51,7 @@ from stead.core.events import (
 from stead.core.messages import (
     AssistantMessage,
     Message,
+    NoticeMessage,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -56,7 +61,7 @@ from stead.core.messages import (
 from stead.core.states import RunStatus, check_transition
 from stead.errors import Conflict, IllegalTransition
 
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2
 """Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
 log is folded from the start instead."""
 
@@ -79,6 +84,8 @@ class CallState:
     """sha256(run_id + tool_call_id)."""
     rejection: str | None = None
     """Why it may not run, if so."""
+    requires_approval: bool = False
+    """A person must consent before it runs."""
     attempts: int = 0
     """How many times a handler was recorded as started."""
     result: ToolResultRecorded | None = None
@@ -153,6 +160,11 @@ class RunState:
     """Last recorded owner."""
     epoch: int = 0
     """Last recorded owner's epoch."""
+    cancel_requested: str | None = None
+    """The reason of a pending cancel request, until the run is cancelled."""
+    recent_calls: list[str] = field(default_factory=list)
+    """Digests of the latest tool calls (name + canonical arguments), newest last, for
+    repetition detection."""
 
     def copy(self) -> RunState:
         """A deep copy safe to apply events to."""
@@ -161,6 +173,15 @@ class RunState:
     def pending_calls(self) -> list[CallState]:
         """Calls of the current turn that have no result, in the model's order."""
         return [c for c in self.calls.values() if c.result is None]
+
+    def unrequested_calls(self) -> list[str]:
+        """Ids of the current reply's tool calls with no ``tool_call_requested`` yet.
+
+        They are open too: a history may not move past a call that has no result."""
+        reply = self.last_assistant()
+        if reply is None:
+            return []
+        return [c.id for c in reply.tool_calls if c.id not in self.calls]
 
     def last_assistant(self) -> AssistantMessage | None:
         """The current turn's assistant message, if recorded."""
@@ -224,6 +245,8 @@ class RunState:
             "error": self.error,
             "owner": self.owner,
             "epoch": self.epoch,
+            "cancel_requested": self.cancel_requested,
+            "recent_calls": self.recent_calls,
         }
 
     @classmethod
@@ -255,6 +278,8 @@ class RunState:
             error=data["error"],
             owner=data["owner"],
             epoch=data["epoch"],
+            cancel_requested=data["cancel_requested"],
+            recent_calls=list(data["recent_calls"]),
         )
 
 
@@ -267,6 +292,7 @@ def _call_to_json(c: CallState) -> dict[str, Any]:
         "effect_class": c.effect_class,
         "idempotency_key": c.idempotency_key,
         "rejection": c.rejection,
+        "requires_approval": c.requires_approval,
         "attempts": c.attempts,
         "result": encode(c.result)[2] if c.result else None,
         "unknown": c.unknown,
@@ -286,6 +312,7 @@ def _call_from_json(d: dict[str, Any]) -> CallState:
         effect_class=d["effect_class"],
         idempotency_key=d["idempotency_key"],
         rejection=d["rejection"],
+        requires_approval=d["requires_approval"],
         attempts=d["attempts"],
         result=result if isinstance(result, ToolResultRecorded) else None,
         unknown=d["unknown"],
@@ -297,15 +324,29 @@ def _call_from_json(d: dict[str, Any]) -> CallState:
 
 # -- applying events ---------------------------------------------------------------------
 
+RECENT_CALLS: Final = 32
+"""How many call digests the state keeps for repetition detection."""
+
+
+def call_digest(name: str, arguments: str) -> str:
+    """Identity of a call for repetition detection: tool name and canonical arguments."""
+    return sha256_hex(name + "\x00" + arguments)[:16]
+
 
 def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
     current = state.status.value if state.status else "nothing"
     return IllegalTransition(current, current, event.kind, detail)
 
 
-def _move(state: RunState, target: RunStatus, event: Event) -> None:
+def _move(state: RunState, target: RunStatus, event: Event, *, strict: bool = False) -> None:
+    """Move to ``target``. ``strict``: a lifecycle event must really change the state (a
+    second run_completed or run_started is refused, not absorbed)."""
     if state.status is None:
         raise _refuse(state, event, "the run has no run_created event")
+    if strict and state.status == target:
+        raise IllegalTransition(
+            state.status.value, target.value, event.kind, f"the run is already {target.value}"
+        )
     check_transition(state.status, target, event.kind)
     state.status = target
 
@@ -339,7 +380,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             state.status = RunStatus.QUEUED
             state.messages.append(UserMessage(content=event.input))
         case RunStarted():
-            _move(state, RunStatus.RUNNING, event)
+            _move(state, RunStatus.RUNNING, event, strict=True)
             state.owner, state.epoch = event.owner, event.epoch
         case RunRecovered():
             state.owner, state.epoch = event.owner, event.epoch
@@ -352,7 +393,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 )
             if state.turn_index >= 0 and not state.turn_has_reply:
                 raise _refuse(state, event, "the previous turn has no assistant message")
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "the current turn still has calls without results")
             if state.approvals:
                 raise _refuse(state, event, "approvals are still pending")
@@ -365,11 +406,17 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             if event.turn_index != state.turn_index or not state.pending_calls():
                 raise _refuse(state, event, "no open turn with pending calls to resume")
             _move(state, RunStatus.AWAITING_TOOL, event)
+        case NoticeInjected():
+            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
+                raise _refuse(state, event, "a notice belongs to a turn before its reply")
+            state.messages.append(NoticeMessage(content=event.content))
         case ModelCallFailed():
-            if event.turn_index != state.turn_index or state.turn_has_reply:
+            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "no model call in progress for that turn")
             state.model_failures += 1
         case AssistantMessageRecorded():
+            if state.turn_index < 0:
+                raise _refuse(state, event, "no turn has started")
             if event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "this turn already has an assistant message")
             if state.status is not RunStatus.RUNNING:
@@ -389,7 +436,10 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 raise _refuse(state, event, f"{event.tool_call_id!r} is not in the reply")
             if event.tool_call_id in state.calls:
                 raise Conflict(f"tool call {event.tool_call_id!r} is already requested")
-            _move(state, RunStatus.AWAITING_TOOL, event)
+            if event.rejection is None:
+                # A call refused on arrival is never awaited: its error result follows in
+                # the same commit, and the run stays where it is.
+                _move(state, RunStatus.AWAITING_TOOL, event)
             state.calls[event.tool_call_id] = CallState(
                 turn_index=event.turn_index,
                 tool_call_id=event.tool_call_id,
@@ -398,17 +448,27 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
                 effect_class=event.effect_class,
                 idempotency_key=event.idempotency_key,
                 rejection=event.rejection,
+                requires_approval=event.requires_approval,
             )
             state.tool_calls_total += 1
+            state.recent_calls.append(call_digest(event.name, event.arguments))
+            del state.recent_calls[:-RECENT_CALLS]
+        case LoopDetected():
+            call = _call(state, event, event.turn_index, event.tool_call_id)
+            if call.result is not None:
+                raise _refuse(state, event, "a settled call cannot be intercepted")
         case ToolCallStarted():
             call = _call(state, event, event.turn_index, event.tool_call_id)
             if call.result is not None or call.rejection is not None:
                 raise _refuse(state, event, "the call is settled or refused; it cannot start")
+            if event.tool_call_id in state.approvals:
+                raise _refuse(state, event, "the call waits on an approval decision")
             if event.attempt != call.attempts + 1:
                 raise _refuse(state, event, f"attempt {event.attempt} after {call.attempts}")
             call.attempts = event.attempt
             call.verdict = None
             call.decision = None
+            call.unknown = False
         case ToolResultRecorded():
             call = _call(state, event, event.turn_index, event.tool_call_id)
             if call.result is not None:
@@ -456,26 +516,38 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             if event.arguments is not None:
                 call.edited_arguments = event.arguments
         case RunCompleted():
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "calls without results remain")
-            _move(state, RunStatus.COMPLETED, event)
+            _move(state, RunStatus.COMPLETED, event, strict=True)
             state.output = event.output
             state.stop_reason = event.stop_reason
         case RunFailed():
-            _move(state, RunStatus.FAILED, event)
+            _move(state, RunStatus.FAILED, event, strict=True)
+            state.cancel_requested = None
             state.error = {"code": event.code, "phase": event.phase, "message": event.message}
+        case RunCancelRequested():
+            if state.status in (
+                RunStatus.COMPLETED,
+                RunStatus.FAILED,
+                RunStatus.CANCELLED,
+                RunStatus.TIMED_OUT,
+            ):
+                raise _refuse(state, event, f"a {state.status.value} run cannot be cancelled")
+            state.cancel_requested = event.reason
         case RunCancelled():
-            if state.pending_calls():
+            if state.pending_calls() or state.unrequested_calls():
                 raise _refuse(state, event, "every open call needs its cancelled result first")
-            _move(state, RunStatus.CANCELLED, event)
+            _move(state, RunStatus.CANCELLED, event, strict=True)
             state.approvals = {}
+            state.cancel_requested = None
             state.error = {"code": "cancelled", "phase": "run", "message": event.reason}
         case RunTimedOut():
-            _move(state, RunStatus.TIMED_OUT, event)
+            _move(state, RunStatus.TIMED_OUT, event, strict=True)
             state.approvals = {}
+            state.cancel_requested = None
             state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
         case RunRequeued():
-            _move(state, RunStatus.QUEUED, event)
+            _move(state, RunStatus.QUEUED, event, strict=True)
         case _:
             assert_never(event)
     if seq is not None:

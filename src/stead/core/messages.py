@@ -56,12 +56,20 @@ class Usage:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
-        return cls(
-            input_tokens=int(data.get("input_tokens", 0)),
-            output_tokens=int(data.get("output_tokens", 0)),
-            cache_creation_input_tokens=int(data.get("cache_creation_input_tokens", 0)),
-            cache_read_input_tokens=int(data.get("cache_read_input_tokens", 0)),
-        )
+        """Decode; ``ValueError`` for unknown keys or counts that are not whole numbers."""
+        known = {
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        }
+        if not isinstance(data, dict) or set(data) - known:
+            raise ValueError(f"usage has unknown keys: {sorted(set(data) - known)}")
+        counts = {k: data.get(k, 0) for k in known}
+        for k, v in counts.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"usage {k} must be a non-negative integer, got {v!r}")
+        return cls(**counts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +88,8 @@ class ToolCall:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
+        """Decode; ``ValueError`` unless id, name and arguments are strings."""
+        return cls(id=_str(data, "id"), name=_str(data, "name"), arguments=_str(data, "arguments"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,25 +171,41 @@ def message_to_json(m: Message) -> dict[str, JSON]:
             return res
 
 
+def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    if not isinstance(data, dict):
+        raise ValueError("expected an object")
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise ValueError(f"{key!r} must be a string, got {value!r}")
+    return value
+
+
 def message_from_json(data: dict[str, Any]) -> Message:
-    """Decode a message; raises ``KeyError``/``ValueError`` on a malformed one."""
-    role = data["role"]
+    """Decode a message; ``ValueError`` naming the field on a malformed one (no coercion:
+    a number where text belongs is corruption, not something to paper over)."""
+    role = _str(data, "role")
     if role == "user":
-        return UserMessage(content=str(data["content"]))
+        return UserMessage(content=_str(data, "content"))
     if role == "notice":
-        return NoticeMessage(content=str(data["content"]))
+        return NoticeMessage(content=_str(data, "content"))
     if role == "assistant":
+        calls = data.get("tool_calls", [])
+        if not isinstance(calls, list):
+            raise ValueError("'tool_calls' must be a list")
         return AssistantMessage(
-            text=str(data.get("text", "")),
-            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
-            stop_reason=str(data.get("stop_reason", "end_turn")),
+            text=_str(data, "text", ""),
+            tool_calls=tuple(ToolCall.from_json(c) for c in calls),
+            stop_reason=_str(data, "stop_reason", "end_turn"),
         )
     if role == "tool":
+        is_error = data.get("is_error", False)
+        if not isinstance(is_error, bool):
+            raise ValueError(f"'is_error' must be a boolean, got {is_error!r}")
         return ToolResultMessage(
-            tool_call_id=str(data["tool_call_id"]),
-            name=str(data["name"]),
-            content=str(data["content"]),
-            is_error=bool(data.get("is_error", False)),
+            tool_call_id=_str(data, "tool_call_id"),
+            name=_str(data, "name"),
+            content=_str(data, "content"),
+            is_error=is_error,
         )
     raise ValueError(f"unknown message role {role!r}")
 

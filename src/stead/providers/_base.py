@@ -37,26 +37,12 @@ class ModelRequest:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (for assignments and inspection)."""
-        return {
-            "model": self.model,
-            "system": self.system,
-            "messages": [message_to_json(m) for m in self.messages],
-            "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in self.tools
-            ],
-            "max_output_tokens": self.max_output_tokens,
-            "turn_index": self.turn_index,
-            "settings": self.settings,
-        }
+        return self.encode()[0]
 
-    def digest(self) -> str:
-        """sha256 over the canonical request; stable across a crash and a resume.
-
-        Messages hold no floats, so their canonical form takes the fast path; tool schemas
-        and settings may, so they go through the general encoder.
-        """
-        head = digest(
+    def head_digest(self) -> str:
+        """Digest of everything but the conversation: constant for an agent, so a caller that
+        makes many requests computes it once and passes it to ``encode``."""
+        return digest(
             {
                 "model": self.model,
                 "system": self.system,
@@ -65,8 +51,33 @@ class ModelRequest:
                 "settings": self.settings,
             }
         )
-        body = plain_canonical_json([message_to_json(m) for m in self.messages])
-        return sha256_hex(head + body)
+
+    def encode(self, head_digest: str | None = None) -> tuple[dict[str, Any], str]:
+        """(plain JSON, digest), encoding the conversation once for both.
+
+        The digest is sha256 over the canonical request and is stable across a crash and a
+        resume. Messages hold no floats, so their canonical form takes the fast path; tool
+        schemas and settings may, so the head goes through the general encoder.
+        """
+        messages = [message_to_json(m) for m in self.messages]
+        body = {
+            "model": self.model,
+            "system": self.system,
+            "messages": messages,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in self.tools
+            ],
+            "max_output_tokens": self.max_output_tokens,
+            "turn_index": self.turn_index,
+            "settings": self.settings,
+        }
+        head = head_digest or self.head_digest()
+        return body, sha256_hex(head + plain_canonical_json(messages))
+
+    def digest(self) -> str:
+        """sha256 over the canonical request (see ``encode``)."""
+        return self.encode()[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

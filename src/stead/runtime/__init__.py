@@ -1,6 +1,7 @@
 """The imperative shell: run loop, sessions, executors, the ``Runtime`` facade and workers."""
 
-from stead.runtime._agent import Agent, Budget, Limits
+from stead.core.limits import Budget, Limits
+from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._runtime import PendingApproval, Runtime, RunView

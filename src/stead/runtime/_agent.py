@@ -7,42 +7,13 @@ the run. Keep an agent's tools and prompt stable across deploys, or give it a ne
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from stead.core.limits import Budget, Limits
+from stead.core.pricing import PriceTable
 from stead.errors import UserError
 from stead.providers import ModelProvider
 from stead.tools import Tool, ToolRegistry
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
-    """Hard ceilings that stop a run even when the model would not."""
-
-    max_turns: int = 50
-    """Model turns per run."""
-    max_tool_calls_per_turn: int = 64
-    """Tool calls honoured from one reply."""
-    max_model_attempts: int = 4
-    """Attempts per model call when failures are retryable."""
-
-    def __post_init__(self) -> None:
-        if self.max_turns < 1 or self.max_tool_calls_per_turn < 1 or self.max_model_attempts < 1:
-            raise UserError("Limits values must be at least 1")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
-    """Token and cost ceilings for a run (enforced before a turn would breach them)."""
-
-    max_input_tokens: int | None = None
-    """Prompt tokens (all kinds)."""
-    max_output_tokens: int | None = None
-    """Generated tokens."""
-    max_total_tokens: int | None = None
-    """Everything."""
-    max_usd: float | None = None
-    """Dollars, from the price table."""
 
 
 class Agent:
@@ -58,6 +29,7 @@ class Agent:
         limits: Limits | None = None,
         budget: Budget | None = None,
         max_output_tokens: int | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
@@ -68,6 +40,12 @@ class Agent:
         self.limits = limits or Limits()
         self.budget = budget or Budget()
         self.max_output_tokens = max_output_tokens
+        self.prices = prices or PriceTable()
+        if self.budget.max_usd is not None and self.prices.get(model.model_name) is None:
+            raise UserError(
+                f"a dollar budget needs a price for model {model.model_name!r}; pass "
+                "prices=PriceTable({name: Price(...)}) to the Agent"
+            )
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"

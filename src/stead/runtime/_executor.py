@@ -37,8 +37,14 @@ Attachment = Literal["active", "terminal", "missing", "aborted"]
 class Executor(Protocol):
     """Performs effects described by assignments."""
 
-    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
-        """Accept the assignment (idempotent by key). False if the key was aborted."""
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
+        """Accept the assignment (idempotent by key). False if the key was aborted.
+
+        ``local`` is the live object the assignment was encoded from (a ModelRequest); an
+        executor in the same process may use it instead of decoding the JSON again.
+        """
         ...
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
@@ -85,7 +91,10 @@ class InProcessExecutor:
         model: ModelProvider,
         tools: ToolRegistry,
         on_progress: ProgressCallback | None = None,
+        *,
+        cancel_grace: float = 5.0,
     ) -> None:
+        self._cancel_grace = cancel_grace
         self._model = model
         self._tools = tools
         self._on_progress = on_progress
@@ -93,13 +102,15 @@ class InProcessExecutor:
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
 
-    async def dispatch(self, assignment: Assignment, *, signal: AbortSignal) -> bool:
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
         k = assignment.key.effect_id
         if k in self._aborted:
             return False
         if k not in self._tasks:
             self._signals[k] = signal
-            self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal))
+            self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal, local))
         return True
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
@@ -131,20 +142,29 @@ class InProcessExecutor:
         sig = self._signals.get(key.effect_id)
         if sig is not None:
             sig.abort(reason)
+        task = self._tasks.get(key.effect_id)
+        if task is not None and not task.done():
+            task.cancel()
 
-    async def _perform(self, a: Assignment, signal: AbortSignal) -> Outcome:
+    async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
         body = a.body
         try:
             if isinstance(body, ModelBody):
-                request = request_from_json(body.request)
+                request = (
+                    local if isinstance(local, ModelRequest) else request_from_json(body.request)
+                )
                 response = await self._model.complete(
                     request, signal=signal, on_progress=self._on_progress
                 )
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
+            if signal.aborted:
+                return Cancelled(reason=signal.reason)
             return ModelFailed(code=exc.code, message=str(exc), retry_after=_retry_after(exc))
-        except RunCancelled as exc:
+        except (RunCancelled, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
+                raise
             return Cancelled(reason=str(exc) or signal.reason)
         except TimeoutError as exc:
             if isinstance(body, ModelBody):
@@ -169,6 +189,7 @@ class InProcessExecutor:
             attempt=body.attempt,
             tool_name=body.tool_name,
             signal=signal,
+            cancel_grace=self._cancel_grace,
         )
         return await tool.invoke(body.arguments, ctx)
 

@@ -1,11 +1,13 @@
 """The run loop: ask the core what is next, do it, append what happened, repeat.
 
-    turn:  call the model -> append the reply and its tool calls (write-ahead intent)
-           -> run the tools, concurrently -> append each result as soon as it is in
-           -> (the last result's commit opens the next turn)
+    turn:  check the budget -> call the model -> append the reply and its tool calls (the
+           write-ahead intent) -> run the tools, concurrently -> append each result as soon as
+           it is in -> (the last result's commit opens the next turn)
 
 A crash anywhere leaves a log from which ``next_step`` picks up: recorded results are read
-back, never re-run, and an in-flight call is recovered by its effect class.
+back, never re-run, and an in-flight call is recovered by its effect class. A cancel aborts
+the one ``AbortSignal`` shared by the model stream and every tool's context; tools get
+``Limits.cancel_grace`` seconds to stop, then every open call gets a ``cancelled`` result.
 """
 
 from __future__ import annotations
@@ -13,29 +15,37 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from stead import _crash
 from stead._signal import AbortSignal
+from stead.core.budget import budget_breach, estimate_tokens
+from stead.core.builders import (
+    CallVerdict,
+    Consent,
+    ask_human_events,
+    cancel_events,
+    consent_events,
+    needs_start_record,
+    reconcile_events,
+    reply_events,
+    started_event,
+)
 from stead.core.canonical import effect_id
 from stead.core.decide import (
     CallModel,
-    CallVerdict,
+    Cancel,
     Fail,
     Finish,
     ResumeTurn,
     RunTools,
     StartRun,
     Wait,
-    ask_human_events,
     automatic_events,
-    needs_start_record,
     next_step,
     plan_call,
-    reconcile_events,
-    reply_events,
-    started_event,
 )
 from stead.core.effects import (
     REPLAY_POLICY,
@@ -47,15 +57,26 @@ from stead.core.effects import (
     ToolBody,
     tool_result_of,
 )
-from stead.core.events import ModelCallFailed, RunStarted, ToolResultRecorded, TurnResumed
+from stead.core.events import (
+    ModelCallFailed,
+    RunFailed,
+    RunStarted,
+    ToolResultRecorded,
+    TurnResumed,
+)
 from stead.core.failures import is_retryable
 from stead.core.fold import CallState
+from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
+from stead.errors import Fenced
 from stead.providers import ModelRequest, ModelResponse
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
+
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+"""What a turn may generate when the agent sets no cap (used to estimate its cost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +94,12 @@ class Backoff:
         return max(jittered, retry_after or 0.0)
 
 
+def _chars(m: Message) -> int:
+    if isinstance(m, AssistantMessage):
+        return len(m.text) + sum(len(c.arguments) + len(c.name) + 16 for c in m.tool_calls)
+    return len(m.content) + 8
+
+
 class RunLoop:
     """Drives one claimed run until it finishes or waits on a person."""
 
@@ -85,23 +112,42 @@ class RunLoop:
         *,
         backoff: Backoff | None = None,
         rand: random.Random | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.s = session
         self.agent = agent
+        self.limits = agent.limits
         self.executor = executor
         self.signal = signal
         self.backoff = backoff or Backoff()
         self.rand = rand or random.Random()
+        self.clock = clock or session.clock
         self.specs = agent.registry.specs()
+        self._schemas = tuple(agent.registry.schemas())
+        self._fixed_chars = len(agent.system) + sum(
+            len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
+        )
+        self._in_flight: dict[str, AssignmentKey] = {}
+        self._head: str | None = None
+
+    def _deadline(self) -> float | None:
+        timeout = self.limits.approval_timeout
+        return None if timeout is None else self.clock() + timeout
 
     async def drive(self) -> RunStatus:
         """Run steps until the run rests; returns the status it rests in."""
         while True:
+            if self.signal.aborted:
+                if self.s.fenced:
+                    raise Fenced(f"run {self.s.state.run_id}: {self.signal.reason}")
+                await self.s.reload()  # pick up the cancel request another process wrote
             state = self.s.state
-            step = next_step(state, self.specs, self.agent.limits.max_turns)
+            step = next_step(state, self.specs, self.limits)
             match step:
                 case Wait():
                     return step.status
+                case Cancel():
+                    await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
                 case StartRun():
                     await self.s.append([RunStarted(owner=self.s.owner, epoch=self.s.epoch)])
                 case ResumeTurn():
@@ -111,7 +157,7 @@ class RunLoop:
                 case CallModel():
                     await self._model_turn(step)
                 case RunTools():
-                    await asyncio.gather(*(self._settle(p.tool_call_id) for p in step.plans))
+                    await self._run_tools(step)
 
     # -- model ------------------------------------------------------------------------------
 
@@ -120,29 +166,60 @@ class RunLoop:
             model=self.agent.model.model_name,
             system=self.agent.system,
             messages=tuple(self.s.state.conversation()),
-            tools=tuple(self.agent.registry.schemas()),
+            tools=self._schemas,
             max_output_tokens=self.agent.max_output_tokens,
             turn_index=turn_index,
         )
 
+    async def _over_budget(self, request: ModelRequest) -> bool:
+        budget = self.agent.budget
+        if budget.unlimited:
+            return False
+        state = self.s.state
+        prompt = estimate_tokens(self._fixed_chars + sum(_chars(m) for m in request.messages))
+        out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        breach = budget_breach(
+            state.usage, prompt, out, budget, self.agent.prices.get(request.model)
+        )
+        if breach is None:
+            return False
+        await self.s.append(
+            [
+                RunFailed(
+                    code="budget_exceeded",
+                    phase="model",
+                    message=breach.message,
+                    last_seq=state.seq,
+                    details=breach.details,
+                )
+            ],
+            automatic=False,
+        )
+        return True
+
     async def _model_turn(self, step: CallModel) -> None:
         state = self.s.state
         request = self._request(step.turn_index)
+        if await self._over_budget(request):
+            return
         key = AssignmentKey(
             session_id=state.session_id,
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
         )
+        if self._head is None:
+            self._head = request.head_digest()
+        encoded, request_digest = request.encode(self._head)
         assignment = Assignment(
             key=key,
-            body=ModelBody(
-                model=request.model, request=request.to_json(), request_digest=request.digest()
-            ),
+            body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        await self.executor.dispatch(assignment, signal=self.signal)
+        await self.executor.dispatch(assignment, signal=self.signal, local=request)
         await asyncio.sleep(0)  # let the call actually begin before the crash point
         _crash.point("mid_model_call")
         outcome = await self.executor.outcome(key)
+        if self.signal.aborted:
+            return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
             await self._model_failed(step, outcome)
             return
@@ -155,29 +232,41 @@ class RunLoop:
                         code="executor_error",
                         message=f"outcome {outcome.kind}",
                     )
-                ]
+                ],
+                automatic=False,
             )
             return
         response: ModelResponse = outcome.response
         verdicts = self._verdicts(response)
-        events = reply_events(
-            state, step.turn_index, response.message, response.usage, response.model, verdicts
+        deadline = self._deadline()
+        tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
+        await self.s.append(
+            lambda st: reply_events(
+                st,
+                step.turn_index,
+                response.message,
+                response.usage,
+                response.model,
+                verdicts,
+                self.limits,
+                Consent(tokens=tokens, deadline=deadline),
+            )
         )
-        await self.s.append(events)
         if response.message.tool_calls:
             _crash.point("after_intent")
 
     def _verdicts(self, response: ModelResponse) -> dict[str, CallVerdict]:
-        limit = self.agent.limits.max_tool_calls_per_turn
         out: dict[str, CallVerdict] = {}
-        for i, call in enumerate(response.message.tool_calls):
+        for call in response.message.tool_calls:
             v = self.agent.registry.verdict(call)
-            if i >= limit and v.rejection is None:
+            tool = self.agent.registry.get(call.name)
+            if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
                 v = CallVerdict(
-                    tool_call_id=call.id,
+                    tool_call_id=v.tool_call_id,
                     arguments=v.arguments,
                     effect_class=v.effect_class,
-                    rejection=f"not run: at most {limit} tool calls are honoured per turn",
+                    rejection=None,
+                    needs_approval=True,
                 )
             out[call.id] = v
         return out
@@ -189,51 +278,80 @@ class RunLoop:
             code=failure.code,
             message=failure.message[:2000],
         )
-        retry = is_retryable(failure.code) and step.attempt < self.agent.limits.max_model_attempts
+        retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
         if not retry:
-            await self.s.append([failed], automatic=False)
+            reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
             await self.s.append(
-                automatic_events(
-                    self.s.state,
-                    Fail(
-                        code=failure.code,
-                        phase="model",
-                        message=f"model call failed after {step.attempt} attempt(s): "
-                        f"{failure.message}",
+                [
+                    failed,
+                    *automatic_events(
+                        self.s.state, Fail(code=failure.code, phase="model", message=reason)
                     ),
-                ),
+                ],
                 automatic=False,
             )
             return
         await self.s.append([failed], automatic=False)
         delay = self.backoff.delay(step.attempt, failure.retry_after, self.rand)
+        await self._sleep(delay)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once on abort."""
         waiter = asyncio.ensure_future(self.signal.wait())
         try:
-            await asyncio.wait({waiter}, timeout=delay)
+            await asyncio.wait({waiter}, timeout=seconds)
         finally:
             waiter.cancel()
 
     # -- tools ------------------------------------------------------------------------------
 
+    async def _run_tools(self, step: RunTools) -> None:
+        """Settle every open call concurrently; on abort, give them the grace period, then stop
+        waiting (their results, if they finish, are still recorded)."""
+        tasks = [asyncio.ensure_future(self._settle(p.tool_call_id)) for p in step.plans]
+        aborted = asyncio.ensure_future(self.signal.wait())
+        try:
+            await asyncio.wait({*tasks, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            while not aborted.done() and not all(t.done() for t in tasks):
+                await asyncio.wait({*tasks, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            if aborted.done() and not all(t.done() for t in tasks):
+                await asyncio.wait(tasks, timeout=self.limits.cancel_grace)
+                for key in list(self._in_flight.values()):
+                    await self.executor.cancel(key, self.signal.reason)
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            aborted.cancel()
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+
     async def _settle(self, call_id: str) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
         reconcile verdict of not_done flows into a fresh attempt."""
-        while True:
+        while not self.signal.aborted:
             state = self.s.state
             call = state.calls.get(call_id)
             if call is None or call.result is not None or call_id in state.approvals:
                 return
             if state.status not in (RunStatus.AWAITING_TOOL, RunStatus.AWAITING_APPROVAL):
                 return
+            if state.cancel_requested is not None:
+                return
             plan = plan_call(call, self.specs.get(call.name))
-            if plan.action == "execute":
-                await self._execute(call, plan.attempt)
-            elif plan.action == "reconcile":
-                await self._reconcile(call)
-            else:
-                await self.s.append(
-                    ask_human_events(state, call, secrets.token_urlsafe(16), plan.reason)
-                )
+            token = secrets.token_urlsafe(16)
+            match plan.action:
+                case "execute":
+                    await self._execute(call, plan.attempt)
+                case "reconcile":
+                    await self._reconcile(call)
+                case "ask_consent":
+                    await self.s.append(consent_events(call, token, self._deadline()))
+                case "ask_human":
+                    await self.s.append(
+                        ask_human_events(state, call, token, plan.reason, self._deadline())
+                    )
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         return ToolContext(
@@ -244,6 +362,7 @@ class RunLoop:
             attempt=attempt,
             tool_name=call.name,
             signal=self.signal,
+            cancel_grace=self.limits.cancel_grace,
         )
 
     async def _execute(self, call: CallState, attempt: int) -> None:
@@ -253,8 +372,9 @@ class RunLoop:
             await self.s.append([started_event(state, call, attempt)])
             _crash.point("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
-            content = f"tool {call.name!r} is not registered in this worker"
-            await self._record(call, content, True, attempt)
+            await self._record(
+                call, f"tool {call.name!r} is not registered in this worker", True, attempt
+            )
             return
         key = AssignmentKey(
             session_id=state.session_id,
@@ -275,8 +395,12 @@ class RunLoop:
                 attempt=attempt,
             ),
         )
-        await self.executor.dispatch(assignment, signal=self.signal)
-        outcome = await self.executor.outcome(key)
+        self._in_flight[call.tool_call_id] = key
+        try:
+            await self.executor.dispatch(assignment, signal=self.signal)
+            outcome = await self.executor.outcome(key)
+        finally:
+            self._in_flight.pop(call.tool_call_id, None)
         _crash.point("after_tool_effect", call.name)
         settled = tool_result_of(outcome)
         if settled is None:
@@ -285,22 +409,21 @@ class RunLoop:
                 # next plan reconciles it or asks a person, exactly as after a crash.
                 return
             settled = (f"the executor lost this call ({outcome.kind}); try again", True)
+        if outcome.kind == "cancelled":
+            return  # the cancel path writes one result for every open call
         await self._record(call, settled[0], settled[1], attempt)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
-        await self.s.append(
-            [
-                ToolResultRecorded(
-                    turn_index=call.turn_index,
-                    tool_call_id=call.tool_call_id,
-                    name=call.name,
-                    content=content,
-                    is_error=is_error,
-                    source="executed",
-                    attempt=attempt,
-                )
-            ]
+        result = ToolResultRecorded(
+            turn_index=call.turn_index,
+            tool_call_id=call.tool_call_id,
+            name=call.name,
+            content=content,
+            is_error=is_error,
+            source="executed",
+            attempt=attempt,
         )
+        await self.s.append([result])
         _crash.point("after_result_commit", call.name)
 
     async def _reconcile(self, call: CallState) -> None:
@@ -320,6 +443,9 @@ class RunLoop:
             verdict = "not_done"
         else:
             verdict = "unknown"
+        token, deadline = secrets.token_urlsafe(16), self._deadline()
         await self.s.append(
-            reconcile_events(self.s.state, call, verdict, content, secrets.token_urlsafe(16))
+            lambda st: reconcile_events(
+                st, st.calls[call.tool_call_id], verdict, content, token, deadline
+            )
         )

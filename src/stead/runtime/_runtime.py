@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import os
 import secrets
 import socket
@@ -20,19 +22,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stead import _crash
 from stead._signal import AbortSignal
-from stead.core.decide import cancel_events, decision_events
-from stead.core.events import Decision, Event, RunCreated, RunRecovered, RunRequeued
+from stead.core.builders import cancel_events, decision_events, timeout_events
+from stead.core.events import (
+    Decision,
+    Event,
+    RunCancelRequested,
+    RunCreated,
+    RunRecovered,
+    RunRequeued,
+)
 from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
-from stead.errors import Conflict, Fenced, UnknownAgent, UserError
+from stead.errors import ApprovalError, Conflict, Fenced, UnknownAgent, UserError
 from stead.providers import ProgressCallback
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._session import RunSession
-from stead.store import Claim, Store, StoredEvent, open_store
+from stead.store import Claim, RunRecord, Store, StoredEvent, open_store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +113,17 @@ class RunView:
         )
 
 
+def _timeouts(now: float, state: RunState) -> list[Event]:
+    return timeout_events(state, now)
+
+
+def _with(state: RunState, event: Event) -> RunState:
+    """``state`` with ``event`` applied, leaving ``state`` untouched."""
+    probe = state.copy()
+    apply(probe, event)
+    return probe
+
+
 def _owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -152,8 +173,11 @@ class Runtime:
         self.snapshot_every = snapshot_every
         self.on_progress = on_progress
         self.backoff = backoff or Backoff()
+        self.watch_interval = 0.2
         self._executor_factory = executor_factory or (
-            lambda agent, progress: InProcessExecutor(agent.model, agent.registry, progress)
+            lambda agent, progress: InProcessExecutor(
+                agent.model, agent.registry, progress, cancel_grace=agent.limits.cancel_grace
+            )
         )
 
     def register(self, agent: Agent) -> None:
@@ -210,12 +234,16 @@ class Runtime:
         With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
         that lease instead of claiming one; the caller keeps it and releases it.
         """
-        state, snap_seq = await RunSession.load_state(self.store, run_id)
-        if state.status in FINISHED or state.status is RunStatus.AWAITING_APPROVAL:
+        record = await self.store.get_run(run_id)
+        if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:
+            state, _ = await RunSession.load_state(self.store, run_id)
+            if timeout_events(state, self.clock()):
+                state = await self._append_external(
+                    run_id, lambda s: timeout_events(s, self.clock())
+                )
             return RunView.of(state)
-        agent = self._agent_for(state)
+        agent = self._agent_named(record.agent, run_id)
         if claim is None:
-            record = await self.store.get_run(run_id)
             takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
             epoch = await self.store.claim(
                 run_id,
@@ -236,7 +264,7 @@ class Runtime:
                 owner=self.owner,
                 clock=self.clock,
                 tools=agent.registry.specs(),
-                max_turns=agent.limits.max_turns,
+                limits=agent.limits,
                 snapshot_every=self.snapshot_every,
                 snapshot_seq=snap_seq,
             )
@@ -248,13 +276,18 @@ class Runtime:
             signal = AbortSignal()
             executor = self._executor_factory(agent, self.on_progress)
             loop = RunLoop(session, agent, executor, signal, backoff=self.backoff)
-            heart = asyncio.ensure_future(self._heartbeat(session, signal))
+            helpers = [
+                asyncio.ensure_future(self._heartbeat(session, signal)),
+                asyncio.ensure_future(self._watch(session, signal)),
+            ]
             try:
                 await loop.drive()
             finally:
-                heart.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heart
+                for h in helpers:
+                    h.cancel()
+                for h in helpers:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await h
             return RunView.of(session.state)
         finally:
             if claim is None:
@@ -276,6 +309,20 @@ class Runtime:
                 session.fenced = True
                 signal.abort("lease lost: another worker took this run over")
                 return
+
+    async def _watch(self, session: RunSession, signal: AbortSignal) -> None:
+        """Notice, within ``watch_interval``, a cancel request another process appended."""
+        run_id = session.state.run_id
+        seen = session.state.seq
+        while not signal.aborted:
+            last = await self.store.wait_changed(run_id, seen, self.watch_interval)
+            if last <= seen:
+                continue
+            for stored in await self.store.read_events(run_id, after=seen):
+                if isinstance(stored.event, RunCancelRequested):
+                    signal.abort(stored.event.reason or "cancelled")
+                    return
+            seen = last
 
     async def resume(self, run_id: str, reason: str = "resumed") -> RunView:
         """Continue a run: requeue it if it failed, was cancelled or timed out, then drive it.
@@ -303,7 +350,33 @@ class Runtime:
         arguments: Any = None,
         by: str = "",
     ) -> RunView:
-        """Record a person's decision on a pending call (validated; nothing written if not)."""
+        """Record a person's decision on a pending call (validated; nothing written if not).
+
+        Edited ``arguments`` are validated against the tool's schema (this Runtime must know
+        the run's agent for that). A decision after the approval's deadline is refused and the
+        run moves to ``timed_out``. The run is not driven here: call ``run`` (or let a worker
+        pick it up) to continue it.
+        """
+        edited: str | None = None
+        if arguments is not None:
+            state = await self.state(run_id)
+            call = state.calls.get(tool_call_id)
+            tool = self._agent_for(state).registry.get(call.name) if call else None
+            if tool is None:
+                raise ApprovalError(f"no pending call {tool_call_id!r} with a known tool")
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            edited, problem = tool.validate(raw)
+            if problem is not None:
+                raise ApprovalError(f"the edited arguments do not fit the tool: {problem}")
+        now = self.clock()
+        timed_out = await self._append_external(
+            run_id, lambda s: timeout_events(s, now), allow_empty=True
+        )
+        if timed_out.status is RunStatus.TIMED_OUT:
+            raise ApprovalError(
+                f"run {run_id}: the approval deadline passed, so the run timed out; "
+                "`stead resume` asks again"
+            )
         state = await self._append_external(
             run_id,
             lambda s: decision_events(
@@ -314,9 +387,11 @@ class Runtime:
                 by=by,
                 reason=reason,
                 result=result,
-                arguments=arguments,
+                arguments=edited,
+                now=now,
             ),
         )
+        _crash.point("after_approval_commit")
         return RunView.of(state)
 
     async def approve(self, run_id: str, tool_call_id: str, **kw: Any) -> RunView:
@@ -327,20 +402,75 @@ class Runtime:
         """Deny a call; the model reads ``reason`` as an error result."""
         return await self.decide(run_id, tool_call_id, "deny", reason=reason, **kw)
 
-    async def cancel(self, run_id: str, reason: str = "cancelled") -> RunView:
-        """Cancel a run that no live worker is driving (cooperative cancel comes with leases)."""
-        state = await self._append_external(run_id, lambda s: cancel_events(s, reason))
+    async def cancel(self, run_id: str, reason: str = "cancelled", *, by: str = "") -> RunView:
+        """Cancel a run from any process.
+
+        With a live owner, the request is recorded and the owner (which watches for it)
+        aborts the model stream and the tools, gives them ``Limits.cancel_grace`` seconds,
+        closes every open call with a ``cancelled`` result and ends the run. Without one,
+        this process takes the lease (fencing out any zombie) and does that itself.
+        """
+        record = await self.store.get_run(run_id)
+        request = RunCancelRequested(reason=reason, by=by)
+        if self._live_owner(record):
+            state = await self._append_external(run_id, lambda s: [request])
+            _crash.point("after_cancel_commit")
+            return RunView.of(state)
+        takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
+        epoch = await self.store.claim(
+            run_id, owner=self.owner, now=self.clock(), ttl=self.lease_ttl, takeover_from=takeover
+        )
+        try:
+            state = await self._append_external(
+                run_id,
+                lambda s: [request, *cancel_events(_with(s, request), reason)],
+                epoch=epoch,
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                await self.store.release(run_id, owner=self.owner, epoch=epoch)
         return RunView.of(state)
 
+    def _live_owner(self, record: RunRecord) -> bool:
+        return (
+            record.lease_owner is not None
+            and (record.lease_expires_at or 0) > self.clock()
+            and not _dead_local_owner(record.lease_owner)
+        )
+
+    async def expire_approvals(self) -> list[str]:
+        """Move every run whose approval deadline passed to ``timed_out``; returns their ids.
+
+        Waiting runs have no worker; call this periodically (a worker does) so deadlines
+        fire without anyone touching the run.
+        """
+        expired = []
+        for record in await self.store.list_runs(status="awaiting_approval", limit=10_000):
+            state = await self.state(record.run_id)
+            now = self.clock()
+            if timeout_events(state, now):
+                await self._append_external(record.run_id, functools.partial(_timeouts, now))
+                expired.append(record.run_id)
+        return expired
+
     async def _append_external(
-        self, run_id: str, build: Callable[[RunState], list[Event]], attempts: int = 5
+        self,
+        run_id: str,
+        build: Callable[[RunState], list[Event]],
+        attempts: int = 5,
+        *,
+        epoch: int | None = None,
+        allow_empty: bool = False,
     ) -> RunState:
-        """Append from outside the owning worker: read, validate, write at the current epoch;
-        on a concurrent write, read again and re-validate."""
+        """Append from outside the owning worker: read, validate, write at the current epoch
+        (or ``epoch``, when this process holds the lease); on a concurrent write, read again
+        and re-validate."""
         for _ in range(attempts):
             state, _snap = await RunSession.load_state(self.store, run_id)
             record = await self.store.get_run(run_id)
             events = build(state)
+            if not events and allow_empty:
+                return state
             probe = state.copy()
             for e in events:
                 apply(probe, e)
@@ -376,11 +506,14 @@ class Runtime:
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:
-        agent = self.agents.get(state.agent)
+        return self._agent_named(state.agent, state.run_id)
+
+    def _agent_named(self, name: str, run_id: str) -> Agent:
+        agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"
             raise UnknownAgent(
-                f"run {state.run_id} belongs to agent {state.agent!r}, which this Runtime was "
+                f"run {run_id} belongs to agent {name!r}, which this Runtime was "
                 f"not given (it has: {known}); pass agents=[...] to Runtime"
             )
         return agent

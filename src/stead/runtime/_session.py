@@ -5,6 +5,10 @@ is refused before it is written), then written with the expected sequence and th
 epoch (so a stale writer is refused by the store in the same transaction). Anything that goes
 wrong after the state was touched reloads the state from the store: the log is the truth,
 memory is a cache.
+
+Other processes may append to a run its owner is driving (a cancel request, a person's
+decision on one of several calls). The owner then meets a ``Conflict``: it reloads, and if
+what it meant to append still applies to the new state, appends it again.
 """
 
 from __future__ import annotations
@@ -15,8 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from stead.core.decide import ToolSpec, automatic_events, next_step
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
-from stead.errors import Conflict, Fenced, StoreError
+from stead.core.limits import Limits
+from stead.errors import Conflict, Fenced, IllegalTransition, StoreError
 from stead.store import Store
+
+Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
+"""Events to append, or a function building them from the current state (rebuilt after a
+concurrent write)."""
+
+
+class _Stale(Exception):
+    """The log moved on under us; the state was reloaded and the append may be retried."""
 
 
 class RunSession:
@@ -31,9 +44,10 @@ class RunSession:
         owner: str,
         clock: Callable[[], float],
         tools: Mapping[str, ToolSpec],
-        max_turns: int,
+        limits: Limits,
         snapshot_every: int = 256,
         snapshot_seq: int = 0,
+        conflict_retries: int = 8,
     ) -> None:
         self.store = store
         self.state = state
@@ -41,9 +55,10 @@ class RunSession:
         self.owner = owner
         self.clock = clock
         self.tools = tools
-        self.max_turns = max_turns
+        self.limits = limits
         self.snapshot_every = snapshot_every
         self._snapshot_seq = snapshot_seq
+        self._conflict_retries = conflict_retries
         self._lock = asyncio.Lock()
         self.fenced = False
 
@@ -53,8 +68,8 @@ class RunSession:
         loaded = await store.load(run_id)
         if loaded.snapshot is not None:
             try:
-                start = RunState.from_json(loaded.snapshot)
-            except (ValueError, KeyError, TypeError):
+                start: RunState | None = RunState.from_json(loaded.snapshot)
+            except (ValueError, KeyError, TypeError, AttributeError):
                 start = None
             if start is not None and start.seq == loaded.snapshot_seq:
                 for stored in loaded.tail:
@@ -70,47 +85,67 @@ class RunSession:
         """Throw away the in-memory state and fold it again from the store."""
         self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
 
-    async def append(self, events: Sequence[Event], *, automatic: bool = True) -> RunState:
-        """Validate, then durably append ``events`` (plus the automatic bookkeeping they make
-        due, in the same commit). Returns the new state."""
+    async def append(self, events: Batch, *, automatic: bool = True) -> RunState:
+        """Validate, then durably append (plus the automatic bookkeeping the events make due,
+        in the same commit). Returns the new state."""
         async with self._lock:
-            if self.fenced:
-                raise Fenced(f"run {self.state.run_id}: this worker lost its lease")
-            state = self.state
-            before = state.seq
-            batch = list(events)
-            try:
-                for e in batch:
+            for _ in range(self._conflict_retries):
+                try:
+                    return await self._append_once(events, automatic)
+                except _Stale:
+                    # Someone else wrote first and the state is reloaded. Try again: a batch
+                    # that no longer applies is refused by apply(), which is the honest answer.
+                    continue
+            raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
+
+    async def _append_once(self, events: Batch, automatic: bool) -> RunState:
+        if self.fenced:
+            raise Fenced(f"run {self.state.run_id}: this worker lost its lease")
+        state = self.state
+        before = state.seq
+        batch = list(events(state) if callable(events) else events)
+        try:
+            for e in batch:
+                apply(state, e)
+            if automatic:
+                extra = automatic_events(state, next_step(state, self.tools, self.limits))
+                for e in extra:
                     apply(state, e)
-                if automatic:
-                    extra = automatic_events(state, next_step(state, self.tools, self.max_turns))
-                    for e in extra:
-                        apply(state, e)
-                    batch.extend(extra)
-            except BaseException:
-                await self.reload()
-                raise
-            snapshot = None
-            if state.seq - self._snapshot_seq >= self.snapshot_every:
-                snapshot = (state.seq, state.to_json())
-            assert state.status is not None
-            try:
-                await self.store.append(
-                    state.run_id,
-                    batch,
-                    expected_seq=before,
-                    epoch=self.epoch,
-                    status=state.status.value,
-                    now=self.clock(),
-                    snapshot=snapshot,
-                )
-            except Fenced:
-                self.fenced = True
-                await self.reload()
-                raise
-            except (Conflict, StoreError):
-                await self.reload()
-                raise
-            if snapshot is not None:
-                self._snapshot_seq = snapshot[0]
+                batch.extend(extra)
+        except (IllegalTransition, Conflict, ValueError):
+            await self.reload()
+            raise
+        if not batch:
             return state
+        snapshot = None
+        if state.seq - self._snapshot_seq >= self.snapshot_every:
+            snapshot = (state.seq, state.to_json())
+        assert state.status is not None
+        try:
+            await self.store.append(
+                state.run_id,
+                batch,
+                expected_seq=before,
+                epoch=self.epoch,
+                status=state.status.value,
+                now=self.clock(),
+                snapshot=snapshot,
+            )
+        except Fenced:
+            self.fenced = True
+            await self.reload()
+            raise
+        except Conflict as exc:
+            await self.reload()
+            if self.state.seq != before:
+                raise _Stale() from exc
+            raise
+        except StoreError:
+            await self.reload()
+            raise
+        except BaseException:
+            await asyncio.shield(self.reload())
+            raise
+        if snapshot is not None:
+            self._snapshot_seq = snapshot[0]
+        return state

@@ -22,6 +22,9 @@ that was in flight by its effect class (rerun, rerun with the same idempotency k
 reconcile / ask a person). A worker that wakes up after that (SIGSTOP, a long GC pause) is
 refused every write: its epoch is stale.
 
+Runs waiting on a person have no owner; every ``approval_sweep`` seconds a worker moves the
+ones whose approval deadline passed to ``timed_out``.
+
 Stopping (``stop()``; ``serve`` wires SIGTERM and SIGINT to it): claim nothing more, let the
 runs in hand finish for up to ``grace`` seconds, then cancel the rest and release their
 leases so another worker continues them at once instead of after the lease lapses. A second
@@ -40,7 +43,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from stead.errors import Conflict, Fenced, StoreError
+from stead.errors import Conflict, Fenced, SteadError, StoreError
 from stead.runtime._agent import Agent
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
@@ -60,6 +63,7 @@ class Worker:
         lease_ttl: float = 30.0,
         poll_interval: float = 1.0,
         grace: float = 30.0,
+        approval_sweep: float = 10.0,
         clock: Callable[[], float] = time.time,
         **runtime_options: Any,
     ) -> None:
@@ -75,7 +79,10 @@ class Worker:
         self.lease_ttl = lease_ttl
         self.poll_interval = poll_interval
         self.grace = grace
+        self.approval_sweep = approval_sweep
+        """Seconds between sweeps that time out runs whose approval deadline passed."""
         self.clock = clock
+        self._next_sweep = 0.0
         self.stats: Counter[str] = Counter()
         """Claims and how each driven run ended (completed, awaiting_approval, fenced, ...)."""
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -136,6 +143,7 @@ class Worker:
                         self._start(c)
                     if claims and len(claims) < free:
                         continue  # perhaps more arrived meanwhile; an empty claim ends this
+                await self._expire_approvals()
                 await self._idle(full=len(self._active) >= self.concurrency)
         finally:
             await self._shutdown()
@@ -153,6 +161,21 @@ class Worker:
             for w in waits:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _expire_approvals(self) -> None:
+        """Time out runs waiting on a person past their deadline: nobody drives those."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.approval_sweep
+        try:
+            expired = await self.runtime.expire_approvals()
+        except SteadError as exc:
+            log.warning("expiring approvals failed (retrying later): %s", exc)
+            return
+        if expired:
+            self.stats["approvals_expired"] += len(expired)
+            log.info("timed out %d runs whose approval deadline passed", len(expired))
 
     async def _wait_claimable(self) -> None:
         try:

@@ -170,16 +170,13 @@ class Store(Protocol):
         """
         ...
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
-        """Wait until the run's log is past ``after_seq`` or ``timeout`` seconds pass; return
-        the run's last sequence as re-read from the store (``after_seq`` or less on timeout).
-
-        A change notice, where the backend has them, only wakes the waiter; the store is also
-        polled, so a lost notice costs at most one poll interval.
-        """
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        """Wait until the run's log grows past ``after_seq`` or ``timeout`` passes; return its
+        last sequence. A wake-up, not a message: callers re-read the log. (SQLite polls;
+        PostgreSQL can LISTEN and poll, so a missed notice delays nothing past the poll.)"""
         ...
 
-    async def wait_claimable(self, timeout: float) -> None:
+    async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
         """Sleep until a run may have become claimable (created, requeued, released, decided)
         or ``timeout`` seconds pass. A hint only: callers then ``claim_next``."""
         ...
@@ -211,10 +208,10 @@ def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
     )
 
 
-def decode_row(run_id: str, seq: int, kind: str, version: int, data: str) -> Event:
+def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:
     """Decode one row or raise ``CorruptEvent`` naming the run and sequence."""
     try:
-        parsed = json.loads(data)
+        parsed = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except (ValueError, TypeError) as exc:
         raise CorruptEvent(run_id, seq, f"data is not JSON ({exc})") from exc
     try:

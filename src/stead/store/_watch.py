@@ -81,7 +81,7 @@ class Watcher:
 
     # -- waiting ----------------------------------------------------------------------------
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         """See ``Store.wait_changed``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
@@ -99,8 +99,7 @@ class Watcher:
                 remaining = deadline - loop.time()
                 if seq > after_seq or remaining <= 0:
                     return seq
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(w.wake.wait(), remaining)
+                await _until_set(w.wake, remaining)
         finally:
             waiters = self._waiters.get(run_id)
             if waiters is not None:
@@ -110,7 +109,7 @@ class Watcher:
                     if self._on_unwatch is not None:
                         self._on_unwatch(run_id)
 
-    async def wait_claimable(self, timeout: float) -> None:
+    async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
         """See ``Store.wait_claimable``."""
         if self._claimable_pending:
             self._claimable_pending = False
@@ -118,8 +117,7 @@ class Watcher:
         ev = asyncio.Event()
         self._claimable.add(ev)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), max(0.0, timeout))
+            await _until_set(ev, max(0.0, timeout))
         finally:
             self._claimable.discard(ev)
 
@@ -160,3 +158,13 @@ class Watcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
             self._poller = None
+
+
+async def _until_set(event: asyncio.Event, seconds: float) -> None:
+    """Wait for ``event`` or ``seconds``. Not ``asyncio.wait_for``: on Python 3.11 it loses a
+    cancellation that arrives as the event is set, and a cancelled waiter must stop."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=seconds)
+    finally:
+        waiter.cancel()

@@ -135,6 +135,7 @@ class PostgresStore:
         """Where runs that became claimable are announced (set per schema once connected)."""
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
+        self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -156,8 +157,6 @@ class PostgresStore:
             )
             try:
                 await pool.open(wait=True, timeout=self._timeout)
-                async with pool.connection() as conn:
-                    await self._migrate(conn)
             except (PoolTimeout, psycopg.Error) as exc:
                 await pool.close()
                 raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
@@ -174,41 +173,62 @@ class PostgresStore:
             )
         )
 
-    async def _migrate(self, conn: Conn) -> None:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            cur = await conn.execute("SELECT current_schema()")
-            row = await cur.fetchone()
-            schema = row[0] if row else None
-            if schema is None:
-                raise StoreError(
-                    f"no schema to create stead's tables in at {self.where}: the search_path "
-                    "names no existing schema; create it or fix the URL's options"
+    def _migrate(self) -> None:
+        """Apply missing migrations and learn the schema, on a connection of its own.
+
+        Synchronous, like opening a SQLite file: a store is ready (or has failed with a
+        ``StoreError`` naming the server) once constructed. Concurrent openers queue on an
+        advisory lock, so exactly one applies each migration.
+        """
+        try:
+            with (
+                psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, int(self._timeout))
+                ) as conn,
+                conn.transaction(),
+            ):
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                row = conn.execute("SELECT current_schema()").fetchone()
+                schema = row[0] if row else None
+                if schema is None:
+                    raise StoreError(
+                        f"no schema to create stead's tables in at {self.where}: the "
+                        "search_path names no existing schema; create it or fix the URL"
+                    )
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
                 )
-            self._schema = schema
-            self.claimable_channel = _channel(schema, "")
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
-            )
-            cur = await conn.execute("SELECT version FROM schema_migrations")
-            done = {r[0] for r in await cur.fetchall()}
-            for version, name, text in migrations("postgres"):
-                if version in done:
-                    continue
-                for statement in _statements(text):
-                    await conn.execute(statement.encode())
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (version, name),
-                )
+                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+                for version, name, text in migrations("postgres"):
+                    if version in done:
+                        continue
+                    for statement in _statements(text):
+                        conn.execute(statement.encode())
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (version, name),
+                    )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
+        self._schema = schema
+        self.claimable_channel = _channel(schema, "")
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
-        """A pooled connection; psycopg and pool failures become ``StoreError``."""
+        """A pooled connection; psycopg and pool failures become ``StoreError``.
+
+        On Python 3.11 the pool waits for a free connection with ``asyncio.wait_for``, which
+        drops a cancellation that arrives as a connection frees up. A task cancelled while
+        it waited here must still stop, so the lost cancellation is raised again.
+        """
         pool = await self._ensure()
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         try:
             async with pool.connection() as conn:
+                if task is not None and task.cancelling() > cancels:
+                    raise asyncio.CancelledError
                 yield conn
         except PoolTimeout as exc:
             raise StoreError(
@@ -217,6 +237,8 @@ class PostgresStore:
             ) from exc
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
+        if task is not None and task.cancelling() > cancels:
+            raise asyncio.CancelledError
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -345,7 +367,7 @@ class PostgresStore:
                     snap_seq = snap[0]
                 except ValueError:
                     snapshot, snap_seq = None, 0  # a snapshot is a cache: fold instead
-            tail = await self._events(conn, run_id, snap_seq)
+            tail = await self._events(conn, run_id, snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
     async def _row(self, conn: Conn, run_id: str) -> RunRecord:
@@ -355,7 +377,9 @@ class PostgresStore:
             raise RunNotFound(run_id)
         return _record(row)
 
-    async def _events(self, conn: Conn, run_id: str, after: int) -> list[StoredEvent]:
+    async def _events(
+        self, conn: Conn, run_id: str, after: int, last_seq: int
+    ) -> list[StoredEvent]:
         cur = await conn.execute(
             "SELECT seq, kind, version, data, created_at FROM events "
             "WHERE run_id = %s AND seq > %s ORDER BY seq",
@@ -372,14 +396,18 @@ class PostgresStore:
                     seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
                 )
             )
+        if expected < last_seq:
+            raise StoreError(
+                f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
+                f"events {expected + 1}..{last_seq} are missing"
+            )
         return out
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
-        async with self._conn() as conn:
-            events = await self._events(conn, run_id, after)
-            if not events:
-                await self._row(conn, run_id)
-            return events
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            record = await self._row(conn, run_id)
+            return await self._events(conn, run_id, after, record.last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
         async with self._conn() as conn:
@@ -486,6 +514,21 @@ class PostgresStore:
             for r in rows
         ]
 
+    def payload_bytes(self, run_id: str) -> int:
+        """Bytes of event data plus snapshot state stored for one run, as stored (after
+        PostgreSQL's own compression of large values)."""
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events "
+                    "WHERE run_id = %(run)s) + (SELECT COALESCE(SUM(pg_column_size(state)), 0) "
+                    "FROM snapshots WHERE run_id = %(run)s)",
+                    {"run": run_id},
+                ).fetchone()
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
+        return int(row[0]) if row else 0
+
     # -- notices and waiting ----------------------------------------------------------------
 
     @property
@@ -497,12 +540,10 @@ class PostgresStore:
         """The channel a run's appends are announced on."""
         return _channel(self._schema, f"run:{run_id}")
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
-        await self._ensure()  # the channel names depend on the schema
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         return await self._watch.wait_changed(run_id, after_seq, timeout)
 
-    async def wait_claimable(self, timeout: float) -> None:
-        await self._ensure()
+    async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
         self._listener.want(self.claimable_channel)
         await self._watch.wait_claimable(timeout)
 

@@ -11,11 +11,14 @@ handing it to a thread, and SQLite serialises writers anyway.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
@@ -33,7 +36,6 @@ from stead.store._base import (
     dumps,
     event_row,
 )
-from stead.store._watch import Watcher
 
 _RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -71,13 +73,10 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 class SQLiteStore:
     """``Store`` on a SQLite file."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        busy_timeout: float = 30.0,
-        poll_interval: float = 0.25,
-    ) -> None:
+    poll_interval: float = 0.05
+    """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.fspath(path)
         if self.path == ":memory:":
             raise StoreError("stead needs a file (several processes share it), not :memory:")
@@ -85,29 +84,38 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
+            self._db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
-        # No notices cross processes here: waiters in other processes poll (cheap on a file).
-        self._watch = Watcher(self._read_seqs, poll_interval=poll_interval)
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding SQLite's write lock from the start."""
+    def _write(self, *, fsync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding SQLite's write lock from the start.
+
+        ``fsync=False`` commits without syncing the WAL (``synchronous=NORMAL``): for lease
+        bookkeeping only. It is visible to every process at once, and durable by the next
+        event commit, which syncs the WAL and with it every frame before it; an event written
+        under a new epoch therefore implies the claim that made the epoch is on disk too.
+        """
         with self._lock:
             db = self._db
+            if not fsync:
+                db.execute("PRAGMA synchronous=NORMAL")
             try:
                 db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot start a write on {self.path!r}: {exc}") from exc
             try:
                 yield db
+            except sqlite3.Error as exc:
+                db.execute("ROLLBACK")
+                raise StoreError(f"write failed on {self.path!r}: {exc}") from exc
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -116,6 +124,9 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 db.execute("ROLLBACK")
                 raise StoreError(f"commit failed on {self.path!r}: {exc}") from exc
+            finally:
+                if not fsync:
+                    db.execute("PRAGMA synchronous=FULL")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -169,7 +180,6 @@ class SQLiteStore:
                 "data, created_at) VALUES (?, 1, ?, ?, ?, ?, ?, ?)",
                 (event.run_id, kind, version, turn, call, data, now),
             )
-        self._watch.claimable()
 
     async def append(
         self,
@@ -185,76 +195,84 @@ class SQLiteStore:
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
+        seq = expected_seq + len(rows)
         with self._write() as db:
+            # The epoch and sequence checks and the write they guard are one statement in
+            # the write transaction: a stale owner or a stale sequence changes nothing.
             cur = db.execute(
-                "SELECT last_seq, epoch, lease_owner FROM runs WHERE run_id = ?", (run_id,)
+                "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
+                "WHERE run_id = ? AND epoch = ? AND last_seq = ?",
+                (seq, status, now, run_id, epoch, expected_seq),
             )
-            found = cur.fetchone()
-            if found is None:
-                raise RunNotFound(run_id)
-            last_seq, current_epoch, lease_owner = found
-            if current_epoch != epoch:
-                raise Fenced(
-                    f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
-                    f"{current_epoch} (another worker took it over)"
-                )
-            if last_seq != expected_seq:
-                raise Conflict(
-                    f"run {run_id}: expected to append after seq {expected_seq}, but the log "
-                    f"is at {last_seq}; reload and decide again"
-                )
-            seq = expected_seq
+            if cur.rowcount != 1:
+                self._refusal(db, run_id, epoch, expected_seq)
             try:
-                for kind, version, turn, call, data in rows:
-                    seq += 1
-                    db.execute(
-                        "INSERT INTO events (run_id, seq, kind, version, turn_index, "
-                        "tool_call_id, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (run_id, seq, kind, version, turn, call, data, now),
-                    )
+                db.executemany(
+                    "INSERT INTO events (run_id, seq, kind, version, turn_index, "
+                    "tool_call_id, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, expected_seq + i, kind, version, turn, call, data, now)
+                        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+                    ],
+                )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(
                     f"run {run_id}: a result for this tool call is already recorded ({exc})"
                 ) from exc
-            db.execute(
-                "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? WHERE run_id = ?",
-                (seq, status, now, run_id),
-            )
             if snapshot is not None:
                 snap_seq, state = snapshot
                 db.execute(
                     "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
                     "version = excluded.version, state = excluded.state",
-                    (run_id, snap_seq, int(state.get("v", 0)), dumps(state)),
+                    (run_id, snap_seq, int(state.get("v", 0)), _pack(state)),
                 )
             if any(k == "tool_result_recorded" for k, *_ in rows):
                 _crash.point("before_result_commit", _tool_of(events))
-        self._watch.changed(run_id)
-        if lease_owner is None and status in CLAIMABLE:
-            self._watch.claimable()
         return seq
+
+    def _refusal(self, db: sqlite3.Connection, run_id: str, epoch: int, expected: int) -> None:
+        """Say why a guarded append changed nothing (the transaction rolls back)."""
+        found = db.execute(
+            "SELECT last_seq, epoch FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if found is None:
+            raise RunNotFound(run_id)
+        last_seq, current_epoch = found
+        if current_epoch != epoch:
+            raise Fenced(
+                f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
+                f"{current_epoch} (another worker took it over)"
+            )
+        raise Conflict(
+            f"run {run_id}: expected to append after seq {expected}, but the log is at "
+            f"{last_seq}; reload and decide again"
+        )
 
     async def load(self, run_id: str) -> Loaded:
         with self._read() as db:
             record = self._row(db, run_id)
             snap = db.execute(
-                "SELECT seq, state FROM snapshots WHERE run_id = ?", (run_id,)
+                "SELECT seq, CAST(state AS BLOB) FROM snapshots WHERE run_id = ?", (run_id,)
             ).fetchone()
             snapshot: dict[str, Any] | None = None
             snap_seq = 0
             if snap is not None:
+                # A snapshot is a cache: anything unreadable means "fold the log instead".
                 try:
-                    snapshot = json.loads(snap[1])
-                    snap_seq = snap[0]
-                except ValueError:
-                    snapshot, snap_seq = None, 0  # a snapshot is a cache: fold instead
-            tail = self._events(db, run_id, snap_seq)
+                    parsed = _unpack(bytes(snap[1]))
+                except (ValueError, TypeError, zlib.error):
+                    parsed = None
+                if isinstance(parsed, dict) and isinstance(snap[0], int):
+                    snapshot, snap_seq = parsed, snap[0]
+            tail = self._events(db, run_id, snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
-    def _events(self, db: sqlite3.Connection, run_id: str, after: int) -> list[StoredEvent]:
+    def _events(
+        self, db: sqlite3.Connection, run_id: str, after: int, last_seq: int
+    ) -> list[StoredEvent]:
         rows = db.execute(
-            "SELECT seq, kind, version, data, created_at FROM events "
+            "SELECT seq, kind, version, CAST(data AS BLOB), created_at FROM events "
             "WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
         ).fetchall()
@@ -269,16 +287,24 @@ class SQLiteStore:
                     seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
                 )
             )
+        if expected < last_seq:
+            raise StoreError(
+                f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
+                f"events {expected + 1}..{last_seq} are missing"
+            )
         return out
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         with self._read() as db:
-            self._row(db, run_id)
-            return self._events(db, run_id, after)
+            record = self._row(db, run_id)
+            return self._events(db, run_id, after, record.last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        with self._read() as db:
-            return self._row(db, run_id)
+        with self._lock:
+            try:
+                return self._row(self._db, run_id)
+            except sqlite3.Error as exc:
+                raise StoreError(f"read failed on {self.path!r}: {exc}") from exc
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self._read() as db:
@@ -297,7 +323,7 @@ class SQLiteStore:
     async def claim(
         self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
     ) -> int:
-        with self._write() as db:
+        with self._write(fsync=False) as db:
             rec = self._row(db, run_id)
             live = rec.lease_owner is not None and (rec.lease_expires_at or 0) > now
             if live and rec.lease_owner != owner and rec.lease_owner != takeover_from:
@@ -313,7 +339,7 @@ class SQLiteStore:
         return epoch
 
     async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
-        with self._write() as db:
+        with self._write(fsync=False) as db:
             cur = db.execute(
                 "UPDATE runs SET lease_expires_at = ? "
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
@@ -324,14 +350,12 @@ class SQLiteStore:
                 raise Fenced(f"run {run_id}: lease of {owner} at epoch {epoch} was taken over")
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
-        with self._write() as db:
-            cur = db.execute(
+        with self._write(fsync=False) as db:
+            db.execute(
                 "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
                 "WHERE run_id = ? AND epoch = ? AND lease_owner = ?",
                 (run_id, epoch, owner),
             )
-        if cur.rowcount:
-            self._watch.claimable()
 
     async def claim_next(
         self,
@@ -347,8 +371,9 @@ class SQLiteStore:
         by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
         claimable = ", ".join(f"'{s}'" for s in CLAIMABLE)
         # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
-        # other process can claim (or append to) these rows in between.
-        with self._write() as db:
+        # other process can claim (or append to) these rows in between. No fsync, as for
+        # ``claim``: the first event under the new epoch makes the claim durable with it.
+        with self._write(fsync=False) as db:
             rows = db.execute(
                 "SELECT run_id, agent, status, epoch, lease_owner FROM runs "
                 f"WHERE status IN ({claimable}) "
@@ -374,27 +399,25 @@ class SQLiteStore:
                 )
         return claims
 
-    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:
-        return await self._watch.wait_changed(run_id, after_seq, timeout)
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+            if row is None:
+                raise RunNotFound(run_id)
+            if row[0] > after_seq or loop.time() >= deadline:
+                return int(row[0])
+            await asyncio.sleep(min(self.poll_interval, max(0.0, deadline - loop.time())))
 
-    async def wait_claimable(self, timeout: float) -> None:
-        await self._watch.wait_claimable(timeout)
-
-    async def _read_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        with self._read() as db:
-            for i in range(0, len(run_ids), 500):
-                chunk = run_ids[i : i + 500]
-                rows = db.execute(
-                    "SELECT run_id, last_seq FROM runs "
-                    f"WHERE run_id IN ({', '.join('?' * len(chunk))})",
-                    tuple(chunk),
-                ).fetchall()
-                out.update((r[0], r[1]) for r in rows)
-        return out
+    async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
+        # No notices cross processes on SQLite: a worker polls ``claim_next`` at its pace.
+        await asyncio.sleep(max(0.0, timeout))
 
     async def close(self) -> None:
-        await self._watch.close()
         with self._lock:
             self._db.close()
 
@@ -413,6 +436,40 @@ class SQLiteStore:
                 (run_id,),
             ).fetchone()[0]
         return int(ev) + int(sn)
+
+
+def _pack(state: dict[str, Any]) -> bytes:
+    """A snapshot row: zlib-compressed JSON.
+
+    A snapshot holds the whole conversation, which the log already holds once; compressing
+    the copy (and so the pages each rewrite frees) keeps a run's size close to its content.
+    """
+    return zlib.compress(dumps(state).encode("utf-8"), 1)
+
+
+def _unpack(data: bytes) -> Any:
+    if data[:1] == b"{":  # plain JSON (written by hand, or by an older stead)
+        return json.loads(data.decode("utf-8"))
+    return json.loads(zlib.decompress(data).decode("utf-8"))
+
+
+def _retry_busy(action: Callable[[], object], timeout: float) -> None:
+    """Run ``action``, retrying while SQLite reports the database busy.
+
+    Switching a brand-new file to WAL does not honour ``busy_timeout`` when another process
+    is creating the same store at that moment, so this waits by hand.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _tool_of(events: Sequence[Event]) -> str | None:

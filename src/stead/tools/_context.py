@@ -8,9 +8,12 @@ notices that its run was cancelled.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stead._signal import AbortSignal
+from stead.tools._subprocess import run_subprocess, run_subprocess_sync
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +37,37 @@ class ToolContext:
     """Set when the run is cancelled. Async handlers can await ``signal.wait()``; sync ones
     (run in a worker thread, which cannot be interrupted) should poll ``aborted``."""
 
+    cancel_grace: float = 5.0
+    """Seconds a cancelled tool's subprocesses get between SIGTERM and SIGKILL."""
+
     @property
     def aborted(self) -> bool:
         """True once the run was cancelled: stop soon and raise or return."""
         return self.signal.aborted
+
+    async def run_subprocess(
+        self,
+        args: Sequence[str],
+        *,
+        input: bytes | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a child process in its own process group. If the run is cancelled, the group
+        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``RunCancelled``."""
+        return await run_subprocess(
+            args, abort=self.signal, grace=self.cancel_grace, input=input, cwd=cwd, env=env
+        )
+
+    def run_subprocess_sync(
+        self,
+        args: Sequence[str],
+        *,
+        input: bytes | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """``run_subprocess`` for sync handlers (they run in a worker thread)."""
+        return run_subprocess_sync(
+            args, abort=self.signal, grace=self.cancel_grace, input=input, cwd=cwd, env=env
+        )

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from stead.core.decide import CallVerdict, ToolSpec
+from stead.core.builders import CallVerdict
+from stead.core.decide import ToolSpec
 from stead.core.messages import ToolCall, ToolSchema
 from stead.errors import UserError
 from stead.tools._tool import Tool

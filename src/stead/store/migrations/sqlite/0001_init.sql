@@ -35,5 +35,5 @@ CREATE TABLE snapshots (
     run_id  TEXT PRIMARY KEY,
     seq     INTEGER NOT NULL,
     version INTEGER NOT NULL,
-    state   TEXT NOT NULL
+    state   BLOB NOT NULL  -- zlib-compressed JSON of the folded state
 );

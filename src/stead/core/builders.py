@@ -1,0 +1,454 @@
+"""Event builders: turn an answer into the events to append, validated against the state.
+
+An answer is a model reply, a reconcile verdict, a person's decision, a cancel, or the passing
+of a deadline. Each builder is pure (tokens and times are passed in) and refuses what does not
+fit the state before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stead.core.canonical import canonical_json, effect_id, idempotency_key
+from stead.core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageRecorded,
+    Decision,
+    EffectClass,
+    Event,
+    LoopDetected,
+    ResultSource,
+    RunCancelled,
+    RunTimedOut,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolOutcomeUnknown,
+    ToolReconciled,
+    ToolResultRecorded,
+)
+from stead.core.fold import CallState, RunState, call_digest
+from stead.core.limits import Limits
+from stead.core.messages import AssistantMessage, Usage
+from stead.core.states import RunStatus
+from stead.errors import ApprovalError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallVerdict:
+    """The runtime's validation of one requested call, before any intent is written."""
+
+    tool_call_id: str
+    """The call."""
+    arguments: str
+    """Canonical JSON when valid; the raw text otherwise."""
+    effect_class: EffectClass | None
+    """The tool's class, None when unknown."""
+    rejection: str | None
+    """None when the call may run; otherwise the error the model will read."""
+    needs_approval: bool = False
+    """The tool's policy asks a person before this call runs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Consent:
+    """How to ask a person for consent: a token per call and an optional deadline."""
+
+    tokens: Mapping[str, str]
+    """Single-use token per tool call id."""
+    deadline: float | None = None
+    """When the run times out without a decision."""
+
+
+def _result(
+    call_turn: int,
+    call_id: str,
+    name: str,
+    content: str,
+    *,
+    is_error: bool,
+    source: ResultSource,
+    attempt: int,
+) -> ToolResultRecorded:
+    return ToolResultRecorded(
+        turn_index=call_turn,
+        tool_call_id=call_id,
+        name=name,
+        content=content,
+        is_error=is_error,
+        source=source,
+        attempt=attempt,
+    )
+
+
+def reply_events(
+    state: RunState,
+    turn_index: int,
+    message: AssistantMessage,
+    usage: Usage,
+    model: str,
+    verdicts: Mapping[str, CallVerdict],
+    limits: Limits | None = None,
+    consent: Consent | None = None,
+) -> list[Event]:
+    """The write-ahead intent of one reply, all to be appended in one transaction.
+
+    The message; one request per call; then, for each call that may not run, its error
+    result: refused by validation, beyond ``max_tool_calls_per_turn``, asked for in the final
+    turn, or the ``repeat_threshold``-th identical call in a row (with a ``loop_detected``
+    event); and a consent request for each remaining call whose tool's policy asks a person.
+    """
+    limits = limits or Limits()
+    events: list[Event] = [
+        AssistantMessageRecorded(turn_index=turn_index, message=message, usage=usage, model=model)
+    ]
+    refused: list[Event] = []
+    asks: list[Event] = []
+    recent = list(state.recent_calls)
+    final = turn_index >= limits.max_turns - 1
+    for i, call in enumerate(message.tool_calls):
+        v = verdicts[call.id]
+        digest = call_digest(call.name, v.arguments)
+        repeats = 1
+        for prior in reversed(recent):
+            if prior != digest:
+                break
+            repeats += 1
+        recent.append(digest)
+        source: ResultSource = "rejected"
+        rejection = v.rejection
+        if rejection is None and final:
+            rejection, source = (
+                (
+                    f"not run: the run reached its limit of {limits.max_turns} turns and tools are "
+                    "no longer available; answer with what you have"
+                ),
+                "limit",
+            )
+        elif rejection is None and i >= limits.max_tool_calls_per_turn:
+            rejection, source = (
+                (
+                    f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured "
+                    "per turn; ask for the rest in your next turn"
+                ),
+                "limit",
+            )
+        elif rejection is None and repeats >= limits.repeat_threshold:
+            rejection, source = (
+                (
+                    f"not run: this is the same call ({call.name} with the same arguments) "
+                    f"{repeats} times in a row, which looks like a loop. It will not produce a "
+                    "different result; try a different strategy or different arguments."
+                ),
+                "loop",
+            )
+            refused.append(
+                LoopDetected(
+                    turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
+                )
+            )
+        needs = rejection is None and v.needs_approval
+        events.append(
+            ToolCallRequested(
+                turn_index=turn_index,
+                tool_call_id=call.id,
+                name=call.name,
+                arguments=v.arguments,
+                effect_class=v.effect_class,
+                idempotency_key=idempotency_key(state.run_id, call.id),
+                rejection=rejection,
+                requires_approval=needs,
+            )
+        )
+        if rejection is not None:
+            refused.append(
+                _result(
+                    turn_index,
+                    call.id,
+                    call.name,
+                    rejection,
+                    is_error=True,
+                    source=source,
+                    attempt=0,
+                )
+            )
+        elif needs:
+            if consent is None or call.id not in consent.tokens:
+                raise ValueError(f"call {call.id} needs consent but no token was given")
+            asks.append(
+                _consent_request(
+                    turn_index,
+                    call.id,
+                    call.name,
+                    v.arguments,
+                    consent.tokens[call.id],
+                    consent.deadline,
+                )
+            )
+    return events + refused + asks
+
+
+def _consent_request(
+    turn_index: int, call_id: str, name: str, arguments: str, token: str, deadline: float | None
+) -> ApprovalRequested:
+    return ApprovalRequested(
+        turn_index=turn_index,
+        tool_call_id=call_id,
+        reason="policy",
+        payload={
+            "tool": name,
+            "arguments": _loads_or_raw(arguments),
+            "question": "May this call run? approve, approve with edited arguments, or deny "
+            "with a reason the model will read.",
+        },
+        token=token,
+        deadline=deadline,
+    )
+
+
+def consent_events(call: CallState, token: str, deadline: float | None) -> list[Event]:
+    """Ask (again) for consent to run a gated call, e.g. after a timeout and a resume."""
+    return [
+        _consent_request(
+            call.turn_index, call.tool_call_id, call.name, call.arguments, token, deadline
+        )
+    ]
+
+
+def started_event(state: RunState, call: CallState, attempt: int) -> ToolCallStarted:
+    """Record that a handler is about to run."""
+    return ToolCallStarted(
+        turn_index=call.turn_index,
+        tool_call_id=call.tool_call_id,
+        attempt=attempt,
+        effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
+    )
+
+
+def needs_start_record(call: CallState) -> bool:
+    """Only non_idempotent calls pay for a durable ``tool_call_started``.
+
+    For them it separates "never ran" (safe to run) from "may have run" (reconcile or ask);
+    the other classes are rerun either way, so the extra fsync would buy nothing.
+    """
+    return call.effect_class == "non_idempotent"
+
+
+def ask_human_events(
+    state: RunState, call: CallState, token: str, reason: str, deadline: float | None = None
+) -> list[Event]:
+    """An in-flight call nothing can settle: declare it unknown and wait for a person."""
+    events: list[Event] = []
+    if not call.unknown:
+        events.append(
+            ToolOutcomeUnknown(
+                turn_index=call.turn_index, tool_call_id=call.tool_call_id, reason=reason
+            )
+        )
+    events.append(
+        ApprovalRequested(
+            turn_index=call.turn_index,
+            tool_call_id=call.tool_call_id,
+            reason="outcome_unknown",
+            payload={
+                "tool": call.name,
+                "arguments": _loads_or_raw(call.arguments),
+                "idempotency_key": call.idempotency_key,
+                "question": "Did this call happen? Answer happened (with its result), "
+                "not_happened (run it) or skip.",
+                "why": reason,
+            },
+            token=token,
+            deadline=deadline,
+        )
+    )
+    return events
+
+
+def reconcile_events(
+    state: RunState,
+    call: CallState,
+    verdict: Literal["done", "not_done", "unknown"],
+    content: str,
+    token: str,
+    deadline: float | None = None,
+) -> list[Event]:
+    """Events for a reconcile function's answer about an in-flight call."""
+    events: list[Event] = [
+        ToolReconciled(turn_index=call.turn_index, tool_call_id=call.tool_call_id, verdict=verdict)
+    ]
+    if verdict == "done":
+        events.append(
+            _result(
+                call.turn_index,
+                call.tool_call_id,
+                call.name,
+                content,
+                is_error=False,
+                source="reconciled",
+                attempt=call.attempts,
+            )
+        )
+    elif verdict == "unknown":
+        events.extend(ask_human_events(state, call, token, "reconcile could not tell", deadline))
+    return events
+
+
+def decision_events(
+    state: RunState,
+    tool_call_id: str,
+    decision: Decision,
+    *,
+    token: str | None = None,
+    by: str = "",
+    reason: str = "",
+    result: str | None = None,
+    arguments: Any = None,
+    now: float | None = None,
+) -> list[Event]:
+    """Validate a person's decision against the pending approval and build its events.
+
+    Raises ``ApprovalError`` (and nothing is written) when there is no such pending approval,
+    the token does not match, the deadline passed, or the decision does not fit the question.
+    ``arguments`` must already be validated against the tool's schema by the caller.
+    """
+    pending = state.approvals.get(tool_call_id)
+    if state.status is not RunStatus.AWAITING_APPROVAL or pending is None:
+        waiting = ", ".join(state.approvals) or "none"
+        raise ApprovalError(
+            f"run {state.run_id} has no pending approval for call {tool_call_id!r} "
+            f"(status {state.status.value if state.status else None}, pending: {waiting}); "
+            "it may already be decided"
+        )
+    if token is not None and token != pending.token:
+        raise ApprovalError("the resume token does not match the pending approval")
+    if now is not None and pending.deadline is not None and now > pending.deadline:
+        raise ApprovalError("the approval's deadline has passed; the run times out instead")
+    call = state.calls[tool_call_id]
+    unknown = pending.reason == "outcome_unknown"
+    allowed = {"happened", "not_happened", "skip"} if unknown else {"approve", "deny"}
+    if decision not in allowed:
+        raise ApprovalError(
+            f"this approval asks {'whether the call happened' if unknown else 'for consent'}; "
+            f"answer one of {sorted(allowed)}, not {decision!r}"
+        )
+    edited: str | None = None
+    if arguments is not None:
+        if decision != "approve":
+            raise ApprovalError("edited arguments only go with approve")
+        try:
+            edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
+        except ValueError as exc:
+            raise ApprovalError(f"edited arguments are not JSON: {exc}") from exc
+    if decision == "deny" and not reason:
+        raise ApprovalError("a denial needs a reason: the model reads it")
+    events: list[Event] = [
+        ApprovalDecided(
+            turn_index=call.turn_index,
+            tool_call_id=tool_call_id,
+            decision=decision,
+            by=by,
+            reason=reason,
+            arguments=edited,
+        )
+    ]
+    if decision == "happened":
+        if result is None:
+            raise ApprovalError("'happened' needs the call's result (what the model should read)")
+        events.append(
+            _result(
+                call.turn_index,
+                tool_call_id,
+                call.name,
+                result,
+                is_error=False,
+                source="approval",
+                attempt=call.attempts,
+            )
+        )
+    elif decision in ("deny", "skip"):
+        text = (
+            f"A person denied this call: {reason}"
+            if decision == "deny"
+            else f"A person chose to skip this call: {reason or 'no reason given'}"
+        )
+        events.append(
+            _result(
+                call.turn_index,
+                tool_call_id,
+                call.name,
+                text,
+                is_error=True,
+                source="approval",
+                attempt=call.attempts,
+            )
+        )
+    return events
+
+
+def cancel_events(state: RunState, reason: str) -> list[Event]:
+    """Cancel a run: a synthetic ``cancelled`` result for every open call, then the end.
+
+    A non_idempotent call that had started may have taken effect; its result says so, so the
+    model (and a person reading the history) does not assume it did not happen. Calls of the
+    reply whose intent was never written are recorded as refused first, so each has exactly
+    one result.
+    """
+    events: list[Event] = []
+    reply = state.last_assistant()
+    for cid in state.unrequested_calls():
+        assert reply is not None
+        call = next(c for c in reply.tool_calls if c.id == cid)
+        text = f"cancelled before it ran: {reason}."
+        events.append(
+            ToolCallRequested(
+                turn_index=state.turn_index,
+                tool_call_id=cid,
+                name=call.name,
+                arguments=call.arguments,
+                effect_class=None,
+                idempotency_key=idempotency_key(state.run_id, cid),
+                rejection=text,
+            )
+        )
+        events.append(
+            _result(
+                state.turn_index, cid, call.name, text, is_error=True, source="cancelled", attempt=0
+            )
+        )
+    for c in state.pending_calls():
+        maybe = " It had started and may or may not have taken effect." if c.in_flight else ""
+        events.append(
+            _result(
+                c.turn_index,
+                c.tool_call_id,
+                c.name,
+                f"cancelled before it finished: {reason}.{maybe}",
+                is_error=True,
+                source="cancelled",
+                attempt=c.attempts,
+            )
+        )
+    events.append(RunCancelled(reason=reason))
+    return events
+
+
+def timeout_events(state: RunState, now: float) -> list[Event]:
+    """``run_timed_out`` when a pending approval's deadline has passed; else nothing."""
+    if state.status is not RunStatus.AWAITING_APPROVAL:
+        return []
+    late = [a for a in state.approvals.values() if a.deadline is not None and a.deadline < now]
+    if not late:
+        return []
+    ids = ", ".join(a.tool_call_id for a in late)
+    return [RunTimedOut(reason=f"no decision on {ids} before the approval deadline")]
+
+
+def _loads_or_raw(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,232 @@
+"""Rows the store cannot read: damaged by hand, behind the store's back, with raw SQL.
+
+An event row that does not decode is a ``CorruptEvent`` naming the run and the sequence (a
+person has to find it); a hole in the log is a ``StoreError``. A snapshot is only a cache:
+a damaged one is ignored and the state is folded from the log instead.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable
+
+import pytest
+from _backends import Backend
+from _builders import T0, fold_log, seeded
+
+from stead.errors import CorruptEvent, StoreError
+from stead.runtime import RunSession
+from stead.store import Store
+
+pytestmark = pytest.mark.timeout(30)
+
+RUN = "run-1"
+SEQ = 4
+"""The assistant message of turn 0 (1 created, 2 started, 3 turn_started, 4 reply...)."""
+
+
+def _data(backend: Backend) -> dict:
+    [(text,)] = backend.sql("SELECT data FROM events WHERE run_id = ? AND seq = ?", RUN, SEQ)
+    return json.loads(text)
+
+
+def _set(backend: Backend, column: str, value: object) -> None:
+    backend.sql(f"UPDATE events SET {column} = ? WHERE run_id = ? AND seq = ?", value, RUN, SEQ)
+
+
+def _without_message(b: Backend) -> None:
+    data = _data(b)
+    del data["message"]
+    _set(b, "data", json.dumps(data))
+
+
+def _mistyped(b: Backend) -> None:
+    _set(b, "data", json.dumps({**_data(b), "turn_index": "zero"}))
+
+
+def _unknown_field(b: Backend) -> None:
+    _set(b, "data", json.dumps({**_data(b), "surprise": 1}))
+
+
+def _bad_tool_calls(b: Backend) -> None:
+    data = _data(b)
+    data["message"]["tool_calls"] = ["not-a-call"]
+    _set(b, "data", json.dumps(data))
+
+
+CORRUPTIONS: dict[str, Callable[[Backend], None]] = {
+    "not_json": lambda b: _set(b, "data", '{"turn_index": 0,'),
+    "json_not_an_object": lambda b: _set(b, "data", "[1, 2]"),
+    "missing_field": _without_message,
+    "mistyped_field": _mistyped,
+    "unknown_field": _unknown_field,
+    "malformed_nested_message": _bad_tool_calls,
+    "unknown_kind": lambda b: _set(b, "kind", "turn_exploded"),
+    "newer_version": lambda b: _set(b, "version", 99),
+}
+
+
+@pytest.mark.parametrize("corrupt", list(CORRUPTIONS))
+async def test_an_undecodable_event_names_its_run_and_seq(
+    store: Store, backend: Backend, corrupt: str
+) -> None:
+    b = await seeded(store, RUN, turns=2)
+    CORRUPTIONS[corrupt](backend)
+
+    for read in (store.load(RUN), store.read_events(RUN), store.read_events(RUN, after=SEQ - 1)):
+        with pytest.raises(CorruptEvent) as caught:
+            await read
+        assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
+        assert f"'{RUN}'" in str(caught.value) and f"seq {SEQ}" in str(caught.value)
+
+    # the damage is contained: the rest of the log still reads
+    after = await store.read_events(RUN, after=SEQ)
+    assert [s.event for s in after] == b.log[SEQ:]
+
+
+async def test_an_event_that_is_not_utf8_names_its_run_and_seq(
+    store: Store, backend: Backend
+) -> None:
+    if backend.name != "sqlite":
+        pytest.skip("only SQLite can hold text that is not UTF-8")
+    await seeded(store, RUN)
+    backend.sql(
+        "UPDATE events SET data = CAST(x'7b22ff223a307d' AS TEXT) WHERE run_id = ? AND seq = ?",
+        RUN,
+        SEQ,
+    )
+    with pytest.raises(CorruptEvent) as caught:
+        await store.read_events(RUN)
+    assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
+
+
+@pytest.mark.parametrize("missing", [1, SEQ])
+async def test_a_hole_in_the_log_is_a_store_error(
+    store: Store, backend: Backend, missing: int
+) -> None:
+    await seeded(store, RUN, turns=2)
+    backend.sql("DELETE FROM events WHERE run_id = ? AND seq = ?", RUN, missing)
+    for read in (store.load(RUN), store.read_events(RUN)):
+        with pytest.raises(StoreError, match=rf"{RUN}.*seq {missing}\b"):
+            await read
+
+
+async def test_a_missing_last_event_is_a_store_error(store: Store, backend: Backend) -> None:
+    b = await seeded(store, RUN)
+    backend.sql("DELETE FROM events WHERE run_id = ? AND seq = ?", RUN, b.written)
+    with pytest.raises(StoreError):
+        await store.read_events(RUN)
+    with pytest.raises(StoreError):
+        await store.load(RUN)
+
+
+# -- snapshots are a cache ---------------------------------------------------------------
+
+
+def _snap(b: Backend) -> dict:
+    """The snapshot's JSON (SQLite stores it zlib-compressed; plain JSON is read too)."""
+    [(raw,)] = b.sql("SELECT state FROM snapshots WHERE run_id = ?", RUN)
+    return json.loads(raw if isinstance(raw, str) else zlib.decompress(raw).decode("utf-8"))
+
+
+def _set_snap(b: Backend, value: object, column: str = "state") -> None:
+    b.sql(f"UPDATE snapshots SET {column} = ? WHERE run_id = ?", value, RUN)
+
+
+def _snap_without(b: Backend) -> None:
+    state = _snap(b)
+    del state["messages"]
+    _set_snap(b, json.dumps(state))
+
+
+def _snap_bad_message(b: Backend) -> None:
+    state = _snap(b)
+    state["messages"][1] = {"role": "robot"}
+    _set_snap(b, json.dumps(state))
+
+
+SNAPSHOT_CORRUPTIONS: dict[str, Callable[[Backend], None]] = {
+    "not_json": lambda b: _set_snap(b, '{"v": 1, "run_id":'),
+    "json_null": lambda b: _set_snap(b, "null"),
+    "other_state_version": lambda b: _set_snap(b, json.dumps({**_snap(b), "v": 999})),
+    "missing_key": _snap_without,
+    "malformed_message": _snap_bad_message,
+    "seq_disagrees": lambda b: _set_snap(b, 3, column="seq"),
+}
+
+SNAPSHOT_BUGS: dict[str, Callable[[Backend], None]] = {
+    "json_array": lambda b: _set_snap(b, "[]"),
+    "mistyped_usage": lambda b: _set_snap(b, json.dumps({**_snap(b), "usage": []})),
+}
+
+_SNAPSHOT_BUG = (
+    "BUG: a snapshot that is valid JSON but not the expected shape raises AttributeError "
+    "out of RunSession.load_state instead of being ignored: RunState.from_json calls .get "
+    "on a list (runtime/_session.py RunSession.load_state catches only ValueError/KeyError/"
+    "TypeError: also catch AttributeError, and have store/sqlite.py SQLiteStore.load drop a "
+    "snapshot that is not a JSON object)"
+)
+
+
+async def _snapshotted_run(store: Store) -> list:
+    """Two turns, a snapshot after the first, one more turn after the snapshot."""
+    b = await seeded(store, RUN, turns=1)
+    b.tool_turn(calls=2)
+    await b.flush(store, now=T0 + 2, snapshot=True)
+    b.tool_turn(calls=1)
+    await b.flush(store, now=T0 + 3)
+    loaded = await store.load(RUN)
+    assert loaded.snapshot_seq > 0 and loaded.tail  # the set-up really uses the snapshot
+    return b.log
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        *SNAPSHOT_CORRUPTIONS,
+        *(n for n in SNAPSHOT_BUGS),
+    ],
+)
+async def test_a_damaged_snapshot_is_ignored_and_the_log_folded(
+    store: Store, backend: Backend, corrupt: str
+) -> None:
+    log = await _snapshotted_run(store)
+    {**SNAPSHOT_CORRUPTIONS, **SNAPSHOT_BUGS}[corrupt](backend)
+
+    state, snapshot_seq = await RunSession.load_state(store, RUN)
+    assert snapshot_seq == 0
+    assert state.to_json() == fold_log(log).to_json()
+
+
+async def test_a_snapshot_that_is_not_utf8_is_ignored(store: Store, backend: Backend) -> None:
+    if backend.name != "sqlite":
+        pytest.skip("only SQLite can hold text that is not UTF-8")
+    log = await _snapshotted_run(store)
+    _set_snap(backend, b"\x7b\x22\xff\x22")
+    backend.sql("UPDATE snapshots SET state = CAST(state AS TEXT) WHERE run_id = ?", RUN)
+    state, _ = await RunSession.load_state(store, RUN)
+    assert state.to_json() == fold_log(log).to_json()
+
+
+# -- foreign exceptions are translated --------------------------------------------------
+
+
+async def test_a_broken_schema_on_the_read_path_is_a_store_error(
+    store: Store, backend: Backend
+) -> None:
+    await _snapshotted_run(store)
+    backend.sql("DROP TABLE snapshots")
+    with pytest.raises(StoreError):
+        await store.load(RUN)
+
+
+async def test_a_broken_schema_on_the_write_path_is_a_store_error(
+    store: Store, backend: Backend
+) -> None:
+    b = await seeded(store, RUN)
+    backend.sql("DROP TABLE snapshots")
+    b.final_turn()
+    with pytest.raises(StoreError):
+        await b.flush(store, snapshot=True)
+    assert (await store.get_run(RUN)).last_seq == b.written  # and nothing was written
