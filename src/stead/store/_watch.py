@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from stead.errors import RunNotFound, StoreError
@@ -57,16 +57,43 @@ class Watcher:
         self._poller: asyncio.Task[None] | None = None
         self._claimable: set[asyncio.Event] = set()
         self._claimable_pending = False
+        self._heard: set[str] = set()
+        """Runs whose every change is being heard (their channel is listened to)."""
+        self._known: dict[str, int] = {}
+        """Last sequence of heard runs, from a read since they were heard and the notices
+        after it: a waiter on a heard run needs no read of its own."""
+
+    def watching(self, run_id: str) -> bool:
+        """Whether anyone waits on ``run_id`` now."""
+        return run_id in self._waiters
 
     # -- notices ----------------------------------------------------------------------------
 
-    def changed(self, run_id: str) -> None:
-        """A notice that ``run_id`` changed: wake its waiters so they re-read."""
+    def changed(self, run_id: str, seq: int | None = None) -> None:
+        """A notice that ``run_id`` changed (to ``seq``, if the notice says): wake its
+        waiters."""
+        if seq is not None and run_id in self._known:
+            self._known[run_id] = max(self._known[run_id], seq)
         for w in self._waiters.get(run_id, ()):
             w.wake.set()
 
+    def heard(self, run_ids: Iterable[str]) -> None:
+        """From now on every change of these runs is noticed: wake their waiters to read
+        once more, and trust that read plus the notices after it."""
+        for run_id in run_ids:
+            self._heard.add(run_id)
+            self.changed(run_id)
+
+    def forget(self, run_id: str) -> None:
+        """Changes of ``run_id`` are no longer noticed."""
+        self._heard.discard(run_id)
+        self._known.pop(run_id, None)
+
     def changed_all(self) -> None:
-        """Notices may have been lost (a reconnect): wake every waiter to re-read."""
+        """Notices may have been lost (a reconnect): trust nothing, wake every waiter to
+        re-read."""
+        self._heard.clear()
+        self._known.clear()
         for waiters in self._waiters.values():
             for w in waiters:
                 w.wake.set()
@@ -95,7 +122,8 @@ class Watcher:
                 w.wake.clear()
                 if w.seen is not None and w.seen > after_seq:
                     return w.seen
-                seq = await self._seq(run_id)
+                known = self._known.get(run_id)
+                seq = known if known is not None else await self._seq(run_id)
                 remaining = deadline - loop.time()
                 if seq > after_seq or remaining <= 0:
                     return seq
@@ -122,10 +150,17 @@ class Watcher:
             self._claimable.discard(ev)
 
     async def _seq(self, run_id: str) -> int:
+        heard = run_id in self._heard
         seqs = await self._read([run_id])
         if run_id not in seqs:
             raise RunNotFound(run_id)
+        self._learn(run_id, seqs[run_id], heard)
         return seqs[run_id]
+
+    def _learn(self, run_id: str, seq: int, heard: bool) -> None:
+        """Remember a read of a run that was heard before the read began (and still is)."""
+        if heard and run_id in self._heard:
+            self._known[run_id] = max(self._known.get(run_id, 0), seq)
 
     # -- the poller -------------------------------------------------------------------------
 
@@ -140,12 +175,14 @@ class Watcher:
             watched = list(self._waiters)
             if not watched:
                 return
+            heard = {r for r in watched if r in self._heard}
             try:
                 seqs = await self._read(watched)
             except StoreError as exc:
                 log.warning("polling run sequences failed (will retry): %s", exc)
                 continue
             for run_id, seq in seqs.items():
+                self._learn(run_id, seq, run_id in heard)
                 for w in self._waiters.get(run_id, ()):
                     if seq > w.after:
                         w.seen = seq

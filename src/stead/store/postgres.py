@@ -63,10 +63,13 @@ from stead.store.sqlite import _statements, _tool_of, migrations
 log = logging.getLogger("stead.store")
 
 _MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
+_LINGER = 5.0
+"""Seconds a run's channel stays listened to after its last waiter left."""
 _RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
     "lease_expires_at, created_at, updated_at"
 )
+_RUN_COLUMNS_R = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
 _CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE)
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -86,6 +89,30 @@ def _record(row: Sequence[Any]) -> RunRecord:
         created_at=row[9],
         updated_at=row[10],
     )
+
+
+def _decode_events(
+    run_id: str, rows: Sequence[Sequence[Any]], after: int, last_seq: int
+) -> list[StoredEvent]:
+    """(seq, kind, version, data, created_at) rows after ``after``, checked for gaps up to
+    ``last_seq`` and decoded (``CorruptEvent`` names the bad one)."""
+    out = []
+    expected = after
+    for seq, kind, version, data, created in rows:
+        expected += 1
+        if seq != expected:
+            raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
+        out.append(
+            StoredEvent(
+                seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
+            )
+        )
+    if expected < last_seq:
+        raise StoreError(
+            f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
+            f"events {expected + 1}..{last_seq} are missing"
+        )
+    return out
 
 
 def _channel(schema: str, key: str) -> str:
@@ -351,23 +378,33 @@ class PostgresStore:
         )
 
     async def load(self, run_id: str) -> Loaded:
-        async with self._conn() as conn, conn.transaction():
-            # One snapshot of the database for the row, the snapshot and the tail.
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            record = await self._row(conn, run_id)
+        async with self._conn() as conn:
+            # The row and its snapshot in one statement (one snapshot of the database); then
+            # the tail up to the row's last_seq, which commits together with its events.
             cur = await conn.execute(
-                "SELECT seq, state FROM snapshots WHERE run_id = %s", (run_id,)
+                f"SELECT {_RUN_COLUMNS_R}, s.seq, s.state FROM runs r "
+                "LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s",
+                (run_id,),
             )
-            snap = await cur.fetchone()
+            row = await cur.fetchone()
+            if row is None:
+                raise RunNotFound(run_id)
+            record = _record(row)
             snapshot: dict[str, Any] | None = None
             snap_seq = 0
-            if snap is not None:
+            if row[11] is not None:
                 try:
-                    snapshot = json.loads(snap[1])
-                    snap_seq = snap[0]
-                except ValueError:
-                    snapshot, snap_seq = None, 0  # a snapshot is a cache: fold instead
-            tail = await self._events(conn, run_id, snap_seq, record.last_seq)
+                    parsed = json.loads(row[12])
+                except (ValueError, TypeError):
+                    parsed = None  # a snapshot is a cache: fold the log instead
+                if isinstance(parsed, dict) and 0 < row[11] <= record.last_seq:
+                    snapshot, snap_seq = parsed, int(row[11])
+            cur = await conn.execute(
+                "SELECT seq, kind, version, data, created_at FROM events "
+                "WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                (run_id, snap_seq, record.last_seq),
+            )
+            tail = _decode_events(run_id, await cur.fetchall(), snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
     async def _row(self, conn: Conn, run_id: str) -> RunRecord:
@@ -377,37 +414,20 @@ class PostgresStore:
             raise RunNotFound(run_id)
         return _record(row)
 
-    async def _events(
-        self, conn: Conn, run_id: str, after: int, last_seq: int
-    ) -> list[StoredEvent]:
-        cur = await conn.execute(
-            "SELECT seq, kind, version, data, created_at FROM events "
-            "WHERE run_id = %s AND seq > %s ORDER BY seq",
-            (run_id, after),
-        )
-        out = []
-        expected = after
-        for seq, kind, version, data, created in await cur.fetchall():
-            expected += 1
-            if seq != expected:
-                raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
-            out.append(
-                StoredEvent(
-                    seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
-                )
-            )
-        if expected < last_seq:
-            raise StoreError(
-                f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
-                f"events {expected + 1}..{last_seq} are missing"
-            )
-        return out
-
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            record = await self._row(conn, run_id)
-            return await self._events(conn, run_id, after, record.last_seq)
+        async with self._conn() as conn:
+            # One statement: the run's last_seq and its events from the same snapshot.
+            cur = await conn.execute(
+                "SELECT r.last_seq, e.seq, e.kind, e.version, e.data, e.created_at FROM runs r "
+                "LEFT JOIN events e ON e.run_id = r.run_id AND e.seq > %s "
+                "WHERE r.run_id = %s ORDER BY e.seq",
+                (after, run_id),
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            raise RunNotFound(run_id)
+        last_seq = rows[0][0]
+        return _decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
         async with self._conn() as conn:
@@ -560,24 +580,30 @@ class PostgresStore:
         self._listener.want(channel)
 
     def _on_unwatch(self, run_id: str) -> None:
-        channel = self.run_channel(run_id)
-        self._watched.pop(channel, None)
-        self._listener.drop(channel)
+        # Callers wait in short rounds (an owner watching its run for cancel requests):
+        # keep listening a while, rather than UNLISTEN and LISTEN again every round.
+        asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, run_id)
+
+    def _drop_if_unwatched(self, run_id: str) -> None:
+        if not self._watch.watching(run_id):
+            channel = self.run_channel(run_id)
+            self._watched.pop(channel, None)
+            self._listener.drop(channel)
+            self._watch.forget(run_id)
 
     def _on_notice(self, channel: str, payload: str) -> None:
         self.notices += 1
         if channel == self.claimable_channel:
             self._watch.claimable()
         elif channel in self._watched:
-            self._watch.changed(self._watched[channel])
+            seq = payload.rpartition(":")[2]
+            self._watch.changed(self._watched[channel], int(seq) if seq.isdigit() else None)
 
     def _on_listening(self, channels: set[str] | None) -> None:
         if channels is None:
             self._watch.changed_all()  # (re)connected: whatever happened meanwhile, re-read
-            return
-        for channel in channels:
-            if channel in self._watched:
-                self._watch.changed(self._watched[channel])
+            channels = set(self._watched)
+        self._watch.heard(self._watched[c] for c in channels if c in self._watched)
 
     async def close(self) -> None:
         await self._listener.close()
