@@ -89,8 +89,14 @@ async def test_soak_four_workers_one_killed_every_few_seconds(
             elapsed = time.monotonic() - started
             for w in workers:
                 w.signal(signal.SIGTERM)
-            codes = [await asyncio.to_thread(w.wait) for w in workers]
-            assert codes == [0] * WORKERS, [w.text()[-2000:] for w in workers]
+            for w in workers:
+                code = await asyncio.to_thread(w.wait)
+                # 0 after a graceful stop; a worker restarted a moment ago may still be
+                # importing, before it handles SIGTERM (it holds nothing yet)
+                assert code == 0 or (code == -signal.SIGTERM and " ready: " not in w.text()), (
+                    code,
+                    w.text()[-2000:],
+                )
 
             # -- none lost, none stuck -------------------------------------------------------
             records = await store.list_runs(limit=100_000)
