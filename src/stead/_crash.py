@@ -82,6 +82,13 @@ def disarm() -> None:
     _loaded, _active = True, False
 
 
+def armed() -> bool:
+    """Whether any crash point is armed in this process (cheap)."""
+    if not _loaded:
+        _load()
+    return _active
+
+
 def point(name: str, tool: str | None = None) -> None:
     """Die here if this point is armed and this is the hit it waits for."""
     if not _loaded:
