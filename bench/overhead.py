@@ -21,10 +21,11 @@ turn, so 21 steps a run.
 
 Batches (one fresh file, one untimed warm-up run, then N timed runs back to back) are
 interleaved in a rotating order for several rounds, because the machine is noisy; each side's
-figure is the median over rounds of batch time / (N x 21). Commits per run are counted in a
-separate, untimed run by tracing every statement on every SQLite connection: a commit is a
-``COMMIT`` closing a transaction that wrote, or a write outside any transaction. With WAL and
-``synchronous=FULL`` each such commit is one fsync of the WAL.
+figure is the median over rounds of batch time / (N x 21). Commits and fsyncs per run are
+counted in a separate, untimed run by tracing every statement on every SQLite connection: a
+commit is a ``COMMIT`` closing a transaction that wrote, or a write outside any transaction;
+it is an fsync of the WAL unless ``PRAGMA synchronous`` was NORMAL or OFF at that moment
+(stead commits lease bookkeeping that way). WAL checkpoints add a few fsyncs on top.
 """
 
 from __future__ import annotations
@@ -88,29 +89,46 @@ def agent_for(effect: str) -> stead.Agent:
 
 
 class CommitCounter:
-    """A ``set_trace_callback`` hook counting write transactions that committed."""
+    """Counts write transactions that committed, and those of them that fsynced the WAL.
+
+    ``tracker()`` gives each connection its own ``set_trace_callback`` hook (transaction and
+    ``synchronous`` state are per connection); all of them add to the same totals. A commit
+    fsyncs unless ``PRAGMA synchronous`` is NORMAL or OFF at that moment (with WAL, NORMAL
+    leaves the sync to the next FULL commit or checkpoint).
+    """
 
     def __init__(self) -> None:
         self.commits = 0
-        self._in_txn = False
-        self._wrote = False
+        self.fsyncs = 0
 
-    def __call__(self, statement: str) -> None:
-        s = statement.lstrip().upper()
-        if s.startswith("BEGIN"):
-            self._in_txn = True
-            self._wrote = "IMMEDIATE" in s or "EXCLUSIVE" in s
-        elif s.startswith(("COMMIT", "END")):
-            if self._in_txn and self._wrote:
-                self.commits += 1
-            self._in_txn = False
-        elif s.startswith("ROLLBACK"):
-            self._in_txn = False
-        elif s.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP")):
-            if self._in_txn:
-                self._wrote = True
-            else:
-                self.commits += 1  # autocommit: its own transaction
+    def tracker(self) -> Callable[[str], None]:
+        """A trace hook for one connection (which starts, as SQLite does, at FULL)."""
+        state = {"txn": False, "wrote": False, "sync": True}
+
+        def hook(statement: str) -> None:
+            s = " ".join(statement.upper().split())
+            if s.startswith("PRAGMA SYNCHRONOUS="):
+                state["sync"] = s.split("=", 1)[1].strip("; ") not in ("0", "1", "OFF", "NORMAL")
+            elif s.startswith("BEGIN"):
+                state["txn"] = True
+                state["wrote"] = "IMMEDIATE" in s or "EXCLUSIVE" in s
+            elif s.startswith(("COMMIT", "END")):
+                if state["txn"] and state["wrote"]:
+                    self._commit(state["sync"])
+                state["txn"] = False
+            elif s.startswith("ROLLBACK"):
+                state["txn"] = False
+            elif s.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP")):
+                if state["txn"]:
+                    state["wrote"] = True
+                else:
+                    self._commit(state["sync"])  # autocommit: its own transaction
+
+        return hook
+
+    def _commit(self, synced: bool) -> None:
+        self.commits += 1
+        self.fsyncs += synced
 
 
 @contextlib.contextmanager
@@ -120,7 +138,7 @@ def counting_connections(counter: CommitCounter) -> Iterator[None]:
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         db = real(*args, **kwargs)
-        db.set_trace_callback(counter)
+        db.set_trace_callback(counter.tracker())
         return db
 
     sqlite3.connect = connect  # type: ignore[assignment]
@@ -168,14 +186,14 @@ async def stead_counts(effect: str, directory: str) -> dict[str, int]:
         rt = stead.Runtime(f"sqlite:///{path}", agents=[agent])
     try:
         await stead_run(rt, agent)
-        before = counter.commits
+        commits, fsyncs = counter.commits, counter.fsyncs
         rid = await stead_run(rt, agent)
-        commits = counter.commits - before
+        commits, fsyncs = counter.commits - commits, counter.fsyncs - fsyncs
         events = len(await rt.events(rid))
     finally:
         await rt.close()
         remove_db(path)
-    return {"commits": commits, "events": events}
+    return {"commits": commits, "fsyncs": fsyncs, "events": events}
 
 
 # -- the floor ------------------------------------------------------------------------------
@@ -246,7 +264,7 @@ async def floor_batch(runs: int, directory: str, counter: CommitCounter | None =
     try:
         await floor_run(db, model, lookup, schemas)
         if counter is not None:
-            db.set_trace_callback(counter)
+            db.set_trace_callback(counter.tracker())
         gc.collect()
         start = time.perf_counter()
         for _ in range(runs):
@@ -263,7 +281,7 @@ async def floor_counts(directory: str) -> dict[str, int]:
     """Commits and rows of one floor run, traced, untimed."""
     counter = CommitCounter()
     await floor_batch(1, directory, counter)
-    return {"commits": counter.commits, "events": counter.commits}
+    return {"commits": counter.commits, "fsyncs": counter.fsyncs, "events": counter.commits}
 
 
 def remove_db(path: str) -> None:
@@ -285,7 +303,7 @@ class Series:
     us_per_step: list[float] = field(default_factory=list)
     """One figure per round: batch seconds / (runs x steps) in microseconds."""
     counts: dict[str, int] = field(default_factory=dict)
-    """commits and events (rows for the floor) of one run."""
+    """commits, fsyncs and events (rows for the floor) of one run."""
 
     @property
     def median(self) -> float:
@@ -343,6 +361,7 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
                 "ratio_of_mins": round(min(s.us_per_step) / min(series[FLOOR].us_per_step), 3),
                 "paired_ratio_median": round(statistics.median(a / b for a, b in pairs), 3),
                 "commits_per_run": s.counts["commits"],
+                "fsyncs_per_run": s.counts["fsyncs"],
                 "events_per_run": s.counts["events"],
                 "goal_met": None if s.name == FLOOR else s.median / floor <= GOAL,
                 "noisy": max(s.us_per_step) > 2 * min(s.us_per_step),
@@ -381,8 +400,8 @@ stead overhead: µs per durable step, stead vs a no-framework floor, measured in
           synchronous=FULL), one commit per row, plus one row at run creation.
   method  {rounds} rounds x {runs} sequential runs per batch; fresh file + 1 untimed warm-up
           run per batch; batches interleaved in rotating order; figure = median over rounds
-          of batch time / (runs x 21). commits/run: every SQLite statement traced over one
-          extra run; with WAL + synchronous=FULL one commit = one fsync.
+          of batch time / (runs x 21). commits, fsyncs: every SQLite statement traced over
+          one extra run; a commit fsyncs the WAL unless synchronous was NORMAL/OFF for it.
   env     Python {python}, SQLite {sqlite}, {platform}
           files in {db_dir} ({db_filesystem}; fsync cost, hence the ratio, depends on it)
 """
@@ -393,7 +412,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         HEADER.format(rounds=result["rounds"], runs=result["runs_per_batch"], **env),
         f"{'side':<6} {'tool effect':<17} {'µs/step':>8} {'min':>7} {'max':>7} "
-        f"{'x floor':>8} {'paired':>7} {'mins':>6} {'commits/run':>12} {'events/run':>11}"
+        f"{'x floor':>8} {'paired':>7} {'mins':>6} {'commits':>8} {'fsyncs':>7} {'events':>7}"
         f"  goal <= {GOAL}x",
     ]
     noisy = [r for r in result["rows"] if r["noisy"]]
@@ -406,12 +425,13 @@ def render(result: dict[str, Any]) -> str:
             f"{row['us_per_step_median']:>8.1f} {row['us_per_step_min']:>7.1f} "
             f"{row['us_per_step_max']:>7.1f} {row['ratio_to_floor']:>7.2f}x "
             f"{row['paired_ratio_median']:>6.2f}x {row['ratio_of_mins']:>5.2f}x "
-            f"{row['commits_per_run']:>12} {row['events_per_run']:>11}  {goal}"
+            f"{row['commits_per_run']:>8} {row['fsyncs_per_run']:>7} {row['events_per_run']:>7}"
+            f"  {goal}"
         )
     lines.append(
         "x floor = ratio of the medians (the goal's figure); paired = median of the per-round\n"
-        "ratios; mins = ratio of the fastest rounds. events/run of the floor = rows written.\n"
-        "--json adds the per-round figures."
+        "ratios; mins = ratio of the fastest rounds. commits, fsyncs and events are per run\n"
+        "(events of the floor = rows written). --json adds the per-round figures."
     )
     if noisy:
         lines.append(

@@ -44,7 +44,6 @@ from stead.core.decide import (
     StartRun,
     Wait,
     automatic_events,
-    next_step,
     plan_call,
 )
 from stead.core.effects import (
@@ -142,14 +141,18 @@ class RunLoop:
                     raise Fenced(f"run {self.s.state.run_id}: {self.signal.reason}")
                 await self.s.reload()  # pick up the cancel request another process wrote
             state = self.s.state
-            step = next_step(state, self.specs, self.limits)
+            step = self.s.next_step()
             match step:
                 case Wait():
                     return step.status
                 case Cancel():
                     await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
                 case StartRun():
-                    await self.s.append([RunStarted(owner=self.s.owner, epoch=self.s.epoch)])
+                    # Not fsynced on its own: losing run_started (and the turn it opens) in a
+                    # power cut loses no effect, and the next commit syncs it anyway.
+                    await self.s.append(
+                        [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
+                    )
                 case ResumeTurn():
                     await self.s.append([TurnResumed(turn_index=step.turn_index)])
                 case CallModel(turn_recorded=False) | Finish() | Fail():
@@ -215,8 +218,9 @@ class RunLoop:
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
         await self.executor.dispatch(assignment, signal=self.signal, local=request)
-        await asyncio.sleep(0)  # let the call actually begin before the crash point
-        _crash.point("mid_model_call")
+        if _crash.armed():
+            await asyncio.sleep(0)  # let the call actually begin before the crash point
+            _crash.point("mid_model_call")
         outcome = await self.executor.outcome(key)
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded

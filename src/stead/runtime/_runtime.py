@@ -315,8 +315,11 @@ class Runtime:
         run_id = session.state.run_id
         seen = session.state.seq
         while not signal.aborted:
+            # Our own appends advance the session before the store, so they never wake us:
+            # only another process's write does.
+            seen = max(seen, session.state.seq)
             last = await self.store.wait_changed(run_id, seen, self.watch_interval)
-            if last <= seen:
+            if last <= max(seen, session.state.seq):
                 continue
             for stored in await self.store.read_events(run_id, after=seen):
                 if isinstance(stored.event, RunCancelRequested):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from stead.core.decide import ToolSpec, automatic_events, next_step
+from stead.core.decide import Step, ToolSpec, automatic_events, next_step
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
@@ -61,6 +61,7 @@ class RunSession:
         self._conflict_retries = conflict_retries
         self._lock = asyncio.Lock()
         self.fenced = False
+        self._step: tuple[int, Step] | None = None
 
     @staticmethod
     async def load_state(store: Store, run_id: str) -> tuple[RunState, int]:
@@ -81,24 +82,31 @@ class RunSession:
             apply(state, stored.event, stored.seq)
         return state, 0
 
+    def next_step(self) -> Step:
+        """``next_step`` of the current state, computed once per sequence number (``append``
+        already computes it for the automatic events)."""
+        if self._step is None or self._step[0] != self.state.seq:
+            self._step = (self.state.seq, next_step(self.state, self.tools, self.limits))
+        return self._step[1]
+
     async def reload(self) -> None:
         """Throw away the in-memory state and fold it again from the store."""
         self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
 
-    async def append(self, events: Batch, *, automatic: bool = True) -> RunState:
+    async def append(self, events: Batch, *, automatic: bool = True, sync: bool = True) -> RunState:
         """Validate, then durably append (plus the automatic bookkeeping the events make due,
         in the same commit). Returns the new state."""
         async with self._lock:
             for _ in range(self._conflict_retries):
                 try:
-                    return await self._append_once(events, automatic)
+                    return await self._append_once(events, automatic, sync)
                 except _Stale:
                     # Someone else wrote first and the state is reloaded. Try again: a batch
                     # that no longer applies is refused by apply(), which is the honest answer.
                     continue
             raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
 
-    async def _append_once(self, events: Batch, automatic: bool) -> RunState:
+    async def _append_once(self, events: Batch, automatic: bool, sync: bool) -> RunState:
         if self.fenced:
             raise Fenced(f"run {self.state.run_id}: this worker lost its lease")
         state = self.state
@@ -108,7 +116,7 @@ class RunSession:
             for e in batch:
                 apply(state, e)
             if automatic:
-                extra = automatic_events(state, next_step(state, self.tools, self.limits))
+                extra = automatic_events(state, self.next_step())
                 for e in extra:
                     apply(state, e)
                 batch.extend(extra)
@@ -130,6 +138,7 @@ class RunSession:
                 status=state.status.value,
                 now=self.clock(),
                 snapshot=snapshot,
+                sync=sync,
             )
         except Fenced:
             self.fenced = True

@@ -108,13 +108,15 @@ class Store(Protocol):
         status: str,
         now: float,
         snapshot: tuple[int, dict[str, Any]] | None = None,
+        sync: bool = True,
     ) -> int:
         """Append atomically after ``expected_seq``; return the new last sequence.
 
         In one transaction: ``Fenced`` if the run's epoch is not ``epoch``; ``Conflict`` if its
         last sequence is not ``expected_seq`` or a result for the same call already exists.
         ``status`` is the run's status after these events; ``snapshot`` is (seq, state) to
-        store alongside.
+        store alongside. ``sync=False`` may skip waiting for the disk, for events whose loss
+        in a power cut loses no effect (the next synced commit makes them durable too).
         """
         ...
 

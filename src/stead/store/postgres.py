@@ -311,7 +311,10 @@ class PostgresStore:
         status: str,
         now: float,
         snapshot: tuple[int, dict[str, Any]] | None = None,
+        sync: bool = True,
     ) -> int:
+        # ``sync=False`` is a licence, not an order: every commit here waits for the disk.
+        del sync
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
@@ -341,9 +344,7 @@ class PostgresStore:
             statement = _APPEND_WITH_SNAPSHOT
         # One statement is one transaction (autocommit): one round trip. Only a test that
         # armed the crash point between the write and its commit gets an explicit one.
-        pause = any(r[0] == "tool_result_recorded" for r in rows) and _crash.armed(
-            "before_result_commit"
-        )
+        pause = _crash.armed() and any(r[0] == "tool_result_recorded" for r in rows)
         async with self._conn() as conn:
             tx = conn.transaction() if pause else contextlib.nullcontext()
             async with tx:

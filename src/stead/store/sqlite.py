@@ -191,12 +191,13 @@ class SQLiteStore:
         status: str,
         now: float,
         snapshot: tuple[int, dict[str, Any]] | None = None,
+        sync: bool = True,
     ) -> int:
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
         seq = expected_seq + len(rows)
-        with self._write() as db:
+        with self._write(fsync=sync) as db:
             # The epoch and sequence checks and the write they guard are one statement in
             # the write transaction: a stale owner or a stale sequence changes nothing.
             cur = db.execute(

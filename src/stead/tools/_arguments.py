@@ -98,6 +98,15 @@ class ArgumentParser:
             raise self._error(f"validating them raised {type(exc).__name__}: {exc}") from None
         return values, canonical
 
+    def parse_recorded(self, canonical: str) -> BaseModel:
+        """Validate arguments the log recorded, which were canonicalised when the intent was
+        written: one pydantic pass, no second JSON parse and canonicalisation. Anything that
+        fails takes the full path, for its message."""
+        try:
+            return self._model.model_validate_json(canonical)
+        except Exception:
+            return self.parse(canonical)[0]
+
     def _error(self, what: str) -> InvalidArguments:
         return InvalidArguments(
             f"Invalid arguments for tool {self._tool!r}: {what}\n{self._expected}"

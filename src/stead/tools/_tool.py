@@ -267,7 +267,8 @@ class Tool(Generic[P, R]):
         )
 
     def _values(self, arguments_json: str) -> dict[str, Any]:
-        model, _ = self._parser.parse(arguments_json)
+        # Called with the canonical text the log recorded (validate() produced it).
+        model = self._parser.parse_recorded(arguments_json)
         return {p.name: getattr(model, p.field) for p in self._shape.params if not p.is_context}
 
 
