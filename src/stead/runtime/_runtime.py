@@ -285,9 +285,9 @@ class Runtime:
             finally:
                 for h in helpers:
                     h.cancel()
-                for h in helpers:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await h
+                # Wait for the helpers without swallowing a cancellation of *this* task:
+                # gather collects theirs, and an outer cancel still propagates.
+                await asyncio.gather(*helpers, return_exceptions=True)
             return RunView.of(session.state)
         finally:
             if claim is None:
