@@ -27,8 +27,9 @@ from stead.core.effects import (
     ToolFailed,
 )
 from stead.core.messages import ToolSchema, message_from_json
+from stead.core.progress import ProgressSink
 from stead.errors import ProviderError, RunCancelled
-from stead.providers import ModelProvider, ModelRequest, ProgressCallback
+from stead.providers import ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
 
 Attachment = Literal["active", "terminal", "missing", "aborted"]
@@ -84,11 +85,11 @@ class InProcessExecutor:
         self,
         model: ModelProvider,
         tools: ToolRegistry,
-        on_progress: ProgressCallback | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
         self._model = model
         self._tools = tools
-        self._on_progress = on_progress
+        self._progress = progress
         self._tasks: dict[str, asyncio.Task[Outcome]] = {}
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
@@ -137,13 +138,19 @@ class InProcessExecutor:
         try:
             if isinstance(body, ModelBody):
                 request = request_from_json(body.request)
-                response = await self._model.complete(
-                    request, signal=signal, on_progress=self._on_progress
+                # Each attempt is a new progress generation: it voids the last one's deltas.
+                sink = (
+                    self._progress.begin(a.key.run_id, request.turn_index)
+                    if self._progress
+                    else None
                 )
+                response = await self._model.complete(request, signal=signal, on_progress=sink)
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
-            return ModelFailed(code=exc.code, message=str(exc), retry_after=_retry_after(exc))
+            return ModelFailed(
+                code=exc.code, message=str(exc), retry_after=_retry_after(exc), usage=exc.usage
+            )
         except RunCancelled as exc:
             return Cancelled(reason=str(exc) or signal.reason)
         except TimeoutError as exc:

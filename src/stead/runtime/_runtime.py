@@ -25,9 +25,9 @@ from stead.core.decide import cancel_events, decision_events
 from stead.core.events import Decision, Event, RunCreated, RunRecovered, RunRequeued
 from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
+from stead.core.progress import ProgressListener, ProgressSink, ProgressWindow
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
 from stead.errors import Conflict, Fenced, UnknownAgent, UserError
-from stead.providers import ProgressCallback
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
@@ -138,10 +138,13 @@ class Runtime:
         lease_ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
         snapshot_every: int = 256,
-        executor_factory: Callable[[Agent, ProgressCallback | None], Executor] | None = None,
-        on_progress: ProgressCallback | None = None,
+        executor_factory: Callable[[Agent, ProgressSink | None], Executor] | None = None,
+        on_progress: ProgressListener | None = None,
         backoff: Backoff | None = None,
+        progress: ProgressWindow | None = None,
     ) -> None:
+        """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
+        arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll."""
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
         for a in agents:
@@ -150,10 +153,12 @@ class Runtime:
         self.lease_ttl = lease_ttl
         self.clock = clock
         self.snapshot_every = snapshot_every
-        self.on_progress = on_progress
+        self.progress = progress or ProgressWindow()
+        if on_progress is not None:
+            self.progress.subscribe(on_progress)
         self.backoff = backoff or Backoff()
         self._executor_factory = executor_factory or (
-            lambda agent, progress: InProcessExecutor(agent.model, agent.registry, progress)
+            lambda agent, sink: InProcessExecutor(agent.model, agent.registry, sink)
         )
 
     def register(self, agent: Agent) -> None:
@@ -238,7 +243,7 @@ class Runtime:
                     automatic=False,
                 )
             signal = AbortSignal()
-            executor = self._executor_factory(agent, self.on_progress)
+            executor = self._executor_factory(agent, self.progress)
             loop = RunLoop(session, agent, executor, signal, backoff=self.backoff)
             heart = asyncio.ensure_future(self._heartbeat(session, signal))
             try:
