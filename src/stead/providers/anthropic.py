@@ -119,7 +119,7 @@ class AnthropicModel:
         return reply.response()
 
     def _translate(self, exc: Exception, reply: AnthropicReply) -> ProviderError:
-        usage = reply.usage()
+        usage = reply.usage() if reply.usage().total_tokens else None  # None: not known
         if isinstance(exc, anthropic.APIResponseValidationError):
             return ProviderError(f"anthropic: {exc.message}", code="malformed_result", usage=usage)
         if isinstance(exc, anthropic.APIStatusError):

@@ -145,7 +145,7 @@ class OpenAIModel:
         return reply.response()
 
     def _translate(self, exc: Exception, reply: OpenAIReply) -> ProviderError:
-        usage = reply.usage()
+        usage = reply.usage() if reply.usage().total_tokens else None  # None: not known
         name = "openai-compatible" if self.compatible else "openai"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
