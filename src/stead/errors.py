@@ -23,6 +23,11 @@ SDK errors) are translated at the boundary into this tree so callers need catch 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stead.core.messages import Usage
+
 
 class SteadError(Exception):
     """Base of every error stead raises on purpose."""
@@ -91,20 +96,33 @@ class CorruptEvent(StoreError):
 
 
 class ProviderError(SteadError):
-    """A model provider call failed. ``code`` is one of stead.core.failures codes."""
+    """A model provider call failed. ``code`` is one of stead.core.failures codes.
 
-    def __init__(self, message: str, *, code: str = "executor_error") -> None:
+    ``usage`` is what the failed attempt consumed before it failed (a stream cut after the
+    prompt was read still bills it), so budgets count every attempt.
+    """
+
+    def __init__(
+        self, message: str, *, code: str = "executor_error", usage: Usage | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.usage = usage
 
 
 class ProviderHTTPError(ProviderError):
     """The provider answered with an HTTP error status."""
 
     def __init__(
-        self, message: str, *, status: int, code: str, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str,
+        retry_after: float | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        super().__init__(message, code=code)
+        super().__init__(message, code=code, usage=usage)
         self.status = status
         self.retry_after = retry_after
 

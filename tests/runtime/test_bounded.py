@@ -196,9 +196,9 @@ def test_dollar_budget_needs_a_price() -> None:
 
 def test_default_prices_find_dated_model_names() -> None:
     table = PriceTable()
-    assert table.get("claude-sonnet-4-5-20250929") == table.get("claude-sonnet-4")
+    assert table.get("claude-sonnet-4-5-20250929") == table.get("claude-sonnet-4-5")
     assert table.get("openai:gpt-4.1-mini") == Price(0.40, 1.60, 0.40, 0.10)
-    assert table.cost("gpt-4.1", Usage(input_tokens=1_000_000)) == pytest.approx(2.0)
+    assert table.cost(Usage(input_tokens=1_000_000), "gpt-4.1") == pytest.approx(2.0)
 
 
 class Clock:

@@ -239,7 +239,13 @@ def every_kind() -> list[Event]:
         TurnStarted(turn_index=0),
         TurnResumed(turn_index=0),
         NoticeInjected(turn_index=0, content="This is your last turn.", reason="final_turn"),
-        ModelCallFailed(turn_index=0, attempt=2, code="rate_limited", message="slow down"),
+        ModelCallFailed(
+            turn_index=0,
+            attempt=2,
+            code="rate_limited",
+            message="slow down",
+            usage=Usage(input_tokens=12),
+        ),
         AssistantMessageRecorded(turn_index=0, message=msg, usage=usage, model="m"),
         ToolCallRequested(
             turn_index=0,

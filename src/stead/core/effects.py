@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias, assert_never
 from stead.core.canonical import JSON
 from stead.core.events import EFFECT_CLASSES, EffectClass
 from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
+from stead.core.messages import Usage
 
 ReplayPolicy = Literal["rerun", "rerun_with_key", "reconcile_or_ask"]
 """How a call in flight at a crash is recovered; follows from the effect class."""
@@ -203,6 +204,8 @@ class ModelFailed:
     """Detail."""
     retry_after: float | None = None
     """Seconds the provider asked us to wait, if any."""
+    usage: Usage | None = None
+    """What the failed attempt consumed before it failed, if the provider said."""
 
     def __post_init__(self) -> None:
         if self.code not in MODEL_FAILURE_CODES:

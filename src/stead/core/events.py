@@ -119,6 +119,8 @@ class ModelCallFailed:
     """Stable failure code (stead.core.failures)."""
     message: str = ""
     """Human-readable detail."""
+    usage: Usage | None = None
+    """Tokens the failed attempt consumed (counted in the run's usage), if known."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -414,6 +414,8 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
                 raise _refuse(state, event, "no model call in progress for that turn")
             state.model_failures += 1
+            if event.usage is not None:
+                state.usage = state.usage + event.usage
         case AssistantMessageRecorded():
             if state.turn_index < 0:
                 raise _refuse(state, event, "no turn has started")

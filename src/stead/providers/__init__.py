@@ -1,5 +1,19 @@
-"""Model providers: the protocol and its adapters."""
+"""Model providers: the protocol, and adapters for Anthropic, OpenAI and OpenAI-compatible servers.
+
+    from stead.providers import model_from_string
+    model = model_from_string("anthropic:claude-sonnet-4-5")
+
+The adapters live in ``stead.providers.anthropic`` and ``stead.providers.openai`` and import
+their SDK (``pip install 'stead[anthropic]'``, ``'stead[openai]'``) only when used.
+"""
 
 from stead.providers._base import ModelProvider, ModelRequest, ModelResponse, ProgressCallback
+from stead.providers._strings import model_from_string
 
-__all__ = ["ModelProvider", "ModelRequest", "ModelResponse", "ProgressCallback"]
+__all__ = [
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "ProgressCallback",
+    "model_from_string",
+]

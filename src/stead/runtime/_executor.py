@@ -27,8 +27,9 @@ from stead.core.effects import (
     ToolFailed,
 )
 from stead.core.messages import ToolSchema, message_from_json
+from stead.core.progress import ProgressSink
 from stead.errors import ProviderError, RunCancelled
-from stead.providers import ModelProvider, ModelRequest, ProgressCallback
+from stead.providers import ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
 
 Attachment = Literal["active", "terminal", "missing", "aborted"]
@@ -90,14 +91,14 @@ class InProcessExecutor:
         self,
         model: ModelProvider,
         tools: ToolRegistry,
-        on_progress: ProgressCallback | None = None,
+        progress: ProgressSink | None = None,
         *,
         cancel_grace: float = 5.0,
     ) -> None:
         self._cancel_grace = cancel_grace
         self._model = model
         self._tools = tools
-        self._on_progress = on_progress
+        self._progress = progress
         self._tasks: dict[str, asyncio.Task[Outcome]] = {}
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
@@ -153,15 +154,21 @@ class InProcessExecutor:
                 request = (
                     local if isinstance(local, ModelRequest) else request_from_json(body.request)
                 )
-                response = await self._model.complete(
-                    request, signal=signal, on_progress=self._on_progress
+                # Each attempt is a new progress generation: it voids the last one's deltas.
+                sink = (
+                    self._progress.begin(a.key.run_id, request.turn_index)
+                    if self._progress
+                    else None
                 )
+                response = await self._model.complete(request, signal=signal, on_progress=sink)
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
             if signal.aborted:
                 return Cancelled(reason=signal.reason)
-            return ModelFailed(code=exc.code, message=str(exc), retry_after=_retry_after(exc))
+            return ModelFailed(
+                code=exc.code, message=str(exc), retry_after=_retry_after(exc), usage=exc.usage
+            )
         except (RunCancelled, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
                 raise

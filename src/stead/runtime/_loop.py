@@ -281,6 +281,7 @@ class RunLoop:
             attempt=step.attempt,
             code=failure.code,
             message=failure.message[:2000],
+            usage=failure.usage,
         )
         retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
         if not retry:

@@ -35,9 +35,9 @@ from stead.core.events import (
 )
 from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
+from stead.core.progress import ProgressListener, ProgressSink, ProgressWindow
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
 from stead.errors import ApprovalError, Conflict, Fenced, UnknownAgent, UserError
-from stead.providers import ProgressCallback
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
@@ -159,10 +159,13 @@ class Runtime:
         lease_ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
         snapshot_every: int = 256,
-        executor_factory: Callable[[Agent, ProgressCallback | None], Executor] | None = None,
-        on_progress: ProgressCallback | None = None,
+        executor_factory: Callable[[Agent, ProgressSink | None], Executor] | None = None,
+        on_progress: ProgressListener | None = None,
         backoff: Backoff | None = None,
+        progress: ProgressWindow | None = None,
     ) -> None:
+        """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
+        arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll."""
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
         for a in agents:
@@ -171,12 +174,14 @@ class Runtime:
         self.lease_ttl = lease_ttl
         self.clock = clock
         self.snapshot_every = snapshot_every
-        self.on_progress = on_progress
+        self.progress = progress or ProgressWindow()
+        if on_progress is not None:
+            self.progress.subscribe(on_progress)
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
         self._executor_factory = executor_factory or (
-            lambda agent, progress: InProcessExecutor(
-                agent.model, agent.registry, progress, cancel_grace=agent.limits.cancel_grace
+            lambda agent, sink: InProcessExecutor(
+                agent.model, agent.registry, sink, cancel_grace=agent.limits.cancel_grace
             )
         )
 
@@ -274,7 +279,7 @@ class Runtime:
                     automatic=False,
                 )
             signal = AbortSignal()
-            executor = self._executor_factory(agent, self.on_progress)
+            executor = self._executor_factory(agent, self.progress)
             loop = RunLoop(session, agent, executor, signal, backoff=self.backoff)
             helpers = [
                 asyncio.ensure_future(self._heartbeat(session, signal)),

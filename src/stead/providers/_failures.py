@@ -1,0 +1,122 @@
+"""From a provider's failure to one of stead's stable codes: the parts both adapters share.
+
+HTTP statuses map through ``stead.core.failures.code_for_status``; these helpers add what a
+status alone does not say: a context-window overflow hidden in a 400, a ``retry-after``
+header, a transport error raised by whichever HTTP library the SDK was built on (``httpx``
+or ``httpx2``, matched by class name so neither is imported here), and a reply that cannot
+be parsed. Each is covered by a test in ``tests/providers/test_failures.py``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from stead.core.failures import ModelFailureCode, code_for_status
+
+# Phrases providers use for "the prompt does not fit": OpenAI ("This model's maximum context
+# length is ..."; code context_length_exceeded), Anthropic ("prompt is too long: N tokens > M
+# maximum"), vLLM and other OpenAI-compatible servers (the OpenAI wording, or "... exceeds
+# the model's context window / max_model_len").
+_CONTEXT = re.compile(
+    r"context[_ ]length|context window|maximum context|prompt is too long|"
+    r"input is too long|too many input tokens|max_model_len|exceeds? the context",
+    re.IGNORECASE,
+)
+
+_TIMEOUT_CLASSES = frozenset({"TimeoutException", "APITimeoutError"})
+_TRANSPORT_CLASSES = frozenset(
+    {"TransportError", "NetworkError", "ProtocolError", "APIConnectionError"}
+)
+
+
+class MalformedReply(ValueError):
+    """The provider answered with something that is not a valid reply of its API."""
+
+
+class IncompleteReply(ConnectionError):
+    """The stream ended before the provider said the reply was complete (a cut connection)."""
+
+
+def error_object(body: object) -> Mapping[str, Any]:
+    """The ``error`` object of an error body (``{"error": {...}}``), or the body itself."""
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        return inner if isinstance(inner, Mapping) else body
+    return {}
+
+
+def error_text(body: object, fallback: str = "") -> str:
+    """A short human message from an error body."""
+    err = error_object(body)
+    kind = err.get("type") or err.get("code") or ""
+    message = err.get("message") or (body if isinstance(body, str) else "") or fallback
+    return f"{kind}: {message}" if kind else str(message)
+
+
+def is_context_overflow(body: object, message: str = "") -> bool:
+    """Does this error say the prompt is longer than the model's context window?"""
+    err = error_object(body)
+    if err.get("code") == "context_length_exceeded":
+        return True
+    details = err.get("details")
+    if isinstance(details, Mapping) and "context" in str(details.get("error_code", "")):
+        return True
+    return bool(_CONTEXT.search(str(err.get("message", "")) or message))
+
+
+def code_for_http(status: int, body: object, message: str = "") -> ModelFailureCode:
+    """The code for an HTTP error status, refined by what its body says."""
+    code = code_for_status(status)
+    if code == "bad_request" and is_context_overflow(body, message):
+        return "context_length_exceeded"
+    return code
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float) -> float | None:
+    """Seconds a response asks us to wait: ``retry-after-ms``, then ``retry-after`` as a
+    number of seconds or an HTTP date (measured from ``now``, a Unix time). None if absent
+    or unreadable; never negative."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        seconds = _number(ms)
+        if seconds is not None:
+            return max(0.0, seconds / 1000)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is not None:
+        return max(0.0, seconds)
+    try:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(parsed) - now)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def code_for_exception(exc: BaseException) -> ModelFailureCode | None:
+    """The code for a transport or parsing failure; None for anything else (a bug)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if isinstance(exc, TimeoutError) or names & _TIMEOUT_CLASSES:
+        return "deadline_exceeded"
+    if isinstance(exc, MalformedReply | UnicodeDecodeError) or "JSONDecodeError" in names:
+        return "malformed_result"
+    if isinstance(exc, ConnectionError | OSError) or names & _TRANSPORT_CLASSES:
+        return "connection_failed"
+    return None

@@ -1,0 +1,289 @@
+"""Our conversation in the Anthropic Messages API's shapes, and its stream back into a reply.
+
+Pure functions over plain dicts (the SDK's events are dumped to dicts first), so every
+mapping rule is unit-tested without a network. The connection lives in ``anthropic.py``.
+
+Request mapping:
+
+- ``system`` is a list of one text block; tools carry ``input_schema``.
+- The API has no tool or notice role: tool results are ``tool_result`` blocks (with
+  ``is_error: true`` for failed, refused or cancelled calls) in the user turn after the
+  assistant message that asked for them, placed *before* any text in that turn, as the API
+  requires. A ``NoticeMessage`` (a runtime instruction such as the final-turn notice) becomes
+  a text block of that user turn, marked ``[system notice]`` so the model can tell it from
+  the person's words. Consecutive user-side messages merge into one user turn.
+- Assistant tool calls become ``tool_use`` blocks whose ``input`` is the parsed argument
+  text; text that is not a JSON object (a model mistake recorded as-is) is carried as
+  ``{"_raw_arguments": text}``.
+- Prompt caching (``cache=True``): ``cache_control: ephemeral`` on the system prompt (which
+  covers the tools before it; on the last tool when there is no system prompt), on the last
+  block of the newest message (written for the next turn), and on the last block of the
+  message that ended the previous request (read back now). Three of the four breakpoints
+  the API allows; below the model's minimum cacheable length the API ignores them.
+
+Stream mapping: ``message_start`` (id, model, usage), ``content_block_start`` (text or
+tool_use), ``content_block_delta`` (``text_delta`` -> progress, ``input_json_delta`` ->
+argument text), ``content_block_stop``, ``message_delta`` (stop_reason, cumulative usage),
+``message_stop``. A stream that ends without ``message_stop`` was cut.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stead.core.failures import ModelFailureCode
+from stead.core.messages import (
+    AssistantMessage,
+    Message,
+    NoticeMessage,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from stead.providers._base import ModelRequest, ModelResponse
+from stead.providers._failures import (
+    IncompleteReply,
+    MalformedReply,
+    code_for_http,
+    error_object,
+    is_context_overflow,
+)
+
+NOTICE_PREFIX = "[system notice] "
+"""Marks a runtime notice inside a user turn."""
+
+EMPTY_TEXT = "(no text)"
+"""Stands in for an assistant reply with neither text nor tool calls (the API wants content)."""
+
+_CACHE = {"type": "ephemeral"}
+
+Block = dict[str, Any]
+WireMessage = dict[str, Any]
+
+
+# -- request ----------------------------------------------------------------------------------
+
+
+def request_params(request: ModelRequest, *, max_tokens: int, cache: bool) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.create`` (without ``stream``)."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_output_tokens or max_tokens,
+        "messages": wire_messages(request.messages),
+    }
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system}]
+    if request.tools:
+        params["tools"] = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": t.parameters or {"type": "object", "properties": {}},
+            }
+            for t in request.tools
+        ]
+    params.update(request.settings)
+    if cache:
+        _mark_cache(params)
+    return params
+
+
+def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:
+    """Our messages as Anthropic ``messages``: alternating user and assistant turns."""
+    out: list[WireMessage] = []
+    results: list[Block] = []
+    texts: list[Block] = []
+
+    def flush() -> None:
+        if results or texts:
+            out.append({"role": "user", "content": [*results, *texts]})
+            results.clear()
+            texts.clear()
+
+    for m in messages:
+        match m:
+            case UserMessage():
+                texts.append({"type": "text", "text": m.content})
+            case NoticeMessage():
+                texts.append({"type": "text", "text": NOTICE_PREFIX + m.content})
+            case ToolResultMessage():
+                block: Block = {
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id,
+                    "content": m.content,
+                }
+                if m.is_error:
+                    block["is_error"] = True
+                results.append(block)
+            case AssistantMessage():
+                flush()
+                out.append({"role": "assistant", "content": _assistant_blocks(m)})
+    flush()
+    return out
+
+
+def _assistant_blocks(m: AssistantMessage) -> list[Block]:
+    blocks: list[Block] = []
+    if m.text:
+        blocks.append({"type": "text", "text": m.text})
+    for call in m.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call)}
+        )
+    return blocks or [{"type": "text", "text": EMPTY_TEXT}]
+
+
+def tool_input(call: ToolCall) -> dict[str, Any]:
+    """The ``input`` object of a ``tool_use`` block for ``call``'s raw argument text."""
+    if not call.arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(call.arguments)
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"_raw_arguments": call.arguments}
+
+
+def _mark_cache(params: dict[str, Any]) -> None:
+    system = params.get("system")
+    tools = params.get("tools")
+    if system:
+        system[-1]["cache_control"] = _CACHE
+    elif tools:
+        tools[-1]["cache_control"] = _CACHE
+    messages: list[WireMessage] = params["messages"]
+    if not messages:
+        return
+    messages[-1]["content"][-1]["cache_control"] = _CACHE
+    # The previous request ended with the message just before the newest assistant turn.
+    for i in range(len(messages) - 2, 0, -1):
+        if messages[i]["role"] == "assistant":
+            messages[i - 1]["content"][-1]["cache_control"] = _CACHE
+            break
+
+
+# -- stream -----------------------------------------------------------------------------------
+
+
+class AnthropicReply:
+    """Accumulates one streamed reply from its raw events (as dicts)."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.message_id = ""
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self._texts: dict[int, list[str]] = {}
+        self._tools: dict[int, dict[str, Any]] = {}
+        self._usage: dict[str, int] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> str | None:
+        """Take one event; returns a text delta to show as progress, if it carried one."""
+        try:
+            return self._feed(event)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise MalformedReply(f"unexpected Anthropic stream event {event!r}: {exc}") from exc
+
+    def _feed(self, event: Mapping[str, Any]) -> str | None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event["message"]
+            self.message_id = str(message.get("id") or "")
+            self.model = str(message.get("model") or "")
+            self._take_usage(message.get("usage"))
+        elif kind == "content_block_start":
+            index, block = int(event["index"]), event["content_block"]
+            if block["type"] == "text":
+                self._texts[index] = [str(block.get("text") or "")]
+                return str(block.get("text") or "") or None
+            if block["type"] == "tool_use":
+                start = block.get("input")
+                self._tools[index] = {
+                    "id": str(block["id"]),
+                    "name": str(block["name"]),
+                    "json": [],
+                    "start": start if isinstance(start, dict) else {},
+                }
+        elif kind == "content_block_delta":
+            index, delta = int(event["index"]), event["delta"]
+            if delta["type"] == "text_delta":
+                self._texts.setdefault(index, []).append(str(delta["text"]))
+                return str(delta["text"]) or None
+            if delta["type"] == "input_json_delta" and index in self._tools:
+                self._tools[index]["json"].append(str(delta["partial_json"]))
+        elif kind == "message_delta":
+            self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
+            self._take_usage(event.get("usage"))
+        elif kind == "message_stop":
+            self.stopped = True
+        # ping, content_block_stop and event types added later carry nothing we keep.
+        return None
+
+    def _take_usage(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            for key, value in usage.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self._usage[key] = value
+
+    def usage(self) -> Usage:
+        """Usage reported so far (all of it once the stream completed)."""
+        return Usage(
+            input_tokens=self._usage.get("input_tokens", 0),
+            output_tokens=self._usage.get("output_tokens", 0),
+            cache_creation_input_tokens=self._usage.get("cache_creation_input_tokens", 0),
+            cache_read_input_tokens=self._usage.get("cache_read_input_tokens", 0),
+        )
+
+    def response(self) -> ModelResponse:
+        """The final reply; ``IncompleteReply`` if the stream never reached ``message_stop``."""
+        if not self.stopped:
+            raise IncompleteReply("the Anthropic stream ended before message_stop")
+        text = "".join("".join(self._texts[i]) for i in sorted(self._texts))
+        calls = tuple(
+            ToolCall(id=t["id"], name=t["name"], arguments=_arguments(t))
+            for _, t in sorted(self._tools.items())
+        )
+        stop = self.stop_reason or ("tool_use" if calls else "end_turn")
+        return ModelResponse(
+            message=AssistantMessage(text=text, tool_calls=calls, stop_reason=stop),
+            usage=self.usage(),
+            model=self.model,
+        )
+
+
+def _arguments(tool: Mapping[str, Any]) -> str:
+    raw = "".join(tool["json"])
+    if raw:
+        return raw
+    return json.dumps(tool["start"], separators=(",", ":"), ensure_ascii=False)
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+_ERROR_TYPES: Mapping[str, ModelFailureCode] = {
+    "invalid_request_error": "bad_request",
+    "not_found_error": "bad_request",
+    "request_too_large": "bad_request",
+    "authentication_error": "authentication_failed",
+    "permission_error": "authentication_failed",
+    "billing_error": "billing",
+    "rate_limit_error": "rate_limited",
+    "api_error": "provider_unavailable",
+    "overloaded_error": "provider_unavailable",
+    "timeout_error": "deadline_exceeded",
+}
+
+
+def failure_code(status: int, body: object, message: str = "") -> ModelFailureCode:
+    """The stable code for an Anthropic error: by HTTP status when the request was refused,
+    by ``error.type`` for an ``error`` event inside a 200 stream."""
+    if status >= 400:
+        return code_for_http(status, body, message)
+    kind = str(error_object(body).get("type", ""))
+    code = _ERROR_TYPES.get(kind, "provider_unavailable")
+    if code == "bad_request" and is_context_overflow(body, message):
+        return "context_length_exceeded"
+    return code

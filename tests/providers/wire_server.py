@@ -1,0 +1,182 @@
+"""A real HTTP/1.1 server on 127.0.0.1 that replays scripted provider exchanges.
+
+Each request takes the next scripted ``Reply``: a JSON body with a status and headers, or a
+server-sent-event stream (chunked transfer encoding, as the providers send it) that can be
+cut mid-body (the socket is closed without the final chunk) or stalled after N events until
+the test releases it or the client goes away (which is recorded, with the time it happened).
+
+The event shapes themselves are built in ``wire_shapes.py``; this module only speaks HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted response."""
+
+    status: int = 200
+    body: Any = None
+    """JSON body (for a non-stream reply)."""
+    events: list[bytes] = field(default_factory=list)
+    """Encoded SSE events (for a stream reply)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    cut_after: int | None = None
+    """Close the connection abruptly after this many events."""
+    stall_after: int | None = None
+    """Stop after this many events until ``release`` is set or the client disconnects."""
+    delay: float = 0.0
+    """Seconds to wait before sending the status line."""
+    stalled: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    client_closed: threading.Event = field(default_factory=threading.Event)
+    closed_at: float | None = None
+
+    @property
+    def is_stream(self) -> bool:
+        return bool(self.events)
+
+
+@dataclass
+class Seen:
+    """A request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class WireServer:
+    """Start with ``with WireServer() as srv``; ``srv.url`` is its base URL."""
+
+    def __init__(self) -> None:
+        self.replies: queue.Queue[Reply] = queue.Queue()
+        self.requests: list[Seen] = []
+        self._stopping = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                server.requests.append(
+                    Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
+                try:
+                    reply = server.replies.get_nowait()
+                except queue.Empty:
+                    reply = Reply(status=500, body={"error": "no scripted reply left"})
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.is_stream:
+                    server._stream(self, reply)
+                else:
+                    server._json(self, reply)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def push(self, *replies: Reply) -> None:
+        for r in replies:
+            self.replies.put(r)
+
+    def __enter__(self) -> WireServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _json(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        payload = json.dumps(reply.body).encode()
+        h.send_response(reply.status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(payload)))
+        for k, v in reply.headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(payload)
+        h.wfile.flush()
+
+    def _stream(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        h.send_response(reply.status)
+        h.send_header("content-type", "text/event-stream; charset=utf-8")
+        h.send_header("cache-control", "no-cache")
+        h.send_header("transfer-encoding", "chunked")
+        for k, v in reply.headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.flush()
+        try:
+            for i, event in enumerate(reply.events):
+                if reply.cut_after is not None and i == reply.cut_after:
+                    self._cut(h)
+                    return
+                if reply.stall_after is not None and i == reply.stall_after:
+                    reply.stalled.set()
+                    if not self._wait(h, reply):
+                        return
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                h.wfile.flush()
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            reply.client_closed.set()
+            h.close_connection = True
+
+    def _wait(self, h: BaseHTTPRequestHandler, reply: Reply) -> bool:
+        """Hold the stream; False if the client went away meanwhile."""
+        sock: socket.socket = h.connection
+        while not reply.release.is_set() and not self._stopping.is_set():
+            readable, _, _ = select.select([sock], [], [], 0.02)
+            if readable:
+                try:
+                    data = sock.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    data = b""
+                if not data:
+                    reply.closed_at = time.monotonic()
+                    reply.client_closed.set()
+                    h.close_connection = True
+                    return False
+        return not self._stopping.is_set()
+
+    def _cut(self, h: BaseHTTPRequestHandler) -> None:
+        h.close_connection = True
+        sock: socket.socket = h.connection
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
