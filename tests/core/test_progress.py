@@ -49,6 +49,19 @@ def test_eviction_shows_as_a_gap_to_a_slow_reader() -> None:
     assert window.read("run", late.cursor).gap is False
 
 
+def test_a_failing_listener_does_not_break_the_stream() -> None:
+    def broken(frame: ProgressFrame) -> None:
+        raise BrokenPipeError("the terminal went away")
+
+    heard: list[str] = []
+    window = ProgressWindow(listeners=[broken, lambda f: heard.append(f.text)])
+    emit = window.begin("run", 0)
+    emit("a")
+    emit("b")
+    assert heard == ["a", "b"] and window.listener_errors == 2
+    assert text_of(window.read("run").frames) == "ab"
+
+
 def test_runs_are_independent_and_old_runs_are_forgotten() -> None:
     window = ProgressWindow(max_runs=2)
     window.begin("a", 0)("x")

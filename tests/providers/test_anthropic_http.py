@@ -135,6 +135,10 @@ async def test_abort_closes_the_in_flight_stream(
     shown: list[str] = []
     call = asyncio.ensure_future(claude.complete(REQUEST, signal=signal, on_progress=shown.append))
     assert await asyncio.to_thread(reply.stalled.wait, 10)
+    for _ in range(1000):  # until the delta the server sent before stalling has arrived
+        if shown:
+            break
+        await asyncio.sleep(0.01)
     # abort from another thread, as a canceller (an HTTP handler, a signal handler) would
     await asyncio.to_thread(signal.abort, "cancelled by the operator")
     with pytest.raises(RunCancelled, match="cancelled by the operator"):

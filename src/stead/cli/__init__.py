@@ -1,6 +1,9 @@
 """The ``stead`` command: parse, call the runtime, render. No logic of its own.
 
     stead demo                          crash-and-recover demo on a temporary SQLite store
+    stead run MOD:AGENT PROMPT [--model M]
+                                        run an agent, streaming its text; M is a model
+                                        string such as anthropic:claude-sonnet-4-6
     stead runs list [--status S]        runs in the store, newest first
     stead runs show RUN                 one run's timeline
     stead runs events RUN [--json]      one run's raw events
@@ -66,6 +69,16 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="crash an agent after a side effect and recover it")
     demo.add_argument("--db", default=None, help="SQLite file for the demo (default: a temp file)")
+
+    run = sub.add_parser("run", help="run an agent on a prompt, streaming its text")
+    run.add_argument("agent", help="module:attr naming the Agent")
+    run.add_argument("prompt")
+    run.add_argument(
+        "--model",
+        default=None,
+        help="use this model instead of the agent's: anthropic:MODEL, openai:MODEL or "
+        "openai-compatible:BASE_URL:MODEL",
+    )
 
     runs = sub.add_parser("runs", help="list and inspect runs")
     rsub = runs.add_subparsers(dest="runs_command", required=True)
@@ -200,8 +213,35 @@ def _dispatch(args: argparse.Namespace) -> int:
         out.print(summary(view))
         return 0
 
+    if cmd == "run":
+        return asyncio.run(_run_agent(args.store, args.agent, args.prompt, args.model))
     agents = _load_agents(getattr(args, "agents", None))
     return asyncio.run(_with_runtime(args.store, agents, go))
+
+
+async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> int:
+    from stead.cli._stream import StreamPrinter, usage_line
+    from stead.providers import model_from_string
+
+    agents = _load_agents(spec)
+    if len(agents) != 1:
+        names = ", ".join(a.name for a in agents)
+        raise UserError(f"{spec!r} holds {len(agents)} agents ({names}); name exactly one")
+    agent = agents[0]
+    if model is not None:
+        agent.model = model_from_string(model)
+    out = console()
+    printer = StreamPrinter()
+    async with Runtime(store, agents=[agent], on_progress=printer) as rt:
+        run_id = await rt.start(agent, prompt)
+        out.print(f"[dim]run {run_id} · {agent.name} on {agent.model.model_name}[/]")
+        try:
+            view = await rt.run(run_id)
+        finally:
+            printer.end()
+    out.print(summary(view))
+    out.print(usage_line(view, agent.model.model_name))
+    return 0 if view.status.value == "completed" else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

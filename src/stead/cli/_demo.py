@@ -97,6 +97,9 @@ def run_demo(store_path: str | None = None) -> int:
         out.print(
             "\n[dim]Inspect it yourself: "
             f"stead --store {store} runs show {run_id}\n"
-            "Use a real model: see README, 'Real models'.[/]"
+            "Use a real model (needs ANTHROPIC_API_KEY; or openai:gpt-4.1 with OPENAI_API_KEY):\n"
+            "  stead run stead.demo.assistant:agent 'Where is order 42?' "
+            "--model anthropic:claude-sonnet-4-6\n"
+            "See README, 'Real models'.[/]"
         )
         return delivered

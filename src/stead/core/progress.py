@@ -12,7 +12,8 @@ Only the final assistant message is durable; these frames are a preview of it. R
 - At most ``max_runs`` runs are kept; the run whose generation began longest ago goes first.
 
 Pure: no I/O, no clock, no asyncio. Listeners are plain callables called with each frame as
-it is published, in the publisher's thread (the CLI prints from one).
+it is published, in the publisher's thread (the CLI prints from one); one that raises is
+counted in ``listener_errors`` and does not disturb the model call.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ class ProgressWindow:
         self._runs: OrderedDict[str, _RunWindow] = OrderedDict()
         self._generations: dict[str, int] = {}
         self._listeners: list[ProgressListener] = list(listeners)
+        self.listener_errors = 0
+        """Frames a listener raised on (and missed); the run carried on regardless."""
 
     def subscribe(self, listener: ProgressListener) -> None:
         """Call ``listener`` with every frame published from now on."""
@@ -143,7 +146,11 @@ class ProgressWindow:
         window.next_sequence += 1
         window.frames.append(frame)
         for listener in self._listeners:
-            listener(frame)
+            try:
+                listener(frame)
+            except Exception:
+                # Progress is a lossy preview: a failing listener must not fail the model call.
+                self.listener_errors += 1
         return frame
 
     def generation(self, run_id: str) -> int:

@@ -40,6 +40,8 @@ async def call_abortable(fn: Callable[[], Awaitable[T]], signal: AbortSignal) ->
         if signal.aborted and (me is None or me.cancelling() == 0):
             raise RunCancelled(signal.reason) from None
         raise
+    finally:
+        signal.remove_callback(on_abort)
 
 
 async def _run(fn: Callable[[], Awaitable[T]]) -> T:
