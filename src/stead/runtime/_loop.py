@@ -128,6 +128,7 @@ class RunLoop:
         )
         self._in_flight: dict[str, AssignmentKey] = {}
         self._head: str | None = None
+        self._abort_future: asyncio.Future[str] | None = None
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -300,13 +301,24 @@ class RunLoop:
         delay = self.backoff.delay(step.attempt, failure.retry_after, self.rand)
         await self._sleep(delay)
 
+    def _aborted(self) -> asyncio.Future[str]:
+        """One future per loop that resolves when the signal is aborted: every wait of the
+        run shares it, instead of a new waiter task per turn."""
+        if self._abort_future is None:
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[str] = loop.create_future()
+
+            def settle(reason: str) -> None:
+                if not fut.done():
+                    fut.set_result(reason)
+
+            self.signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
+            self._abort_future = fut
+        return self._abort_future
+
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once on abort."""
-        waiter = asyncio.ensure_future(self.signal.wait())
-        try:
-            await asyncio.wait({waiter}, timeout=seconds)
-        finally:
-            waiter.cancel()
+        await asyncio.wait({self._aborted()}, timeout=seconds)
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -314,20 +326,17 @@ class RunLoop:
         """Settle every open call concurrently; on abort, give them the grace period, then stop
         waiting (their results, if they finish, are still recorded)."""
         tasks = [asyncio.ensure_future(self._settle(p.tool_call_id)) for p in step.plans]
-        aborted = asyncio.ensure_future(self.signal.wait())
-        try:
-            await asyncio.wait({*tasks, aborted}, return_when=asyncio.FIRST_COMPLETED)
-            while not aborted.done() and not all(t.done() for t in tasks):
-                await asyncio.wait({*tasks, aborted}, return_when=asyncio.FIRST_COMPLETED)
-            if aborted.done() and not all(t.done() for t in tasks):
-                await asyncio.wait(tasks, timeout=self.limits.cancel_grace)
-                for key in list(self._in_flight.values()):
-                    await self.executor.cancel(key, self.signal.reason)
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-        finally:
-            aborted.cancel()
+        aborted = self._aborted()
+        waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
+        while not aborted.done() and not all(t.done() for t in tasks):
+            await asyncio.wait(waitable, return_when=asyncio.FIRST_COMPLETED)
+        if aborted.done() and not all(t.done() for t in tasks):
+            await asyncio.wait(tasks, timeout=self.limits.cancel_grace)
+            for key in list(self._in_flight.values()):
+                await self.executor.cancel(key, self.signal.reason)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         for t in tasks:
             if t.done() and not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
