@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.events import Event, decode, encode
-from stead.errors import CorruptEvent
+from stead.errors import CorruptEvent, StoreError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,3 +220,27 @@ def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes
         return decode(kind, version, parsed)
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptEvent(run_id, seq, str(exc)) from exc
+
+
+def decode_events(
+    run_id: str, rows: Sequence[Sequence[Any]], after: int, last_seq: int
+) -> list[StoredEvent]:
+    """(seq, kind, version, data, created_at) rows after ``after``, checked for gaps up to
+    ``last_seq`` and decoded (``CorruptEvent`` names the bad one)."""
+    out = []
+    expected = after
+    for seq, kind, version, data, created in rows:
+        expected += 1
+        if seq != expected:
+            raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
+        out.append(
+            StoredEvent(
+                seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
+            )
+        )
+    if expected < last_seq:
+        raise StoreError(
+            f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
+            f"events {expected + 1}..{last_seq} are missing"
+        )
+    return out

@@ -52,7 +52,7 @@ from stead.store._base import (
     Loaded,
     RunRecord,
     StoredEvent,
-    decode_row,
+    decode_events,
     dumps,
     event_row,
 )
@@ -89,30 +89,6 @@ def _record(row: Sequence[Any]) -> RunRecord:
         created_at=row[9],
         updated_at=row[10],
     )
-
-
-def _decode_events(
-    run_id: str, rows: Sequence[Sequence[Any]], after: int, last_seq: int
-) -> list[StoredEvent]:
-    """(seq, kind, version, data, created_at) rows after ``after``, checked for gaps up to
-    ``last_seq`` and decoded (``CorruptEvent`` names the bad one)."""
-    out = []
-    expected = after
-    for seq, kind, version, data, created in rows:
-        expected += 1
-        if seq != expected:
-            raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
-        out.append(
-            StoredEvent(
-                seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
-            )
-        )
-    if expected < last_seq:
-        raise StoreError(
-            f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
-            f"events {expected + 1}..{last_seq} are missing"
-        )
-    return out
 
 
 def _channel(schema: str, key: str) -> str:
@@ -405,7 +381,7 @@ class PostgresStore:
                 "WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
                 (run_id, snap_seq, record.last_seq),
             )
-            tail = _decode_events(run_id, await cur.fetchall(), snap_seq, record.last_seq)
+            tail = decode_events(run_id, await cur.fetchall(), snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
     async def _row(self, conn: Conn, run_id: str) -> RunRecord:
@@ -428,7 +404,7 @@ class PostgresStore:
         if not rows:
             raise RunNotFound(run_id)
         last_seq = rows[0][0]
-        return _decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last_seq)
+        return decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
         async with self._conn() as conn:

@@ -32,7 +32,7 @@ from stead.store._base import (
     Loaded,
     RunRecord,
     StoredEvent,
-    decode_row,
+    decode_events,
     dumps,
     event_row,
 )
@@ -277,23 +277,7 @@ class SQLiteStore:
             "WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
         ).fetchall()
-        out = []
-        expected = after
-        for seq, kind, version, data, created in rows:
-            expected += 1
-            if seq != expected:
-                raise StoreError(f"run {run_id}: event seq {expected} is missing (found {seq})")
-            out.append(
-                StoredEvent(
-                    seq=seq, event=decode_row(run_id, seq, kind, version, data), created_at=created
-                )
-            )
-        if expected < last_seq:
-            raise StoreError(
-                f"run {run_id}: the log ends at seq {expected} but the run is at {last_seq}; "
-                f"events {expected + 1}..{last_seq} are missing"
-            )
-        return out
+        return decode_events(run_id, rows, after, last_seq)
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         with self._read() as db:
