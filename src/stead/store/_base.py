@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.events import Event, decode, encode
-from stead.errors import CorruptEvent, StoreError
+from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,3 +244,22 @@ def decode_events(
             f"events {expected + 1}..{last_seq} are missing"
         )
     return out
+
+
+def append_refusal(
+    run_id: str, found: Sequence[Any] | None, epoch: int, expected_seq: int
+) -> Exception:
+    """Why a guarded append (``... WHERE epoch = ? AND last_seq = ?``) changed nothing, from
+    the run's (last_seq, epoch) row read afterwards: missing run, stale owner, or stale seq."""
+    if found is None:
+        return RunNotFound(run_id)
+    last_seq, current_epoch = found
+    if current_epoch != epoch:
+        return Fenced(
+            f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
+            f"{current_epoch} (another worker took it over)"
+        )
+    return Conflict(
+        f"run {run_id}: expected to append after seq {expected_seq}, but the log is at "
+        f"{last_seq}; reload and decide again"
+    )

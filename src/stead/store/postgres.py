@@ -52,6 +52,7 @@ from stead.store._base import (
     Loaded,
     RunRecord,
     StoredEvent,
+    append_refusal,
     decode_events,
     dumps,
     event_row,
@@ -340,19 +341,7 @@ class PostgresStore:
     async def _refused(self, conn: Conn, run_id: str, epoch: int, expected_seq: int) -> None:
         """The conditional UPDATE matched nothing: say why, as SQLite does."""
         cur = await conn.execute("SELECT last_seq, epoch FROM runs WHERE run_id = %s", (run_id,))
-        found = await cur.fetchone()
-        if found is None:
-            raise RunNotFound(run_id)
-        last_seq, current_epoch = found
-        if current_epoch != epoch:
-            raise Fenced(
-                f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
-                f"{current_epoch} (another worker took it over)"
-            )
-        raise Conflict(
-            f"run {run_id}: expected to append after seq {expected_seq}, but the log "
-            f"is at {last_seq}; reload and decide again"
-        )
+        raise append_refusal(run_id, await cur.fetchone(), epoch, expected_seq)
 
     async def load(self, run_id: str) -> Loaded:
         async with self._conn() as conn:

@@ -32,6 +32,7 @@ from stead.store._base import (
     Loaded,
     RunRecord,
     StoredEvent,
+    append_refusal,
     decode_events,
     dumps,
     event_row,
@@ -237,18 +238,7 @@ class SQLiteStore:
         found = db.execute(
             "SELECT last_seq, epoch FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
-        if found is None:
-            raise RunNotFound(run_id)
-        last_seq, current_epoch = found
-        if current_epoch != epoch:
-            raise Fenced(
-                f"run {run_id}: write with epoch {epoch} refused, the run is at epoch "
-                f"{current_epoch} (another worker took it over)"
-            )
-        raise Conflict(
-            f"run {run_id}: expected to append after seq {expected}, but the log is at "
-            f"{last_seq}; reload and decide again"
-        )
+        raise append_refusal(run_id, found, epoch, expected)
 
     async def load(self, run_id: str) -> Loaded:
         with self._read() as db:
