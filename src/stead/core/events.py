@@ -12,8 +12,10 @@ code knows is refused rather than guessed at.
 
 from __future__ import annotations
 
+import operator
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_type_hints
 
@@ -397,16 +399,52 @@ def _enc(value: Any) -> JSON:
     return value
 
 
+def _compile_encoder(kind: str) -> Callable[[Any], dict[str, JSON]]:
+    """Build the data encoder of one event class from its field table, once.
+
+    Every append encodes every event, so this runs on each durable step: the required
+    fields are read by one ``attrgetter`` (C), the optional ones are compared with their
+    defaults, and only fields whose type can hold a message or a usage go through ``_enc``.
+    Fields still at their default are left out: a log holds many events, and the decoder
+    restores defaults, so this is lossless.
+    """
+    names: list[str] = []
+    optional: list[tuple[str, Any]] = []
+    convert: list[str] = []
+    for name, hint, is_required, default in _FIELDS[kind]:
+        if any(t in (AssistantMessage, Usage) for t in (hint, *typing.get_args(hint))):
+            convert.append(name)
+        if is_required:
+            names.append(name)
+        else:
+            optional.append((name, default))
+    if len(names) > 1:
+        getter = operator.attrgetter(*names)
+    else:
+        one = operator.attrgetter(*names) if names else (lambda e: None)
+        getter = lambda e: (one(e),) if names else ()  # noqa: E731
+
+    def encode(e: Any) -> dict[str, JSON]:
+        d = dict(zip(names, getter(e), strict=True))
+        for name, default in optional:
+            v = getattr(e, name)
+            if v != default:
+                d[name] = v
+        for name in convert:
+            if name in d:
+                d[name] = _enc(d[name])
+        return d
+
+    return encode
+
+
+_ENCODERS: Final = {k: (VERSION[k], _compile_encoder(k)) for k in EVENT_TYPES}
+
+
 def encode(event: Event) -> tuple[str, int, dict[str, JSON]]:
     """Return ``(kind, version, data)`` where data is plain JSON."""
-    # Fields still at their default are left out: a log holds many events, and the
-    # decoder restores defaults, so this is lossless.
-    data = {
-        name: _enc(getattr(event, name))
-        for name, _, required, default in _FIELDS[event.kind]
-        if required or getattr(event, name) != default
-    }
-    return event.kind, VERSION[event.kind], data
+    version, enc = _ENCODERS[event.kind]
+    return event.kind, version, enc(event)
 
 
 def _check(name: str, hint: Any, value: Any) -> Any:

@@ -7,6 +7,7 @@ the stable codes in ``stead.core.failures``; the runtime decides about retries f
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -60,24 +61,71 @@ class ModelRequest:
         schemas and settings may, so the head goes through the general encoder.
         """
         messages = [message_to_json(m) for m in self.messages]
-        body = {
-            "model": self.model,
-            "system": self.system,
-            "messages": messages,
-            "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in self.tools
-            ],
-            "max_output_tokens": self.max_output_tokens,
-            "turn_index": self.turn_index,
-            "settings": self.settings,
-        }
         head = head_digest or self.head_digest()
-        return body, sha256_hex(head + plain_canonical_json(messages))
+        return _body(self, messages), sha256_hex(head + plain_canonical_json(messages))
 
     def digest(self) -> str:
         """sha256 over the canonical request (see ``encode``)."""
         return self.encode()[1]
+
+
+class RequestEncoder:
+    """Encodes the successive requests of one run, each message once.
+
+    A run's requests grow by appending: turn N+1 sends turn N's messages plus the reply and
+    its results. ``ModelRequest.encode`` re-encodes and re-hashes the whole conversation on
+    every turn, which is quadratic in the run's length; this keeps each message's JSON and
+    a running sha256 of the canonical prefix, so a turn costs only its new messages. The
+    result is byte-for-byte ``request.encode(head)``: when a request does not extend the
+    previous one (a reordering, another run), it starts over.
+
+    The head digest (model, system, tools, settings) is taken from the first request; use
+    one encoder per agent and run, as the run loop does.
+    """
+
+    __slots__ = ("_hasher", "_head", "_json", "_prefix")
+
+    def __init__(self) -> None:
+        self._head: str | None = None
+        self._prefix: tuple[Message, ...] = ()
+        self._json: list[dict[str, Any]] = []
+        self._hasher: Any = None
+
+    def encode(self, request: ModelRequest) -> tuple[dict[str, Any], str]:
+        """(plain JSON, digest) of ``request``, equal to ``request.encode()``."""
+        if self._head is None:
+            self._head = request.head_digest()
+        messages = request.messages
+        done = len(self._prefix)
+        if self._hasher is None or messages[:done] != self._prefix:
+            self._hasher = hashlib.sha256((self._head + "[").encode("utf-8"))
+            self._json, done = [], 0
+        hasher, encoded = self._hasher, self._json
+        for m in messages[done:]:
+            j = message_to_json(m)
+            text = plain_canonical_json(j)
+            hasher.update((text if not encoded else "," + text).encode("utf-8"))
+            encoded.append(j)
+        self._prefix = messages
+        final = hasher.copy()
+        final.update(b"]")
+        return _body(request, list(encoded)), final.hexdigest()
+
+
+def _body(request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The plain JSON of a request whose messages are already encoded."""
+    return {
+        "model": request.model,
+        "system": request.system,
+        "messages": messages,
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools
+        ],
+        "max_output_tokens": request.max_output_tokens,
+        "turn_index": request.turn_index,
+        "settings": request.settings,
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -69,6 +69,7 @@ from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
 from stead.errors import Fenced
 from stead.providers import ModelRequest, ModelResponse
+from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
@@ -127,7 +128,7 @@ class RunLoop:
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
         self._in_flight: dict[str, AssignmentKey] = {}
-        self._head: str | None = None
+        self._encoder = RequestEncoder()
         self._abort_future: asyncio.Future[str] | None = None
 
     def _deadline(self) -> float | None:
@@ -211,9 +212,7 @@ class RunLoop:
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
         )
-        if self._head is None:
-            self._head = request.head_digest()
-        encoded, request_digest = request.encode(self._head)
+        encoded, request_digest = self._encoder.encode(request)
         assignment = Assignment(
             key=key,
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
@@ -354,15 +353,16 @@ class RunLoop:
             if state.cancel_requested is not None:
                 return
             plan = plan_call(call, self.specs.get(call.name))
-            token = secrets.token_urlsafe(16)
             match plan.action:
                 case "execute":
                     await self._execute(call, plan.attempt)
                 case "reconcile":
                     await self._reconcile(call)
                 case "ask_consent":
+                    token = secrets.token_urlsafe(16)
                     await self.s.append(consent_events(call, token, self._deadline()))
                 case "ask_human":
+                    token = secrets.token_urlsafe(16)
                     await self.s.append(
                         ask_human_events(state, call, token, plan.reason, self._deadline())
                     )

@@ -193,7 +193,11 @@ class Store(Protocol):
 
 def dumps(data: Any) -> str:
     """Compact JSON for rows: no spaces, UTF-8 kept as is (logs are read by people too)."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _ROW_ENCODER(data)
+
+
+_ROW_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""Built once: ``json.dumps`` with options builds a new encoder on every call."""
 
 
 def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:

@@ -71,6 +71,16 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
     return sorted(out)
 
 
+_GUARD = (
+    "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
+    "WHERE run_id = ? AND epoch = ? AND last_seq = ?"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, "
+    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 class SQLiteStore:
     """``Store`` on a SQLite file."""
 
@@ -201,17 +211,12 @@ class SQLiteStore:
         with self._write(fsync=sync) as db:
             # The epoch and sequence checks and the write they guard are one statement in
             # the write transaction: a stale owner or a stale sequence changes nothing.
-            cur = db.execute(
-                "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
-                "WHERE run_id = ? AND epoch = ? AND last_seq = ?",
-                (seq, status, now, run_id, epoch, expected_seq),
-            )
+            cur = db.execute(_GUARD, (seq, status, now, run_id, epoch, expected_seq))
             if cur.rowcount != 1:
                 self._refusal(db, run_id, epoch, expected_seq)
             try:
                 db.executemany(
-                    "INSERT INTO events (run_id, seq, kind, version, turn_index, "
-                    "tool_call_id, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    _INSERT_EVENT,
                     [
                         (run_id, expected_seq + i, kind, version, turn, call, data, now)
                         for i, (kind, version, turn, call, data) in enumerate(rows, 1)
@@ -229,7 +234,7 @@ class SQLiteStore:
                     "version = excluded.version, state = excluded.state",
                     (run_id, snap_seq, int(state.get("v", 0)), _pack(state)),
                 )
-            if any(k == "tool_result_recorded" for k, *_ in rows):
+            if _crash.armed() and any(k == "tool_result_recorded" for k, *_ in rows):
                 _crash.point("before_result_commit", _tool_of(events))
         return seq
 

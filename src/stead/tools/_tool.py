@@ -68,9 +68,15 @@ def _check_options(effect: object, reconcile: object, requires_approval: object,
         )
 
 
+@functools.lru_cache(maxsize=1024)
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """``inspect.iscoroutinefunction``, asked once per function (it is on every call's path)."""
+    return inspect.iscoroutinefunction(fn)
+
+
 async def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Await an async function; run a sync one in a worker thread so the loop keeps going."""
-    if inspect.iscoroutinefunction(fn):
+    if _is_async(fn):
         return await fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
 
