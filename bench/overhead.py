@@ -59,7 +59,13 @@ GOAL = 1.5
 INPUT = "Check the ten open orders and tell me which have shipped."
 SYSTEM = "You look up orders. Call lookup once per order, then answer in one line."
 FLOOR = "floor"
-VARIANTS = ("read_only", "idempotent_write", "non_idempotent")
+VARIANTS = ("read_only", "idempotent_write", "non_idempotent", "non_idem_no_rec")
+"""stead rows: the tool's effect class; the two non_idempotent rows differ in whether the
+tool has a reconcile function."""
+UNJUDGED = {"non_idem_no_rec": "n/a: +1 fsync/call, by design"}
+"""Rows the goal does not apply to, and why: a non_idempotent tool without a reconcile
+function commits its start record on its own, so that a crash before the handler ran leaves
+a call that plainly never ran (run again, no person asked). The floor offers nothing like it."""
 
 
 # -- the workload, shared by both sides ---------------------------------------------------
@@ -79,10 +85,21 @@ def script() -> ScriptedModel:
     return ScriptedModel(turns)
 
 
-def agent_for(effect: str) -> stead.Agent:
-    """An agent whose only tool is ``lookup`` declared with side-effect class ``effect``."""
-    tool = stead.tool(effect=effect, name="lookup")(lookup)  # type: ignore[call-overload]
-    return stead.Agent(f"bench-{effect}", script(), [tool], system=SYSTEM)
+async def find_lookup(order_id: int) -> stead.Unknown:
+    """Reconcile for the non_idempotent ``lookup``: never asked in this benchmark (nothing
+    crashes); its presence is what lets the start record ride with the intent."""
+    return stead.Unknown(reason="the benchmark never crashes")
+
+
+def agent_for(variant: str) -> stead.Agent:
+    """An agent whose only tool is ``lookup`` of the variant's side-effect class."""
+    if variant == "non_idem_no_rec":
+        tool = stead.tool(effect="non_idempotent", name="lookup")(lookup)
+    elif variant == "non_idempotent":
+        tool = stead.tool(effect="non_idempotent", name="lookup", reconcile=find_lookup)(lookup)
+    else:
+        tool = stead.tool(effect=variant, name="lookup")(lookup)  # type: ignore[call-overload]
+    return stead.Agent(f"bench-{variant}", script(), [tool], system=SYSTEM)
 
 
 # -- commit counting ------------------------------------------------------------------------
@@ -363,7 +380,10 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
                 "commits_per_run": s.counts["commits"],
                 "fsyncs_per_run": s.counts["fsyncs"],
                 "events_per_run": s.counts["events"],
-                "goal_met": None if s.name == FLOOR else s.median / floor <= GOAL,
+                "goal_met": (
+                    None if s.name == FLOOR or s.name in UNJUDGED else s.median / floor <= GOAL
+                ),
+                "goal_note": UNJUDGED.get(s.name),
                 "noisy": max(s.us_per_step) > 2 * min(s.us_per_step),
             }
         )
@@ -417,7 +437,9 @@ def render(result: dict[str, Any]) -> str:
     ]
     noisy = [r for r in result["rows"] if r["noisy"]]
     for row in result["rows"]:
-        goal = {None: "", True: "met", False: "NOT met"}[row["goal_met"]]
+        goal = {None: "", True: "met", False: "NOT met"}[row["goal_met"]] or (
+            row["goal_note"] or ""
+        )
         if goal and (row in noisy or result["rows"][0] in noisy):
             goal += " (noisy)"
         lines.append(

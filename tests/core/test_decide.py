@@ -80,6 +80,7 @@ from stead.core.events import (
     RunRequeued,
     RunTimedOut,
     ToolCallRequested,
+    ToolCallStarted,
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
@@ -1258,3 +1259,48 @@ def test_cancel_events_on_a_finished_run_do_not_fold() -> None:
     assert events == [RunCancelled(reason="late")]
     with pytest.raises(IllegalTransition, match="completed -> cancelled"):
         apply(state.copy(), events[0])
+
+
+def _verdict(call_id: str, effect: Any, *, gated: bool = False) -> CallVerdict:
+    return CallVerdict(
+        tool_call_id=call_id,
+        arguments="{}",
+        effect_class=effect,
+        rejection=None if effect else "no such tool",
+        needs_approval=gated,
+    )
+
+
+def test_start_now_puts_the_named_non_idempotent_starts_in_the_intent_batch() -> None:
+    state = fold(RUNNING_T0)
+    message = _reply(("a", "pay", "{}"), ("b", "pay", "{}"), ("c", "look", "{}"), ("d", "x", "{}"))
+    verdicts = {
+        "a": _verdict("a", "non_idempotent"),
+        "b": _verdict("b", "non_idempotent"),
+        "c": _verdict("c", "read_only"),
+        "d": _verdict("d", None),
+    }
+    # a: named, starts now; b: not named (no reconcile), starts later; c: not non_idempotent;
+    # d: refused, never starts.
+    events = reply_events(state, 0, message, Usage(), "m", verdicts, start_now={"a", "c", "d"})
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert [(e.tool_call_id, e.attempt) for e in started] == [("a", 1)]
+    assert started[0].effect_id == effect_id(RUN_ID, 0, "a", 1)
+    after = fold(events, start=state)
+    assert after.calls["a"].in_flight and not after.calls["b"].in_flight
+    # A crash now leaves "a" in flight: recovery reconciles it, like any started call.
+    step = next_step(after, {"pay": WITH_RECONCILE, "look": ToolSpec(effect_class="read_only")})
+    assert ("a", "reconcile", 2) in _no_reasons(step)
+    assert ("b", "execute", 1) in _no_reasons(step)
+
+
+def test_start_now_starts_nothing_while_a_call_of_the_turn_waits_for_consent() -> None:
+    state = fold(RUNNING_T0)
+    message = _reply(("a", "pay", "{}"), ("b", "pay", "{}"))
+    verdicts = {"a": _verdict("a", "non_idempotent"), "b": _verdict("b", "read_only", gated=True)}
+    consent = Consent(tokens={"b": "tok"})
+    events = reply_events(
+        state, 0, message, Usage(), "m", verdicts, consent=consent, start_now={"a"}
+    )
+    assert not any(isinstance(e, ToolCallStarted) for e in events)
+    assert fold(events, start=state).status is RunStatus.AWAITING_APPROVAL

@@ -16,7 +16,7 @@ from _crash_harness import KILLED, Scenario
 from _scenario import RUN_ID, delivered, ledger
 
 from stead.core.canonical import idempotency_key
-from stead.core.events import ToolResultRecorded
+from stead.core.events import ToolReconciled, ToolResultRecorded
 from stead.core.states import RunStatus
 from stead.runtime import RunSession
 from stead.store import SQLiteStore
@@ -164,3 +164,31 @@ def test_unreconcilable_without_ambiguity_needs_no_person(scenario: Scenario, cr
     second = scenario.run("run", "unreconcilable")
     assert second.out == {"status": "completed", "output": "Charged 5.00."}, second.stderr
     assert ledger().count("charge_card") == 1
+
+
+def test_start_record_rides_with_the_intent_and_a_crash_there_is_reconciled(
+    scenario: Scenario,
+) -> None:
+    """send_message has a reconcile function, so its start record is committed with the
+    intent (one fsync fewer per call). Killed right after that commit, the call is in flight
+    though its handler never ran: the next process asks reconcile, which says not done, and
+    runs it once. No person is asked."""
+    first = scenario.run("start", "reconcilable", crash="after_intent#2")
+    assert first.returncode == KILLED, first.stderr
+    _, events = _final(scenario.store)
+    tail = [type(e).__name__ for e in events[-4:]]
+    assert tail == [
+        "AssistantMessageRecorded",
+        "ToolCallRequested",
+        "ToolCallRequested",
+        "ToolCallStarted",
+    ]
+    assert events[-1].tool_call_id == "call_1_1"  # type: ignore[attr-defined]
+    assert delivered() == []  # durable "started", yet the handler never ran
+
+    second = scenario.run("run", "reconcilable")
+    assert second.out == {"status": "completed", "output": "Told on-call that order 42 shipped."}
+    _, events = _final(scenario.store)
+    verdicts = [e.verdict for e in events if isinstance(e, ToolReconciled)]
+    assert verdicts == ["not_done"]
+    assert len(delivered()) == 1

@@ -8,7 +8,7 @@ fit the state before anything is written.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -93,6 +93,8 @@ def reply_events(
     verdicts: Mapping[str, CallVerdict],
     limits: Limits | None = None,
     consent: Consent | None = None,
+    *,
+    start_now: Collection[str] = (),
 ) -> list[Event]:
     """The write-ahead intent of one reply, all to be appended in one transaction.
 
@@ -100,6 +102,18 @@ def reply_events(
     result: refused by validation, beyond ``max_tool_calls_per_turn``, asked for in the final
     turn, or the ``repeat_threshold``-th identical call in a row (with a ``loop_detected``
     event); and a consent request for each remaining call whose tool's policy asks a person.
+
+    ``start_now``: ids of ``non_idempotent`` calls the caller will run as soon as this
+    commits; their ``tool_call_started`` (attempt 1) rides in the same commit instead of
+    costing a commit (an fsync) of its own. The record still precedes the handler, so a
+    crash after this commit finds the call in flight and recovers it as after any start
+    record: reconcile, or a person. The caller should therefore name only calls whose tool
+    has a reconcile function (which answers "not done" for a call that never ran, so no
+    person is bothered); a call without one keeps its own start record, so a crash before
+    it leaves a call that plainly never ran. Nothing is started early when anything in the
+    turn waits for consent: the calls would wait, recorded as started, for the decision.
+    Only the caller, which knows it has not run the handler yet, may run such a call
+    without reconciling it first.
     """
     limits = limits or Limits()
     events: list[Event] = [
@@ -188,7 +202,22 @@ def reply_events(
                     consent.deadline,
                 )
             )
-    return events + refused + asks
+    started: list[Event] = []
+    if start_now and not asks:
+        started = [
+            ToolCallStarted(
+                turn_index=turn_index,
+                tool_call_id=e.tool_call_id,
+                attempt=1,
+                effect_id=effect_id(state.run_id, turn_index, e.tool_call_id, 1),
+            )
+            for e in events
+            if isinstance(e, ToolCallRequested)
+            and e.rejection is None
+            and e.effect_class == "non_idempotent"
+            and e.tool_call_id in start_now
+        ]
+    return events + refused + started + asks
 
 
 def _consent_request(

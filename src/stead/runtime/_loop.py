@@ -57,14 +57,16 @@ from stead.core.effects import (
     tool_result_of,
 )
 from stead.core.events import (
+    Event,
     ModelCallFailed,
     RunFailed,
     RunStarted,
+    ToolCallStarted,
     ToolResultRecorded,
     TurnResumed,
 )
 from stead.core.failures import is_retryable
-from stead.core.fold import CallState
+from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
 from stead.errors import Fenced
@@ -129,6 +131,7 @@ class RunLoop:
         )
         self._in_flight: dict[str, AssignmentKey] = {}
         self._encoder = RequestEncoder()
+        self._armed: dict[str, int] = {}
         self._abort_future: asyncio.Future[str] | None = None
 
     def _deadline(self) -> float | None:
@@ -244,8 +247,17 @@ class RunLoop:
         verdicts = self._verdicts(response)
         deadline = self._deadline()
         tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
-        await self.s.append(
-            lambda st: reply_events(
+        built: list[Event] = []
+        eager = [
+            c.id
+            for c in response.message.tool_calls
+            if (spec := self.specs.get(c.name)) is not None
+            and spec.effect_class == "non_idempotent"
+            and spec.has_reconcile
+        ]
+
+        def intent(st: RunState) -> list[Event]:
+            built[:] = reply_events(
                 st,
                 step.turn_index,
                 response.message,
@@ -254,8 +266,14 @@ class RunLoop:
                 verdicts,
                 self.limits,
                 Consent(tokens=tokens, deadline=deadline),
+                start_now=eager,
             )
-        )
+            return built
+
+        await self.s.append(intent)
+        # The handlers of these calls have not run: their start record rode in the intent's
+        # commit, and only this loop knows it has not acted on it yet.
+        self._armed = {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
         if response.message.tool_calls:
             _crash.point("after_intent")
 
@@ -352,6 +370,10 @@ class RunLoop:
                 return
             if state.cancel_requested is not None:
                 return
+            armed = self._armed.pop(call_id, None)
+            if armed is not None and armed == call.attempts and call.verdict is None:
+                await self._execute(call, armed, start_recorded=True)
+                continue
             plan = plan_call(call, self.specs.get(call.name))
             match plan.action:
                 case "execute":
@@ -379,11 +401,16 @@ class RunLoop:
             cancel_grace=self.limits.cancel_grace,
         )
 
-    async def _execute(self, call: CallState, attempt: int) -> None:
+    async def _execute(
+        self, call: CallState, attempt: int, *, start_recorded: bool = False
+    ) -> None:
+        """Run one attempt and record its result. ``start_recorded``: the attempt's
+        ``tool_call_started`` is already durable (it rode in the intent's commit)."""
         state = self.s.state
         tool = self.agent.registry.get(call.name)
         if needs_start_record(call):
-            await self.s.append([started_event(state, call, attempt)])
+            if not start_recorded:
+                await self.s.append([started_event(state, call, attempt)])
             _crash.point("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
             await self._record(
