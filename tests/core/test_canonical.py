@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from stead.core.canonical import (
     canonical_json,
     command_id,
+    compact_encoder,
     digest,
     effect_id,
     idempotency_key,
@@ -274,3 +275,20 @@ def _outcome(value: object) -> str | None:
 def test_canonical_text_of_a_large_float_is_canonicalisable_again(number: float) -> None:
     text = canonical_json({"x": number})
     assert canonical_json(json.loads(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_with_any_text, st.booleans())
+def test_reused_compact_encoder_is_json_dumps(value: object, sort_keys: bool) -> None:
+    # The store writes every row with it and the fast path hashes with it: byte-identical to
+    # json.dumps with the same options, or rows and digests would change under our feet.
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
+    assert compact_encoder(sort_keys=sort_keys)(value) == expected
+
+
+def test_compact_encoder_refuses_what_json_refuses() -> None:
+    encode = compact_encoder(sort_keys=False)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"a": object()})
+    with pytest.raises(TypeError):
+        encode({1j: 1})

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
@@ -48,8 +50,42 @@ def plain_canonical_json(value: JSON) -> str:
     return _PLAIN_ENCODER(value)
 
 
-_PLAIN_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-"""One encoder for the fast path: ``json.dumps`` with options builds a new one per call."""
+def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
+    """A reusable compact JSON encoder (``separators=(",", ":")``, UTF-8 kept as is).
+
+    ``json.dumps`` with options builds a new encoder on every call, and even
+    ``JSONEncoder.encode`` builds a new C encoder per call: ~2 µs of a ~3 µs encoding of a
+    small event, paid on every event of every step. The C encoder is built once here
+    (without the circular-reference check: rows and requests are trees we build).
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C accelerator
+        return json.JSONEncoder(
+            sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False
+        ).encode
+    chunks = make(
+        None,
+        _unserialisable,
+        json.encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        sort_keys,
+        False,
+        True,
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+def _unserialisable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_PLAIN_ENCODER = compact_encoder(sort_keys=True)
 
 
 def _as_doubles(value: Any) -> Any:

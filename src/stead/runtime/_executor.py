@@ -52,6 +52,15 @@ class Executor(Protocol):
         """Wait for and return how the effect settled."""
         ...
 
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Outcome:
+        """``dispatch`` then ``outcome``, in one call. An executor in the caller's process may
+        perform the effect in the caller's own task (no task, no extra turns of the event
+        loop); cancelling the caller's task then cancels the effect. An aborted key settles
+        as ``Cancelled`` without running."""
+        ...
+
     def attach(self, key: AssignmentKey) -> Attachment:
         """Is the effect active, settled, unknown here, or aborted?"""
         ...
@@ -99,7 +108,10 @@ class InProcessExecutor:
         self._model = model
         self._tools = tools
         self._progress = progress
-        self._tasks: dict[str, asyncio.Task[Outcome]] = {}
+        self._tasks: dict[str, asyncio.Future[Outcome]] = {}
+        """Accepted effects: a task of their own (dispatch), or the future an inline run
+        (``run``) settles when it ends."""
+        self._inline: set[str] = set()
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
 
@@ -113,6 +125,39 @@ class InProcessExecutor:
             self._signals[k] = signal
             self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal, local))
         return True
+
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Outcome:
+        """Perform the effect in the calling task: the common path of a worker that waits for
+        each effect anyway saves a task and two turns of the event loop per effect. The key is
+        accepted (``dispatch`` of it is a no-op, ``attach`` says active, ``outcome`` waits for
+        it) until the effect ends."""
+        k = assignment.key.effect_id
+        if k in self._aborted:
+            return Cancelled(reason="the effect was aborted before it started")
+        if k in self._tasks:
+            return await self.outcome(assignment.key)
+        done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._tasks[k] = done
+        self._inline.add(k)
+        self._signals[k] = signal
+        try:
+            result = await self._perform(assignment, signal, local)
+        except asyncio.CancelledError:
+            done.cancel()
+            raise
+        except BaseException as exc:
+            done.set_exception(exc)
+            done.exception()  # mark it retrieved: nobody else need be waiting
+            raise
+        else:
+            done.set_result(result)
+            return result
+        finally:
+            self._inline.discard(k)
+            self._tasks.pop(k, None)
+            self._signals.pop(k, None)
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
         task = self._tasks.get(key.effect_id)
@@ -144,7 +189,8 @@ class InProcessExecutor:
         if sig is not None:
             sig.abort(reason)
         task = self._tasks.get(key.effect_id)
-        if task is not None and not task.done():
+        if task is not None and not task.done() and key.effect_id not in self._inline:
+            # An inline effect has no task of its own: it stops with the caller's task.
             task.cancel()
 
     async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:

@@ -220,11 +220,15 @@ class RunLoop:
             key=key,
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        await self.executor.dispatch(assignment, signal=self.signal, local=request)
         if _crash.armed():
+            # The one place the path differs under test: the call runs as a task so that
+            # the crash point can fire while it is in progress.
+            await self.executor.dispatch(assignment, signal=self.signal, local=request)
             await asyncio.sleep(0)  # let the call actually begin before the crash point
             _crash.point("mid_model_call")
-        outcome = await self.executor.outcome(key)
+            outcome = await self.executor.outcome(key)
+        else:
+            outcome = await self.executor.run(assignment, signal=self.signal, local=request)
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -438,8 +442,7 @@ class RunLoop:
         )
         self._in_flight[call.tool_call_id] = key
         try:
-            await self.executor.dispatch(assignment, signal=self.signal)
-            outcome = await self.executor.outcome(key)
+            outcome = await self.executor.run(assignment, signal=self.signal)
         finally:
             self._in_flight.pop(call.tool_call_id, None)
         _crash.point("after_tool_effect", call.name)

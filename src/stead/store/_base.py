@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from stead.core.canonical import compact_encoder
 from stead.core.events import Event, decode, encode
 from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
 
@@ -196,8 +197,7 @@ def dumps(data: Any) -> str:
     return _ROW_ENCODER(data)
 
 
-_ROW_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-"""Built once: ``json.dumps`` with options builds a new encoder on every call."""
+_ROW_ENCODER = compact_encoder(sort_keys=False)
 
 
 def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:

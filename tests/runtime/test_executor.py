@@ -1,0 +1,114 @@
+"""The in-process executor's contract: dispatch is idempotent by key, an abort leaves a
+tombstone, and ``run`` (the path the run loop takes) performs the effect in the caller's
+task while the key stays visible to dispatch, attach, outcome and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import stead
+from stead._signal import AbortSignal
+from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ToolBody
+from stead.runtime import InProcessExecutor
+from stead.testing import ScriptedModel
+from stead.tools import ToolRegistry
+
+started: list[int] = []
+gate: asyncio.Event | None = None
+
+
+@stead.tool(effect="read_only")
+async def probe(n: int) -> dict[str, Any]:
+    """Record that it ran, then wait on the gate when one is set."""
+    started.append(n)
+    if gate is not None:
+        await gate.wait()
+    return {"n": n}
+
+
+def assignment(effect_id: str, n: int = 1) -> Assignment:
+    return Assignment(
+        key=AssignmentKey(session_id="", run_id="run_x", effect_id=effect_id),
+        body=ToolBody(
+            tool_name="probe",
+            definition_digest=probe.definition_digest,
+            arguments=f'{{"n":{n}}}',
+            effect_class="read_only",
+            replay_policy=REPLAY_POLICY["read_only"],
+            tool_call_id="call_1",
+            turn_index=0,
+            idempotency_key="k",
+            attempt=1,
+        ),
+    )
+
+
+@pytest.fixture
+def executor() -> InProcessExecutor:
+    global gate
+    started.clear()
+    gate = None
+    return InProcessExecutor(ScriptedModel([]), ToolRegistry([probe]))
+
+
+async def test_run_performs_inline_and_the_key_is_accepted_while_it_runs(
+    executor: InProcessExecutor,
+) -> None:
+    global gate
+    gate = asyncio.Event()
+    a = assignment("e1")
+    signal = AbortSignal()
+    running = asyncio.ensure_future(executor.run(a, signal=signal))
+    await asyncio.sleep(0)
+    assert started == [1]
+    assert executor.attach(a.key) == "active"
+    # A second dispatch of the same key starts nothing; abort cannot tombstone it now.
+    assert await executor.dispatch(a, signal=signal) is True
+    assert await executor.abort(a.key) is False
+    waiter = asyncio.ensure_future(executor.outcome(a.key))
+    gate.set()
+    outcome = await running
+    assert outcome.kind == "tool_succeeded"
+    assert await waiter == outcome
+    assert started == [1]
+    assert executor.attach(a.key) == "missing"  # settled and handed over
+
+
+async def test_an_aborted_key_never_runs(executor: InProcessExecutor) -> None:
+    a = assignment("e2")
+    assert await executor.abort(a.key) is True
+    assert executor.attach(a.key) == "aborted"
+    assert await executor.dispatch(a, signal=AbortSignal()) is False
+    outcome = await executor.run(a, signal=AbortSignal())
+    assert outcome.kind == "cancelled"
+    assert started == []
+
+
+async def test_cancel_of_an_inline_effect_signals_it_and_the_caller_can_stop_it(
+    executor: InProcessExecutor,
+) -> None:
+    global gate
+    gate = asyncio.Event()  # never set: only cancellation ends the tool
+    a = assignment("e3")
+    signal = AbortSignal()
+    running = asyncio.ensure_future(executor.run(a, signal=signal))
+    await asyncio.sleep(0)
+    await executor.cancel(a.key, "stop")
+    assert signal.aborted and signal.reason == "stop"
+    assert not running.done()  # cooperative: the handler ignores the signal
+    running.cancel()  # what the run loop does after the grace period
+    outcome = await running
+    assert outcome.kind == "cancelled"
+    assert executor.attach(a.key) == "missing"
+
+
+async def test_dispatch_then_outcome_still_runs_as_a_task(executor: InProcessExecutor) -> None:
+    a = assignment("e4", n=4)
+    assert await executor.dispatch(a, signal=AbortSignal()) is True
+    assert await executor.dispatch(a, signal=AbortSignal()) is True
+    outcome = await executor.outcome(a.key)
+    assert outcome.kind == "tool_succeeded"
+    assert started == [4]
