@@ -38,6 +38,7 @@ PURE_STDLIB = {
     "hmac",
     "itertools",
     "json",
+    "json.encoder",
     "math",
     "numbers",
     "operator",

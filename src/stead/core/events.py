@@ -418,14 +418,12 @@ def _compile_encoder(kind: str) -> Callable[[Any], dict[str, JSON]]:
             names.append(name)
         else:
             optional.append((name, default))
-    if len(names) > 1:
-        getter = operator.attrgetter(*names)
-    else:
-        one = operator.attrgetter(*names) if names else (lambda e: None)
-        getter = lambda e: (one(e),) if names else ()  # noqa: E731
+    # attrgetter of two or more names returns a tuple (of one, the bare value): the extra
+    # trailing "kind" keeps it a tuple, and zip() below stops before it.
+    getter = typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names, "kind"))
 
     def encode(e: Any) -> dict[str, JSON]:
-        d = dict(zip(names, getter(e), strict=True))
+        d = dict(zip(names, getter(e)))  # noqa: B905 - the trailing kind is dropped
         for name, default in optional:
             v = getattr(e, name)
             if v != default:
