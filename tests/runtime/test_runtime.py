@@ -232,3 +232,49 @@ async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
         from_snapshot, _ = await RunSession.load_state(rt.store, rid)
         full = fold(e.event for e in await rt.events(rid))
         assert from_snapshot.to_json() == full.to_json()
+
+
+stubborn_log: list[str] = []
+stubborn_started = asyncio.Event()
+
+
+@stead.tool(effect="read_only")
+async def stubborn(n: int) -> str:
+    """Ignores the abort signal: only being cancelled stops it."""
+    stubborn_log.append(f"start {n}")
+    stubborn_started.set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        stubborn_log.append(f"cancelled {n}")
+        raise
+    return "never"
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["one call", "two calls"])
+async def test_a_tool_that_ignores_the_abort_is_cut_off_after_the_grace(
+    store: str, calls: int
+) -> None:
+    # One open call is settled in the loop's own task, several in a task each: both must
+    # give the grace period, then cancel the handler and close every call as cancelled.
+    stubborn_log.clear()
+    stubborn_started.clear()
+    model = ScriptedModel([Reply(tool_calls=[("stubborn", {"n": i}) for i in range(calls)]), "x"])
+    agent = stead.Agent("stubborn", model, [stubborn], limits=stead.Limits(cancel_grace=0.3))
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "go")
+        driving = asyncio.ensure_future(rt.run(rid))
+        await asyncio.wait_for(stubborn_started.wait(), timeout=10)
+        await asyncio.sleep(0.05)  # let every call start (they start together)
+        await rt.cancel(rid, "enough")
+        view = await asyncio.wait_for(driving, timeout=10)
+        assert view.status is RunStatus.CANCELLED
+        assert sorted(stubborn_log) == sorted(
+            [f"start {i}" for i in range(calls)] + [f"cancelled {i}" for i in range(calls)]
+        )
+        events = [e.event for e in await rt.events(rid)]
+        results = [e for e in events if isinstance(e, ToolResultRecorded)]
+        assert len(results) == calls and all(r.source == "cancelled" for r in results)
+        assert_valid_history(fold(events))
+        # The loop's task carries no leftover cancellation: the runtime is still usable.
+        assert (await rt.resume(rid)).status is RunStatus.COMPLETED

@@ -132,6 +132,7 @@ class RunLoop:
         self._in_flight: dict[str, AssignmentKey] = {}
         self._encoder = RequestEncoder()
         self._armed: dict[str, int] = {}
+        self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
 
     def _deadline(self) -> float | None:
@@ -346,6 +347,9 @@ class RunLoop:
     async def _run_tools(self, step: RunTools) -> None:
         """Settle every open call concurrently; on abort, give them the grace period, then stop
         waiting (their results, if they finish, are still recorded)."""
+        if len(step.plans) == 1:
+            await self._settle_alone(step.plans[0].tool_call_id)
+            return
         tasks = [asyncio.ensure_future(self._settle(p.tool_call_id)) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
@@ -361,6 +365,44 @@ class RunLoop:
         for t in tasks:
             if t.done() and not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
+
+    async def _settle_alone(self, call_id: str) -> None:
+        """The common case of one open call, settled in this task: no task and no wait per
+        call. Cancellation is the same as for several: on abort the call gets
+        ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
+        is cancelled out of it (and the cancellation absorbed here)."""
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        aborted = self._aborted()
+        timer: asyncio.TimerHandle | None = None
+        cut = False
+
+        def stop() -> None:
+            nonlocal cut
+            cut = True
+            for key in list(self._in_flight.values()):
+                asked = loop.create_task(self.executor.cancel(key, self.signal.reason))
+                self._cancels.add(asked)
+                asked.add_done_callback(self._cancels.discard)
+            task.cancel()
+
+        def on_abort(_: object) -> None:
+            nonlocal timer
+            timer = loop.call_later(self.limits.cancel_grace, stop)
+
+        aborted.add_done_callback(on_abort)
+        try:
+            await self._settle(call_id)
+        except asyncio.CancelledError:
+            if not cut or task.cancelling() > 1:
+                raise  # not ours, or ours and someone else's: let it through
+        finally:
+            aborted.remove_done_callback(on_abort)
+            if timer is not None:
+                timer.cancel()
+            if cut:
+                task.uncancel()
 
     async def _settle(self, call_id: str) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
