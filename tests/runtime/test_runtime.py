@@ -235,14 +235,14 @@ async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
 
 
 stubborn_log: list[str] = []
-stubborn_started = asyncio.Event()
+stubborn_started: list[asyncio.Event] = []
 
 
 @stead.tool(effect="read_only")
 async def stubborn(n: int) -> str:
     """Ignores the abort signal: only being cancelled stops it."""
     stubborn_log.append(f"start {n}")
-    stubborn_started.set()
+    stubborn_started[0].set()
     try:
         await asyncio.sleep(60)
     except asyncio.CancelledError:
@@ -258,13 +258,13 @@ async def test_a_tool_that_ignores_the_abort_is_cut_off_after_the_grace(
     # One open call is settled in the loop's own task, several in a task each: both must
     # give the grace period, then cancel the handler and close every call as cancelled.
     stubborn_log.clear()
-    stubborn_started.clear()
+    stubborn_started[:] = [asyncio.Event()]  # one per test: an Event binds to its loop
     model = ScriptedModel([Reply(tool_calls=[("stubborn", {"n": i}) for i in range(calls)]), "x"])
     agent = stead.Agent("stubborn", model, [stubborn], limits=stead.Limits(cancel_grace=0.3))
     async with stead.Runtime(store, agents=[agent]) as rt:
         rid = await rt.start(agent, "go")
         driving = asyncio.ensure_future(rt.run(rid))
-        await asyncio.wait_for(stubborn_started.wait(), timeout=10)
+        await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
         await asyncio.sleep(0.05)  # let every call start (they start together)
         await rt.cancel(rid, "enough")
         view = await asyncio.wait_for(driving, timeout=10)
