@@ -48,6 +48,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+"""Built once: ``json.loads`` with options builds a new decoder on every call."""
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -80,7 +84,7 @@ class ArgumentParser:
         """The validated arguments and their canonical JSON; ``InvalidArguments`` if not."""
         text = raw if raw.strip() else "{}"
         try:
-            parsed = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+            parsed = _DECODER.decode(text)
         except (ValueError, RecursionError) as exc:
             raise self._error(f"the arguments are not valid JSON ({exc})") from None
         if not isinstance(parsed, dict):
