@@ -20,6 +20,7 @@ from _builders import T0, RunBuilder, created, fold_log, result, to_wire
 
 from stead.core.events import ModelCallFailed, TurnStarted
 from stead.store import Store
+from stead.store.sqlite import migrations
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -126,16 +127,18 @@ async def test_four_processes_appending_to_one_run_lose_and_duplicate_nothing(
 
 
 async def test_opening_a_store_twice_migrates_once(backend: Backend) -> None:
+    applied = [(v, name) for v, name, _ in migrations(backend.name)]
+    assert applied[0] == (1, "init")
     first = backend.open()
     second = backend.open()
-    assert backend.sql("SELECT version, name FROM schema_migrations") == [(1, "init")]
+    assert backend.sql("SELECT version, name FROM schema_migrations") == applied
     await first.create_run(created("run-1"), now=T0)
     assert (await second.get_run("run-1")).last_seq == 1
     await backend.close(first)
     await backend.close(second)
 
     third = backend.open()
-    assert backend.sql("SELECT version, name FROM schema_migrations") == [(1, "init")]
+    assert backend.sql("SELECT version, name FROM schema_migrations") == applied
     assert [r.run_id for r in await third.list_runs()] == ["run-1"]
 
 
@@ -164,7 +167,9 @@ async def test_opening_a_new_store_waits_for_a_writer_instead_of_failing(
     finally:
         release.join()
         other.close()
-    assert backend.sql("SELECT version, name FROM schema_migrations") == [(1, "init")]
+    assert backend.sql("SELECT version, name FROM schema_migrations") == [
+        (v, name) for v, name, _ in migrations(backend.name)
+    ]
     await store.create_run(created("run-1"), now=T0)
 
 
@@ -176,7 +181,9 @@ async def test_processes_opening_a_new_store_at_once_migrate_once(
         tmp_path / "go",
         [["open", backend.url, str(tmp_path / "go"), rid] for rid in run_ids],
     )
-    assert backend.sql("SELECT version, name FROM schema_migrations") == [(1, "init")]
+    assert backend.sql("SELECT version, name FROM schema_migrations") == [
+        (v, name) for v, name, _ in migrations(backend.name)
+    ]
     store = backend.open()
     assert sorted(r.run_id for r in await store.list_runs()) == run_ids
 

@@ -77,6 +77,9 @@ from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
 
+_RAND = random.Random()
+"""Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
+
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 """What a turn may generate when the agent sets no cap (used to estimate its cost)."""
 
@@ -122,7 +125,7 @@ class RunLoop:
         self.executor = executor
         self.signal = signal
         self.backoff = backoff or Backoff()
-        self.rand = rand or random.Random()
+        self.rand = rand or _RAND
         self.clock = clock or session.clock
         self.specs = agent.registry.specs()
         self._schemas = tuple(agent.registry.schemas())

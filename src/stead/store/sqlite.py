@@ -293,10 +293,14 @@ class SQLiteStore:
                     f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY updated_at DESC LIMIT ?", (limit,)
                 ).fetchall()
             else:
+                # Two halves so each uses its index (see migration 0002): the runs nobody
+                # holds by (status, updated_at), the few held ones by lease.
                 rows = db.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = ? "
+                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE lease_owner IS NULL AND status = ? "
+                    f"UNION ALL SELECT {_RUN_COLUMNS} FROM runs "
+                    "WHERE lease_owner IS NOT NULL AND status = ? "
                     "ORDER BY updated_at DESC LIMIT ?",
-                    (status, limit),
+                    (status, status, limit),
                 ).fetchall()
         return [_record(r) for r in rows]
 
@@ -354,15 +358,20 @@ class SQLiteStore:
         # other process can claim (or append to) these rows in between. No fsync, as for
         # ``claim``: the first event under the new epoch makes the claim durable with it.
         with self._write(fsync=False) as db:
+            # Unheld runs, then held ones whose lease lapsed: each half uses its own index
+            # (migration 0002), so a claim never scans the finished runs.
+            columns = "run_id, agent, status, epoch, lease_owner, updated_at"
             rows = db.execute(
-                "SELECT run_id, agent, status, epoch, lease_owner FROM runs "
-                f"WHERE status IN ({claimable}) "
-                f"AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= ?){by_agent} "
+                f"SELECT {columns} FROM runs WHERE lease_owner IS NULL "
+                f"AND status IN ({claimable}){by_agent} "
+                f"UNION ALL SELECT {columns} FROM runs WHERE lease_owner IS NOT NULL "
+                "AND (lease_expires_at IS NULL OR lease_expires_at <= ?) "
+                f"AND status IN ({claimable}){by_agent} "
                 "ORDER BY updated_at LIMIT ?",
-                (now, *(agents or ()), limit),
+                (*(agents or ()), now, *(agents or ()), limit),
             ).fetchall()
             claims = []
-            for run_id, agent, status, epoch, previous in rows:
+            for run_id, agent, status, epoch, previous, _ in rows:
                 db.execute(
                     "UPDATE runs SET epoch = ?, lease_owner = ?, lease_expires_at = ? "
                     "WHERE run_id = ?",

@@ -1,0 +1,87 @@
+"""SQLite: the runs indexes stay off the append path (migration 0002), and a store made by
+an older stead is migrated in place.
+
+An append under a lease changes the run's status and updated_at; with 0001's index on
+(status, updated_at) every step also rewrote an index page. These tests read the pages each
+commit writes from the WAL itself, so they fail if an index on the append path comes back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from pathlib import Path
+
+from _builders import T0, created, tool_turn
+
+from stead.core.events import RunStarted
+from stead.store.sqlite import SQLiteStore, migrations
+
+
+def _btrees_written(path: Path) -> set[str]:
+    """Names of the tables and indexes that own a page written to the WAL so far."""
+    data = (path.parent / (path.name + "-wal")).read_bytes()
+    page_size = struct.unpack(">I", data[8:12])[0]
+    pages, offset = set(), 32
+    while offset + 24 + page_size <= len(data):
+        pages.add(struct.unpack(">I", data[offset : offset + 4])[0])
+        offset += 24 + page_size
+    with sqlite3.connect(path) as db:
+        owners = dict(db.execute("SELECT pageno, name FROM dbstat"))
+    return {owners.get(p, "?") for p in pages}
+
+
+async def test_appends_under_a_lease_write_no_runs_index(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    try:
+        await store.create_run(created("run-1"), now=T0)
+        epoch = await store.claim("run-1", owner="w", now=T0, ttl=60)
+        seq = await store.append(
+            "run-1",
+            [RunStarted(owner="w", epoch=epoch)],
+            expected_seq=1,
+            epoch=epoch,
+            status="running",
+            now=T0,
+        )
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for turn in range(3):  # status flips running <-> awaiting_tool on every append
+            for batch, status in (
+                (tool_turn("run-1", turn, results=False), "awaiting_tool"),
+                (tool_turn("run-1", turn)[-1:], "running"),
+            ):
+                seq = await store.append(
+                    "run-1", batch, expected_seq=seq, epoch=epoch, status=status, now=T0 + seq
+                )
+        written = _btrees_written(path)
+        assert "events" in written and "runs" in written
+        assert not written & {"runs_unleased", "runs_leased", "runs_by_status"}, written
+        # Claiming and releasing do move the run between the two indexes.
+        await store.release("run-1", owner="w", epoch=epoch)
+        assert "runs_unleased" in _btrees_written(path)
+    finally:
+        await store.close()
+
+
+async def test_a_store_from_before_0002_is_migrated_and_its_runs_found(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    version, name, init = migrations("sqlite")[0]
+    with sqlite3.connect(path) as db:
+        db.executescript(init)
+        db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, name))
+        db.execute(
+            "INSERT INTO runs (run_id, agent, status, last_seq, created_at, updated_at) "
+            "VALUES ('run-old', 'a', 'queued', 0, 1, 1)"
+        )
+    store = SQLiteStore(path)
+    try:
+        indexes = {r[0] for r in store._db.execute("SELECT name FROM sqlite_master")}
+        assert {"runs_unleased", "runs_leased"} <= indexes
+        assert "runs_by_status" not in indexes
+        assert [r.run_id for r in await store.list_runs(status="queued")] == ["run-old"]
+        (claim,) = await store.claim_next(owner="w", now=T0, ttl=60)
+        assert claim.run_id == "run-old"
+    finally:
+        await store.close()
