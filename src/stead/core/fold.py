@@ -200,22 +200,19 @@ class RunState:
         """
         out: list[Message] = []
         order: dict[str, int] = {}
-        block: list[ToolResultMessage] = []
-
-        def flush() -> None:
-            block.sort(key=lambda r: order.get(r.tool_call_id, len(order)))
-            out.extend(block)
-            block.clear()
-
+        start = 0  # where the current block of results begins in ``out``
         for m in self.messages:
             if isinstance(m, ToolResultMessage):
-                block.append(m)
+                out.append(m)
                 continue
-            flush()
+            if len(out) - start > 1:  # only a block of two or more can be out of order
+                out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
             if isinstance(m, AssistantMessage):
-                order = {c.id: i for i, c in enumerate(m.tool_calls)}
+                order = {c.id: i for i, c in enumerate(m.tool_calls)} if m.tool_calls else {}
             out.append(m)
-        flush()
+            start = len(out)
+        if len(out) - start > 1:
+            out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
         return out
 
     # -- snapshots -------------------------------------------------------------------
@@ -336,6 +333,12 @@ def call_digest(name: str, arguments: str) -> str:
 def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
     current = state.status.value if state.status else "nothing"
     return IllegalTransition(current, current, event.kind, detail)
+
+
+def _rank(order: dict[str, int], message: Message) -> int:
+    """Position of a result's call in its reply (unknown ids last, in arrival order)."""
+    assert isinstance(message, ToolResultMessage)
+    return order.get(message.tool_call_id, len(order))
 
 
 def _move(state: RunState, target: RunStatus, event: Event, *, strict: bool = False) -> None:
