@@ -10,8 +10,10 @@ turn, so 21 steps a run.
 
 * **stead**: a ``Runtime`` on a fresh SQLite file (WAL, ``synchronous=FULL``, as stead
   configures it), an ``Agent`` with a ``ScriptedModel`` (no delay) and one async tool. One row
-  per effect class of that tool: ``read_only``, ``idempotent_write``, ``non_idempotent`` (which
-  records ``tool_call_started`` before the handler runs: one more commit per tool call).
+  per effect class of that tool: ``read_only``, ``idempotent_write``, ``non_idempotent`` (with
+  a reconcile function: its durable ``tool_call_started`` rides in the intent's commit) and
+  ``non_idem_no_rec`` (no reconcile function: ``tool_call_started`` is committed on its own
+  before the handler runs, one more fsync per tool call, so the goal is not applied to it).
   Per run: ``rid = await rt.start(agent, input)`` then ``await rt.run(rid)``.
 * **floor**: the same loop with no framework. It builds the same ``ModelRequest`` (growing
   message list) for the same ``ScriptedModel.complete``, awaits the same tool function, and
@@ -413,7 +415,9 @@ stead overhead: µs per durable step, stead vs a no-framework floor, measured in
   step    one effect = one model call or one tool call. A run = 10 tool turns: 10 model turns
           that each request one tool call + 10 tool calls + 1 final model turn = 21 steps.
   stead   Runtime on a fresh SQLite file (WAL, synchronous=FULL), Agent with ScriptedModel
-          (no delay) and one async tool of the effect class shown; timed per run:
+          (no delay) and one async tool of the effect class shown (non_idempotent: with a
+          reconcile function; non_idem_no_rec: without, so its start record is a commit of
+          its own); timed per run:
           rid = await rt.start(agent, input); await rt.run(rid)  (lease claim/release included)
   floor   same ScriptedModel.complete (same growing ModelRequest) and same tool function,
           no framework; ONE row (the step's JSON) per step into a fresh SQLite file (WAL,
