@@ -277,10 +277,10 @@ _ERROR_TYPES: Mapping[str, ModelFailureCode] = {
 }
 
 
-def failure_code(status: int, body: object, message: str = "") -> ModelFailureCode:
+def failure_code(status: int | None, body: object, message: str = "") -> ModelFailureCode:
     """The stable code for an Anthropic error: by HTTP status when the request was refused,
     by ``error.type`` for an ``error`` event inside a 200 stream."""
-    if status >= 400:
+    if status is not None and status >= 400:
         return code_for_http(status, body, message)
     kind = str(error_object(body).get("type", ""))
     code = _ERROR_TYPES.get(kind, "provider_unavailable")
