@@ -7,7 +7,12 @@ Needs ``pip install 'stead[anthropic]'``. The wire mapping is in ``_wire_anthrop
 call itself (client, stream, abort, progress, translating the SDK's exceptions into
 ``ProviderError`` / ``ProviderHTTPError`` with stead's stable codes, the SDK's own retries off)
 is ``_sdk.SDKCaller``, shared with the OpenAI adapter. This module says what is Anthropic's:
-the key, ``max_tokens`` and prompt caching, and the ``messages.create`` call.
+the key, ``max_tokens``, prompt caching, extended thinking, and the ``messages.create`` call.
+
+Extended thinking: ``AnthropicModel(..., thinking={"type": "enabled", "budget_tokens": 2048})``
+(``max_tokens`` must exceed the budget). The reply's thinking blocks are recorded with it and
+sent back unmodified in later requests, as the API requires when tools are used; their text
+is never streamed as progress.
 ``$ANTHROPIC_BASE_URL`` (read by the SDK) or ``base_url=`` points it at a proxy or gateway.
 """
 
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anthropic
 
@@ -42,11 +48,13 @@ class AnthropicModel:
         base_url: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cache: bool = True,
+        thinking: Mapping[str, Any] | None = None,
         timeout: float = 600.0,
         client: anthropic.AsyncAnthropic | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
+        """``thinking`` is the API's extended-thinking parameter, sent with every request.
+        ``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
         it each call opens and closes its own, so no connection outlives an event loop."""
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if client is None and not key:
@@ -56,6 +64,7 @@ class AnthropicModel:
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
+        self.thinking = dict(thinking) if thinking is not None else None
         self._caller = SDKCaller(
             _SDK,
             name="anthropic",
@@ -82,7 +91,9 @@ class AnthropicModel:
         on_progress: ProgressCallback | None = None,
     ) -> ModelResponse:
         """Stream one reply; ``ProviderError`` with a stable code on any failure."""
-        params = request_params(request, max_tokens=self.max_tokens, cache=self.cache)
+        params = request_params(
+            request, max_tokens=self.max_tokens, cache=self.cache, thinking=self.thinking
+        )
         return await self._caller.stream(
             lambda client: client.messages.create(**params, stream=True),
             AnthropicReply(),
