@@ -48,7 +48,7 @@ from stead.core.events import (
     TurnResumed,
     TurnStarted,
 )
-from stead.core.messages import AssistantMessage, ToolCall, Usage
+from stead.core.messages import AssistantMessage, RedactedThinking, Thinking, ToolCall, Usage
 
 # -- plain JSON ------------------------------------------------------------------------------
 
@@ -82,11 +82,16 @@ usages = st.builds(
 tool_calls = st.builds(
     ToolCall, id=st.text(max_size=8), name=st.text(max_size=8), arguments=st.text(max_size=16)
 )
+thinking_blocks = st.one_of(
+    st.builds(Thinking, text=st.text(max_size=16), signature=st.text(max_size=16)),
+    st.builds(RedactedThinking, data=st.text(max_size=16)),
+)
 assistant_messages = st.builds(
     AssistantMessage,
     text=st.text(max_size=20),
     tool_calls=st.lists(tool_calls, max_size=3).map(tuple),
     stop_reason=st.sampled_from(["end_turn", "tool_use", "max_tokens"]) | st.text(max_size=8),
+    thinking=st.lists(thinking_blocks, max_size=2).map(tuple),
 )
 
 

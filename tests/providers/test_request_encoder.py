@@ -11,6 +11,8 @@ from stead.core.messages import (
     AssistantMessage,
     Message,
     NoticeMessage,
+    RedactedThinking,
+    Thinking,
     ToolCall,
     ToolResultMessage,
     ToolSchema,
@@ -41,6 +43,13 @@ messages = st.one_of(
                 arguments=st.sampled_from(["{}", '{"a":1}', '{"q":"é"}']),
             ),
             max_size=3,
+        ).map(tuple),
+        thinking=st.lists(
+            st.one_of(
+                st.builds(Thinking, text=text, signature=st.text(max_size=12)),
+                st.builds(RedactedThinking, data=st.text(max_size=12)),
+            ),
+            max_size=2,
         ).map(tuple),
     ),
 )

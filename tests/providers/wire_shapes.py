@@ -9,6 +9,10 @@ anthropic-sdk-python):
     ping                 {"type": "ping"}
     content_block_delta  {"type":"content_block_delta","index":0,"delta":{"type":"text_delta",...}}
     content_block_stop   {"type":"content_block_stop","index":0}
+    extended thinking    content_block_start {"type":"thinking","thinking":"","signature":""},
+                         deltas {"type":"thinking_delta","thinking":...} then one
+                         {"type":"signature_delta","signature":...} just before the stop;
+                         content_block_start {"type":"redacted_thinking","data":...}, no deltas
     message_delta        {"type":"message_delta","delta":{"stop_reason":...},"usage":{...}}
     message_stop         {"type":"message_stop"}
     error                {"type":"error","error":{"type":"overloaded_error","message":"..."}}
@@ -28,6 +32,9 @@ from wire_server import Reply
 
 ToolSpec = tuple[str, str, Sequence[str]]
 """(call id, tool name, argument text fragments)"""
+ThinkingSpec = tuple[Sequence[str], str] | str
+"""(thinking text fragments, signature) for a thinking block; a bare string is the ``data``
+of a redacted_thinking block."""
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -43,6 +50,7 @@ def anthropic_events(
     text: Sequence[str] = (),
     tools: Sequence[ToolSpec] = (),
     *,
+    thinking: Sequence[ThinkingSpec] = (),
     model: str = "claude-sonnet-4-6",
     input_tokens: int = 25,
     output_tokens: int = 15,
@@ -77,6 +85,9 @@ def anthropic_events(
         )
     ]
     index = 0
+    for spec in thinking:  # the model thinks first, then answers
+        out.extend(_thinking_events(index, spec))
+        index += 1
     if text:
         out.append(
             sse(
@@ -147,6 +158,30 @@ def anthropic_events(
     )
     out.append(sse("message_stop", {"type": "message_stop"}))
     return out
+
+
+def _thinking_events(index: int, spec: ThinkingSpec) -> list[bytes]:
+    def start(block: dict[str, Any]) -> bytes:
+        return sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": block},
+        )
+
+    def delta(body: dict[str, Any]) -> bytes:
+        return sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": body}
+        )
+
+    stop = sse("content_block_stop", {"type": "content_block_stop", "index": index})
+    if isinstance(spec, str):
+        return [start({"type": "redacted_thinking", "data": spec}), stop]
+    fragments, signature = spec
+    return [
+        start({"type": "thinking", "thinking": "", "signature": ""}),
+        *(delta({"type": "thinking_delta", "thinking": piece}) for piece in fragments),
+        delta({"type": "signature_delta", "signature": signature}),
+        stop,
+    ]
 
 
 def anthropic_stream(*text: str, tools: Sequence[ToolSpec] = (), **kw: Any) -> Reply:

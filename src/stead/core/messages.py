@@ -93,6 +93,50 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Thinking:
+    """One block of the model's extended thinking, with the provider's signature over it."""
+
+    kind: Literal["thinking"] = "thinking"
+    """Discriminator."""
+    text: str
+    """The reasoning text, as streamed; never part of the answer."""
+    signature: str
+    """Opaque token the provider checks when the block is sent back; kept byte for byte."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactedThinking:
+    """A block of extended thinking the provider encrypted: nothing readable, only its data."""
+
+    kind: Literal["redacted_thinking"] = "redacted_thinking"
+    """Discriminator."""
+    data: str
+    """Opaque encrypted content, kept byte for byte."""
+
+
+ThinkingBlock: TypeAlias = Thinking | RedactedThinking
+
+
+def thinking_to_json(block: ThinkingBlock) -> dict[str, JSON]:
+    """Encode one thinking block as plain JSON."""
+    match block:
+        case Thinking():
+            return {"kind": "thinking", "text": block.text, "signature": block.signature}
+        case RedactedThinking():
+            return {"kind": "redacted_thinking", "data": block.data}
+
+
+def thinking_from_json(data: dict[str, Any]) -> ThinkingBlock:
+    """Decode one thinking block; ``ValueError`` naming the field on a malformed one."""
+    kind = _str(data, "kind")
+    if kind == "thinking":
+        return Thinking(text=_str(data, "text"), signature=_str(data, "signature"))
+    if kind == "redacted_thinking":
+        return RedactedThinking(data=_str(data, "data"))
+    raise ValueError(f"unknown thinking block kind {kind!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """Input from the person or program that started the run."""
 
@@ -114,6 +158,10 @@ class AssistantMessage:
     """Tool calls in the order the model gave them."""
     stop_reason: str = "end_turn"
     """Why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``...)."""
+    thinking: tuple[ThinkingBlock, ...] = ()
+    """The reply's extended-thinking blocks in the order they came, unmodified: a provider
+    that issued them (Anthropic) refuses the next request of a tool-using turn without them.
+    Empty for providers and models that do not think out loud."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,6 +206,8 @@ def message_to_json(m: Message) -> dict[str, JSON]:
                 out["tool_calls"] = [c.to_json() for c in m.tool_calls]
             if m.stop_reason != "end_turn":
                 out["stop_reason"] = m.stop_reason
+            if m.thinking:  # absent when empty: older logs and digests stay as they were
+                out["thinking"] = [thinking_to_json(b) for b in m.thinking]
             return out
         case ToolResultMessage():
             res: dict[str, JSON] = {
@@ -192,10 +242,14 @@ def message_from_json(data: dict[str, Any]) -> Message:
         calls = data.get("tool_calls", [])
         if not isinstance(calls, list):
             raise ValueError("'tool_calls' must be a list")
+        thinking = data.get("thinking", [])  # absent in logs written before it existed
+        if not isinstance(thinking, list):
+            raise ValueError("'thinking' must be a list")
         return AssistantMessage(
             text=_str(data, "text", ""),
             tool_calls=tuple(ToolCall.from_json(c) for c in calls),
             stop_reason=_str(data, "stop_reason", "end_turn"),
+            thinking=tuple(thinking_from_json(b) for b in thinking),
         )
     if role == "tool":
         is_error = data.get("is_error", False)

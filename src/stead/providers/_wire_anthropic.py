@@ -15,16 +15,29 @@ Request mapping:
 - Assistant tool calls become ``tool_use`` blocks whose ``input`` is the parsed argument
   text; text that is not a JSON object (a model mistake recorded as-is) is carried as
   ``{"_raw_arguments": text}``.
+- An assistant turn's extended-thinking blocks go back first (where a reply has them), in
+  their order and unmodified: ``{"type": "thinking", "thinking", "signature"}`` and
+  ``{"type": "redacted_thinking", "data"}``. The API requires them (signature intact) in the
+  turn whose tool calls are being answered, and filters out those of earlier turns itself,
+  so every turn sends all it has. Such a turn never ends on a thinking block, so the cache
+  breakpoint below never adds a key to one (that would modify it): with neither text nor
+  tool calls it ends with the ``EMPTY_TEXT`` stand-in.
 - Prompt caching (``cache=True``): ``cache_control: ephemeral`` on the system prompt (which
   covers the tools before it; on the last tool when there is no system prompt), on the last
   block of the newest message (written for the next turn), and on the last block of the
   message that ended the previous request (read back now). Three of the four breakpoints
   the API allows; below the model's minimum cacheable length the API ignores them.
 
-Stream mapping: ``message_start`` (id, model, usage), ``content_block_start`` (text or
-tool_use), ``content_block_delta`` (``text_delta`` -> progress, ``input_json_delta`` ->
-argument text), ``content_block_stop``, ``message_delta`` (stop_reason, cumulative usage),
+Stream mapping: ``message_start`` (id, model, usage), ``content_block_start`` (text,
+tool_use, thinking with empty ``thinking`` and ``signature``, or redacted_thinking with its
+whole ``data``), ``content_block_delta`` (``text_delta`` -> answer text and progress,
+``input_json_delta`` -> argument text, ``thinking_delta`` -> thinking text, ``signature_delta``
+-> the block's signature, sent once before its ``content_block_stop``; like the SDK we keep
+the last one), ``content_block_stop``, ``message_delta`` (stop_reason, cumulative usage),
 ``message_stop``. A stream that ends without ``message_stop`` was cut.
+
+Thinking never reaches progress: ``ProgressCallback`` carries answer text, which subscribers
+show and join into the reply as it grows, and reasoning text is not part of the answer.
 """
 
 from __future__ import annotations
@@ -38,6 +51,9 @@ from stead.core.messages import (
     AssistantMessage,
     Message,
     NoticeMessage,
+    RedactedThinking,
+    Thinking,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -67,13 +83,22 @@ WireMessage = dict[str, Any]
 # -- request ----------------------------------------------------------------------------------
 
 
-def request_params(request: ModelRequest, *, max_tokens: int, cache: bool) -> dict[str, Any]:
-    """Keyword arguments for ``client.messages.create`` (without ``stream``)."""
+def request_params(
+    request: ModelRequest,
+    *,
+    max_tokens: int,
+    cache: bool,
+    thinking: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.create`` (without ``stream``); ``thinking`` is
+    the API's extended-thinking parameter, sent as given (the request's settings win)."""
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_output_tokens or max_tokens,
         "messages": wire_messages(request.messages),
     }
+    if thinking is not None:
+        params["thinking"] = dict(thinking)
     if request.system:
         params["system"] = [{"type": "text", "text": request.system}]
     if request.tools:
@@ -126,14 +151,24 @@ def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:
 
 
 def _assistant_blocks(m: AssistantMessage) -> list[Block]:
-    blocks: list[Block] = []
+    blocks: list[Block] = [_thinking_block(b) for b in m.thinking]
     if m.text:
         blocks.append({"type": "text", "text": m.text})
     for call in m.tool_calls:
         blocks.append(
             {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call)}
         )
-    return blocks or [{"type": "text", "text": EMPTY_TEXT}]
+    if not m.text and not m.tool_calls:
+        blocks.append({"type": "text", "text": EMPTY_TEXT})
+    return blocks
+
+
+def _thinking_block(block: ThinkingBlock) -> Block:
+    match block:
+        case Thinking():
+            return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+        case RedactedThinking():
+            return {"type": "redacted_thinking", "data": block.data}
 
 
 def tool_input(call: ToolCall) -> dict[str, Any]:
@@ -178,6 +213,7 @@ class AnthropicReply:
         self.stopped = False
         self._texts: dict[int, list[str]] = {}
         self._tools: dict[int, dict[str, Any]] = {}
+        self._thinking: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, int] = {}
 
     def feed(self, event: Mapping[str, Any]) -> str | None:
@@ -207,6 +243,13 @@ class AnthropicReply:
                     "json": [],
                     "start": start if isinstance(start, dict) else {},
                 }
+            if block["type"] == "thinking":
+                self._thinking[index] = {
+                    "text": [str(block.get("thinking") or "")],
+                    "signature": str(block.get("signature") or ""),
+                }
+            if block["type"] == "redacted_thinking":
+                self._thinking[index] = {"data": str(block["data"])}
         elif kind == "content_block_delta":
             index, delta = int(event["index"]), event["delta"]
             if delta["type"] == "text_delta":
@@ -214,6 +257,12 @@ class AnthropicReply:
                 return str(delta["text"]) or None
             if delta["type"] == "input_json_delta" and index in self._tools:
                 self._tools[index]["json"].append(str(delta["partial_json"]))
+            thinking = self._thinking.get(index)
+            if thinking is not None and "text" in thinking:  # not a redacted block
+                if delta["type"] == "thinking_delta":
+                    thinking["text"].append(str(delta["thinking"]))
+                elif delta["type"] == "signature_delta":
+                    thinking["signature"] = str(delta["signature"])
         elif kind == "message_delta":
             self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
             self._take_usage(event.get("usage"))
@@ -246,12 +295,21 @@ class AnthropicReply:
             ToolCall(id=t["id"], name=t["name"], arguments=_arguments(t))
             for _, t in sorted(self._tools.items())
         )
+        thinking = tuple(_thinking(t) for _, t in sorted(self._thinking.items()))
         stop = self.stop_reason or ("tool_use" if calls else "end_turn")
         return ModelResponse(
-            message=AssistantMessage(text=text, tool_calls=calls, stop_reason=stop),
+            message=AssistantMessage(
+                text=text, tool_calls=calls, stop_reason=stop, thinking=thinking
+            ),
             usage=self.usage(),
             model=self.model,
         )
+
+
+def _thinking(block: Mapping[str, Any]) -> ThinkingBlock:
+    if "data" in block:
+        return RedactedThinking(data=block["data"])
+    return Thinking(text="".join(block["text"]), signature=block["signature"])
 
 
 def _arguments(tool: Mapping[str, Any]) -> str:
@@ -277,10 +335,10 @@ _ERROR_TYPES: Mapping[str, ModelFailureCode] = {
 }
 
 
-def failure_code(status: int, body: object, message: str = "") -> ModelFailureCode:
+def failure_code(status: int | None, body: object, message: str = "") -> ModelFailureCode:
     """The stable code for an Anthropic error: by HTTP status when the request was refused,
     by ``error.type`` for an ``error`` event inside a 200 stream."""
-    if status >= 400:
+    if status is not None and status >= 400:
         return code_for_http(status, body, message)
     kind = str(error_object(body).get("type", ""))
     code = _ERROR_TYPES.get(kind, "provider_unavailable")

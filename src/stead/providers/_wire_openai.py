@@ -8,6 +8,9 @@ Request mapping:
 - The system prompt is the first message, ``role: system``.
 - Assistant tool calls are ``tool_calls`` of ``type: function`` whose ``arguments`` is the
   raw text the model produced, unchanged.
+- An assistant message's ``thinking`` blocks (Anthropic's extended thinking, signed for
+  Anthropic alone) are not sent: Chat Completions has no field for them, and a history that
+  began on Anthropic stays valid without them.
 - Tool results are ``role: tool`` messages. Chat Completions has no error flag, so a failed,
   refused or cancelled call's content is prefixed with ``ERROR_PREFIX`` ("ERROR: "): the
   model reads that the call did not succeed, and the prefix is the whole convention.

@@ -3,12 +3,16 @@
     from stead.providers.anthropic import AnthropicModel
     model = AnthropicModel("claude-sonnet-4-5")          # key from $ANTHROPIC_API_KEY
 
-Needs ``pip install 'stead[anthropic]'``. The wire mapping is in ``_wire_anthropic``; this
-module is the connection: client, stream, abort, and translating the SDK's exceptions into
-``ProviderError`` / ``ProviderHTTPError`` with stead's stable codes.
+Needs ``pip install 'stead[anthropic]'``. The wire mapping is in ``_wire_anthropic``; the
+call itself (client, stream, abort, progress, translating the SDK's exceptions into
+``ProviderError`` / ``ProviderHTTPError`` with stead's stable codes, the SDK's own retries off)
+is ``_sdk.SDKCaller``, shared with the OpenAI adapter. This module says what is Anthropic's:
+the key, ``max_tokens``, prompt caching, extended thinking, and the ``messages.create`` call.
 
-The SDK's own retries are off (``max_retries=0``): stead's run loop retries retryable codes
-with jittered backoff that honours ``retry-after``, and records every attempt as an event.
+Extended thinking: ``AnthropicModel(..., thinking={"type": "enabled", "budget_tokens": 2048})``
+(``max_tokens`` must exceed the budget). The reply's thinking blocks are recorded with it and
+sent back unmodified in later requests, as the API requires when tools are used; their text
+is never streamed as progress.
 ``$ANTHROPIC_BASE_URL`` (read by the SDK) or ``base_url=`` points it at a proxy or gateway.
 """
 
@@ -16,20 +20,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
 
 from stead._signal import AbortSignal
-from stead.errors import ProviderError, ProviderHTTPError, UserError
-from stead.providers._abort import call_abortable
+from stead.errors import UserError
 from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._failures import code_for_exception, error_text, retry_after_seconds
+from stead.providers._sdk import SDK, SDKCaller
 from stead.providers._wire_anthropic import AnthropicReply, failure_code, request_params
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when neither the agent nor the provider sets one (the API requires it)."""
+
+_SDK = SDK.of(anthropic, anthropic.AsyncAnthropic, failure_code)
 
 
 class AnthropicModel:
@@ -43,11 +48,13 @@ class AnthropicModel:
         base_url: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cache: bool = True,
+        thinking: Mapping[str, Any] | None = None,
         timeout: float = 600.0,
         client: anthropic.AsyncAnthropic | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
+        """``thinking`` is the API's extended-thinking parameter, sent with every request.
+        ``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
         it each call opens and closes its own, so no connection outlives an event loop."""
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if client is None and not key:
@@ -57,11 +64,16 @@ class AnthropicModel:
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
-        self._key = key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._client = client
-        self._clock = clock
+        self.thinking = dict(thinking) if thinking is not None else None
+        self._caller = SDKCaller(
+            _SDK,
+            name="anthropic",
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            client=client,
+            clock=clock,
+        )
 
     @property
     def model_name(self) -> str:
@@ -79,64 +91,12 @@ class AnthropicModel:
         on_progress: ProgressCallback | None = None,
     ) -> ModelResponse:
         """Stream one reply; ``ProviderError`` with a stable code on any failure."""
-        params = request_params(request, max_tokens=self.max_tokens, cache=self.cache)
-        reply = AnthropicReply()
-
-        async def call() -> ModelResponse:
-            if self._client is not None:
-                return await self._stream(self._client, params, reply, on_progress)
-            async with self._new_client() as client:
-                return await self._stream(client, params, reply, on_progress)
-
-        try:
-            return await call_abortable(call, signal)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, reply) from exc
-
-    def _new_client(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            api_key=self._key,
-            base_url=self._base_url,
-            max_retries=0,
-            timeout=self._timeout,
+        params = request_params(
+            request, max_tokens=self.max_tokens, cache=self.cache, thinking=self.thinking
         )
-
-    async def _stream(
-        self,
-        client: anthropic.AsyncAnthropic,
-        params: dict[str, Any],
-        reply: AnthropicReply,
-        on_progress: ProgressCallback | None,
-    ) -> ModelResponse:
-        stream = await client.messages.create(**params, stream=True)
-        async with stream:
-            async for event in stream:
-                delta = reply.feed(event.model_dump(mode="json"))
-                if delta and on_progress is not None:
-                    on_progress(delta)
-        return reply.response()
-
-    def _translate(self, exc: Exception, reply: AnthropicReply) -> ProviderError:
-        usage = reply.usage() if reply.usage().total_tokens else None  # None: not known
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return ProviderError(f"anthropic: {exc.message}", code="malformed_result", usage=usage)
-        if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            body = exc.body
-            message = f"anthropic {status} {error_text(body, exc.message)}"
-            code = failure_code(status, body, exc.message)
-            if status < 400:  # an error event inside a 200 stream
-                return ProviderError(message, code=code, usage=usage)
-            return ProviderHTTPError(
-                message,
-                status=status,
-                code=code,
-                retry_after=retry_after_seconds(exc.response.headers, self._clock()),
-                usage=usage,
-            )
-        transport = code_for_exception(exc)
-        if transport is None:
-            raise exc
-        return ProviderError(f"anthropic: {type(exc).__name__}: {exc}", code=transport, usage=usage)
+        return await self._caller.stream(
+            lambda client: client.messages.create(**params, stream=True),
+            AnthropicReply(),
+            signal=signal,
+            on_progress=on_progress,
+        )

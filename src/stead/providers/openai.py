@@ -4,11 +4,11 @@
     model = OpenAIModel("gpt-4.1")                                   # key from $OPENAI_API_KEY
     local = OpenAIModel.compatible_server("qwen3", "http://127.0.0.1:8000/v1")  # vLLM...
 
-Needs ``pip install 'stead[openai]'``. The wire mapping is in ``_wire_openai``; this module is
-the connection: client, stream, abort, and translating the SDK's exceptions into
-``ProviderError`` / ``ProviderHTTPError`` with stead's stable codes.
-
-The SDK's own retries are off (``max_retries=0``); stead's run loop does the retrying.
+Needs ``pip install 'stead[openai]'``. The wire mapping is in ``_wire_openai``; the call
+itself (client, stream, abort, progress, translating the SDK's exceptions into
+``ProviderError`` / ``ProviderHTTPError`` with stead's stable codes, the SDK's own retries off)
+is ``_sdk.SDKCaller``, shared with the Anthropic adapter. This module says what is OpenAI's:
+keys, the compatible-server differences, and the ``chat.completions.create`` call.
 ``$OPENAI_BASE_URL`` (read by the SDK) or ``base_url=`` points OpenAI at a proxy. An
 OpenAI-compatible server never receives ``$OPENAI_API_KEY``: its key is ``api_key=`` or
 ``$OPENAI_COMPATIBLE_API_KEY`` (most local servers need none).
@@ -24,10 +24,9 @@ from typing import Any
 import openai
 
 from stead._signal import AbortSignal
-from stead.errors import ProviderError, ProviderHTTPError, UserError
-from stead.providers._abort import call_abortable
+from stead.errors import UserError
 from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._failures import code_for_exception, error_text, retry_after_seconds
+from stead.providers._sdk import SDK, SDKCaller
 from stead.providers._wire_openai import (
     MaxTokensField,
     NoticeRole,
@@ -38,6 +37,8 @@ from stead.providers._wire_openai import (
 
 COMPATIBLE_KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
 """Where an OpenAI-compatible server's key comes from when ``api_key=`` is not given."""
+
+_SDK = SDK.of(openai, openai.AsyncOpenAI, failure_code)
 
 
 class OpenAIModel:
@@ -73,11 +74,15 @@ class OpenAIModel:
         self.max_tokens_field: MaxTokensField = (
             "max_tokens" if compatible else "max_completion_tokens"
         )
-        self._key = key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._client = client
-        self._clock = clock
+        self._caller = SDKCaller(
+            _SDK,
+            name="openai-compatible" if compatible else "openai",
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            client=client,
+            clock=clock,
+        )
 
     @classmethod
     def compatible_server(
@@ -92,7 +97,8 @@ class OpenAIModel:
         return self.model
 
     def __repr__(self) -> str:
-        where = f", base_url={self._base_url!r}" if self._base_url else ""
+        base_url = self._caller.base_url
+        where = f", base_url={base_url!r}" if base_url else ""
         return f"OpenAIModel({self.model!r}{where})"
 
     async def complete(
@@ -106,67 +112,9 @@ class OpenAIModel:
         params = request_params(
             request, notice_role=self.notice_role, max_tokens_field=self.max_tokens_field
         )
-        reply = OpenAIReply(turn_index=request.turn_index)
-
-        async def call() -> ModelResponse:
-            if self._client is not None:
-                return await self._stream(self._client, params, reply, on_progress)
-            async with self._new_client() as client:
-                return await self._stream(client, params, reply, on_progress)
-
-        try:
-            return await call_abortable(call, signal)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, reply) from exc
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            api_key=self._key,
-            base_url=self._base_url,
-            max_retries=0,
-            timeout=self._timeout,
+        return await self._caller.stream(
+            lambda client: client.chat.completions.create(**params),
+            OpenAIReply(turn_index=request.turn_index),
+            signal=signal,
+            on_progress=on_progress,
         )
-
-    async def _stream(
-        self,
-        client: openai.AsyncOpenAI,
-        params: dict[str, Any],
-        reply: OpenAIReply,
-        on_progress: ProgressCallback | None,
-    ) -> ModelResponse:
-        stream = await client.chat.completions.create(**params)
-        async with stream:
-            async for chunk in stream:
-                delta = reply.feed(chunk.model_dump(mode="json"))
-                if delta and on_progress is not None:
-                    on_progress(delta)
-        return reply.response()
-
-    def _translate(self, exc: Exception, reply: OpenAIReply) -> ProviderError:
-        usage = reply.usage() if reply.usage().total_tokens else None  # None: not known
-        name = "openai-compatible" if self.compatible else "openai"
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            body = exc.body
-            return ProviderHTTPError(
-                f"{name} {status} {error_text(body, exc.message)}",
-                status=status,
-                code=failure_code(status, body, exc.message),
-                retry_after=retry_after_seconds(exc.response.headers, self._clock()),
-                usage=usage,
-            )
-        if isinstance(exc, openai.APIResponseValidationError):
-            return ProviderError(f"{name}: {exc.message}", code="malformed_result", usage=usage)
-        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
-            # An error object inside a 200 stream.
-            return ProviderError(
-                f"{name}: {error_text(exc.body, exc.message)}",
-                code=failure_code(None, exc.body, exc.message),
-                usage=usage,
-            )
-        code = code_for_exception(exc)
-        if code is None:
-            raise exc
-        return ProviderError(f"{name}: {type(exc).__name__}: {exc}", code=code, usage=usage)
