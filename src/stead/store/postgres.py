@@ -147,6 +147,9 @@ class PostgresStore:
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
+        self._gone = False
+        """A connection died under a call, or none came in time: the server may be down, so
+        calls ask it directly before queueing on the pool (see ``_reachable``)."""
         self._schema = "public"
         self._listener = Listener(url, on_notice=self._on_notice, on_listening=self._on_listening)
         self._watched: dict[str, str] = {}
@@ -249,14 +252,21 @@ class PostgresStore:
         it waited here must still stop, so the lost cancellation is raised again.
         """
         pool = await self._ensure()
+        if self._gone:
+            await self._reachable(pool)
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0
         try:
             async with pool.connection() as conn:
                 if task is not None and task.cancelling() > cancels:
                     raise asyncio.CancelledError
-                yield conn
+                try:
+                    yield conn
+                except psycopg.Error:
+                    self._gone = self._gone or conn.broken
+                    raise
         except PoolTimeout as exc:
+            self._gone = True
             raise StoreError(
                 f"no PostgreSQL connection free or reachable at {self.where} within "
                 f"{self._timeout:g}s: {exc}"
@@ -265,6 +275,27 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
         if task is not None and task.cancelling() > cancels:
             raise asyncio.CancelledError
+
+    async def _reachable(self, pool: AsyncConnectionPool[Conn]) -> None:
+        """Connect to the server directly; ``StoreError`` at once if that fails.
+
+        While the server is down the pool keeps reconnecting in the background and a call
+        that asks it for a connection waits the whole ``timeout`` (30 s by default) before it
+        fails: a worker whose database died would sit that long on every call (the append
+        that failed, the reload after it, the lease release) before hearing why. A refused
+        connection fails in microseconds, so a call made while the server is gone fails
+        now, naming the server and the reason. Once a connection succeeds, the pool's idle
+        connections that died with the old server are dropped and calls queue as usual.
+        """
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(2, int(self._timeout))
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL at {self.where} is unreachable: {exc}") from exc
+        await probe.close()
+        self._gone = False
+        await pool.check()
 
     # -- the contract -----------------------------------------------------------------------
 
