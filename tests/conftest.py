@@ -6,6 +6,10 @@ and stopped at the end. ``STEAD_TEST_POSTGRES_URL`` points the suite at an exist
 instead. Each test gets a schema of its own on it (through the URL's ``search_path``), so
 tests never see each other's runs.
 
+Tests that crash the database get a second server, ``crashable_postgres``, always started
+from the local binaries (an existing server is not ours to kill), durable, and never the one
+every other test shares.
+
 Without PostgreSQL the tests that need it are skipped, except when ``CI`` is set: then they
 fail, so a CI run can never pass without having run them.
 """
@@ -15,8 +19,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from stead.testing import PostgresServer
 
 PG_ENV = "STEAD_TEST_POSTGRES_URL"
 
@@ -64,3 +72,43 @@ def pg_url(postgres_server: str) -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_server, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+
+@pytest.fixture(scope="session")
+def crashable_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this session's own that tests may SIGKILL and start again.
+
+    Durable (fsync and synchronous commit on): a crash must lose no synced commit, as in
+    production. Started from the local binaries even when ``STEAD_TEST_POSTGRES_URL`` is set.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _missing("psycopg is not installed (pip install -e '.[dev]')")
+    from stead.testing import PostgresServer, postgres_bindir
+
+    if postgres_bindir() is None:
+        _missing("no PostgreSQL server binaries here to start a server the tests may kill")
+    with PostgresServer(durable=True) as server:
+        yield server
+
+
+@pytest.fixture
+def crashable_postgres(crashable_server: PostgresServer) -> Iterator[PostgresServer]:
+    """``crashable_server``, running (a test before may have left it killed)."""
+    if not crashable_server.running:
+        crashable_server.start()
+    yield crashable_server
+    if not crashable_server.running:
+        crashable_server.start()
+
+
+@pytest.fixture
+def crashable_pg_url(crashable_postgres: PostgresServer) -> str:
+    """A URL on ``crashable_postgres`` whose tables live in a fresh schema."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(crashable_postgres.url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}".encode())
+    return with_schema(crashable_postgres.url, schema)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import logging
 import os
 import secrets
 import socket
@@ -37,12 +38,14 @@ from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.progress import ProgressListener, ProgressSink, ProgressWindow
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
-from stead.errors import ApprovalError, Conflict, Fenced, UnknownAgent, UserError
+from stead.errors import ApprovalError, Conflict, Fenced, StoreError, UnknownAgent, UserError
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
 from stead.runtime._session import RunSession
 from stead.store import Claim, RunRecord, Store, StoredEvent, open_store
+
+log = logging.getLogger("stead.runtime")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,11 +303,21 @@ class Runtime:
                     await self.store.release(run_id, owner=self.owner, epoch=epoch)
 
     async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
+        """Renew the lease every third of its TTL until the run rests.
+
+        A renewal the store could not make (the database restarting, a dropped connection)
+        is tried again at the next beat rather than given up: the lease is still ours until it
+        expires, and a heartbeat that stopped would let it lapse under a live worker, so that
+        another worker took the run over while its tools still ran. If the lease did lapse
+        and someone claimed the run meanwhile, the next renewal that reaches the store is
+        refused, and the run stops as fenced.
+        """
+        run_id = session.state.run_id
         while True:
             await asyncio.sleep(self.lease_ttl / 3)
             try:
                 await self.store.renew(
-                    session.state.run_id,
+                    run_id,
                     owner=self.owner,
                     epoch=session.epoch,
                     now=self.clock(),
@@ -314,6 +327,8 @@ class Runtime:
                 session.fenced = True
                 signal.abort("lease lost: another worker took this run over")
                 return
+            except StoreError as exc:
+                log.warning("renewing the lease of run %s failed (retrying): %s", run_id, exc)
 
     async def _watch(self, session: RunSession, signal: AbortSignal) -> None:
         """Notice, within ``watch_interval``, a cancel request another process appended."""

@@ -117,7 +117,8 @@ class Store(Protocol):
         last sequence is not ``expected_seq`` or a result for the same call already exists.
         ``status`` is the run's status after these events; ``snapshot`` is (seq, state) to
         store alongside. ``sync=False`` may skip waiting for the disk, for events whose loss
-        in a power cut loses no effect (the next synced commit makes them durable too).
+        in a crash of the store (a power cut; a crash of the PostgreSQL server alone) loses no
+        effect (the next synced commit makes them durable too).
         """
         ...
 

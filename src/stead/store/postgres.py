@@ -19,6 +19,24 @@ Same contract as ``SQLiteStore``; what PostgreSQL adds is concurrency across mac
   Per-run channels keep notices off the workers that do not care: with one shared channel
   every worker would read every append of the fleet (measured: 40% of throughput).
 
+**Unsynced commits.** ``append(..., sync=False)``, ``renew`` and ``release`` commit with
+``synchronous_commit = off`` for their own transaction (the function form of ``SET LOCAL``,
+evaluated in the statement: no extra round trip). They are visible at once and become durable
+with the next commit that waits for the WAL flush, because WAL is one sequence and a flush
+covers every record before the one it waits for: the event after an unsynced ``run_started``
+brings it to disk. What a crash loses first (an async commit can still be in PostgreSQL's WAL
+buffers, so a crash of the server alone loses it, not only a power cut) is a suffix of the
+log and loses no effect: a renewal or release rolled back makes a lease end sooner or later,
+and the epoch, which fences writers, does not move; a ``run_started`` rolled back refuses its
+writer's next append (stale sequence), unless another process appended at that very sequence
+in the instant between the restart and that append (a cancel request would have to).
+
+``claim`` and ``claim_next`` stay synced, unlike on SQLite. A claim makes a new epoch; losing
+it while its claimant lives on (with SQLite the store and every worker share one machine and
+die together; with PostgreSQL they do not) would let the next claimant get the same epoch
+number, and two owners under one epoch are not fenced from each other. One flush per claim is
+what keeps fencing from depending on timing.
+
 Sessions are made to give up a transaction left idle (``idle_in_transaction_session_timeout``),
 so a worker frozen mid-transaction (SIGSTOP, a partition) cannot hold a run's row lock, and
 with it the run, for longer than that.
@@ -72,6 +90,10 @@ _RUN_COLUMNS = (
 )
 _RUN_COLUMNS_R = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
 _CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE)
+_UNSYNCED = "set_config('synchronous_commit', 'off', true)"
+"""``SET LOCAL synchronous_commit = off`` as an expression, so it rides in the statement that
+writes (one round trip, its transaction implicit). Put where it is evaluated once per row
+written: a statement that writes nothing has nothing to flush."""
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -125,6 +147,9 @@ class PostgresStore:
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
+        self._gone = False
+        """A connection died under a call, or none came in time: the server may be down, so
+        calls ask it directly before queueing on the pool (see ``_reachable``)."""
         self._schema = "public"
         self._listener = Listener(url, on_notice=self._on_notice, on_listening=self._on_listening)
         self._watched: dict[str, str] = {}
@@ -227,14 +252,21 @@ class PostgresStore:
         it waited here must still stop, so the lost cancellation is raised again.
         """
         pool = await self._ensure()
+        if self._gone:
+            await self._reachable(pool)
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0
         try:
             async with pool.connection() as conn:
                 if task is not None and task.cancelling() > cancels:
                     raise asyncio.CancelledError
-                yield conn
+                try:
+                    yield conn
+                except psycopg.Error:
+                    self._gone = self._gone or conn.broken
+                    raise
         except PoolTimeout as exc:
+            self._gone = True
             raise StoreError(
                 f"no PostgreSQL connection free or reachable at {self.where} within "
                 f"{self._timeout:g}s: {exc}"
@@ -243,6 +275,27 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
         if task is not None and task.cancelling() > cancels:
             raise asyncio.CancelledError
+
+    async def _reachable(self, pool: AsyncConnectionPool[Conn]) -> None:
+        """Connect to the server directly; ``StoreError`` at once if that fails.
+
+        While the server is down the pool keeps reconnecting in the background and a call
+        that asks it for a connection waits the whole ``timeout`` (30 s by default) before it
+        fails: a worker whose database died would sit that long on every call (the append
+        that failed, the reload after it, the lease release) before hearing why. A refused
+        connection fails in microseconds, so a call made while the server is gone fails
+        now, naming the server and the reason. Once a connection succeeds, the pool's idle
+        connections that died with the old server are dropped and calls queue as usual.
+        """
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(2, int(self._timeout))
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL at {self.where} is unreachable: {exc}") from exc
+        await probe.close()
+        self._gone = False
+        await pool.check()
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -290,8 +343,6 @@ class PostgresStore:
         snapshot: tuple[int, dict[str, Any]] | None = None,
         sync: bool = True,
     ) -> int:
-        # ``sync=False`` is a licence, not an order: every commit here waits for the disk.
-        del sync
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
@@ -314,11 +365,12 @@ class PostgresStore:
             "payload": f"{run_id}:{seq}",
             "claimable": status in CLAIMABLE,
         }
-        statement = _APPEND
         if snapshot is not None:
             snap_seq, state = snapshot
             params.update(snap_seq=snap_seq, snap_v=int(state.get("v", 0)), snap=dumps(state))
-            statement = _APPEND_WITH_SNAPSHOT
+        # ``sync=False``: this transaction commits without waiting for the WAL flush (see the
+        # module docstring for why that loses no effect).
+        statement = _APPENDS[snapshot is not None, sync]
         # One statement is one transaction (autocommit): one round trip. Only a test that
         # armed the crash point between the write and its commit gets an explicit one.
         pause = _crash.armed() and any(r[0] == "tool_result_recorded" for r in rows)
@@ -416,6 +468,7 @@ class PostgresStore:
     async def claim(
         self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
     ) -> int:
+        # Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on.
         async with self._conn() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET epoch = epoch + 1, lease_owner = %(owner)s, "
@@ -440,10 +493,12 @@ class PostgresStore:
         )
 
     async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
+        # Unsynced: a renewal lost in a crash ends the lease sooner; the epoch does not move.
         async with self._conn() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET lease_expires_at = %s "
-                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s",
+                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
+                f"RETURNING {_UNSYNCED}",
                 (now + ttl, run_id, epoch, owner),
             )
             if cur.rowcount != 1:
@@ -451,13 +506,14 @@ class PostgresStore:
                 raise Fenced(f"run {run_id}: lease of {owner} at epoch {epoch} was taken over")
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        # Unsynced: a release lost in a crash leaves the lease to lapse; the epoch does not move.
         async with self._conn() as conn:
             await conn.execute(
                 "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
                 "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
-                "RETURNING run_id, status, last_seq) "
-                "SELECT pg_notify(%s, run_id || ':' || last_seq) FROM u "
-                f"WHERE status IN ({_CLAIMABLE_SQL})",
+                f"RETURNING run_id, status, last_seq, {_UNSYNCED} AS unsynced) "
+                f"SELECT CASE WHEN status IN ({_CLAIMABLE_SQL}) "
+                "THEN pg_notify(%s, run_id || ':' || last_seq) END, unsynced FROM u",
                 (run_id, epoch, owner, self.claimable_channel),
             )
 
@@ -472,6 +528,7 @@ class PostgresStore:
     ) -> list[Claim]:
         if limit < 1 or (agents is not None and not agents):
             return []
+        # Synced, as ``claim``: each claim makes a new epoch.
         async with self._conn() as conn:
             cur = await conn.execute(
                 "WITH picked AS ("
@@ -602,8 +659,14 @@ _APPEND_SNAPSHOT = (
 _APPEND_TAIL = (
     " SELECT pg_notify(%(changed)s, %(payload)s),"
     " CASE WHEN lease_owner IS NULL AND %(claimable)s"
-    " THEN pg_notify(%(ready)s, %(payload)s) END"
+    " THEN pg_notify(%(ready)s, %(payload)s) END{unsynced}"
     " FROM upd"
 )
-_APPEND = _APPEND_HEAD + _APPEND_TAIL
-_APPEND_WITH_SNAPSHOT = _APPEND_HEAD + _APPEND_SNAPSHOT + _APPEND_TAIL
+_APPENDS = {
+    (snapshot, sync): _APPEND_HEAD
+    + (_APPEND_SNAPSHOT if snapshot else "")
+    + _APPEND_TAIL.format(unsynced="" if sync else f", {_UNSYNCED}")
+    for snapshot in (False, True)
+    for sync in (False, True)
+}
+"""The append statement by (with a snapshot, synced)."""
