@@ -756,3 +756,19 @@ def test_a_resume_does_not_inherit_an_old_cancel_request(ending: list[Event]) ->
     state = fold([*ending, RunRequeued(reason="try again")])
     assert state.status is RunStatus.QUEUED
     assert state.cancel_requested is None
+
+
+@LOGS
+@given(run_logs())
+def test_conversation_asked_after_every_event_equals_one_built_from_scratch(log: RunLog) -> None:
+    # conversation() keeps what it placed for the last call and places only new messages:
+    # asked after every event of a live state, it must equal a fresh fold's, and a copy or a
+    # snapshot of that state must not share the cache.
+    live = RunState()
+    for k, e in enumerate(log.events, start=1):
+        apply(live, e)
+        assert live.conversation() == fold(log.events[:k]).conversation(), k
+        if k % 7 == 0:
+            twin = live.copy()
+            restored = RunState.from_json(live.to_json())
+            assert twin.conversation() == restored.conversation() == live.conversation()

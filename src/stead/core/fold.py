@@ -115,6 +115,22 @@ class CallState:
 
 
 @dataclass(slots=True, kw_only=True)
+class _Conversation:
+    """``RunState.conversation`` as placed so far: a cache, never compared or saved."""
+
+    source: list[Message]
+    """The message list it was built from (a cache of another list is stale)."""
+    consumed: int = 0
+    """How many of its messages are placed."""
+    out: list[Message] = field(default_factory=list)
+    """The conversation so far."""
+    order: dict[str, int] = field(default_factory=dict)
+    """Call order of the last reply, for its results."""
+    start: int = 0
+    """Where the last block of results begins in ``out``."""
+
+
+@dataclass(slots=True, kw_only=True)
 class RunState:
     """The folded state of one run."""
 
@@ -165,6 +181,8 @@ class RunState:
     recent_calls: list[str] = field(default_factory=list)
     """Digests of the latest tool calls (name + canonical arguments), newest last, for
     repetition detection."""
+    _conversation: _Conversation | None = field(default=None, init=False, repr=False, compare=False)
+    """Cache of ``conversation()``."""
 
     def copy(self) -> RunState:
         """A deep copy safe to apply events to."""
@@ -198,10 +216,14 @@ class RunState:
         Results are recorded in the order tools finish, which varies; the request sent to a
         model must not, so its digest is stable across a crash and a resume.
         """
-        out: list[Message] = []
-        order: dict[str, int] = {}
-        start = 0  # where the current block of results begins in ``out``
-        for m in self.messages:
+        # Messages are only ever appended, so the work done for the last request is kept
+        # and only the new messages are placed (a run asks once per turn: this keeps a long
+        # run linear instead of quadratic). Anything else (a new list) starts over.
+        c = self._conversation
+        if c is None or c.source is not self.messages or c.consumed > len(self.messages):
+            c = self._conversation = _Conversation(source=self.messages)
+        out, order, start = c.out, c.order, c.start
+        for m in self.messages[c.consumed :]:
             if isinstance(m, ToolResultMessage):
                 out.append(m)
                 continue
@@ -211,9 +233,10 @@ class RunState:
                 order = {c.id: i for i, c in enumerate(m.tool_calls)} if m.tool_calls else {}
             out.append(m)
             start = len(out)
+        c.consumed, c.order, c.start = len(self.messages), order, start
         if len(out) - start > 1:
             out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
-        return out
+        return list(out)
 
     # -- snapshots -------------------------------------------------------------------
 

@@ -284,18 +284,27 @@ class Runtime:
             signal = AbortSignal()
             executor = self._executor_factory(agent, self.progress)
             loop = RunLoop(session, agent, executor, signal, backoff=self.backoff)
-            helpers = [
-                asyncio.ensure_future(self._heartbeat(session, signal)),
-                asyncio.ensure_future(self._watch(session, signal)),
-            ]
+            # The lease heartbeat and the cancel watcher start a moment after the drive: a
+            # run that rests sooner (most turns on a fast model) never pays for two tasks.
+            # The watcher's first look then still sees a cancel written in that moment.
+            helpers: list[asyncio.Task[None]] = []
+            aio = asyncio.get_running_loop()
+
+            def start_helpers() -> None:
+                helpers.append(aio.create_task(self._heartbeat(session, signal)))
+                helpers.append(aio.create_task(self._watch(session, signal)))
+
+            timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
             try:
                 await loop.drive()
             finally:
+                timer.cancel()
                 for h in helpers:
                     h.cancel()
                 # Wait for the helpers without swallowing a cancellation of *this* task:
                 # gather collects theirs, and an outer cancel still propagates.
-                await asyncio.gather(*helpers, return_exceptions=True)
+                if helpers:
+                    await asyncio.gather(*helpers, return_exceptions=True)
             return RunView.of(session.state)
         finally:
             if claim is None:
