@@ -164,6 +164,19 @@ class Acked:
         return seq
 
 
+async def _drive_until_held(
+    worker: stead.Runtime, where: str
+) -> tuple[str, asyncio.Future[stead.RunView]]:
+    """Start a run and drive it in the background until it blocks at the hold point."""
+    run_id = await worker.start("db-killed", "Handle order 42")
+    driving = asyncio.ensure_future(worker.run(run_id))
+    held = asyncio.ensure_future(HOLD.reached.wait())
+    await asyncio.wait({driving, held}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    held.cancel()
+    assert HOLD.reached.is_set(), f"the run never reached {where}: {driving}"
+    return run_id, driving
+
+
 POINTS = ["lookup_order", "upsert_ticket", "send_message", "model#2"]
 CALLS = {"lookup_order": "call_0_0", "upsert_ticket": "call_1_0", "send_message": "call_2_0"}
 
@@ -180,12 +193,7 @@ async def test_postgres_killed_mid_run_then_restarted(
     # -- the worker, and the kill --------------------------------------------------------------
     acked = Acked(PostgresStore(url))
     worker = stead.Runtime(acked, agents=[agent()], lease_ttl=LEASE)
-    run_id = await worker.start("db-killed", "Handle order 42")
-    driving = asyncio.ensure_future(worker.run(run_id))
-    held = asyncio.ensure_future(HOLD.reached.wait())
-    await asyncio.wait({driving, held}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    held.cancel()
-    assert HOLD.reached.is_set(), f"the run never reached {point}: {driving}"
+    run_id, driving = await _drive_until_held(worker, point)
     postmaster = server.pid
     await asyncio.to_thread(server.kill)
     HOLD.resume.set()
@@ -269,12 +277,7 @@ async def test_postgres_restarted_while_a_tool_runs_the_worker_keeps_its_lease(
     store, observer = PostgresStore(url), PostgresStore(url)
     try:
         async with stead.Runtime(store, agents=[agent()], lease_ttl=LEASE) as worker:
-            run_id = await worker.start("db-killed", "Handle order 42")
-            driving = asyncio.ensure_future(worker.run(run_id))
-            held = asyncio.ensure_future(HOLD.reached.wait())
-            await asyncio.wait({driving, held}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-            held.cancel()
-            assert HOLD.reached.is_set(), f"the run never reached the tool: {driving}"
+            run_id, driving = await _drive_until_held(worker, "the tool")
 
             await asyncio.to_thread(server.kill)
             await asyncio.sleep(LEASE / 2)  # the heartbeat (every LEASE/3) meets the dead server
