@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import stead
+import stead.store
 from stead.core.events import (
     AssistantMessageRecorded,
     ModelCallFailed,
@@ -278,3 +280,42 @@ async def test_a_tool_that_ignores_the_abort_is_cut_off_after_the_grace(
         assert_valid_history(fold(events))
         # The loop's task carries no leftover cancellation: the runtime is still usable.
         assert (await rt.resume(rid)).status is RunStatus.COMPLETED
+
+
+class _WatchFailsAtFirst:
+    """A store whose first few ``wait_changed`` reads fail, as while a database restarts."""
+
+    def __init__(self, store: stead.store.Store, failures: int) -> None:
+        self.store = store
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        if self.failures > 0:
+            self.failures -= 1
+            raise stead.StoreError("the database is restarting")
+        return await self.store.wait_changed(run_id, after_seq, timeout)
+
+
+async def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:
+    # The owner's watcher meets three failed reads before the cancel is written; it keeps
+    # watching, so the cancel another process writes still stops the run.
+    stubborn_log.clear()
+    stubborn_started[:] = [asyncio.Event()]
+    model = ScriptedModel([Reply(tool_calls=[("stubborn", {"n": 0})]), "x"])
+    agent = stead.Agent("watched", model, [stubborn], limits=stead.Limits(cancel_grace=0.1))
+    flaky = _WatchFailsAtFirst(stead.store.open_store(store), failures=3)
+    async with stead.Runtime(flaky, agents=[agent]) as owner:  # type: ignore[arg-type]
+        owner.watch_interval = 0.05
+        rid = await owner.start(agent, "go")
+        driving = asyncio.ensure_future(owner.run(rid))
+        await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
+        await asyncio.sleep(0.3)  # long enough for every failure to have happened
+        assert flaky.failures == 0
+        async with stead.Runtime(store, agents=[agent]) as other:
+            await other.cancel(rid, "stop")
+        view = await asyncio.wait_for(driving, timeout=10)
+        assert view.status is RunStatus.CANCELLED
+        assert stubborn_log == ["start 0", "cancelled 0"]

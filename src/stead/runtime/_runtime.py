@@ -340,20 +340,32 @@ class Runtime:
                 log.warning("renewing the lease of run %s failed (retrying): %s", run_id, exc)
 
     async def _watch(self, session: RunSession, signal: AbortSignal) -> None:
-        """Notice, within ``watch_interval``, a cancel request another process appended."""
+        """Notice, within ``watch_interval``, a cancel request another process appended.
+
+        A read the store could not make (the database restarting, a locked file) is tried
+        again after ``watch_interval``, as the heartbeat does: a watcher that stopped would
+        leave the run deaf to cancel requests for the rest of its drive.
+        """
         run_id = session.state.run_id
         seen = session.state.seq
         while not signal.aborted:
             # Our own appends advance the session before the store, so they never wake us:
             # only another process's write does.
             seen = max(seen, session.state.seq)
-            last = await self.store.wait_changed(run_id, seen, self.watch_interval)
-            if last <= max(seen, session.state.seq):
+            try:
+                last = await self.store.wait_changed(run_id, seen, self.watch_interval)
+                if last <= max(seen, session.state.seq):
+                    continue
+                for stored in await self.store.read_events(run_id, after=seen):
+                    if isinstance(stored.event, RunCancelRequested):
+                        signal.abort(stored.event.reason or "cancelled")
+                        return
+            except StoreError as exc:
+                log.warning(
+                    "watching run %s for cancel requests failed (retrying): %s", run_id, exc
+                )
+                await asyncio.sleep(self.watch_interval)
                 continue
-            for stored in await self.store.read_events(run_id, after=seen):
-                if isinstance(stored.event, RunCancelRequested):
-                    signal.abort(stored.event.reason or "cancelled")
-                    return
             seen = last
 
     async def resume(self, run_id: str, reason: str = "resumed") -> RunView:

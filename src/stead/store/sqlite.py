@@ -419,9 +419,12 @@ class SQLiteStore:
         deadline = loop.time() + timeout
         while True:
             with self._lock:
-                row = self._db.execute(
-                    "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
+                try:
+                    row = self._db.execute(
+                        "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                except sqlite3.Error as exc:
+                    raise StoreError(f"read failed on {self.path!r}: {exc}") from exc
             if row is None:
                 raise RunNotFound(run_id)
             if row[0] > after_seq or loop.time() >= deadline:
