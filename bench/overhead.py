@@ -1,6 +1,6 @@
 """What does durability cost per step? stead against a hand-written floor, in one process.
 
-    .venv/bin/python bench/overhead.py             # 7 rounds x 30 runs per batch
+    .venv/bin/python bench/overhead.py             # 11 rounds x 30 runs per batch
     .venv/bin/python bench/overhead.py --quick     # a few runs: does it work at all
     .venv/bin/python bench/overhead.py --json      # machine-readable
 
@@ -471,7 +471,7 @@ def render(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="timed runs per batch (30)")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (7)")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds (11)")
     parser.add_argument("--quick", action="store_true", help="3 runs x 2 rounds: a smoke test")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
