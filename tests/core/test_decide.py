@@ -351,7 +351,25 @@ STEPS = [
         [*RUNNING_T0, reply(0, "n"), request(0, "n", "non_idempotent"), start(0, "n")],
         _plans(("n", "reconcile", 2)),
     ),
-    ("awaiting approval", POLICY_WAIT, Wait(status=RunStatus.AWAITING_APPROVAL)),
+    # "a" waits on a person; "b", of the same turn, need not: it runs meanwhile.
+    ("awaiting approval, a sibling runs", POLICY_WAIT, _plans(("b", "execute", 1))),
+    (
+        "awaiting approval, nothing else to do",
+        [*POLICY_WAIT, result(0, "b")],
+        Wait(status=RunStatus.AWAITING_APPROVAL),
+    ),
+    (
+        "awaiting approval, an in-flight sibling nothing can settle waits too",
+        [
+            *RUNNING_T0,
+            reply(0, "a", "x"),
+            request(0, "a"),
+            request(0, "x", "non_idempotent"),
+            start(0, "x"),
+            ask(0, "a"),
+        ],
+        Wait(status=RunStatus.AWAITING_APPROVAL),
+    ),
     ("completed", COMPLETED, Wait(status=RunStatus.COMPLETED)),
     ("failed", FAILED, Wait(status=RunStatus.FAILED)),
     ("cancelled", CANCELLED, Wait(status=RunStatus.CANCELLED)),
@@ -581,13 +599,28 @@ def test_next_step_at_every_batch_boundary(log: RunLog) -> None:
         elif state.cancel_requested is not None:
             assert step == Cancel(reason=state.cancel_requested)
         elif state.status is RunStatus.AWAITING_APPROVAL:
-            assert step == Wait(status=state.status)
+            # The calls no person decides on go ahead; the ones waiting on a person never.
+            free = [
+                c.tool_call_id
+                for c in state.pending_calls()
+                if c.tool_call_id not in state.approvals
+            ]
+            if isinstance(step, RunTools):
+                assert [p.tool_call_id for p in step.plans] == [
+                    i for i in free if i in {p.tool_call_id for p in step.plans}
+                ]
+                assert all(p.action in ("execute", "reconcile") for p in step.plans)
+            else:
+                assert step == Wait(status=state.status)
         elif state.status is RunStatus.QUEUED:
             assert step == StartRun()
         # Whatever a step implies by itself is a legal continuation of the log.
         fold(automatic_events(state, step), start=state)
         if isinstance(step, RunTools):
-            pending = state.pending_calls()
+            pending = [c for c in state.pending_calls() if c.tool_call_id not in state.approvals]
+            if state.status is RunStatus.AWAITING_APPROVAL:
+                planned = {p.tool_call_id for p in step.plans}
+                pending = [c for c in pending if c.tool_call_id in planned]
             assert [p.tool_call_id for p in step.plans] == [c.tool_call_id for c in pending]
             for plan, call in zip(step.plans, pending, strict=True):
                 if plan.action == "execute" and call.in_flight:

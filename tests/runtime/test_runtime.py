@@ -319,3 +319,42 @@ async def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:
         view = await asyncio.wait_for(driving, timeout=10)
         assert view.status is RunStatus.CANCELLED
         assert stubborn_log == ["start 0", "cancelled 0"]
+
+
+ran: list[str] = []
+
+
+@stead.tool(effect="read_only")
+async def look_up(order_id: int) -> str:
+    """Look an order up."""
+    ran.append(f"look_up {order_id}")
+    return "shipped"
+
+
+@stead.tool(effect="non_idempotent", requires_approval=True)
+async def refund(order_id: int) -> str:
+    """Refund an order (a person approves first)."""
+    ran.append(f"refund {order_id}")
+    return "refunded"
+
+
+async def test_a_call_waiting_on_a_person_does_not_hold_back_its_siblings(store: str) -> None:
+    ran.clear()
+    model = ScriptedModel(
+        [Reply(tool_calls=[("refund", {"order_id": 7}), ("look_up", {"order_id": 7})]), "Done."]
+    )
+    agent = stead.Agent("shop", model, [refund, look_up])
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "refund order 7 if it shipped")
+        view = await rt.run(rid)
+        # The lookup ran and its result is recorded while the refund waits for a person.
+        assert view.status is RunStatus.AWAITING_APPROVAL
+        assert ran == ["look_up 7"]
+        results = [e.event for e in await rt.events(rid) if e.event.kind == "tool_result_recorded"]
+        assert [r.name for r in results] == ["look_up"]  # type: ignore[attr-defined]
+        (pending,) = view.approvals
+        view = await rt.approve(rid, pending.tool_call_id, token=pending.token)
+        view = await rt.run(rid)
+        assert view.status is RunStatus.COMPLETED and view.output == "Done."
+        assert ran == ["look_up 7", "refund 7"]  # each once
+        assert_valid_history(fold(e.event for e in await rt.events(rid)))

@@ -205,7 +205,16 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
     if state.cancel_requested is not None:
         return Cancel(reason=state.cancel_requested)
     if status is RunStatus.AWAITING_APPROVAL:
-        return Wait(status=status)
+        # A person decides on some calls; the turn's others need not wait for that. Calls
+        # that can settle without a person (run, or reconcile) go ahead now, so their results
+        # are in when the decision comes; the run then rests until it does.
+        ready = tuple(
+            plan
+            for call in state.pending_calls()
+            if call.tool_call_id not in state.approvals
+            and (plan := plan_call(call, tools.get(call.name))).action in ("execute", "reconcile")
+        )
+        return RunTools(plans=ready) if ready else Wait(status=status)
     if status is RunStatus.QUEUED:
         return StartRun()
     step = _next_step(state, tools, limits)
