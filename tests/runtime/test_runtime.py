@@ -358,3 +358,43 @@ async def test_a_call_waiting_on_a_person_does_not_hold_back_its_siblings(store:
         assert view.status is RunStatus.COMPLETED and view.output == "Done."
         assert ran == ["look_up 7", "refund 7"]  # each once
         assert_valid_history(fold(e.event for e in await rt.events(rid)))
+
+
+look_up_gate: list[asyncio.Event] = []
+
+
+@stead.tool(effect="read_only", name="look_up")
+async def look_up_slowly(order_id: int) -> str:
+    """Look an order up; the first attempt hangs until its worker dies."""
+    ran.append(f"look_up {order_id}")
+    if len(ran) == 1:
+        look_up_gate[1].set()
+        await look_up_gate[0].wait()
+    return "shipped"
+
+
+async def test_a_sibling_left_in_flight_by_a_dead_worker_is_run_before_the_decision(
+    store: str,
+) -> None:
+    ran.clear()
+    # [never set: the first worker dies in the lookup, set when the lookup has begun]
+    look_up_gate[:] = [asyncio.Event(), asyncio.Event()]
+    model = ScriptedModel(
+        [Reply(tool_calls=[("refund", {"order_id": 7}), ("look_up", {"order_id": 7})]), "Done."]
+    )
+    agent = stead.Agent("shop", model, [refund, look_up_slowly])
+    async with stead.Runtime(store, agents=[agent]) as first:
+        rid = await first.start(agent, "refund order 7 if it shipped")
+        driving = asyncio.ensure_future(first.run(rid))
+        await asyncio.wait_for(look_up_gate[1].wait(), timeout=10)
+        driving.cancel()  # the worker dies mid-lookup (its lease is let go)
+        with pytest.raises(asyncio.CancelledError):
+            await driving
+    async with stead.Runtime(store, agents=[agent]) as second:
+        view = await second.run(rid)  # waiting on a person, yet the lookup is driven now
+        assert view.status is RunStatus.AWAITING_APPROVAL
+        assert ran == ["look_up 7", "look_up 7"]
+        events = [e.event for e in await second.events(rid)]
+        assert [e.name for e in events if e.kind == "tool_result_recorded"] == ["look_up"]  # type: ignore[attr-defined]
+        assert (await second.run(rid)).status is RunStatus.AWAITING_APPROVAL  # nothing to do
+        assert ran == ["look_up 7", "look_up 7"]

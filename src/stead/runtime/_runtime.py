@@ -26,6 +26,7 @@ from typing import Any
 from stead import _crash
 from stead._signal import AbortSignal
 from stead.core.builders import cancel_events, decision_events, timeout_events
+from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Decision,
     Event,
@@ -249,7 +250,8 @@ class Runtime:
                 state = await self._append_external(
                     run_id, lambda s: timeout_events(s, self.clock())
                 )
-            return RunView.of(state)
+            if not self._has_work_while_waiting(state, record.agent):
+                return RunView.of(state)
         agent = self._agent_named(record.agent, run_id)
         if claim is None:
             takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
@@ -310,6 +312,14 @@ class Runtime:
             if claim is None:
                 with contextlib.suppress(Exception):
                     await self.store.release(run_id, owner=self.owner, epoch=epoch)
+
+    def _has_work_while_waiting(self, state: RunState, agent_name: str) -> bool:
+        """A run waiting on a person may still have calls that need none (a sibling its
+        worker died running): those are driven now, not after the decision."""
+        agent = self.agents.get(agent_name)
+        if state.status is not RunStatus.AWAITING_APPROVAL or agent is None:
+            return False
+        return isinstance(next_step(state, agent.registry.specs(), agent.limits), RunTools)
 
     async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
         """Renew the lease every third of its TTL until the run rests.
