@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak check lint format bench throughput clean
+.PHONY: demo test soak check lint format bench throughput compare clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -42,6 +42,11 @@ bench: $(STAMP)
 
 throughput: $(STAMP)
 	$(BIN)/python bench/throughput.py
+
+# The overhead workload on LangGraph + its SQLite checkpointer (installs the `compare` extra).
+compare: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[compare]'
+	$(BIN)/python bench/vs_langgraph.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
