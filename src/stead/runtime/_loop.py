@@ -256,12 +256,12 @@ class RunLoop:
         deadline = self._deadline()
         tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
         built: list[Event] = []
+        # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
+        # function); reply_events starts the ones it lets run.
         eager = [
             c.id
             for c in response.message.tool_calls
-            if (spec := self.specs.get(c.name)) is not None
-            and spec.effect_class == "non_idempotent"
-            and spec.has_reconcile
+            if (spec := self.specs.get(c.name)) is not None and spec.has_reconcile
         ]
 
         def intent(st: RunState) -> list[Event]:
