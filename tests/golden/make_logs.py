@@ -289,10 +289,13 @@ def _rows(path: Path, rid: str) -> dict[str, Any]:
     return out
 
 
-async def write(name: str) -> Path:
-    commit = subprocess.run(
+def _commit() -> str:
+    return subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
+
+
+async def write(name: str, commit: str) -> Path:
     HERE.mkdir(exist_ok=True)
     target = HERE / f"{name}.json"
     if name == "every_kind":
@@ -311,4 +314,4 @@ async def write(name: str) -> Path:
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or [*SCENARIOS, "every_kind"]:
-        print(asyncio.run(write(n)))
+        print(asyncio.run(write(n, _commit())))
