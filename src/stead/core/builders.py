@@ -128,8 +128,8 @@ STEP_MESSAGE_LIMIT: Final = 1000
 def _storable(text: str, limit: int) -> str:
     """Text any store takes: at most ``limit`` characters, valid UTF-8 (a lone surrogate
     becomes ``?``), no NUL (PostgreSQL's jsonb refuses it)."""
-    text = text[:limit]
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
+    text = text[: limit * 2].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
+    return text[:limit]
 
 
 def step_failed_event(step: str, error: BaseException) -> StepFailed:

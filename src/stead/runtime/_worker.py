@@ -188,7 +188,12 @@ class Worker:
         self.stats["claimed"] += 1
         if claim.previous_owner:
             self.stats["taken_over"] += 1
-        task = asyncio.ensure_future(self._drive(claim))
+        # A run whose lease lapsed under its driver here (the store unreachable for a whole
+        # lease) can be handed back to us: the old drive is fenced by this claim's epoch at
+        # its next write, and the new one waits for it to stop, so one process never has
+        # two drivers of one run (Runtime.run would refuse the second with LeaseHeld).
+        previous = self._active.get(claim.run_id)
+        task = asyncio.ensure_future(self._drive(claim, previous))
         self._active[claim.run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -198,11 +203,13 @@ class Worker:
 
         task.add_done_callback(done)
 
-    async def _drive(self, claim: Claim) -> None:
+    async def _drive(self, claim: Claim, previous: asyncio.Task[None] | None = None) -> None:
         run_id = claim.run_id
         release = True
         outcome = "released"
         try:
+            if previous is not None:
+                await asyncio.wait({previous})
             view = await self.runtime.run(run_id, claim=claim)
             outcome = view.status.value
         except Fenced as exc:
