@@ -203,9 +203,7 @@ def test_the_nth_failure_in_a_row_fails_the_run_with_the_evidence() -> None:
     limits = Limits(max_step_failures=3)
     state = fold([*RUNNING_T0, _failed(), _failed()])
     assert state.step_failures == 2
-    assert next_step(state, TOOLS, limits) == CallModel(
-        turn_index=0, turn_recorded=True, attempt=1
-    )
+    assert next_step(state, TOOLS, limits) == CallModel(turn_index=0, turn_recorded=True, attempt=1)
     state = fold([_failed()], start=state)
     step = next_step(state, TOOLS, limits)
     assert isinstance(step, Fail)

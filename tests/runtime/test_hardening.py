@@ -313,9 +313,7 @@ async def test_cancel_of_a_run_driven_here_goes_through_its_driver(store: str) -
         return "stopped"
 
     model = ScriptedModel([Reply(tool_calls=[("wait_for_cancel", {})]), "unreachable"])
-    agent = stead.Agent(
-        "waiter", model, [wait_for_cancel], limits=stead.Limits(cancel_grace=1.0)
-    )
+    agent = stead.Agent("waiter", model, [wait_for_cancel], limits=stead.Limits(cancel_grace=1.0))
     async with Runtime(store, agents=[agent], clock=lambda: now[0]) as rt:
         rid = await rt.start(agent, "wait")
         driving = asyncio.ensure_future(rt.run(rid))

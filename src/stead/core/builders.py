@@ -86,7 +86,9 @@ def _result(
     )
 
 
-def unique_call_ids(state: RunState, turn_index: int, message: AssistantMessage) -> AssistantMessage:
+def unique_call_ids(
+    state: RunState, turn_index: int, message: AssistantMessage
+) -> AssistantMessage:
     """The reply with every tool call id unique in the run: the id the log, the idempotency
     key and the model's next request all use.
 
