@@ -299,6 +299,56 @@ async def test_a_second_driver_in_the_same_runtime_is_refused(store: str) -> Non
         assert (await rt.run(rid)).status is RunStatus.COMPLETED
 
 
+async def test_a_worker_handed_back_its_own_run_waits_for_its_first_drive(store: str) -> None:
+    """The worker's lease lapses (by its clock) while a handler runs, and claim_next hands the
+    run back to the same worker: the new drive waits for the old one, which is fenced, and
+    then reconciles the call instead of running it a second time beside the first."""
+    now = [1_000_000.0]
+    entered, gate = asyncio.Event(), asyncio.Event()
+    charged: list[str] = []
+
+    def find(cents: int, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
+        return stead.Done("charged") if ctx.idempotency_key in charged else stead.NotDone()
+
+    @stead.tool(effect="non_idempotent", reconcile=find)
+    async def charge(cents: int, ctx: stead.ToolContext) -> str:
+        """Charge a card."""
+        entered.set()
+        await gate.wait()
+        charged.append(ctx.idempotency_key)
+        return f"charged {cents}"
+
+    model = ScriptedModel([Reply(tool_calls=[("charge", {"cents": 500})]), "charged"])
+    agent = stead.Agent("charger", model, [charge])
+    worker = Worker(store, [agent], lease_ttl=30, poll_interval=0.05, clock=lambda: now[0])
+    async with Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "charge")
+        serving = asyncio.ensure_future(worker.run())
+        try:
+            await entered.wait()
+            now[0] += 3600  # the lease has lapsed by the worker's clock: claimable again
+
+            async def reclaimed() -> bool:
+                return worker.stats["claimed"] >= 2
+
+            await until(reclaimed, "the worker to claim the run again")
+            gate.set()
+
+            async def completed() -> bool:
+                return (await rt.get(rid)).status is RunStatus.COMPLETED
+
+            await until(completed, "the run to complete")
+        finally:
+            gate.set()
+            worker.stop()
+            await serving
+            await worker.close()
+        assert len(charged) == 1
+        assert worker.stats["fenced"] == 1 and worker.stats["completed"] == 1
+        assert worker.stats["conflict"] == 0  # no second driver was even tried
+        assert_valid_history(await rt.state(rid))
+
+
 async def test_cancel_of_a_run_driven_here_goes_through_its_driver(store: str) -> None:
     """Even with its lease lapsed (the clock jumped), a run this Runtime drives is cancelled
     by the driver: cancel does not claim it and fence the driver out mid-tool."""
