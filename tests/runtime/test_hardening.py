@@ -229,6 +229,37 @@ async def test_worker_claims_of_a_failing_step_end_in_a_failed_run(store: str) -
         assert worker.stats["error"] == 2 and worker.stats["failed"] == 1
 
 
+async def test_a_stead_worker_neither_loops_on_a_poisoned_reply_nor_on_a_failing_step(
+    store: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    """The issue's report: ``stead worker --lease-ttl 2`` made 10 paid model calls in 20 s
+    on a reply with two calls of one id. A real worker process: that run now completes
+    with two model calls, and a run whose step always raises fails after three."""
+    import _fleet
+    from _workers import WorkerProc
+
+    async with Runtime(store, agents=_fleet.agents()) as rt:
+        dupes = await rt.start("dupes", "look up orders 1 and 2")
+        broken = await rt.start("broken", "hello")
+        proc = WorkerProc(store, tmp_path / "worker.log", "--lease-ttl", "0.5", "--poll", "0.05")
+        try:
+
+            async def rested() -> bool:
+                a, b = await rt.get(dupes), await rt.get(broken)
+                return a.status is RunStatus.COMPLETED and b.status is RunStatus.FAILED
+
+            await until(rested, "both runs to rest", limit=30)
+        finally:
+            proc.stop()
+        assert (await rt.get(dupes)).output == "Both shipped."
+        assert_valid_history(await rt.state(dupes))
+        assert ledger().keys("model_call").count("turn 0") == 1
+        view = await rt.get(broken)
+        assert view.error is not None and view.error["code"] == "step_failed"
+        assert "AttributeError" in view.error["message"]
+        assert ledger().keys("model_call").count("broken") == 3  # and then no more
+
+
 # -- finding 4: call ids reused across turns --------------------------------------------------
 
 
