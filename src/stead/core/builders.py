@@ -98,7 +98,8 @@ def unique_call_ids(
     (empty, repeated in the reply, or seen in an earlier turn of the run) becomes
     ``{id}_t{turn}_{position}`` (``call_t{turn}_{position}`` for an empty one), plus ``_{n}``
     should even that be taken: deterministic, so the same reply gets the same ids after a
-    crash, and only letters, digits and ``_``, which both providers accept. The recorded
+    crash, and a suffix of letters, digits and ``_`` only, which both providers accept in
+    ids. The recorded
     message carries the new ids, so its calls and their results always match in the
     history sent back. Returns ``message`` itself when nothing had to change.
     """

@@ -8,6 +8,8 @@ A crash anywhere leaves a log from which ``next_step`` picks up: recorded result
 back, never re-run, and an in-flight call is recovered by its effect class. A cancel aborts
 the one ``AbortSignal`` shared by the model stream and every tool's context; tools get
 ``Limits.cancel_grace`` seconds to stop, then every open call gets a ``cancelled`` result.
+A step that raises (a bug, not a lease or store matter) is written down as ``step_failed``;
+``Limits.max_step_failures`` of them in a row fail the run, in whichever processes they were.
 """
 
 from __future__ import annotations

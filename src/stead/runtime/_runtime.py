@@ -254,6 +254,9 @@ class Runtime:
 
         With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
         that lease instead of claiming one; the caller keeps it and releases it.
+
+        A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
+        returned) is refused with ``LeaseHeld``, as another process would be.
         """
         record = await self.store.get_run(run_id)
         if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:

@@ -14,7 +14,9 @@ Each task drives its run with ``Runtime.run(run_id, claim=...)`` — the same ru
 session, heartbeat and recovery rules a single process uses — and releases the lease when
 the run rests (completed, failed, waiting on a person). A run this worker was fenced out of
 belongs to someone else; it is left alone. A run that raised something unexpected keeps its
-lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop.
+lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop;
+the failure is in its log (``step_failed``), and the ``Limits.max_step_failures``-th in a
+row, whichever worker made it, fails the run.
 
 A worker that dies (SIGKILL, power, partition) leaves its leases to lapse; ``claim_next``
 then hands its runs to the other workers, which append ``run_recovered`` and settle any call
