@@ -31,6 +31,7 @@ from stead.core.events import (
     RunRequeued,
     RunStarted,
     RunTimedOut,
+    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -157,6 +158,12 @@ def describe(event: Event) -> tuple[str, str, str]:
                 "failed",
                 f"{event.code} in {event.phase}: {_short(event.message, 160)}",
                 "bold red",
+            )
+        case StepFailed():
+            return (
+                "step failed",
+                f"{event.step}: {event.error_type}: {_short(event.message, 120)}",
+                "red",
             )
         case RunCancelled():
             return "cancelled", event.reason, "magenta"

@@ -156,7 +156,8 @@ class ToolCallRequested:
     effect_class: EffectClass | None
     """The tool's side-effect class; None for an unknown tool."""
     idempotency_key: str
-    """sha256(run_id + tool_call_id), hex."""
+    """sha256(run_id + tool_call_id), hex; the call id is unique in the run (see
+    ``stead.core.builders.unique_call_ids``), so the key is too."""
     rejection: str | None = None
     """Why the call may not run (unknown tool, bad JSON, schema failure); None when valid."""
     requires_approval: bool = False
@@ -310,6 +311,23 @@ class RunFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StepFailed:
+    """A step of the run loop raised something that is not about the lease, the store or a
+    cancel (a bug, or input the run cannot take). Counted by the fold: the
+    ``Limits.max_step_failures``-th failure of the same step in a row ends the run ``failed``
+    (code ``step_failed``), so no claimant retries it forever. Kept small and plain text, so
+    that it can be stored even when the step's own events could not."""
+
+    kind: ClassVar[str] = "step_failed"
+    step: str
+    """Which step, e.g. ``call_model (turn 2)``."""
+    error_type: str
+    """The exception's class name."""
+    message: str = ""
+    """The exception's text (truncated)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelRequested:
     """Someone asked to cancel the run; its owner aborts in-flight work and then cancels it."""
 
@@ -366,6 +384,7 @@ Event: TypeAlias = (
     | ApprovalDecided
     | RunCompleted
     | RunFailed
+    | StepFailed
     | RunCancelRequested
     | RunCancelled
     | RunTimedOut

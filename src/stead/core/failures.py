@@ -28,6 +28,7 @@ RunFailureCode = Literal[
     "tool_error",
     "unknown_agent",
     "internal_error",
+    "step_failed",
 ]
 
 MODEL_FAILURE_CODES: Final = frozenset(get_args(ModelFailureCode))

@@ -28,9 +28,17 @@ class Limits:
     """Seconds a person has to decide before the run times out (None: wait forever)."""
     cancel_grace: float = 5.0
     """Seconds tools get to stop after a cancel before their subprocesses are killed."""
+    max_step_failures: int = 3
+    """A step that raises this many times in a row (counted in the log, across processes)
+    ends the run ``failed`` with code ``step_failed``, instead of being retried forever."""
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tool_calls_per_turn", "max_model_attempts"):
+        for name in (
+            "max_turns",
+            "max_tool_calls_per_turn",
+            "max_model_attempts",
+            "max_step_failures",
+        ):
             if getattr(self, name) < 1:
                 raise UserError(f"Limits.{name} must be at least 1")
         if not 2 <= self.repeat_threshold <= 32:

@@ -8,11 +8,14 @@ A crash anywhere leaves a log from which ``next_step`` picks up: recorded result
 back, never re-run, and an in-flight call is recovered by its effect class. A cancel aborts
 the one ``AbortSignal`` shared by the model stream and every tool's context; tools get
 ``Limits.cancel_grace`` seconds to stop, then every open call gets a ``cancelled`` result.
+A step that raises (a bug, not a lease or store matter) is written down as ``step_failed``;
+``Limits.max_step_failures`` of them in a row fail the run, in whichever processes they were.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import secrets
 from collections.abc import Callable
@@ -32,6 +35,8 @@ from stead.core.builders import (
     reconcile_events,
     reply_events,
     started_event,
+    step_failed_event,
+    unique_call_ids,
 )
 from stead.core.canonical import effect_id
 from stead.core.decide import (
@@ -42,9 +47,11 @@ from stead.core.decide import (
     ResumeTurn,
     RunTools,
     StartRun,
+    Step,
     Wait,
     automatic_events,
     plan_call,
+    step_label,
 )
 from stead.core.effects import (
     REPLAY_POLICY,
@@ -69,13 +76,15 @@ from stead.core.failures import is_retryable
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
-from stead.errors import Fenced
+from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
+
+log = logging.getLogger("stead.runtime")
 
 _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
@@ -143,33 +152,78 @@ class RunLoop:
         return None if timeout is None else self.clock() + timeout
 
     async def drive(self) -> RunStatus:
-        """Run steps until the run rests; returns the status it rests in."""
+        """Run steps until the run rests; returns the status it rests in.
+
+        A step that raises something that is not about the lease, the store or a cancel is
+        recorded (``step_failed``) before the exception goes on to the caller: the next
+        claimant, in this process or another, tries the step again, and the
+        ``Limits.max_step_failures``-th failure in a row ends the run ``failed`` (this drive
+        then returns) instead of every claimant paying for it forever.
+        """
         while True:
             if self.signal.aborted:
                 if self.s.fenced:
                     raise Fenced(f"run {self.s.state.run_id}: {self.signal.reason}")
                 await self.s.reload()  # pick up the cancel request another process wrote
-            state = self.s.state
             step = self.s.next_step()
-            match step:
-                case Wait():
-                    return step.status
-                case Cancel():
-                    await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
-                case StartRun():
-                    # Not fsynced on its own: losing run_started (and the turn it opens) in a
-                    # power cut loses no effect, and the next commit syncs it anyway.
-                    await self.s.append(
-                        [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
-                    )
-                case ResumeTurn():
-                    await self.s.append([TurnResumed(turn_index=step.turn_index)])
-                case CallModel(turn_recorded=False) | Finish() | Fail():
-                    await self.s.append(automatic_events(state, step), automatic=False)
-                case CallModel():
-                    await self._model_turn(step)
-                case RunTools():
-                    await self._run_tools(step)
+            if isinstance(step, Wait):
+                return step.status
+            try:
+                await self._step(step)
+            except (Fenced, Conflict, StoreError):
+                raise  # the lease, a race or the database: not the step's fault
+            except Exception as exc:
+                if self.signal.aborted or self.s.fenced:
+                    raise  # a cancel or a lost lease, surfacing as whatever it broke
+                if not await self._step_failed(step, exc):
+                    raise
+
+    async def _step_failed(self, step: Step, error: Exception) -> bool:
+        """Record a failed step. True when the drive should go on: the failure reached the
+        limit, and the next step is to fail the run (or, waiting on a person, to rest).
+
+        The record goes alone, without the automatic events a commit usually carries: those
+        may be the very thing that failed. A failure to record it, or of recording the
+        run's failure itself, leaves the step's own error to the caller (logged here).
+        """
+        if isinstance(step, Fail):
+            return False
+        try:
+            await self.s.reload()  # the step may have left the cache anywhere
+            label = step_label(self.s.state, step)
+            await self.s.append([step_failed_event(label, error)], automatic=False)
+        except Exception as exc:  # best effort: the step's error is the news
+            log.warning("run %s: could not record a failed step: %r", self.s.state.run_id, exc)
+            return False
+        log.warning(
+            "run %s: step %s failed (%d in a row): %r",
+            self.s.state.run_id,
+            label,
+            self.s.state.step_failures,
+            error,
+        )
+        return isinstance(self.s.next_step(), Fail | Wait)
+
+    async def _step(self, step: Step) -> None:
+        """Perform one step."""
+        state = self.s.state
+        match step:
+            case Cancel():
+                await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
+            case StartRun():
+                # Not fsynced on its own: losing run_started (and the turn it opens) in a
+                # power cut loses no effect, and the next commit syncs it anyway.
+                await self.s.append(
+                    [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
+                )
+            case ResumeTurn():
+                await self.s.append([TurnResumed(turn_index=step.turn_index)])
+            case CallModel(turn_recorded=False) | Finish() | Fail():
+                await self.s.append(automatic_events(state, step), automatic=False)
+            case CallModel():
+                await self._model_turn(step)
+            case RunTools():
+                await self._run_tools(step)
 
     # -- model ------------------------------------------------------------------------------
 
@@ -252,7 +306,9 @@ class RunLoop:
             )
             return
         response: ModelResponse = outcome.response
-        verdicts = self._verdicts(response)
+        # Ids as the log records them: unique in the run (a reused or repeated id renamed).
+        message = unique_call_ids(state, step.turn_index, response.message)
+        verdicts = self._verdicts(message)
         deadline = self._deadline()
         tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
         built: list[Event] = []
@@ -260,7 +316,7 @@ class RunLoop:
         # function); reply_events starts the ones it lets run.
         eager = [
             c.id
-            for c in response.message.tool_calls
+            for c in message.tool_calls
             if (spec := self.specs.get(c.name)) is not None and spec.has_reconcile
         ]
 
@@ -268,7 +324,7 @@ class RunLoop:
             built[:] = reply_events(
                 st,
                 step.turn_index,
-                response.message,
+                message,
                 response.usage,
                 response.model,
                 verdicts,
@@ -282,12 +338,12 @@ class RunLoop:
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
         self._armed = {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
-        if response.message.tool_calls:
+        if message.tool_calls:
             _crash.point("after_intent")
 
-    def _verdicts(self, response: ModelResponse) -> dict[str, CallVerdict]:
+    def _verdicts(self, message: AssistantMessage) -> dict[str, CallVerdict]:
         out: dict[str, CallVerdict] = {}
-        for call in response.message.tool_calls:
+        for call in message.tool_calls:
             v = self.agent.registry.verdict(call)
             tool = self.agent.registry.get(call.name)
             if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):

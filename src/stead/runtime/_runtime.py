@@ -39,7 +39,15 @@ from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.progress import ProgressListener, ProgressSink, ProgressWindow
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
-from stead.errors import ApprovalError, Conflict, Fenced, StoreError, UnknownAgent, UserError
+from stead.errors import (
+    ApprovalError,
+    Conflict,
+    Fenced,
+    LeaseHeld,
+    StoreError,
+    UnknownAgent,
+    UserError,
+)
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
@@ -183,6 +191,10 @@ class Runtime:
             self.progress.subscribe(on_progress)
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
+        self._driving: set[str] = set()
+        """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
+        own lease again (a retry after a failed release), so it cannot tell two drivers in
+        one process apart: this set does."""
         self._executor_factory = executor_factory or (
             lambda agent, sink: InProcessExecutor(
                 agent.model, agent.registry, sink, cancel_grace=agent.limits.cancel_grace
@@ -242,6 +254,9 @@ class Runtime:
 
         With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
         that lease instead of claiming one; the caller keeps it and releases it.
+
+        A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
+        returned) is refused with ``LeaseHeld``, as another process would be.
         """
         record = await self.store.get_run(run_id)
         if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:
@@ -253,6 +268,21 @@ class Runtime:
             if not self._has_work_while_waiting(state, record.agent):
                 return RunView.of(state)
         agent = self._agent_named(record.agent, run_id)
+        # Checked and marked with no await in between: of two concurrent calls, one drives.
+        if run_id in self._driving:
+            raise LeaseHeld(
+                f"run {run_id} is already being driven by this Runtime ({self.owner}); "
+                "wait for that call to return"
+            )
+        self._driving.add(run_id)
+        try:
+            return await self._claim_and_drive(run_id, record, agent, claim)
+        finally:
+            self._driving.discard(run_id)
+
+    async def _claim_and_drive(
+        self, run_id: str, record: RunRecord, agent: Agent, claim: Claim | None
+    ) -> RunView:
         if claim is None:
             takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
             epoch = await self.store.claim(
@@ -466,7 +496,10 @@ class Runtime:
         """
         record = await self.store.get_run(run_id)
         request = RunCancelRequested(reason=reason, by=by)
-        if self._live_owner(record):
+        if run_id in self._driving or self._live_owner(record):
+            # A run this Runtime drives is cancelled by its own driver (which watches for the
+            # request), even if its lease lapsed: claiming it here would fence that driver
+            # out from under a tool it is running.
             state = await self._append_external(run_id, lambda s: [request])
             _crash.point("after_cancel_commit")
             return RunView.of(state)
