@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
+        _check_text(args)
         code = _dispatch(args)
         sys.stdout.flush()
     except SteadError as exc:
@@ -311,6 +312,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _check_text(args: argparse.Namespace) -> None:
+    """Arguments that are not text (bytes a shell passed that are not UTF-8 arrive as lone
+    surrogates) are refused before any store is asked about them."""
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UserError(
+                    f"the {name} argument is not UTF-8 text ({value!r}); pass it as text"
+                ) from None
 
 
 def _stdout_gone() -> bool:

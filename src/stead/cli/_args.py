@@ -9,6 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int no float holds
+        return False
+
+
 def positive(kind: Callable[[str], float], most: float = math.inf) -> Callable[[str], Any]:
     """An argparse type: a number above zero and at most ``most`` (a limit a store can take:
     SQLite refuses an integer beyond 2**63 with an ``OverflowError``, not a message)."""
@@ -19,7 +26,7 @@ def positive(kind: Callable[[str], float], most: float = math.inf) -> Callable[[
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not math.isfinite(value) or value <= 0:
+        if not _finite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"must be more than zero, not {text}")
         if value > most:
             raise argparse.ArgumentTypeError(f"must be at most {most:g}, not {text}")
@@ -35,6 +42,6 @@ def not_negative(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
+    if not _finite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be zero or more, not {text}")
     return value

@@ -23,6 +23,15 @@ def _show(value: object) -> str:
     return f"{type(value).__name__} {text}"
 
 
+def _finite(value: float) -> bool:
+    """A number a float holds and that is finite (an int beyond 1e308 is neither: adding it to
+    a clock's float raises ``OverflowError``)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _count(owner: str, name: str, value: object, least: int, hint: str = "") -> None:
     """An int field: a real ``int`` (not a bool, not a float or a string) of at least ``least``.
 
@@ -41,7 +50,7 @@ def _seconds(owner: str, name: str, value: object, *, positive: bool, hint: str 
     """A float field (an int will do): finite, and positive or at least zero."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise UserError(f"{owner}.{name} takes a number of seconds{hint}, not {_show(value)}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+    if not _finite(value) or value < 0 or (positive and value == 0):
         what = "more than zero" if positive else "zero or more"
         raise UserError(
             f"{owner}.{name} must be a finite number of seconds, {what}{hint}, not {_show(value)}"
@@ -109,7 +118,7 @@ class Budget:
                 raise UserError(
                     f"Budget.max_usd takes a number of dollars (or None), not {_show(self.max_usd)}"
                 )
-            if not math.isfinite(self.max_usd) or self.max_usd <= 0:
+            if not _finite(self.max_usd) or self.max_usd <= 0:
                 raise UserError(
                     f"Budget.max_usd must be a finite positive number of dollars (None for no "
                     f"ceiling), not {_show(self.max_usd)}"

@@ -604,16 +604,19 @@ class Runtime:
 
     async def get(self, run_id: str) -> RunView:
         """The run's current view."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return RunView.of(state)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return state
 
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """The run's log."""
+        checks.identifier("run_id", run_id)
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:
