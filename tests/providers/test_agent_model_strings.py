@@ -101,5 +101,7 @@ def test_a_dollar_budget_prices_the_string_s_model() -> None:
         "priced",
         "openai:my-model",
         budget=stead.Budget(max_usd=5),
-        prices=PriceTable({"my-model": Price(input=1.0, output=2.0, cache_write=1.0, cache_read=0.1)}),
+        prices=PriceTable(
+            {"my-model": Price(input=1.0, output=2.0, cache_write=1.0, cache_read=0.1)}
+        ),
     )
