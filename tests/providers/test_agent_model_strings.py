@@ -77,6 +77,8 @@ def test_building_an_agent_from_a_string_imports_no_sdk_and_needs_no_key() -> No
         ("gemini:pro", "unknown model provider 'gemini'"),
         ("openai-compatible:qwen3", "base URL"),
         ("anthropic:", "names no provider"),
+        ("openai:gpt-4.1\n", "control character"),
+        ("openai-compatible:http://127.0.0.1:8000/v1:\ud800", "lone surrogate"),
         (42, "model takes a model string"),
         (None, "model takes a model string"),
         (object(), "ModelProvider"),

@@ -177,7 +177,10 @@ AGENT = st.fixed_dictionaries(
 def test_agents_take_anything(kw: dict[str, Any]) -> None:
     made = _attempt(lambda: stead.Agent(**kw))
     if isinstance(made, stead.Agent):
-        assert isinstance(made.model.model_name, str) and isinstance(made.system, str)
+        # everything a run records of its agent can be stored
+        for text in (made.name, made.model.model_name, made.system):
+            assert isinstance(text, str)
+            text.encode("utf-8")
 
 
 # -- Runtime calls against a real store --------------------------------------------------------

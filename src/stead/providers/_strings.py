@@ -59,6 +59,11 @@ def parse_model_string(spec: str) -> ModelSpec:
     kind, sep, rest = spec.partition(":")
     if not sep or not rest.strip():
         raise UserError(f"model string {spec!r} names no provider; use {FORMS}")
+    if any(c < " " or c == "\x7f" or "\ud800" <= c <= "\udfff" for c in spec):
+        raise UserError(
+            f"model string {spec!r} holds a control character or a lone surrogate; a model "
+            "name is plain text (it is sent to the provider and recorded with every reply)"
+        )
     if kind in ("anthropic", "openai"):
         return ModelSpec(kind, rest)
     if kind == "openai-compatible":
