@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import stead
+from stead.runtime import Worker
 from stead.store import SQLiteStore, open_store
 from stead.testing import Reply, ScriptedModel
 
@@ -343,3 +344,47 @@ async def test_good_store_urls_still_open(tmp_path: Path, monkeypatch: pytest.Mo
         await store.close()
     names = sorted(name for name in os.listdir(tmp_path) if name.endswith(".db"))
     assert names == ["abs.db", "bare.db", "p.db", "rel.db"]
+
+
+# -- Runtime and Worker ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"agents": "AGENT"}, "not one Agent; pass agents=\\[agent\\]"),
+        ({"agents": 5}, "agents takes a list of Agents, not int"),
+        ({"agents": "name"}, "agents takes a list of Agents, not str"),
+        ({"agents": [5]}, "int is not one"),
+        ({"lease_ttl": 0}, "lease_ttl must be a finite number of seconds above zero"),
+        ({"lease_ttl": math.nan}, "lease_ttl must be a finite number"),
+        ({"lease_ttl": 10**400}, "lease_ttl must be a finite number"),
+        ({"lease_ttl": "30"}, "lease_ttl takes a number of seconds, not str"),
+        ({"snapshot_every": 0}, "snapshot_every must be at least 1"),
+        ({"snapshot_every": 1.5}, "snapshot_every takes an int"),
+    ],
+)
+def test_runtime_refuses_wrong_arguments_before_opening_the_store(
+    tmp_path: Path, kw: dict[str, Any], words: str
+) -> None:
+    if kw.get("agents") == "AGENT":
+        kw["agents"] = stead.Agent("a", _model())
+    with pytest.raises(stead.UserError, match=words):
+        stead.Runtime(f"sqlite:///{tmp_path / 'runs.db'}", **kw)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"concurrency": "4"}, "concurrency takes an int"),
+        ({"poll_interval": -1}, "poll_interval must be a finite number of seconds above zero"),
+        ({"grace": -1}, "grace must be a finite number of seconds zero or more"),
+        ({"approval_sweep": math.inf}, "approval_sweep must be a finite number"),
+    ],
+)
+def test_worker_refuses_wrong_arguments(tmp_path: Path, kw: dict[str, Any], words: str) -> None:
+    with pytest.raises(stead.UserError, match=words):
+        Worker(f"sqlite:///{tmp_path / 'runs.db'}", [stead.Agent("a", _model())], **kw)
+    Worker(f"sqlite:///{tmp_path / 'ok.db'}", [stead.Agent("a", _model())], grace=0)

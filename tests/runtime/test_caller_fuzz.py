@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,6 +182,40 @@ def test_agents_take_anything(kw: dict[str, Any]) -> None:
         for text in (made.name, made.model.model_name, made.system):
             assert isinstance(text, str)
             text.encode("utf-8")
+
+
+STORES = st.one_of(
+    st.sampled_from(
+        ["sqlite:///fuzz-ok.db", "", " ", "sqlite://", "sqlite:///", ":memory:", "redis://x"]
+    ),
+    SCALARS.filter(lambda v: not isinstance(v, str)),  # no stray files from random paths
+)
+RUNTIME = st.fixed_dictionaries(
+    {"store": STORES},
+    optional={
+        "agents": _or(st.builds(lambda: [stead.Agent("r", ScriptedModel(["ok"]))])),
+        "lease_ttl": _or(st.floats(0.1, 60)),
+        "snapshot_every": _or(st.integers(1, 1000)),
+    },
+)
+
+
+def test_runtimes_take_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the one good URL above is relative
+    loop = asyncio.new_event_loop()
+    try:
+
+        @FUZZ
+        @given(kw=RUNTIME)
+        def check(kw: dict[str, Any]) -> None:
+            made = _attempt(lambda: stead.Runtime(**kw))
+            if isinstance(made, stead.Runtime):
+                loop.run_until_complete(made.close())
+
+        check()
+    finally:
+        loop.close()
+    assert all(name.startswith("fuzz-ok.db") for name in os.listdir(tmp_path))
 
 
 # -- Runtime calls against a real store --------------------------------------------------------

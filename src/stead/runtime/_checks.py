@@ -9,6 +9,7 @@ once per call from outside a run, never on a run's steps.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from stead.core.canonical import canonical_json
@@ -17,6 +18,15 @@ from stead.errors import UserError
 
 def _kind(value: object) -> str:
     return type(value).__name__
+
+
+def _short(value: object) -> str:
+    """A short repr for a message (an int of 5000 digits has none: ``repr`` raises)."""
+    try:
+        shown = repr(value)
+    except ValueError:
+        return f"an {_kind(value)} too long to print"
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def text(what: str, value: object) -> str:
@@ -71,4 +81,27 @@ def json_object(what: str, value: object) -> dict[str, Any] | None:
             f"{what} must hold only JSON (str keys; str, int, finite float, bool, None, "
             f"list, dict values): {exc}"
         ) from None
+    return value
+
+
+def seconds(what: str, value: object, *, zero_ok: bool = False) -> float:
+    """A finite number of seconds above zero (or zero too); an int will do, a bool will not."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise UserError(f"{what} takes a number of seconds, not {_kind(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int no float holds
+        finite = False
+    if not finite or value < 0 or (value == 0 and not zero_ok):
+        least = "zero or more" if zero_ok else "above zero"
+        raise UserError(f"{what} must be a finite number of seconds {least}, not {_short(value)}")
+    return float(value)
+
+
+def count(what: str, value: object, least: int) -> int:
+    """An ``int`` (not a bool) of at least ``least``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UserError(f"{what} takes an int of at least {least}, not {_kind(value)}")
+    if value < least:
+        raise UserError(f"{what} must be at least {least}, not {_short(value)}")
     return value

@@ -201,6 +201,16 @@ class Runtime:
                 f"Runtime needs a store URL (sqlite:///path.db, postgresql://host/db), a Path or "
                 f"a Store, not {type(store).__name__}"
             )
+        if isinstance(agents, Agent):
+            raise UserError("agents takes a list of Agents, not one Agent; pass agents=[agent]")
+        if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
+            raise UserError(f"agents takes a list of Agents, not {type(agents).__name__}")
+        agents = list(agents)
+        for a in agents:
+            if not isinstance(a, Agent):
+                raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
+        checks.seconds("lease_ttl", lease_ttl)
+        checks.count("snapshot_every", snapshot_every, 1)
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
         for a in agents:
@@ -222,6 +232,8 @@ class Runtime:
 
     def register(self, agent: Agent) -> None:
         """Make ``agent`` available to drive runs that name it."""
+        if not isinstance(agent, Agent):
+            raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
         self.agents[agent.name] = agent
