@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import secrets
@@ -21,11 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from stead import _crash
 from stead._signal import AbortSignal
 from stead.core.builders import cancel_events, decision_events, timeout_events
+from stead.core.canonical import canonical_json
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Decision,
@@ -48,6 +48,7 @@ from stead.errors import (
     UnknownAgent,
     UserError,
 )
+from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
@@ -125,6 +126,29 @@ class RunView:
         )
 
 
+DECISIONS = get_args(Decision)
+"""What ``decide`` takes."""
+
+
+def _arguments_text(arguments: object) -> str:
+    """Edited arguments as the JSON text the tool validates: a JSON string as it is, or a
+    dict (any value ``json`` cannot carry exactly is the caller's ``ApprovalError``)."""
+    if isinstance(arguments, str):
+        return checks.text("the edited arguments", arguments)
+    if not isinstance(arguments, dict):
+        raise ApprovalError(
+            "edited arguments are a dict (or a JSON object as a str), not "
+            f"{type(arguments).__name__}"
+        )
+    try:
+        return canonical_json(arguments)
+    except ValueError as exc:
+        raise ApprovalError(
+            "edited arguments must hold only JSON (str keys; str, int, finite float, bool, "
+            f"None, list, dict values): {exc}"
+        ) from None
+
+
 def _timeouts(now: float, state: RunState) -> list[Event]:
     return timeout_events(state, now)
 
@@ -178,6 +202,23 @@ class Runtime:
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll."""
+        if not isinstance(store, str | Path) and not all(
+            hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
+        ):
+            raise UserError(
+                f"Runtime needs a store URL (sqlite:///path.db, postgresql://host/db), a Path or "
+                f"a Store, not {type(store).__name__}"
+            )
+        if isinstance(agents, Agent):
+            raise UserError("agents takes a list of Agents, not one Agent; pass agents=[agent]")
+        if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
+            raise UserError(f"agents takes a list of Agents, not {type(agents).__name__}")
+        agents = list(agents)
+        for a in agents:
+            if not isinstance(a, Agent):
+                raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
+        checks.seconds("lease_ttl", lease_ttl)
+        checks.count("snapshot_every", snapshot_every, 1)
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
         for a in agents:
@@ -203,6 +244,8 @@ class Runtime:
 
     def register(self, agent: Agent) -> None:
         """Make ``agent`` available to drive runs that name it."""
+        if not isinstance(agent, Agent):
+            raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
         self.agents[agent.name] = agent
@@ -229,7 +272,22 @@ class Runtime:
         correlation_id: str = "",
         config: dict[str, Any] | None = None,
     ) -> str:
-        """Create a queued run and return its id (nothing runs until ``run``)."""
+        """Create a queued run and return its id (nothing runs until ``run``).
+
+        Every argument is checked first: a wrong one is a ``UserError`` and nothing is written
+        (``input`` is the user's text, a ``str``; ids are non-empty plain text).
+        """
+        if not isinstance(agent, Agent | str):
+            raise UserError(
+                f"start() takes an Agent or the name of a registered one, not "
+                f"{type(agent).__name__}"
+            )
+        checks.text("the run's input", input)
+        if run_id is not None:
+            checks.identifier("run_id", run_id)
+        checks.label("session_id", session_id)
+        checks.label("correlation_id", correlation_id)
+        checks.json_object("config", config)
         name = agent.name if isinstance(agent, Agent) else agent
         if isinstance(agent, Agent):
             self.register(agent)
@@ -441,14 +499,22 @@ class Runtime:
         run moves to ``timed_out``. The run is not driven here: call ``run`` (or let a worker
         pick it up) to continue it.
         """
+        checks.identifier("run_id", run_id)
+        checks.identifier("tool_call_id", tool_call_id)
+        if not isinstance(decision, str) or decision not in DECISIONS:
+            raise UserError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+        checks.optional_text("token", token)
+        checks.optional_text("result", result)
+        checks.text("reason", reason)
+        checks.text("by", by)
         edited: str | None = None
         if arguments is not None:
+            raw = _arguments_text(arguments)
             state = await self.state(run_id)
             call = state.calls.get(tool_call_id)
             tool = self._agent_for(state).registry.get(call.name) if call else None
             if tool is None:
                 raise ApprovalError(f"no pending call {tool_call_id!r} with a known tool")
-            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
             edited, problem = tool.validate(raw)
             if problem is not None:
                 raise ApprovalError(f"the edited arguments do not fit the tool: {problem}")
@@ -494,6 +560,9 @@ class Runtime:
         closes every open call with a ``cancelled`` result and ends the run. Without one,
         this process takes the lease (fencing out any zombie) and does that itself.
         """
+        checks.identifier("run_id", run_id)
+        checks.text("reason", reason)
+        checks.text("by", by)
         record = await self.store.get_run(run_id)
         request = RunCancelRequested(reason=reason, by=by)
         if run_id in self._driving or self._live_owner(record):
@@ -580,16 +649,19 @@ class Runtime:
 
     async def get(self, run_id: str) -> RunView:
         """The run's current view."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return RunView.of(state)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return state
 
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """The run's log."""
+        checks.identifier("run_id", run_id)
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:

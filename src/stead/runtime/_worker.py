@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from stead.errors import Conflict, Fenced, SteadError, StoreError
+from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
@@ -69,8 +70,10 @@ class Worker:
         clock: Callable[[], float] = time.time,
         **runtime_options: Any,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("a worker needs a concurrency of at least 1")
+        checks.count("concurrency", concurrency, 1)
+        checks.seconds("poll_interval", poll_interval)
+        checks.seconds("approval_sweep", approval_sweep)
+        checks.seconds("grace", grace, zero_ok=True)
         self.runtime = Runtime(
             store, agents=agents, lease_ttl=lease_ttl, clock=clock, **runtime_options
         )

@@ -25,7 +25,7 @@ from typing import Any
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError, UserError
 from stead.store._base import (
     CLAIMABLE,
     Claim,
@@ -139,8 +139,11 @@ class SQLiteStore:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.fspath(path)
-        if self.path == ":memory:":
-            raise StoreError("stead needs a file (several processes share it), not :memory:")
+        if self.path in ("", ":memory:"):  # both are a database no other connection sees
+            raise UserError(
+                f"stead needs a file (several processes share it), not {self.path!r}; "
+                "name one, e.g. SQLiteStore('runs.db')"
+            )
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
