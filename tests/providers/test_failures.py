@@ -83,7 +83,7 @@ def test_transport_and_parse_errors(exc: BaseException, code: str | None) -> Non
         (402, "billing", False),
         (403, "authentication_failed", False),
         (404, "bad_request", False),
-        (408, "deadline_exceeded", False),
+        (408, "deadline_exceeded", True),
         (422, "bad_request", False),
         (429, "rate_limited", True),
         (500, "provider_unavailable", True),
