@@ -8,8 +8,9 @@ opens the stream, the reply accumulator, the error-code table); ``SDKCaller`` do
 
 - the SDK's retries are off (``max_retries=0``): the run loop retries retryable codes with
   jittered backoff that honours ``retry-after``, and records every attempt as an event;
-- a shared client is used as given (its owner closes it); without one each call opens and
-  closes its own, so no connection outlives the event loop that made it;
+- a shared client is used (its owner closes it) through a copy with its retries off, which
+  shares its connections: left on, its own retries would multiply stead's; without one each
+  call opens and closes its own, so no connection outlives the event loop that made it;
 - the call runs under ``call_abortable``, so aborting the signal closes the stream at once;
 - the whole call, stream included, has a ``deadline``: the SDK's ``timeout`` bounds each read,
   so a server that sends keep-alive pings (Anthropic's ``event: ping``, an SSE comment
@@ -171,7 +172,7 @@ class SDKCaller(Generic[ClientT]):
         self._key = api_key
         self._timeout = timeout
         self._deadline = None if deadline is None else _seconds(f"{name}: deadline", deadline)
-        self._client = client
+        self._client = _without_retries(client) if client is not None else None
         self._clock = clock
 
     async def stream(
@@ -279,6 +280,15 @@ def _event_dict(event: object) -> Mapping[str, Any]:
     if isinstance(event, Mapping):
         return event
     raise MalformedReply(f"a stream event whose data is not a JSON object: {event!r:.200}")
+
+
+def _without_retries(client: ClientT) -> ClientT:
+    """The shared ``client`` with the SDK's own retries off (a copy that shares its
+    connection pool, as ``with_options`` makes it), or itself if they already are."""
+    if getattr(client, "max_retries", 0) == 0:
+        return client
+    copy: ClientT = client.with_options(max_retries=0)  # type: ignore[attr-defined]
+    return copy
 
 
 def _content_type(stream: object) -> str:
