@@ -29,7 +29,10 @@ from stead.core.events import AssistantMessageRecorded, ModelCallFailed, ToolRes
 from stead.core.messages import Usage, UserMessage
 from stead.core.states import RunStatus
 from stead.providers import ModelProvider, ModelRequest, ModelResponse
+from stead.providers._failures import MalformedReply
 from stead.providers._lenient import MAX_COUNT, count
+from stead.providers._wire_anthropic import AnthropicReply
+from stead.providers._wire_openai import OpenAIReply
 from stead.providers.anthropic import AnthropicModel
 from stead.providers.openai import OpenAIModel
 from stead.runtime import Backoff
@@ -153,6 +156,34 @@ async def test_event_data_that_is_not_an_object_is_malformed_result(
     event = "content_block_start" if kind == "anthropic" else None
     reply = Reply(events=[*head, sse(event, json.dumps(data))])
     assert (await fails(kind, server, reply)).code == "malformed_result"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_event_data_nested_too_deep_to_decode_is_malformed_result(
+    kind: str, server: WireServer
+) -> None:
+    """``[[[[...]]]]`` 100,000 deep raised ``RecursionError`` out of the SDK's decoder."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    head = anthropic_events(["x"])[:1] if kind == "anthropic" else []
+    name = b"event: content_block_start\n" if kind == "anthropic" else b""
+    reply = Reply(events=[*head, name + b"data: " + deep + b"\n\n"])
+    assert (await fails(kind, server, reply)).code == "malformed_result"
+
+
+@pytest.mark.parametrize("index", [float("inf"), float("nan"), 1e300])
+def test_an_index_no_int_can_hold_is_malformed(index: float) -> None:
+    anthropic_reply_ = AnthropicReply()
+    event = {"type": "content_block_start", "index": index, "content_block": {"type": "text"}}
+    openai_reply_ = OpenAIReply()
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "id": "a"}]}}]}
+    if index == 1e300:  # an int holds it: a reply with one odd index, still readable
+        anthropic_reply_.feed(event)
+        openai_reply_.feed(chunk)
+        return
+    with pytest.raises(MalformedReply):
+        anthropic_reply_.feed(event)
+    with pytest.raises(MalformedReply):
+        openai_reply_.feed(chunk)
 
 
 # -- numbers ----------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ def test_retry_after(headers: dict[str, str] | None, seconds: float | None) -> N
         (json.JSONDecodeError("Expecting value", "data: {", 6), "malformed_result"),
         (MalformedReply("odd event"), "malformed_result"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "malformed_result"),
+        (RecursionError("maximum recursion depth exceeded while decoding"), "malformed_result"),
         (KeyError("a bug of ours"), None),
     ],
 )

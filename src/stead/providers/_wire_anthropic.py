@@ -231,7 +231,7 @@ class AnthropicReply:
         """Take one event; returns a text delta to show as progress, if it carried one."""
         try:
             return self._feed(event)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
             raise MalformedReply(
                 f"unexpected Anthropic stream event {event!r:.500}: {exc!r:.200}"
             ) from exc

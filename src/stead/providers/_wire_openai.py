@@ -194,7 +194,7 @@ class OpenAIReply:
         """Take one chunk; returns a text delta to show as progress, if it carried one."""
         try:
             return self._feed(chunk)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
             raise MalformedReply(
                 f"unexpected chat.completion.chunk {chunk!r:.500}: {exc!r:.200}"
             ) from exc
