@@ -76,7 +76,7 @@ from stead.core.failures import is_retryable
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
-from stead.errors import Conflict, Fenced, StoreError
+from stead.errors import Conflict, Fenced, StoreError, UserError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
@@ -95,17 +95,36 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Retry delays for retryable model failures: exponential, jittered, capped."""
+    """Retry delays for retryable model failures: exponential, jittered, capped.
+
+    A provider's ``retry-after`` is honoured up to ``max_retry_wait``. One that asks for
+    longer (``retry-after: 100000``, or a date in 2099) is not slept through while the lease
+    renews and nothing happens: the call fails at once with its code (``rate_limited``...),
+    and the ``run_failed`` record says how long the provider asked for and what the limit was.
+    """
 
     base: float = 0.5
     """First delay, seconds."""
     cap: float = 30.0
-    """Longest delay."""
+    """Longest delay stead chooses itself."""
+    max_retry_wait: float = 60.0
+    """Longest ``retry-after`` honoured, seconds; a longer one ends the run instead."""
+
+    def __post_init__(self) -> None:
+        for name in ("base", "cap", "max_retry_wait"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
+                raise UserError(f"Backoff.{name} must be a number of seconds >= 0, not {value!r}")
 
     def delay(self, attempt: int, retry_after: float | None, rand: random.Random) -> float:
-        """Full jitter, but never sooner than the provider's ``retry-after``."""
+        """Full jitter, but never sooner than the provider's ``retry-after`` (itself never
+        longer than ``max_retry_wait``)."""
         jittered = rand.uniform(0, min(self.cap, self.base * 2 ** (attempt - 1)))
-        return max(jittered, retry_after or 0.0)
+        return max(jittered, min(retry_after or 0.0, self.max_retry_wait))
+
+    def refuses(self, retry_after: float | None) -> bool:
+        """Does the provider ask to wait longer than this backoff will?"""
+        return retry_after is not None and retry_after > self.max_retry_wait
 
 
 def _chars(m: Message) -> int:
@@ -366,6 +385,24 @@ class RunLoop:
             usage=failure.usage,
         )
         retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
+        if retry and self.backoff.refuses(failure.retry_after):
+            # Not a sleep of hours (or until 2099) with the lease renewing: fail now, with
+            # the figures that say why.
+            wait, most = failure.retry_after, self.backoff.max_retry_wait
+            reason = (
+                f"model call failed after {step.attempt} attempt(s): the provider asked to "
+                f"retry after {wait:g}s, longer than Backoff.max_retry_wait ({most:g}s): "
+                f"{failure.message}"
+            )
+            ended = RunFailed(
+                code=failure.code,
+                phase="model",
+                message=reason,
+                last_seq=self.s.state.seq,
+                details={"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt},
+            )
+            await self.s.append([failed, ended], automatic=False)
+            return
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
             await self.s.append(
