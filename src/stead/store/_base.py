@@ -14,8 +14,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.canonical import compact_encoder
-from stead.core.events import Event, decode, encode
-from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
+from stead.core.events import Event, decode, encode, problem, unstorable_field
+from stead.core.messages import unstorable
+from stead.errors import (
+    Conflict,
+    CorruptEvent,
+    Fenced,
+    InvalidEvent,
+    InvalidInput,
+    RunNotFound,
+    StoreError,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,9 +210,28 @@ def dumps(data: Any) -> str:
 _ROW_ENCODER = compact_encoder(sort_keys=False)
 
 
-def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
-    """(kind, version, turn_index, tool_call_id, data) for an insert."""
+def event_row(
+    event: Event, refusal: type[InvalidEvent] = InvalidEvent
+) -> tuple[str, int, int | None, str | None, str]:
+    """(kind, version, turn_index, tool_call_id, data) for an insert.
+
+    Every row is checked first by the rules ``decode`` reads it back with (``problem``), and
+    its text for what UTF-8 cannot encode: what the store accepts, it can read back. A
+    refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
+    which holds only the caller's values) before anything is written.
+    """
+    wrong = problem(event)
+    if wrong is not None:
+        raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
     kind, version, data = encode(event)
+    text = dumps(data)
+    if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
+        raise refusal(
+            kind,
+            unstorable_field(data),
+            "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot "
+            "encode",
+        )
     turn = data.get("turn_index")
     call = data.get("tool_call_id")
     return (
@@ -211,8 +239,14 @@ def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
         version,
         turn if isinstance(turn, int) else None,
         call if isinstance(call, str) else None,
-        dumps(data),
+        text,
     )
+
+
+def created_row(event: Any) -> tuple[str, int, int | None, str | None, str]:
+    """``event_row`` of a run's ``run_created``: every value in it is the caller's, so a
+    refusal is an ``InvalidInput`` (a ``UserError``) naming the argument."""
+    return event_row(event, InvalidInput)
 
 
 def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:

@@ -71,6 +71,7 @@ from stead.store._base import (
     RunRecord,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
     dumps,
     event_row,
@@ -300,7 +301,7 @@ class PostgresStore:
     # -- the contract -----------------------------------------------------------------------
 
     async def create_run(self, event: RunCreated, *, now: float) -> None:
-        kind, version, turn, call, data = event_row(event)
+        kind, version, turn, call, data = created_row(event)
         async with self._conn() as conn:
             try:
                 await conn.execute(

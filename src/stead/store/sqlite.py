@@ -33,6 +33,7 @@ from stead.store._base import (
     RunRecord,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
     dumps,
     event_row,
@@ -201,7 +202,7 @@ class SQLiteStore:
     # -- the contract -----------------------------------------------------------------------
 
     async def create_run(self, event: RunCreated, *, now: float) -> None:
-        kind, version, turn, call, data = event_row(event)
+        kind, version, turn, call, data = created_row(event)
         with self._write() as db:
             try:
                 db.execute(
