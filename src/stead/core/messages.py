@@ -242,39 +242,49 @@ def _dirty(value: object) -> bool:
 
 
 def _repair_message(m: AssistantMessage) -> None:
-    """Repair every string of a reply in place (it is being constructed) and note where."""
+    """Repair every string of a reply in place (it is being constructed) and note where.
+    Values of the wrong type are left as they are: the store's codec refuses them."""
     places: list[tuple[int, str]] = []
 
-    def fix(value: str, where: str) -> str:
+    def fix(value: Any, where: str) -> Any:
+        if not isinstance(value, str):
+            return value
         fixed, n = repair_text(value)
         if n:
             places.append((n, where))
         return fixed
 
-    calls = tuple(
-        ToolCall(
+    def call(c: Any) -> Any:
+        if not isinstance(c, ToolCall):
+            return c
+        return ToolCall(
             id=fix(c.id, "in a tool call's id"),
             name=fix(c.name, f"in the name of tool call {c.id!r}"),
             arguments=fix(c.arguments, f"in the arguments of tool call {c.id!r}"),
         )
-        for c in m.tool_calls
-    )
-    thinking = tuple(
-        Thinking(
-            text=fix(b.text, "in a thinking block"),
-            signature=fix(b.signature, "in a thinking block's signature"),
-        )
-        if isinstance(b, Thinking)
-        else RedactedThinking(data=fix(b.data, "in a redacted thinking block"))
-        for b in m.thinking
-    )
-    stop_reason = fix(m.stop_reason, "in the stop reason")
+
+    def block(b: Any) -> Any:
+        if isinstance(b, Thinking):
+            return Thinking(
+                text=fix(b.text, "in a thinking block"),
+                signature=fix(b.signature, "in a thinking block's signature"),
+            )
+        if isinstance(b, RedactedThinking):
+            return RedactedThinking(data=fix(b.data, "in a redacted thinking block"))
+        return b
+
+    calls = m.tool_calls
+    if isinstance(calls, tuple | list):
+        object.__setattr__(m, "tool_calls", type(calls)(call(c) for c in calls))
+    thinking = m.thinking
+    if isinstance(thinking, tuple | list):
+        object.__setattr__(m, "thinking", type(thinking)(block(b) for b in thinking))
+    object.__setattr__(m, "stop_reason", fix(m.stop_reason, "in the stop reason"))
     text = fix(m.text, "in this text")
-    note = repair_note(*places)
-    object.__setattr__(m, "text", f"{text}\n\n{note}" if text else note)
-    object.__setattr__(m, "tool_calls", calls)
-    object.__setattr__(m, "thinking", thinking)
-    object.__setattr__(m, "stop_reason", stop_reason)
+    if places and isinstance(text, str):
+        note = repair_note(*places)
+        text = f"{text}\n\n{note}" if text else note
+    object.__setattr__(m, "text", text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

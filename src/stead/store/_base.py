@@ -8,6 +8,7 @@ business.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -229,8 +230,7 @@ def event_row(
         raise refusal(
             kind,
             unstorable_field(data),
-            "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot "
-            "encode",
+            "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot encode",
         )
     turn = data.get("turn_index")
     call = data.get("tool_call_id")
@@ -247,6 +247,45 @@ def created_row(event: Any) -> tuple[str, int, int | None, str | None, str]:
     """``event_row`` of a run's ``run_created``: every value in it is the caller's, so a
     refusal is an ``InvalidInput`` (a ``UserError``) naming the argument."""
     return event_row(event, InvalidInput)
+
+
+_CHECKSUM = "sha256:"
+
+
+def snapshot_text(state: dict[str, Any]) -> str:
+    """A snapshot row's text: ``sha256:<hex of the JSON>``, a newline, the state's JSON.
+
+    A resume relies on the snapshot instead of the rows it covers, so it must be able to
+    tell that the snapshot is the one that was written: the checksum is verified on every
+    load (``snapshot_state``), and a snapshot that fails it is ignored (the log is folded
+    instead, and damage to the log is then found and named). Hashing costs one pass over
+    the text, once every ``snapshot_every`` events.
+    """
+    text = dumps(state)
+    return f"{_CHECKSUM}{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n{text}"
+
+
+def snapshot_state(text: str) -> dict[str, Any] | None:
+    """The state of a snapshot row whose checksum holds; None for anything else (no
+    checksum, as written by hand or by an older stead; a wrong one; not a JSON object)."""
+    head, sep, body = text.partition("\n")
+    if not sep or not head.startswith(_CHECKSUM):
+        return None
+    if hashlib.sha256(body.encode("utf-8")).hexdigest() != head[len(_CHECKSUM) :]:
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def known_key(run_id: str) -> None:
+    """``RunNotFound`` for a run id no run can have (not text, or text UTF-8 cannot encode,
+    which ``create_run`` refuses): a lookup answers it like any unknown id instead of
+    failing in the database driver's encoder."""
+    if not isinstance(run_id, str) or unstorable(run_id):
+        raise RunNotFound(run_id if isinstance(run_id, str) else repr(run_id))
 
 
 def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:
