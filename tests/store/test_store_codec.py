@@ -38,9 +38,7 @@ _RUNS = itertools.count()
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
 any_ints = st.integers(-(2**70), 2**70)
 hostile_json = st.recursive(
-    st.one_of(
-        st.none(), st.booleans(), any_ints, st.floats(), any_text, st.just(object())
-    ),
+    st.one_of(st.none(), st.booleans(), any_ints, st.floats(), any_text, st.just(object())),
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
         st.tuples(inner),
@@ -213,8 +211,12 @@ async def test_usage_that_is_not_a_usage_is_refused_and_the_log_stays_readable(
     )
     with pytest.raises(InvalidEvent, match="usage"):
         await store.append(
-            "run-u", [TurnStarted(turn_index=0), bad], expected_seq=1, epoch=0,
-            status="running", now=T0,
+            "run-u",
+            [TurnStarted(turn_index=0), bad],
+            expected_seq=1,
+            epoch=0,
+            status="running",
+            now=T0,
         )
     assert [s.seq for s in await store.read_events("run-u")] == [1]
     assert (await store.load("run-u")).record.last_seq == 1
