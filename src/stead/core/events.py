@@ -684,11 +684,14 @@ def _problem_of(hint: Any, name: str) -> Callable[[Any], Problem]:
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         arms = [_problem_of(a, name) for a in typing.get_args(hint)]
+        optional = [_problem_of(a, name) for a in typing.get_args(hint) if a is not type(None)]
 
         def union(v: Any) -> Problem:
             problems = [arm(v) for arm in arms]
             if None in problems:
                 return None
+            if len(optional) == 1:  # X | None: say what is wrong with it as an X
+                return optional[0](v)
             return f"{v!r:.80} matches none of {hint}"
 
         return union
@@ -783,7 +786,7 @@ def _ok_of(hint: Any, name: str) -> Callable[[Any], bool]:
     if hint is AssistantMessage:
         return _message_ok
     if hint is Usage:
-        return typing.cast(Callable[[Any], bool], Usage.__instancecheck__)  # see Usage
+        return Usage.__instancecheck__  # see Usage
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
         arms = typing.get_args(hint)
@@ -808,7 +811,7 @@ def _ok_of(hint: Any, name: str) -> Callable[[Any], bool]:
     if hint is str and name in _COLUMNS:
         return _is_column_str
     if hint in _SIMPLE:
-        return typing.cast(Callable[[Any], bool], _SIMPLE[hint].__instancecheck__)
+        return _SIMPLE[hint].__instancecheck__
     raise TypeError(f"no write check for field {name!r} of type {hint}")  # pragma: no cover
 
 

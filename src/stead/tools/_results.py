@@ -62,17 +62,17 @@ def serialize_result(value: object) -> str:
     try:
         return pydantic_core.to_json(value, serialize_unknown=True).decode("utf-8")
     except Exception as exc:  # e.g. a circular reference, or a lone surrogate
-        try:
+        if "surrogates not allowed" in str(exc):
             # pydantic_core encodes to UTF-8 and so refuses a lone surrogate; json does not
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_plain)
-        except Exception:  # the first failure is the one worth reporting
-            pass
+            try:
+                return json.dumps(
+                    value, ensure_ascii=False, separators=(",", ":"), default=_jsonable
+                )
+            except Exception:  # the first failure is the one worth reporting
+                pass
         return f"<{type(value).__qualname__} result that cannot be rendered as JSON: {exc}>"
 
 
-def _plain(value: object) -> object:
+def _jsonable(value: object) -> object:
     """``json.dumps``'s fallback for what it cannot encode itself (models, dataclasses...)."""
-    try:
-        return pydantic_core.to_jsonable_python(value, serialize_unknown=True)
-    except Exception:  # a surrogate inside a model: its text form will do
-        return str(value)
+    return pydantic_core.to_jsonable_python(value, serialize_unknown=True)
