@@ -5,6 +5,12 @@ Each event is a frozen dataclass with a ``kind`` tag. ``encode`` turns one into
 it does not recognise (unknown kind, newer version, missing or mistyped field) with
 ``ValueError`` so the store can report the exact corrupt row.
 
+The writer applies the reader's rules: ``problem`` checks a live event with the same field
+rules ``decode`` applies to a row (compiled per class, like the encoders), and the store
+refuses what it finds before the commit, so whatever a store accepted reads back equal.
+Text from outside (a model's reply, a tool's result, an error message) is made storable
+where it enters instead: see ``stead.core.messages.repair_text``.
+
 Versioning: ``VERSION[kind]`` is the schema version written today. A decoder for an older
 version upgrades it in ``_UPGRADES`` before building the dataclass; a newer version than this
 code knows is refused rather than guessed at.
@@ -12,6 +18,7 @@ code knows is refused rather than guessed at.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import types
@@ -815,20 +822,64 @@ def _ok_of(hint: Any, name: str) -> Callable[[Any], bool]:
     raise TypeError(f"no write check for field {name!r} of type {hint}")  # pragma: no cover
 
 
-def _compile_check(kind: str) -> Callable[[Any], tuple[str, str] | None]:
-    """The write check of one event class: predicates that only say yes or no (read with
-    one ``attrgetter``), and, when one says no, the explaining checks to name the field
-    and what is wrong."""
-    names = [name for name, _, _, _ in _FIELDS[kind]]
-    preds = [_ok_of(hint, name) for name, hint, _, _ in _FIELDS[kind]]
-    explain = [(name, _problem_of(hint, name)) for name, hint, _, _ in _FIELDS[kind]]
-    getter = typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names, "kind"))
+def _exact_types(hint: Any) -> frozenset[type[Any]]:
+    """The exact types a well-typed value of ``hint`` has (a subclass takes the slow path)."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return frozenset().union(*(_exact_types(a) for a in typing.get_args(hint)))
+    if origin is Literal:
+        return frozenset({str})
+    if origin is dict:
+        return frozenset({dict})
+    if hint is float:
+        return frozenset({float, int})
+    return frozenset({hint})
 
+
+def _implied_by_type(hint: Any, name: str) -> bool:
+    """Whether a value of one of ``_exact_types(hint)`` passes ``_ok_of(hint, name)`` on its
+    type alone (no range, no membership, no nested values, no NUL to look for)."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return all(_implied_by_type(a, name) for a in typing.get_args(hint))
+    if hint is str:
+        return name not in _COLUMNS
+    return hint in (bool, type(None), Usage)  # a Usage's constructor checks its counts
+
+
+def _compile_check(kind: str) -> Callable[[Any], tuple[str, str] | None]:
+    """The write check of one event class, compiled once from its field table.
+
+    The fast path reads every field with one ``attrgetter``, looks the tuple of their exact
+    types up in the set of well-typed signatures (a C-level map and one hash lookup), and
+    calls a predicate only for the fields whose type does not settle it (a range, a
+    literal, a nested value). Anything else takes the full predicates (a str subclass is
+    fine, just slower), and a refusal is explained field by field.
+    """
+    table = _FIELDS[kind]
+    names = [name for name, _, _, _ in table]
+    preds = [_ok_of(hint, name) for name, hint, _, _ in table]
+    explain = [(name, _problem_of(hint, name)) for name, hint, _, _ in table]
+    getter = typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names, "kind"))
+    signatures = frozenset(
+        (*sig, str) for sig in itertools.product(*(_exact_types(h) for _, h, _, _ in table))
+    )
+    checked = [
+        (i, preds[i])
+        for i, (name, hint, _, _) in enumerate(table)
+        if not _implied_by_type(hint, name)
+    ]
     call = operator.call
 
     def check(e: Any) -> tuple[str, str] | None:
-        # map stops at the shorter preds: the trailing kind is dropped
-        if all(map(call, preds, getter(e))):
+        values = getter(e)
+        if tuple(map(type, values)) in signatures:
+            for i, pred in checked:
+                if not pred(values[i]):
+                    break
+            else:
+                return None
+        elif all(map(call, preds, values)):  # map stops at preds: the trailing kind is dropped
             return None
         for name, f in explain:
             p = f(getattr(e, name))

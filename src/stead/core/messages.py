@@ -221,14 +221,21 @@ class AssistantMessage:
             clean = (
                 not _dirty(self.text)
                 and not _dirty(self.stop_reason)
-                and not any(
-                    _dirty(c.id) or _dirty(c.name) or _dirty(c.arguments) for c in self.tool_calls
+                and not (
+                    self.tool_calls
+                    and any(
+                        _dirty(c.id) or _dirty(c.name) or _dirty(c.arguments)
+                        for c in self.tool_calls
+                    )
                 )
-                and not any(
-                    _dirty(getattr(b, "text", ""))
-                    or _dirty(getattr(b, "signature", ""))
-                    or _dirty(getattr(b, "data", ""))
-                    for b in self.thinking
+                and not (
+                    self.thinking
+                    and any(
+                        _dirty(getattr(b, "text", ""))
+                        or _dirty(getattr(b, "signature", ""))
+                        or _dirty(getattr(b, "data", ""))
+                        for b in self.thinking
+                    )
                 )
             )
         except (TypeError, AttributeError):
