@@ -91,10 +91,14 @@ class InvalidInput(InvalidEvent, UserError):
 
     def __init__(self, kind: str, field: str, detail: str) -> None:
         InvalidEvent.__init__(self, kind, field, detail)
-        self.args = (
-            f"cannot start the run: {field!r} {detail}; pass "
-            + _INPUT_HINTS.get(field, "plain JSON values (str keys, finite numbers, text)"),
-        )
+        if "not valid Unicode" in detail:
+            hint = (
+                "pass valid Unicode text (lone surrogates usually come from bytes decoded "
+                "with errors='surrogateescape')"
+            )
+        else:
+            hint = "pass " + _INPUT_HINTS.get(field, "plain JSON values")
+        self.args = (f"cannot start the run: {field!r} {detail}; {hint}",)
 
 
 _INPUT_HINTS = {

@@ -28,7 +28,7 @@ from stead.errors import InvalidEvent, InvalidInput, RunNotFound, UserError
 from stead.store import Store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
-from core_strategies import SAFE_INT, json_values, strategy_for_hint  # noqa: E402
+from core_strategies import strategy_for_hint
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -243,6 +243,16 @@ async def test_a_start_with_a_value_the_log_cannot_hold_is_a_user_error(
         await store.get_run("run-c")
 
 
-def test_the_well_typed_strategies_are_accepted() -> None:
-    """The hostile strategy leans on core_strategies; their values are storable ones."""
-    assert SAFE_INT == 2**53 - 1 and json_values is not None
+async def test_runtime_start_with_an_input_that_is_not_text_is_a_user_error(store: Store) -> None:
+    """Before: the run was written, and from then on rt.state and `stead runs show` raised
+    CorruptEvent."""
+    import stead
+    from stead.testing import ScriptedModel
+
+    agent = stead.Agent("a", ScriptedModel(["done"]), [])
+    rt = stead.Runtime(store, agents=[agent])
+    with pytest.raises(stead.UserError, match="'input' expected a string"):
+        await rt.start(agent, {"not": "str"})  # type: ignore[arg-type]
+    assert await store.list_runs() == []
+    run_id = await rt.start(agent, "fine")
+    assert (await rt.run(run_id)).status == "completed"

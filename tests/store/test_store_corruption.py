@@ -266,7 +266,7 @@ async def test_damage_under_the_snapshot_is_skipped_by_resume_and_found_by_verif
     load_state says how far that goes, and verify reads every row and names the bad one."""
     log = await _snapshotted_run(store)
     covered = (await store.load(RUN)).snapshot_seq
-    assert SEQ <= covered  # the damaged row is under the snapshot
+    assert covered >= SEQ  # the damaged row is under the snapshot
     CORRUPTIONS[corrupt](backend)
 
     state, skipped_through = await RunSession.load_state(store, RUN)
