@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -71,9 +70,12 @@ from stead.store._base import (
     RunRecord,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
-    dumps,
     event_row,
+    known_key,
+    snapshot_state,
+    snapshot_text,
 )
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
@@ -300,7 +302,7 @@ class PostgresStore:
     # -- the contract -----------------------------------------------------------------------
 
     async def create_run(self, event: RunCreated, *, now: float) -> None:
-        kind, version, turn, call, data = event_row(event)
+        kind, version, turn, call, data = created_row(event)
         async with self._conn() as conn:
             try:
                 await conn.execute(
@@ -367,7 +369,9 @@ class PostgresStore:
         }
         if snapshot is not None:
             snap_seq, state = snapshot
-            params.update(snap_seq=snap_seq, snap_v=int(state.get("v", 0)), snap=dumps(state))
+            params.update(
+                snap_seq=snap_seq, snap_v=int(state.get("v", 0)), snap=snapshot_text(state)
+            )
         # ``sync=False``: this transaction commits without waiting for the WAL flush (see the
         # module docstring for why that loses no effect).
         statement = _APPENDS[snapshot is not None, sync]
@@ -396,6 +400,7 @@ class PostgresStore:
         raise append_refusal(run_id, await cur.fetchone(), epoch, expected_seq)
 
     async def load(self, run_id: str) -> Loaded:
+        known_key(run_id)
         async with self._conn() as conn:
             # The row and its snapshot in one statement (one snapshot of the database); then
             # the tail up to the row's last_seq, which commits together with its events.
@@ -411,11 +416,9 @@ class PostgresStore:
             snapshot: dict[str, Any] | None = None
             snap_seq = 0
             if row[11] is not None:
-                try:
-                    parsed = json.loads(row[12])
-                except (ValueError, TypeError):
-                    parsed = None  # a snapshot is a cache: fold the log instead
-                if isinstance(parsed, dict) and 0 < row[11] <= record.last_seq:
+                # a snapshot is a cache: unless its checksum holds, fold the log instead
+                parsed = snapshot_state(row[12]) if isinstance(row[12], str) else None
+                if parsed is not None and 0 < row[11] <= record.last_seq:
                     snapshot, snap_seq = parsed, int(row[11])
             cur = await conn.execute(
                 "SELECT seq, kind, version, data, created_at FROM events "
@@ -433,6 +436,7 @@ class PostgresStore:
         return _record(row)
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        known_key(run_id)
         async with self._conn() as conn:
             # One statement: the run's last_seq and its events from the same snapshot.
             cur = await conn.execute(
@@ -448,6 +452,7 @@ class PostgresStore:
         return decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
+        known_key(run_id)
         async with self._conn() as conn:
             return await self._row(conn, run_id)
 
@@ -584,6 +589,7 @@ class PostgresStore:
         return _channel(self._schema, f"run:{run_id}")
 
     async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        known_key(run_id)
         return await self._watch.wait_changed(run_id, after_seq, timeout)
 
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109

@@ -12,7 +12,6 @@ handing it to a thread, and SQLite serialises writers anyway.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import threading
@@ -33,9 +32,12 @@ from stead.store._base import (
     RunRecord,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
-    dumps,
     event_row,
+    known_key,
+    snapshot_state,
+    snapshot_text,
 )
 
 _RUN_COLUMNS = (
@@ -204,7 +206,7 @@ class SQLiteStore:
     # -- the contract -----------------------------------------------------------------------
 
     async def create_run(self, event: RunCreated, *, now: float) -> None:
-        kind, version, turn, call, data = event_row(event)
+        kind, version, turn, call, data = created_row(event)
         with self._write() as db:
             try:
                 db.execute(
@@ -275,6 +277,7 @@ class SQLiteStore:
         raise append_refusal(run_id, found, epoch, expected)
 
     async def load(self, run_id: str) -> Loaded:
+        known_key(run_id)
         with self._read() as db:
             record = self._row(db, run_id)
             snap = db.execute(
@@ -288,7 +291,7 @@ class SQLiteStore:
                     parsed = _unpack(bytes(snap[1]))
                 except (ValueError, TypeError, zlib.error):
                     parsed = None
-                if isinstance(parsed, dict) and isinstance(snap[0], int):
+                if parsed is not None and isinstance(snap[0], int):
                     snapshot, snap_seq = parsed, snap[0]
             tail = self._events(db, run_id, snap_seq, record.last_seq)
         return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
@@ -304,11 +307,13 @@ class SQLiteStore:
         return decode_events(run_id, rows, after, last_seq)
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+        known_key(run_id)
         with self._read() as db:
             record = self._row(db, run_id)
             return self._events(db, run_id, after, record.last_seq)
 
     async def get_run(self, run_id: str) -> RunRecord:
+        known_key(run_id)
         with self._lock:
             try:
                 return self._row(self._db, run_id)
@@ -418,6 +423,7 @@ class SQLiteStore:
         return claims
 
     async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        known_key(run_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -460,18 +466,18 @@ class SQLiteStore:
 
 
 def _pack(state: dict[str, Any]) -> bytes:
-    """A snapshot row: zlib-compressed JSON.
+    """A snapshot row: the zlib-compressed ``snapshot_text`` (JSON and its checksum).
 
     A snapshot holds the whole conversation, which the log already holds once; compressing
     the copy (and so the pages each rewrite frees) keeps a run's size close to its content.
     """
-    return zlib.compress(dumps(state).encode("utf-8"), 1)
+    return zlib.compress(snapshot_text(state).encode("utf-8"), 1)
 
 
-def _unpack(data: bytes) -> Any:
-    if data[:1] == b"{":  # plain JSON (written by hand, or by an older stead)
-        return json.loads(data.decode("utf-8"))
-    return json.loads(zlib.decompress(data).decode("utf-8"))
+def _unpack(data: bytes) -> dict[str, Any] | None:
+    if data[:1] in (b"{", b"s"):  # not compressed (written by hand, or by an older stead)
+        return snapshot_state(data.decode("utf-8"))
+    return snapshot_state(zlib.decompress(data).decode("utf-8"))
 
 
 def _retry_busy(action: Callable[[], object], timeout: float) -> None:
