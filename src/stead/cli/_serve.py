@@ -42,7 +42,7 @@ def add_serve_parser(sub: Any) -> None:
 def run_serve(
     args: argparse.Namespace,
     agents: list[Agent],
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a clean shutdown."""
     try:
@@ -65,13 +65,16 @@ def run_serve(
         tokens = {made: "local"}
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    def tell(line: str) -> None:
+        (say or (lambda text: print(text, flush=True)))(line)
+
     def ready(port: int) -> None:
         host = f"[{args.host}]" if ":" in args.host else args.host
         url = f"http://{host}:{port}/"
         if made is not None:
-            say(f"stead serve: {url}#token={made}  (token made for this run, name 'local')")
+            tell(f"stead serve: {url}#token={made}  (token made for this run, name 'local')")
         else:
-            say(f"stead serve: {url}  (open it and paste a token)")
+            tell(f"stead serve: {url}  (open it and paste a token)")
 
     asyncio.run(
         serve(
