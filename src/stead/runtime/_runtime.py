@@ -651,14 +651,15 @@ class Runtime:
         try:
             while True:
                 wake.clear()
-                events = await self.store.read_events(run_id, after=seq)
-                for stored in events:
-                    seq = stored.seq
-                    yield stored
+                # Text first: frames published before an event was appended come before it.
                 progress = self.progress.read(run_id, cursor)
                 if progress.frames or progress.reset:
                     cursor = progress.cursor
                     yield progress
+                events = await self.store.read_events(run_id, after=seq)
+                for stored in events:
+                    seq = stored.seq
+                    yield stored
                 if events or progress.frames:
                     last_yield = aio.time()
                     continue
