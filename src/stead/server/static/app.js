@@ -192,7 +192,7 @@ function diagram(states, path, current) {
   const visited = new Set(path);
   const defs = svg("defs", {},
     ["arrow", "arrow-taken"].map((id) => svg("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5,
-      markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+      markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
       svg("path", { d: "M0,0 L10,5 L0,10 z", fill: id === "arrow" ? "#c9c9c2" : "#2456a6" }))));
   const edges = states.transitions.map(([a, b]) => {
     const [ax, ay] = LAYOUT[a], [bx, by] = LAYOUT[b];
@@ -300,13 +300,13 @@ function approvalCard(a, after) {
 async function inboxPage() {
   const list = h("div", { id: "inbox" });
   $main.replaceChildren(h("h1", {}, "Approvals inbox"), list);
-  let shownKey = "";
+  let shownKey = null;
   async function load() {
     const items = await api("/approvals");
     const key = items.map((a) => `${a.run_id}/${a.tool_call_id}`).join(",");
     if (key === shownKey) return; // keep what a person is typing
     shownKey = key;
-    list.replaceChildren(...(items.length ? items.map((a) => approvalCard(a, () => { shownKey = ""; load(); }))
+    list.replaceChildren(...(items.length ? items.map((a) => approvalCard(a, () => { shownKey = null; load(); }))
       : [h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits on a person.")]));
   }
   await load();
@@ -344,7 +344,7 @@ function describe(e, state) {
     case "tool_call_started": return li("", `${d.tool_call_id} started (attempt ${d.attempt})`);
     case "tool_result_recorded":
       return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
-        h("span", { class: "badge" }, d.source), h("pre", { class: "result" }, pretty(d.content)));
+        h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
     case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
     case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
     case "approval_requested": return li("person", `waiting on a person: ${d.reason === "policy" ? "approve " : "did it happen? "}${d.tool_call_id}`);
