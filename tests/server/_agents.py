@@ -4,6 +4,8 @@
 * ``lookup``: one read-only lookup, then an answer.
 * ``streamer``: a model that streams its reply word by word (provisional text), over three
   turns with a lookup between them, so a run takes a while and appends as it goes.
+* ``charger``: charges a card (``non_idempotent``, no reconcile): a worker that dies while
+  the charge is in flight leaves a question for a person.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
   process group id to ``$STEAD_TEST_PIDDIR/<run id>``, for the cancel tests.
 """
@@ -50,6 +52,12 @@ async def nap(ctx: stead.ToolContext) -> str:
     pidfile = folder / ctx.run_id
     done = await ctx.run_subprocess(["sh", "-c", f"echo $$ > {pidfile}; sleep 60"])
     return f"exit {done.returncode}"
+
+
+@stead.tool(effect="non_idempotent")
+def charge_card(cents: int) -> dict[str, object]:
+    """Charge a card. Nothing can tell afterwards whether a charge went through."""
+    return {"charged": cents}
 
 
 class StreamingModel:
@@ -126,6 +134,12 @@ def build() -> list[stead.Agent]:
                 delay,
             ),
             [lookup_order],
+        ),
+        stead.Agent(
+            "charger",
+            ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged."]),
+            [charge_card],
+            limits=no_deadline,
         ),
         stead.Agent(
             "sleeper",

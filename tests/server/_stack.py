@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,36 +51,43 @@ class Stack:
         self.procs: list[subprocess.Popen[str]] = []
         self.url = ""
         self.client: httpx.Client | None = None
+        self.log = piddir / "serve.log"
 
     def serve(self, *extra: str) -> str:
+        """Start ``stead serve``; its output (access log included) goes to ``self.log``."""
+        self.log = self.piddir / f"serve-{len(self.procs)}.log"
+        out = self.log.open("w")
         proc = subprocess.Popen(
             [*STEAD, "--store", self.store, "serve", *SERVE_ARGS, *extra],
             env=_env(self.piddir),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             text=True,
         )
+        out.close()
         self.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = re.search(r"(http://\S+?/)", line)
-        if not found:
-            proc.kill()
-            raise AssertionError(f"stead serve did not start: {line!r} {proc.stderr.read()!r}")
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"stead serve: (http://\S+?/)", self.log.read_text())):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"stead serve did not start: {self.log.read_text()}")
+            time.sleep(0.05)
         self.url = found.group(1).rstrip("/")
         self.client = httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {SECRET}"}, timeout=20
         )
         return self.url
 
-    def worker(self) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [*STEAD, "--store", self.store, "worker", *WORKER_ARGS],
-            env=_env(self.piddir),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def worker(self, **env: str) -> subprocess.Popen[str]:
+        """Start ``stead worker`` (``env`` added to its environment)."""
+        with (self.piddir / f"worker-{len(self.procs)}.log").open("w") as out:
+            proc = subprocess.Popen(
+                [*STEAD, "--store", self.store, "worker", *WORKER_ARGS],
+                env={**_env(self.piddir), **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
         self.procs.append(proc)
         return proc
 
@@ -117,8 +125,6 @@ def sse_messages(lines: Iterator[str]) -> Iterator[dict[str, str]]:
 
 def wait_for(client: httpx.Client, run_id: str, *statuses: str, timeout: float = 30) -> dict:
     """Poll the run until its status is one of ``statuses``; its detail."""
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         body = client.get(f"/runs/{run_id}").json()

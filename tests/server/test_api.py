@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from _stack import SECRET, Stack, sse_messages, wait_for
+from _stack import HERE, SECRET, Stack, _env, sse_messages, wait_for
 
 import stead
 from stead.cli import main
@@ -122,6 +125,18 @@ def test_create_drive_and_read_a_run(api: httpx.Client) -> None:
     assert run_id not in [r["run_id"] for r in other["runs"]]
 
 
+def test_agents_and_the_state_machine(api: httpx.Client) -> None:
+    agents = {a["name"]: a for a in api.get("/agents").json()}
+    assert {"refunds", "lookup", "streamer", "sleeper", "charger"} <= set(agents)
+    (refund,) = agents["refunds"]["tools"]
+    assert refund["effect_class"] == "non_idempotent" and refund["requires_approval"]
+    assert refund["parameters"]["properties"]["cents"] == {"type": "integer"}
+    states = api.get("/states").json()
+    assert ["queued", "running"] in states["transitions"]
+    assert ["completed", "queued"] not in states["transitions"]
+    assert states["mermaid"].startswith("stateDiagram-v2")
+
+
 def test_list_pages_by_cursor_without_repeats_or_holes(api: httpx.Client) -> None:
     made = [_start(api, "lookup") for _ in range(3)]
     for run_id in made:
@@ -153,12 +168,15 @@ def test_approve_a_gated_refund_records_who_and_never_shows_the_token(
     secret = _approval_token(stack.store, run_id)
     for path in ("/approvals", "/runs", f"/runs/{run_id}", f"/runs/{run_id}/events"):
         assert secret not in api.get(path).text, path
+    messages = api.get(f"/runs/{run_id}/messages").text
+    assert secret not in messages
     r = api.post(f"/runs/{run_id}/approvals/{pending['tool_call_id']}/approve", json={})
     assert r.status_code == 200, r.text
     done = wait_for(api, run_id, "completed")
     assert done["output"] == "Refunded order 42."
     decided = [e for e in _events(api, run_id) if e["kind"] == "approval_decided"]
     assert decided[0]["data"]["by"] == "alice"  # the token's name, not anything the body said
+    assert secret not in stack.log.read_text() and SECRET not in stack.log.read_text()
     results = [e for e in _events(api, run_id) if e["kind"] == "tool_result_recorded"]
     assert json.loads(results[0]["data"]["content"])["refunded"] == 25_000
 
@@ -225,6 +243,48 @@ def test_cancel_stops_the_tool_process_group_and_resume_finishes(
     r = api.post(f"/runs/{run_id}/resume", json={})
     assert r.status_code == 200 and r.json()["status"] == "queued", r.text
     assert wait_for(api, run_id, "completed")["output"] == "Woke up."
+
+
+def test_answer_the_question_a_dead_worker_left(tmp_path: Path) -> None:
+    """A worker dies while a charge is in flight: nothing can tell whether it went through, so
+    a person is asked; the answer, given over the API, settles the call without rerunning it."""
+    s = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
+    try:
+        s.serve()
+        assert s.client is not None
+        run_id = _start(s.client, "charger")
+        env = {**_env(tmp_path), "STEAD_CRASH_AT": "after_tool_started:charge_card"}
+        child = subprocess.run(
+            [sys.executable, str(HERE / "_crash_child.py"), s.store, run_id],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        s.worker()  # claims the run once the dead worker's 1 s lease lapses
+        run = wait_for(s.client, run_id, "awaiting_approval")
+        (question,) = s.client.get("/approvals").json()
+        assert question["reason"] == "outcome_unknown" and question["tool"] == "charge_card"
+        assert question["run_id"] == run_id == run["approvals"][0]["run_id"]
+        wrong = s.client.post(
+            f"/runs/{run_id}/approvals/{question['tool_call_id']}/approve", json={}
+        )
+        assert wrong.status_code == 409, wrong.text  # it is a question, not a gate
+        r = s.client.post(
+            f"/runs/{run_id}/approvals/{question['tool_call_id']}/answer",
+            json={"decision": "happened", "result": '{"charged": 500, "receipt": "R-1"}'},
+        )
+        assert r.status_code == 200, r.text
+        assert wait_for(s.client, run_id, "completed")["output"] == "Charged."
+        events = _events(s.client, run_id)
+        (result,) = [e for e in events if e["kind"] == "tool_result_recorded"]
+        assert "R-1" in result["data"]["content"]  # the person's answer, not a second charge
+        assert [e["kind"] for e in events].count("tool_call_started") == 1
+        decided = [e for e in events if e["kind"] == "approval_decided"]
+        assert decided[0]["data"]["by"] == "alice"
+    finally:
+        s.close()
 
 
 # -- the live stream -----------------------------------------------------------------------

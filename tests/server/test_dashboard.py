@@ -34,7 +34,7 @@ FLAGS = [
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     folder = tmp_path_factory.mktemp("dash")
-    os.environ["STEAD_TEST_STREAM_DELAY"] = "0.12"  # slow enough to watch it arrive
+    os.environ["STEAD_TEST_STREAM_DELAY"] = "0.08"  # slow enough to watch it arrive
     try:
         s = Stack(f"sqlite:///{folder / 'runs.db'}", folder)
         s.serve("--worker", "--poll", "0.1")
