@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _agents import STREAM_TEXT
-from _stack import SECRET, Stack, wait_for
+from _stack import SECRET, STEAD, Stack, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -34,6 +35,16 @@ FLAGS = [
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     folder = tmp_path_factory.mktemp("dash")
+    # A run that lived through a crash: `stead demo` kills its worker after a side effect.
+    # (A child process: Playwright's sync API holds this thread's event loop.)
+    demo = subprocess.run(
+        [*STEAD, "demo", "--db", str(folder / "runs.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
     os.environ["STEAD_TEST_STREAM_DELAY"] = "0.08"  # slow enough to watch it arrive
     try:
         s = Stack(f"sqlite:///{folder / 'runs.db'}", folder)
@@ -164,11 +175,24 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
     assert page.locator("#resume").is_visible()  # type: ignore[attr-defined]
 
 
+def test_a_run_that_survived_a_crash_says_so_plainly(stack: Stack, page: object) -> None:
+    (demo,) = _api(stack).get("/runs", params={"agent": "order-notifier"}).json()["runs"]
+    page.goto(f"{stack.url}/#/runs/{demo['run_id']}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    recovery = page.locator("#timeline li.recovery").all_inner_texts()  # type: ignore[attr-defined]
+    text = "\n".join(recovery)
+    assert "recovered:" in text and "took over from" in text
+    assert "reconciled" in text and "it had happened" in text
+    sources = page.locator('#timeline li[data-kind="tool_result_recorded"] .badge')  # type: ignore[attr-defined]
+    assert "reconciled" in sources.all_inner_texts()
+    _shot(page, "run-recovered.png")
+
+
 def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
     wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
     page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => document.querySelectorAll('#runs tbody tr').length >= 4"  # refreshed live
+        "() => document.querySelectorAll('#runs tbody tr').length >= 5"  # refreshed live
     )
     _shot(page, "runs.png")
     page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
