@@ -45,3 +45,27 @@ def test_approval_tokens_are_compared_in_constant_time() -> None:
     source = inspect.getsource(builders.decision_events)
     assert "hmac.compare_digest" in source
     assert "token != pending.token" not in source
+
+
+def test_every_stead_error_maps_to_a_4xx_or_503_never_a_500() -> None:
+    from stead.errors import (
+        ApprovalError,
+        Conflict,
+        CorruptEvent,
+        Fenced,
+        IllegalTransition,
+        LeaseHeld,
+        RunNotFound,
+        StoreError,
+        UnknownAgent,
+        UserError,
+    )
+    from stead.server import status_of
+
+    assert status_of(RunNotFound("r")) == 404
+    assert status_of(ApprovalError("a")) == 409
+    assert status_of(UnknownAgent("u")) == 422
+    assert status_of(UserError("u")) == 400
+    assert status_of(Conflict("c")) == status_of(LeaseHeld("l")) == 409
+    assert status_of(Fenced("f")) == status_of(IllegalTransition("a", "b")) == 409
+    assert status_of(StoreError("s")) == status_of(CorruptEvent("r", 1, "x")) == 503

@@ -684,12 +684,14 @@ class Runtime:
                 changed.cancel()
             self._follower_gone(run_id, wake)
 
+    _followers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] | None = None
+    """Readers following each run's text (set up by the first ``follow``, not ``__init__``)."""
+
     def _follower_wake(self, run_id: str) -> asyncio.Event:
         """An event set (from any thread) whenever this process streams text for ``run_id``."""
-        followers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]]
-        followers = self.__dict__.setdefault("_followers", {})
-        if not self.__dict__.get("_follow_listening"):
-            self.__dict__["_follow_listening"] = True
+        if self._followers is None:
+            followers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+            self._followers = followers
 
             def on_frame(frame: ProgressFrame) -> None:
                 # A dict lookup per frame when nobody follows the run: nothing on the hot path.
@@ -698,11 +700,11 @@ class Runtime:
 
             self.progress.subscribe(on_frame)
         event = asyncio.Event()
-        followers.setdefault(run_id, set()).add((asyncio.get_running_loop(), event))
+        self._followers.setdefault(run_id, set()).add((asyncio.get_running_loop(), event))
         return event
 
     def _follower_gone(self, run_id: str, event: asyncio.Event) -> None:
-        followers = self.__dict__.get("_followers", {})
+        followers = self._followers or {}
         waiting = followers.get(run_id, set())
         waiting.difference_update({w for w in waiting if w[1] is event})
         if not waiting:
