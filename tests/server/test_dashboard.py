@@ -5,6 +5,7 @@ screenshots in docs/screenshots/ are saved by these tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _agents import STREAM_TEXT
-from _stack import SECRET, STEAD, Stack, wait_for
+from _stack import SECRET, STEAD, Stack, sse_messages, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -148,6 +149,28 @@ def test_watch_streamed_text_arrive(stack: Stack, page: object) -> None:
     replies = page.locator("#timeline pre.reply").all_inner_texts()  # type: ignore[attr-defined]
     assert replies[0] == STREAM_TEXT  # the durable reply replaced the preview
     assert not live.is_visible()
+
+
+def test_the_stream_carries_provisional_text_when_the_server_drives_the_run(
+    stack: Stack,
+) -> None:
+    run_id = _start(stack, "streamer", "What is the refund policy?")
+    frames: list[dict[str, object]] = []
+    sse = {"Accept": "text/event-stream"}
+    with _api(stack).stream("GET", f"/runs/{run_id}/events", headers=sse) as r:
+        for msg in sse_messages(r.iter_lines()):
+            if msg.get("event") == "progress":
+                frames.append(json.loads(msg["data"]))
+            if msg.get("event") == "event" and '"assistant_message"' in msg["data"]:
+                break  # the durable reply of the first turn
+    assert frames, "no provisional text came before the first reply"
+    # Text of the next turn may already stream before this one's reply is read: keep turn 1.
+    frames = [f for f in frames if f["generation"] == frames[0]["generation"]]
+    assert {f["turn_index"] for f in frames} == {0}
+    sequences = [f["sequence"] for f in frames]
+    assert sequences == sorted(sequences) and not any(f["gap"] for f in frames)
+    text = "".join(str(f["text"]) for f in frames)
+    assert STREAM_TEXT.startswith(text) and len(text) > len(STREAM_TEXT) // 2
 
 
 def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
