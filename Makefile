@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak check lint format bench throughput compare clean serve-demo chromium
+.PHONY: demo test soak check lint format bench throughput compare clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -33,6 +33,10 @@ chromium:
 	    echo "installing Debian's chromium for the browser tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "no chromium and not root: apt-get install chromium for the browser tests"; fi; }
+
+# The dashboard's screenshots in docs/screenshots/, taken by the browser tests.
+screenshots: $(STAMP) chromium
+	STEAD_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/server/test_dashboard.py
 
 # The crash-and-recover demo, then `stead serve` on loopback with its run in the dashboard.
 DEMO_DB ?= .stead-demo.db

@@ -1,7 +1,7 @@
 """The dashboard in a real browser (Debian's Chromium driven by Playwright) against a real
 ``stead serve --worker``: approve a gated refund from the inbox, watch streamed text arrive,
 cancel a run whose tool sleeps in a child process, filter the runs list, fit a phone. The
-screenshots in docs/screenshots/ are saved by these tests."""
+screenshots in docs/screenshots/ are saved by these tests (``make screenshots``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,11 @@ from _stack import SECRET, STEAD, Stack, sse_messages, wait_for
 playwright = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = os.environ.get("STEAD_TEST_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# `make screenshots` (STEAD_UPDATE_SCREENSHOTS=1) writes them into docs/; otherwise they go
+# to a temporary folder, so a test run leaves the checkout as it was.
+UPDATE = os.environ.get("STEAD_UPDATE_SCREENSHOTS") == "1"
+SHOTS = DOCS_SHOTS if UPDATE else Path(tempfile.mkdtemp(prefix="stead-shots-"))
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -100,6 +105,7 @@ def _start(stack: Stack, agent: str, text: str) -> str:
 def _shot(page: object, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / name), full_page=True)  # type: ignore[attr-defined]
+    assert (SHOTS / name).read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_token_leaves_the_address_bar(page: object) -> None:
