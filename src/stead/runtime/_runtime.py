@@ -28,12 +28,15 @@ from stead._signal import AbortSignal
 from stead.core.builders import cancel_events, decision_events, timeout_events
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
+    AssistantMessageRecorded,
     Decision,
     Event,
     RunCancelRequested,
     RunCreated,
     RunRecovered,
     RunRequeued,
+    TurnResumed,
+    TurnStarted,
 )
 from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
@@ -637,12 +640,23 @@ class Runtime:
         seen (PostgreSQL notices, SQLite polling); provisional text exists only in the
         process that drives the run.
 
+        Causal order: a turn's text comes after that turn's ``turn_started`` and before its
+        ``assistant_message``; text whose reply is already in the log is dropped as stale.
+
         Pull-based: the consumer sets the pace. A consumer that falls behind still gets every
         durable event (they wait in the store), while provisional frames it did not read in
         time are evicted from the bounded window (the read says ``gap``).
         """
         await self.store.get_run(run_id)  # RunNotFound before anything is yielded
         seq = after
+        # The newest turn whose start the reader has been given: text of a later turn waits
+        # until its start (and so the reply of the turn before) has been read from the log.
+        turn = replied = -1
+        if after > 0:
+            known = await self.state(run_id)
+            turn = known.turn_index
+            replied = turn if known.turn_has_reply else turn - 1
+        held = False
         cursor = START
         wake = self._follower_wake(run_id)
         aio = asyncio.get_running_loop()
@@ -651,15 +665,25 @@ class Runtime:
         try:
             while True:
                 wake.clear()
-                # Text first: frames published before an event was appended come before it.
-                progress = self.progress.read(run_id, cursor)
-                if progress.frames or progress.reset:
-                    cursor = progress.cursor
-                    yield progress
                 events = await self.store.read_events(run_id, after=seq)
                 for stored in events:
                     seq = stored.seq
+                    if isinstance(stored.event, TurnStarted | TurnResumed):
+                        turn = max(turn, stored.event.turn_index)
+                    elif isinstance(stored.event, AssistantMessageRecorded):
+                        replied = max(replied, stored.event.turn_index)
                     yield stored
+                progress = self.progress.read(run_id, cursor)
+                if progress.frames and progress.frames[0].turn_index > turn and not held:
+                    held = True  # its turn began after the read above: read the log first
+                    continue
+                held = False
+                if progress.frames and progress.frames[0].turn_index <= replied:
+                    cursor = progress.cursor  # the reply is in the log: its preview is stale
+                    progress = ProgressRead(frames=(), reset=False, gap=False, cursor=cursor)
+                if progress.frames or progress.reset:
+                    cursor = progress.cursor
+                    yield progress
                 if events or progress.frames:
                     last_yield = aio.time()
                     continue
