@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _agents import STREAM_TEXT
-from _stack import SECRET, STEAD, Stack, sse_messages, wait_for
+from _stack import HERE, SECRET, STEAD, Stack, _env, sse_messages, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -41,6 +43,7 @@ FLAGS = [
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     folder = tmp_path_factory.mktemp("dash")
+    store = f"sqlite:///{folder / 'runs.db'}"
     # A run that lived through a crash: `stead demo` kills its worker after a side effect.
     # (A child process: Playwright's sync API holds this thread's event loop.)
     demo = subprocess.run(
@@ -51,9 +54,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         check=False,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    # A worker that dies while a charge is in flight leaves a question for a person.
+    crash = subprocess.run(
+        [sys.executable, str(HERE / "_crash_child.py"), store, "run_charge", "charger"],
+        env={**_env(folder), "STEAD_CRASH_AT": "after_tool_started:charge_card"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert crash.returncode == -signal.SIGKILL, crash.stderr
     os.environ["STEAD_TEST_STREAM_DELAY"] = "0.08"  # slow enough to watch it arrive
     try:
-        s = Stack(f"sqlite:///{folder / 'runs.db'}", folder)
+        s = Stack(store, folder)
         s.serve("--worker", "--poll", "0.1")
     finally:
         os.environ.pop("STEAD_TEST_STREAM_DELAY", None)
@@ -157,6 +169,23 @@ def test_watch_streamed_text_arrive(stack: Stack, page: object) -> None:
     assert not live.is_visible()
 
 
+def test_answer_whether_a_call_happened_from_the_inbox(stack: Stack, page: object) -> None:
+    wait_for(_api(stack), "run_charge", "awaiting_approval")  # after the dead worker's lease
+    page.goto(f"{stack.url}/#/inbox")  # type: ignore[attr-defined]
+    card = page.locator('.approval[data-run="run_charge"]')  # type: ignore[attr-defined]
+    card.wait_for()
+    assert "outcome unknown" in card.inner_text()
+    card.locator("textarea.result").fill('{"charged": 500, "receipt": "R-77"}')
+    card.get_by_role("button", name="It happened").click()
+    card.wait_for(state="detached")
+    run = wait_for(_api(stack), "run_charge", "completed")
+    assert run["output"] == "Charged."
+    events = _api(stack).get("/runs/run_charge/events").json()
+    (result,) = [e for e in events if e["kind"] == "tool_result_recorded"]
+    assert "R-77" in result["data"]["content"]
+    assert [e["kind"] for e in events].count("tool_call_started") == 1  # charged once
+
+
 def test_the_stream_carries_provisional_text_when_the_server_drives_the_run(
     stack: Stack,
 ) -> None:
@@ -221,7 +250,7 @@ def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser:
     wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
     page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => document.querySelectorAll('#runs tbody tr').length >= 5"  # refreshed live
+        "() => document.querySelectorAll('#runs tbody tr').length >= 6"  # refreshed live
     )
     _shot(page, "runs.png")
     page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
