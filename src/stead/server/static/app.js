@@ -303,6 +303,7 @@ async function inboxPage() {
   let shownKey = null;
   async function load() {
     const items = await api("/approvals");
+    showCount(items.length);
     const key = items.map((a) => `${a.run_id}/${a.tool_call_id}`).join(",");
     if (key === shownKey) return; // keep what a person is typing
     shownKey = key;
@@ -492,14 +493,15 @@ async function route() {
   }
 }
 
+function showCount(n) {
+  const c = document.getElementById("inbox-count");
+  c.textContent = String(n);
+  c.hidden = n === 0;
+}
+
 async function inboxCount() {
   if (!token()) return;
-  try {
-    const items = await api("/approvals");
-    const c = document.getElementById("inbox-count");
-    c.textContent = String(items.length);
-    c.hidden = items.length === 0;
-  } catch { /* the page says why */ }
+  try { showCount((await api("/approvals")).length); } catch { /* the page says why */ }
 }
 
 window.addEventListener("hashchange", route);
