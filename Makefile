@@ -2,12 +2,13 @@
 #   make demo   create .venv, install, run the crash-and-recover demo on SQLite
 #   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
 #   make soak   the scale-out soak at full size: 200 runs, 4 workers, kills every few seconds
+#   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak check lint format bench throughput compare clean
+.PHONY: demo test soak check lint format bench throughput compare clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -21,8 +22,28 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/stead demo
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
+
+# The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+# Installed with apt-get when absent and we are root (CI is); otherwise those tests say why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "no chromium and not root: apt-get install chromium for the browser tests"; fi; }
+
+# The dashboard's screenshots in docs/screenshots/, taken by the browser tests.
+screenshots: $(STAMP) chromium
+	STEAD_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/server/test_dashboard.py
+
+# The crash-and-recover demo, then `stead serve` on loopback with its run in the dashboard.
+DEMO_DB ?= .stead-demo.db
+serve-demo: $(STAMP)
+	rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	$(BIN)/stead demo --db $(DEMO_DB)
+	$(BIN)/stead --store sqlite:///$(DEMO_DB) serve --agents stead.demo._agent:agents
 
 soak: $(STAMP)
 	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py

@@ -169,6 +169,9 @@ def _parser() -> argparse.ArgumentParser:
     from stead.cli._worker import add_worker_parser
 
     add_worker_parser(sub)
+    from stead.cli._serve import add_serve_parser
+
+    add_serve_parser(sub)
     return p
 
 
@@ -186,6 +189,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from stead.cli._demo import run_demo
 
         return 0 if run_demo(args.db) == 1 else 1
+    if cmd == "serve":
+        from stead.cli._serve import run_serve
+
+        return run_serve(args, _load_agents(args.agents))
     if cmd == "worker":
         from stead.cli._worker import run_worker
 

@@ -8,6 +8,7 @@ fit the state before anything is written.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -422,7 +423,7 @@ def decision_events(
             f"(status {state.status.value if state.status else None}, pending: {waiting}); "
             "it may already be decided"
         )
-    if token is not None and token != pending.token:
+    if token is not None and not hmac.compare_digest(token.encode(), pending.token.encode()):
         raise ApprovalError("the resume token does not match the pending approval")
     if now is not None and pending.deadline is not None and now > pending.deadline:
         raise ApprovalError("the approval's deadline has passed; the run times out instead")

@@ -1,0 +1,94 @@
+"""``stead serve``: parse the options and hand them to ``stead.server.serve``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stead.errors import UserError
+from stead.runtime import Agent
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Add ``serve`` to the ``stead`` subcommands."""
+    s = sub.add_parser(
+        "serve",
+        help="HTTP API, live stream and dashboard for the runs in the store",
+        description="Serve the API and the dashboard. Every route but /health needs "
+        "Authorization: Bearer TOKEN; without --token a random one is made (loopback only) "
+        "and printed in the dashboard's URL.",
+    )
+    s.add_argument("--agents", default=None, help="module:attr with the agents runs may start")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    s.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    s.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        help="NAME:SECRET, repeatable; decisions record NAME (also $STEAD_SERVE_TOKENS, "
+        "comma-separated)",
+    )
+    s.add_argument("--worker", action="store_true", help="drive runs in this process too")
+    s.add_argument("--concurrency", type=int, default=8, help="with --worker: runs at once")
+    s.add_argument("--poll", type=float, default=1.0, help="with --worker: claim poll, seconds")
+    s.add_argument("--max-body", type=int, default=64 * 1024, help="largest request body, bytes")
+    s.add_argument("--heartbeat", type=float, default=15.0, help="SSE heartbeat, seconds")
+
+
+def run_serve(
+    args: argparse.Namespace,
+    agents: list[Agent],
+    say: Callable[[str], None] | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; 0 after a clean shutdown."""
+    try:
+        from stead.server import parse_tokens, serve
+        from stead.server._security import check_bind, new_token
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise UserError(
+            f"stead serve needs the server extra: pip install 'stead[server]' ({exc})"
+        ) from exc
+    if args.worker and not agents:
+        raise UserError("--worker needs --agents module:attr naming the agents to drive")
+    specs = list(args.token)
+    env = os.environ.get("STEAD_SERVE_TOKENS", "")
+    specs += [s.strip() for s in env.split(",") if s.strip()]
+    tokens = parse_tokens(specs)
+    check_bind(args.host, tokens)
+    made = None
+    if not tokens:
+        made = new_token()
+        tokens = {made: "local"}
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def tell(line: str) -> None:
+        (say or (lambda text: print(text, flush=True)))(line)
+
+    def ready(port: int) -> None:
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        url = f"http://{host}:{port}/"
+        if made is not None:
+            tell(f"stead serve: {url}#token={made}  (token made for this run, name 'local')")
+        else:
+            tell(f"stead serve: {url}  (open it and paste a token)")
+
+    asyncio.run(
+        serve(
+            args.store,
+            agents,
+            host=args.host,
+            port=args.port,
+            tokens=tokens,
+            worker=args.worker,
+            concurrency=args.concurrency,
+            poll=args.poll,
+            max_body=args.max_body,
+            heartbeat=args.heartbeat,
+            ready=ready,
+        )
+    )
+    return 0

@@ -1,0 +1,510 @@
+/* stead dashboard: plain JavaScript, no build step, nothing loaded from elsewhere.
+ *
+ * Auth: the bearer token comes in the URL fragment once (#token=...; a fragment never reaches
+ * a server or its logs), is kept in sessionStorage and sent as an Authorization header. No
+ * cookies, so another site cannot make this browser act on stead (no CSRF surface).
+ * Every value from a run is put on the page as text (textContent), never as markup.
+ */
+"use strict";
+
+const $main = document.getElementById("main");
+const TOKEN_KEY = "stead.token";
+let timer = null;       // the current page's refresh timer
+let stream = null;      // the current page's live stream (an AbortController)
+let schemaCache = null;
+
+// -- small helpers ------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+async function api(path, options = {}) {
+  const headers = { Authorization: `Bearer ${token()}`, ...(options.headers || {}) };
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(path, {
+    ...options,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  if (r.status === 401) { showLogin("That token was refused."); throw new Error("unauthorized"); }
+  const body = r.headers.get("content-type")?.includes("json") ? await r.json() : null;
+  if (!r.ok) {
+    const detail = body && (typeof body.detail === "string" ? body.detail
+      : JSON.stringify(body.detail));
+    throw new Error(detail || `HTTP ${r.status}`);
+  }
+  return body;
+}
+
+function toast(text) {
+  const t = h("div", { class: "toast", role: "status" }, text);
+  document.body.append(t);
+  setTimeout(() => t.remove(), 4000);
+}
+
+function badge(status) { return h("span", { class: `badge s-${status}` }, status.replace("_", " ")); }
+function effect(cls) { return cls ? h("span", { class: `badge e-${cls}` }, cls.replace("_", " ")) : null; }
+function shortId(id) { return id.length > 14 ? id.slice(0, 12) + "…" : id; }
+function tokens(u) { return u.input_tokens + u.output_tokens; }
+function money(x) { return x === null || x === undefined ? "—" : `$${x.toFixed(x < 0.01 ? 4 : 2)}`; }
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return String(text); }
+}
+function ago(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+function when(ts) { return new Date(ts * 1000).toLocaleString(); }
+const FINISHED = new Set(["completed", "failed", "cancelled", "timed_out"]);
+const RESUMABLE = new Set(["failed", "cancelled", "timed_out"]);
+
+function stopPage() {
+  if (timer) clearInterval(timer);
+  timer = null;
+  if (stream) stream.abort();
+  stream = null;
+  document.getElementById("conn").classList.remove("live");
+}
+
+// -- login --------------------------------------------------------------------------------
+
+function showLogin(message) {
+  stopPage();
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", size: 40 });
+  $main.replaceChildren(
+    h("h1", {}, "Sign in"),
+    h("div", { class: "card" },
+      h("p", {}, message || "Paste the token `stead serve` printed (or the one you gave it)."),
+      h("form", {
+        onsubmit: (ev) => {
+          ev.preventDefault();
+          sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+          route();
+        },
+      }, h("label", {}, "Token", input), h("div", { class: "actions" },
+        h("button", { class: "primary", type: "submit" }, "Open")))));
+}
+
+// -- runs list ----------------------------------------------------------------------------
+
+async function runsPage(params) {
+  const status = params.get("status") || "";
+  const agent = params.get("agent") || "";
+  const statusSel = h("select", { id: "f-status", onchange: () => setFilters() },
+    h("option", { value: "" }, "any"),
+    ["queued", "running", "awaiting_tool", "awaiting_approval", "completed", "failed",
+     "cancelled", "timed_out"].map((s) => h("option", { value: s, selected: s === status }, s)));
+  const agentSel = h("select", { id: "f-agent", onchange: () => setFilters() },
+    h("option", { value: "" }, "any"));
+  function setFilters() {
+    const q = new URLSearchParams();
+    if (statusSel.value) q.set("status", statusSel.value);
+    if (agentSel.value) q.set("agent", agentSel.value);
+    location.hash = `#/runs${q.toString() ? "?" + q : ""}`;
+  }
+  const body = h("tbody", {});
+  const more = h("button", { id: "more", hidden: true }, "Load more");
+  const empty = h("p", { class: "muted", hidden: true }, "No runs match.");
+  $main.replaceChildren(
+    h("h1", {}, "Runs"),
+    h("div", { class: "filters" },
+      h("label", {}, "Status", statusSel), h("label", {}, "Agent", agentSel),
+      h("span", { class: "muted" }, "updates live")),
+    h("table", { class: "runs", id: "runs" },
+      h("thead", {}, h("tr", {}, ["Run", "Status", "Agent", "Conversation", "Age", "Duration",
+        "Turns", "Tokens", "Cost"].map((t) => h("th", {}, t)))),
+      body),
+    empty, h("div", { class: "actions" }, more));
+  api("/agents").then((agents) => {
+    for (const a of agents) agentSel.append(h("option", { value: a.name, selected: a.name === agent }, a.name));
+    if (agent && !agents.some((a) => a.name === agent)) agentSel.append(h("option", { value: agent, selected: true }, agent));
+  }).catch(() => {});
+  let shown = 50;
+  async function load() {
+    const q = new URLSearchParams({ limit: String(shown) });
+    if (status) q.set("status", status);
+    if (agent) q.set("agent", agent);
+    const page = await api(`/runs?${q}`);
+    const now = Date.now() / 1000;
+    body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
+      h("td", { "data-label": "Run" }, h("a", { class: "id", href: `#/runs/${encodeURIComponent(r.run_id)}`, title: r.run_id }, shortId(r.run_id))),
+      h("td", { "data-label": "Status" }, badge(r.status)),
+      h("td", { "data-label": "Agent" }, r.agent),
+      h("td", { "data-label": "Conversation" }, r.session_id || "—"),
+      h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),
+      h("td", { "data-label": "Duration", class: "num" }, ago(r.updated_at - r.created_at)),
+      h("td", { "data-label": "Turns", class: "num" }, r.turns),
+      h("td", { "data-label": "Tokens", class: "num" }, tokens(r.usage).toLocaleString()),
+      h("td", { "data-label": "Cost", class: "num" }, money(r.cost_usd)))));
+    empty.hidden = page.runs.length > 0;
+    more.hidden = !page.next_cursor;
+  }
+  more.addEventListener("click", () => { shown += 50; load(); });
+  await load();
+  timer = setInterval(() => load().catch(() => {}), 2000);
+}
+
+// -- the state diagram --------------------------------------------------------------------
+
+const LAYOUT = {
+  queued: [70, 150], running: [230, 150], awaiting_tool: [410, 60],
+  awaiting_approval: [410, 240], completed: [610, 30], failed: [610, 110],
+  cancelled: [610, 190], timed_out: [610, 270],
+};
+const NODE_W = 132, NODE_H = 30;
+
+function clip(x1, y1, x2, y2) {
+  const dx = x2 - x1, dy = y2 - y1;
+  const t = Math.min(NODE_W / 2 / Math.abs(dx || 1e-9), NODE_H / 2 / Math.abs(dy || 1e-9));
+  return [x1 + dx * t, y1 + dy * t];
+}
+
+function diagram(states, path, current) {
+  const taken = new Set();
+  for (let i = 1; i < path.length; i++) taken.add(`${path[i - 1]}>${path[i]}`);
+  const visited = new Set(path);
+  const defs = svg("defs", {},
+    ["arrow", "arrow-taken"].map((id) => svg("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5,
+      markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
+      svg("path", { d: "M0,0 L10,5 L0,10 z", fill: id === "arrow" ? "#c9c9c2" : "#2456a6" }))));
+  const edges = states.transitions.map(([a, b]) => {
+    const [ax, ay] = LAYOUT[a], [bx, by] = LAYOUT[b];
+    const [sx, sy] = clip(ax, ay, bx, by), [ex, ey] = clip(bx, by, ax, ay);
+    // Bow each edge to its left, so a -> b and b -> a do not overlap.
+    const mx = (sx + ex) / 2, my = (sy + ey) / 2, len = Math.hypot(ex - sx, ey - sy) || 1;
+    const cx = mx - ((ey - sy) / len) * 18, cy = my + ((ex - sx) / len) * 18;
+    const on = taken.has(`${a}>${b}`);
+    return svg("path", { class: on ? "edge taken" : "edge", d: `M${sx},${sy} Q${cx},${cy} ${ex},${ey}` },
+      svg("title", {}, `${a} → ${b}`));
+  });
+  const nodes = states.states.map((s) => {
+    const [x, y] = LAYOUT[s] || [0, 0];
+    const cls = s === current ? "node current" : visited.has(s) ? "node visited" : "node";
+    return svg("g", { class: cls, "data-state": s },
+      svg("rect", { x: x - NODE_W / 2, y: y - NODE_H / 2, width: NODE_W, height: NODE_H, rx: 8 }),
+      svg("text", { x, y: y + 4 }, s.replace("_", " ")));
+  });
+  return svg("svg", { class: "diagram", id: "diagram", viewBox: "0 0 700 300", role: "img",
+    "aria-label": `state diagram; path: ${path.join(" → ")}` }, defs, edges, nodes);
+}
+
+// -- approvals (the inbox and a run's page share these cards) -----------------------------
+
+async function toolSchema(agent, tool) {
+  if (!schemaCache) schemaCache = await api("/agents");
+  const a = schemaCache.find((x) => x.name === agent);
+  const t = a && a.tools.find((x) => x.name === tool);
+  return t ? t.parameters : null;
+}
+
+/* A first check in the browser; the server checks again against the tool's real schema. */
+function checkArgs(value, schema) {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "arguments must be a JSON object";
+  if (!schema) return null;
+  for (const name of schema.required || []) if (!(name in value)) return `missing ${name}`;
+  const props = schema.properties || {};
+  for (const [k, v] of Object.entries(value)) {
+    const p = props[k];
+    if (!p) { if (schema.additionalProperties === false) return `unknown argument ${k}`; continue; }
+    const type = p.type;
+    const ok = type === undefined
+      || (type === "integer" && Number.isInteger(v)) || (type === "number" && typeof v === "number")
+      || (type === "string" && typeof v === "string") || (type === "boolean" && typeof v === "boolean")
+      || (type === "array" && Array.isArray(v)) || (type === "object" && typeof v === "object" && v !== null && !Array.isArray(v))
+      || (Array.isArray(type));
+    if (!ok) return `${k} must be ${type}`;
+  }
+  return null;
+}
+
+function approvalCard(a, after) {
+  const out = h("p", { class: "error-box", hidden: true });
+  const base = `/runs/${encodeURIComponent(a.run_id)}/approvals/${encodeURIComponent(a.tool_call_id)}`;
+  async function send(action, body) {
+    out.hidden = true;
+    try {
+      await api(`${base}/${action}`, { method: "POST", body });
+      toast(`${action === "answer" ? body.decision : action + "d"}: ${a.tool} in ${shortId(a.run_id)}`);
+      after();
+    } catch (e) { out.textContent = e.message; out.hidden = false; }
+  }
+  const reason = h("input", { placeholder: "reason (the model reads it)", class: "reason", size: 30 });
+  const children = [
+    h("div", {}, h("strong", {}, a.tool), " ", effect(a.effect_class), " ",
+      h("span", { class: "muted" }, a.reason === "policy" ? "needs approval" : "outcome unknown"), " · ",
+      h("a", { class: "id", href: `#/runs/${encodeURIComponent(a.run_id)}` }, shortId(a.run_id)),
+      " ", h("span", { class: "muted" }, a.agent)),
+    a.payload.question ? h("p", {}, a.payload.question) : null,
+    h("pre", { class: "args" }, pretty(a.arguments)),
+    a.deadline ? h("p", { class: "muted" }, `decide before ${when(a.deadline)}`) : null,
+  ];
+  if (a.reason === "policy") {
+    const editor = h("textarea", { class: "edit", hidden: true, "aria-label": "edited arguments" }, pretty(a.arguments));
+    const editBtn = h("button", { class: "edit-btn", onclick: () => { editor.hidden = !editor.hidden; } }, "Edit arguments");
+    children.push(editor, h("div", { class: "actions" },
+      h("button", { class: "primary approve", onclick: async () => {
+        const body = { reason: reason.value };
+        if (!editor.hidden) {
+          let value;
+          try { value = JSON.parse(editor.value); } catch (e) { out.textContent = `not JSON: ${e.message}`; out.hidden = false; return; }
+          const problem = checkArgs(value, a.parameters || await toolSchema(a.agent, a.tool));
+          if (problem) { out.textContent = problem; out.hidden = false; return; }
+          body.arguments = value;
+        }
+        send("approve", body);
+      } }, "Approve"),
+      editBtn, reason,
+      h("button", { class: "danger deny", onclick: () => {
+        if (!reason.value.trim()) { out.textContent = "say why: the model reads the reason"; out.hidden = false; return; }
+        send("deny", { reason: reason.value });
+      } }, "Deny")));
+  } else {
+    const result = h("textarea", { class: "result", placeholder: "what it returned (for happened)" });
+    children.push(result, h("div", { class: "actions" },
+      h("button", { class: "primary", onclick: () => send("answer", { decision: "happened", result: result.value || null, reason: reason.value }) }, "It happened"),
+      h("button", { onclick: () => send("answer", { decision: "not_happened", reason: reason.value }) }, "It did not happen"),
+      h("button", { onclick: () => send("answer", { decision: "skip", reason: reason.value }) }, "Skip it"),
+      reason));
+  }
+  children.push(out);
+  return h("div", { class: "card approval", "data-call": a.tool_call_id, "data-run": a.run_id }, children);
+}
+
+async function inboxPage() {
+  const list = h("div", { id: "inbox" });
+  $main.replaceChildren(h("h1", {}, "Approvals inbox"), list);
+  let shownKey = null;
+  async function load() {
+    const items = await api("/approvals");
+    showCount(items.length);
+    const key = items.map((a) => `${a.run_id}/${a.tool_call_id}`).join(",");
+    if (key === shownKey) return; // keep what a person is typing
+    shownKey = key;
+    list.replaceChildren(...(items.length ? items.map((a) => approvalCard(a, () => { shownKey = null; load(); }))
+      : [h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits on a person.")]));
+  }
+  await load();
+  timer = setInterval(() => load().catch(() => {}), 2000);
+}
+
+// -- a run's page -------------------------------------------------------------------------
+
+function describe(e, state) {
+  const d = e.data;
+  const at = h("span", { class: "at" }, `#${e.seq} · ${new Date(e.at * 1000).toLocaleTimeString()}`);
+  const li = (cls, what, ...rest) => h("li", { class: cls, "data-kind": e.kind, "data-seq": e.seq },
+    h("span", { class: "what" }, what), at, ...rest);
+  switch (e.kind) {
+    case "run_created": return li("", "created", h("pre", {}, d.input));
+    case "run_started": return li("", `started by ${d.owner} (epoch ${d.epoch})`);
+    case "run_recovered": return li("recovery", `recovered: ${d.owner} took over from ${d.previous_owner || "a stopped worker"} (epoch ${d.epoch})`);
+    case "turn_started": return li("turn", `Turn ${d.turn_index + 1}`);
+    case "turn_resumed": return li("recovery", `turn ${d.turn_index + 1} resumed after a restart`);
+    case "notice_injected": return li("", `notice: ${d.reason}`, h("pre", {}, d.content));
+    case "model_call_failed": return li("bad", `model call failed (attempt ${d.attempt}): ${d.code}`, d.message ? h("pre", {}, d.message) : null);
+    case "assistant_message": {
+      const u = d.usage || {};
+      return li("", "assistant",
+        d.message.text ? h("pre", { class: "reply" }, d.message.text) : null,
+        h("div", { class: "usage" }, `${d.model || "model"} · in ${u.input_tokens ?? 0} · out ${u.output_tokens ?? 0}`
+          + (u.cache_read_input_tokens ? ` · cache read ${u.cache_read_input_tokens}` : "") + ` · ${money(e.cost_usd)}`));
+    }
+    case "tool_call_requested":
+      state.effects[d.tool_call_id] = d.effect_class;
+      return li(d.rejection ? "bad" : "", `call ${d.name}`, " ", effect(d.effect_class),
+        d.requires_approval ? h("span", { class: "badge s-awaiting_approval" }, "needs approval") : null,
+        h("pre", { class: "args" }, pretty(d.arguments)), d.rejection ? h("div", {}, `refused: ${d.rejection}`) : null);
+    case "loop_detected": return li("bad", `loop: ${d.name} repeated ${d.repeats} times`);
+    case "tool_call_started": return li("", `${d.tool_call_id} started (attempt ${d.attempt})`);
+    case "tool_result_recorded":
+      return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
+        h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
+    case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
+    case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
+    case "approval_requested": return li("person", `waiting on a person: ${d.reason === "policy" ? "approve " : "did it happen? "}${d.tool_call_id}`);
+    case "approval_decided": return li("person", `${d.decision} by ${d.by || "someone"}${d.reason ? `: ${d.reason}` : ""}`, d.arguments ? h("pre", {}, pretty(d.arguments)) : null);
+    case "run_completed": return li("done", "completed", h("pre", {}, d.output));
+    case "run_failed": return li("bad", `failed: ${d.code} (${d.phase})`, d.message ? h("pre", {}, d.message) : null);
+    case "run_cancel_requested": return li("bad", `cancel requested${d.by ? " by " + d.by : ""}: ${d.reason}`);
+    case "run_cancelled": return li("bad", `cancelled: ${d.reason}`);
+    case "run_timed_out": return li("bad", `timed out: ${d.reason}`);
+    case "run_requeued": return li("recovery", `requeued: ${d.reason}`);
+    default: return li("", e.kind, h("pre", {}, JSON.stringify(d, null, 2)));
+  }
+}
+
+/* SSE over fetch (EventSource cannot send an Authorization header). */
+async function follow(runId, after, onEvent, onProgress, onEnd) {
+  const ctl = new AbortController();
+  stream = ctl;
+  const conn = document.getElementById("conn");
+  let last = after;
+  while (!ctl.signal.aborted) {
+    try {
+      const r = await fetch(`/runs/${encodeURIComponent(runId)}/events`, {
+        headers: { Authorization: `Bearer ${token()}`, Accept: "text/event-stream", "Last-Event-ID": String(last) },
+        signal: ctl.signal,
+      });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      conn.classList.add("live");
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let cut;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut); buf = buf.slice(cut + 2);
+          const msg = {};
+          for (const line of block.split("\n")) {
+            if (!line || line.startsWith(":")) continue;
+            const i = line.indexOf(":");
+            const k = i < 0 ? line : line.slice(0, i);
+            const v = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+            msg[k] = msg[k] ? msg[k] + "\n" + v : v;
+          }
+          if (msg.event === "event") { last = Number(msg.id); onEvent(JSON.parse(msg.data)); }
+          else if (msg.event === "progress") onProgress(JSON.parse(msg.data));
+          else if (msg.event === "end") { conn.classList.remove("live"); onEnd(); return; }
+        }
+      }
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+    }
+    conn.classList.remove("live");
+    await new Promise((r) => setTimeout(r, 1000)); // then resume from the last seq seen
+  }
+}
+
+async function runPage(runId) {
+  const [states, run] = await Promise.all([api("/states"), api(`/runs/${encodeURIComponent(runId)}`)]);
+  const head = h("div", {});
+  const diagramBox = h("div", { class: "card" });
+  const approvalsBox = h("div", { id: "run-approvals" });
+  const timeline = h("ol", { class: "timeline", id: "timeline" });
+  const live = h("div", { class: "live-text", id: "live-text", hidden: true });
+  $main.replaceChildren(head, approvalsBox, h("h2", {}, "Path through the state machine"), diagramBox,
+    h("h2", {}, "Timeline"), timeline, live);
+  const state = { effects: {}, liveTurn: null, liveGen: 0 };
+
+  function render(r) {
+    const buttons = [];
+    if (!FINISHED.has(r.status)) buttons.push(h("button", { class: "danger", id: "cancel", onclick: async () => {
+      try { await api(`/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST", body: { reason: "cancelled from the dashboard" } }); toast("cancel requested"); refresh(); }
+      catch (e) { toast(e.message); } } }, "Cancel"));
+    if (RESUMABLE.has(r.status)) buttons.push(h("button", { class: "primary", id: "resume", onclick: async () => {
+      try { await api(`/runs/${encodeURIComponent(runId)}/resume`, { method: "POST", body: {} }); toast("requeued"); refresh(); start(); }
+      catch (e) { toast(e.message); } } }, "Resume"));
+    head.replaceChildren(
+      h("h1", {}, h("span", { class: "id" }, r.run_id), " ", h("span", { id: "run-status" }, badge(r.status))),
+      h("div", { class: "card" }, h("dl", { class: "kv" },
+        h("dt", {}, "agent"), h("dd", {}, r.agent),
+        h("dt", {}, "conversation"), h("dd", {}, r.session_id || "—"),
+        h("dt", {}, "created"), h("dd", {}, `${when(r.created_at)} (${ago(Date.now() / 1000 - r.created_at)} ago)`),
+        h("dt", {}, "duration"), h("dd", {}, ago(r.updated_at - r.created_at)),
+        h("dt", {}, "turns"), h("dd", {}, r.turns),
+        h("dt", {}, "tokens"), h("dd", {}, `in ${r.usage.input_tokens} · out ${r.usage.output_tokens}`),
+        h("dt", {}, "cost"), h("dd", {}, money(r.cost_usd)),
+        h("dt", {}, "driven by"), h("dd", {}, r.leased_by || "nobody now"),
+        r.output !== null ? [h("dt", {}, "output"), h("dd", { id: "run-output" }, r.output)] : null,
+        r.error ? [h("dt", {}, "error"), h("dd", { class: "error-box" }, JSON.stringify(r.error))] : null),
+        h("div", { class: "actions" }, buttons)));
+    approvalsBox.replaceChildren(...(r.approvals.length ? [h("h2", {}, "Waiting on a person"),
+      ...r.approvals.map((a) => approvalCard(a, refresh))] : []));
+    diagramBox.replaceChildren(diagram(states, r.path, r.status));
+  }
+  let pending = null;
+  async function refresh() {
+    if (pending) return;
+    pending = setTimeout(async () => {
+      pending = null;
+      try { render(await api(`/runs/${encodeURIComponent(runId)}`)); } catch (e) { /* shown on next */ }
+    }, 150);
+  }
+  render(run);
+  let seen = 0;
+  function start() {
+    if (stream) stream.abort();
+    follow(runId, seen, (e) => {
+      seen = e.seq;
+      if (e.kind === "assistant_message" && e.data.turn_index === state.liveTurn) {
+        live.hidden = true; live.textContent = ""; state.liveTurn = null;
+      }
+      timeline.append(describe(e, state));
+      refresh();
+    }, (p) => {
+      if (p.reset || p.generation !== state.liveGen || p.turn_index !== state.liveTurn) {
+        live.textContent = ""; state.liveGen = p.generation; state.liveTurn = p.turn_index;
+      }
+      if (p.text) { live.hidden = false; live.textContent += (p.gap ? " … " : "") + p.text; }
+      timeline.after(live);
+    }, () => { live.hidden = true; refresh(); });
+  }
+  start();
+}
+
+// -- routing ------------------------------------------------------------------------------
+
+async function route() {
+  stopPage();
+  const m = location.hash.match(/token=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + "#/runs");
+  }
+  if (!token()) { showLogin(); return; }
+  const hash = location.hash.replace(/^#/, "") || "/runs";
+  const [path, query] = hash.split("?");
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", hash.startsWith(a.getAttribute("href").slice(1)));
+  try {
+    if (path.startsWith("/runs/")) await runPage(decodeURIComponent(path.slice(6)));
+    else if (path === "/inbox") await inboxPage();
+    else await runsPage(new URLSearchParams(query || ""));
+  } catch (e) {
+    if (e.message !== "unauthorized") $main.replaceChildren(h("div", { class: "card error-box" }, e.message));
+  }
+}
+
+function showCount(n) {
+  const c = document.getElementById("inbox-count");
+  c.textContent = String(n);
+  c.hidden = n === 0;
+}
+
+async function inboxCount() {
+  if (!token()) return;
+  try { showCount((await api("/approvals")).length); } catch { /* the page says why */ }
+}
+
+window.addEventListener("hashchange", route);
+route();
+setInterval(inboxCount, 3000);
+inboxCount();

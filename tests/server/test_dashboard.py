@@ -1,0 +1,268 @@
+"""The dashboard in a real browser (Debian's Chromium driven by Playwright) against a real
+``stead serve --worker``: approve a gated refund from the inbox, watch streamed text arrive,
+cancel a run whose tool sleeps in a child process, filter the runs list, fit a phone. The
+screenshots in docs/screenshots/ are saved by these tests (``make screenshots``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from _agents import STREAM_TEXT
+from _stack import HERE, SECRET, STEAD, Stack, _env, sse_messages, wait_for
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = os.environ.get("STEAD_TEST_CHROMIUM", "/usr/bin/chromium")
+DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# `make screenshots` (STEAD_UPDATE_SCREENSHOTS=1) writes them into docs/; otherwise they go
+# to a temporary folder, so a test run leaves the checkout as it was.
+UPDATE = os.environ.get("STEAD_UPDATE_SCREENSHOTS") == "1"
+SHOTS = DOCS_SHOTS if UPDATE else Path(tempfile.mkdtemp(prefix="stead-shots-"))
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    folder = tmp_path_factory.mktemp("dash")
+    store = f"sqlite:///{folder / 'runs.db'}"
+    # A run that lived through a crash: `stead demo` kills its worker after a side effect.
+    # (A child process: Playwright's sync API holds this thread's event loop.)
+    demo = subprocess.run(
+        [*STEAD, "demo", "--db", str(folder / "runs.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    # A worker that dies while a charge is in flight leaves a question for a person.
+    crash = subprocess.run(
+        [sys.executable, str(HERE / "_crash_child.py"), store, "run_charge", "charger"],
+        env={**_env(folder), "STEAD_CRASH_AT": "after_tool_started:charge_card"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert crash.returncode == -signal.SIGKILL, crash.stderr
+    os.environ["STEAD_TEST_STREAM_DELAY"] = "0.08"  # slow enough to watch it arrive
+    try:
+        s = Stack(store, folder)
+        s.serve("--worker", "--poll", "0.1")
+    finally:
+        os.environ.pop("STEAD_TEST_STREAM_DELAY", None)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"no Chromium at {CHROMIUM}; `make test` installs Debian's chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    # launch() gives the browser a fresh profile directory of its own each time.
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: object, stack: Stack) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    pg.goto(f"{stack.url}/#token={SECRET}")
+    pg.wait_for_selector("#runs")
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def _api(stack: Stack) -> httpx.Client:
+    assert stack.client is not None
+    return stack.client
+
+
+def _start(stack: Stack, agent: str, text: str) -> str:
+    r = _api(stack).post("/runs", json={"agent": agent, "input": text})
+    assert r.status_code == 201, r.text
+    return str(r.json()["run_id"])
+
+
+def _shot(page: object, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=True)  # type: ignore[attr-defined]
+    assert (SHOTS / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_token_leaves_the_address_bar(page: object) -> None:
+    assert "token" not in page.url  # type: ignore[attr-defined]
+
+
+def test_approve_a_gated_refund_from_the_inbox(stack: Stack, page: object) -> None:
+    run_id = _start(stack, "refunds", "Customer 42 wants their $250 back.")
+    wait_for(_api(stack), run_id, "awaiting_approval")
+    page.goto(f"{stack.url}/#/inbox")  # type: ignore[attr-defined]
+    card = page.locator(f'.approval[data-run="{run_id}"]')  # type: ignore[attr-defined]
+    card.wait_for()
+    assert "refund" in card.inner_text() and "non idempotent" in card.inner_text()
+    _shot(page, "inbox.png")
+    # A first check in the page: edited arguments that do not fit the schema are refused.
+    card.locator(".edit-btn").click()
+    card.locator("textarea.edit").fill('{"order_id": "forty-two", "cents": 25000}')
+    card.locator(".approve").click()
+    assert "order_id must be integer" in card.locator(".error-box").inner_text()
+    card.locator(".edit-btn").click()  # back to the arguments as asked
+    card.locator(".approve").click()
+    page.wait_for_selector(f'.approval[data-run="{run_id}"]', state="detached")  # type: ignore[attr-defined]
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.wait_for_selector("#run-status >> text=completed")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    timeline = page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
+    assert "approve by alice" in timeline
+    assert "Refunded order 42." in page.locator("#run-output").inner_text()  # type: ignore[attr-defined]
+    taken = page.locator("#diagram .edge.taken").count()  # type: ignore[attr-defined]
+    assert taken >= 3  # queued → running → awaiting_approval → ... → completed
+    assert page.locator('#diagram .node.current[data-state="completed"]').count() == 1  # type: ignore[attr-defined]
+    _shot(page, "run.png")
+
+
+def test_watch_streamed_text_arrive(stack: Stack, page: object) -> None:
+    run_id = _start(stack, "streamer", "What is the refund policy?")
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    live = page.locator("#live-text")  # type: ignore[attr-defined]
+    live.wait_for(state="visible")
+    first = live.inner_text()
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "n => document.getElementById('live-text').textContent.length > n", arg=len(first)
+    )
+    later = live.inner_text()
+    assert STREAM_TEXT.startswith(later) and len(later) > len(first)
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    replies = page.locator("#timeline pre.reply").all_inner_texts()  # type: ignore[attr-defined]
+    assert replies[0] == STREAM_TEXT  # the durable reply replaced the preview
+    assert not live.is_visible()
+
+
+def test_answer_whether_a_call_happened_from_the_inbox(stack: Stack, page: object) -> None:
+    wait_for(_api(stack), "run_charge", "awaiting_approval")  # after the dead worker's lease
+    page.goto(f"{stack.url}/#/inbox")  # type: ignore[attr-defined]
+    card = page.locator('.approval[data-run="run_charge"]')  # type: ignore[attr-defined]
+    card.wait_for()
+    assert "outcome unknown" in card.inner_text()
+    card.locator("textarea.result").fill('{"charged": 500, "receipt": "R-77"}')
+    card.get_by_role("button", name="It happened").click()
+    card.wait_for(state="detached")
+    run = wait_for(_api(stack), "run_charge", "completed")
+    assert run["output"] == "Charged."
+    events = _api(stack).get("/runs/run_charge/events").json()
+    (result,) = [e for e in events if e["kind"] == "tool_result_recorded"]
+    assert "R-77" in result["data"]["content"]
+    assert [e["kind"] for e in events].count("tool_call_started") == 1  # charged once
+
+
+def test_the_stream_carries_provisional_text_when_the_server_drives_the_run(
+    stack: Stack,
+) -> None:
+    run_id = _start(stack, "streamer", "What is the refund policy?")
+    frames: list[dict[str, object]] = []
+    sse = {"Accept": "text/event-stream"}
+    with _api(stack).stream("GET", f"/runs/{run_id}/events", headers=sse) as r:
+        for msg in sse_messages(r.iter_lines()):
+            if msg.get("event") == "progress":
+                frames.append(json.loads(msg["data"]))
+            if msg.get("event") == "event" and '"assistant_message"' in msg["data"]:
+                break  # the durable reply of the first turn
+    assert frames, "no provisional text came before the first reply"
+    # Only the first turn's text: a later turn's comes after its start, after this reply.
+    assert {f["turn_index"] for f in frames} == {0}
+    assert {f["generation"] for f in frames} == {frames[0]["generation"]}
+    sequences = [f["sequence"] for f in frames]
+    assert sequences == sorted(sequences) and not any(f["gap"] for f in frames)
+    text = "".join(str(f["text"]) for f in frames)
+    assert STREAM_TEXT.startswith(text) and len(text) > len(STREAM_TEXT) // 2
+
+
+def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
+    stack: Stack, page: object
+) -> None:
+    run_id = _start(stack, "sleeper", "Take a nap.")
+    pidfile = stack.piddir / run_id
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+    pgid = int(pidfile.read_text())
+    os.killpg(pgid, 0)  # sleep 60 is running
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.locator("#cancel").click()  # type: ignore[attr-defined]
+    page.wait_for_selector("#run-status >> text=cancelled")  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "sleep 60 outlived the cancel"
+        time.sleep(0.05)
+    assert page.locator("#resume").is_visible()  # type: ignore[attr-defined]
+
+
+def test_a_run_that_survived_a_crash_says_so_plainly(stack: Stack, page: object) -> None:
+    (demo,) = _api(stack).get("/runs", params={"agent": "order-notifier"}).json()["runs"]
+    page.goto(f"{stack.url}/#/runs/{demo['run_id']}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    recovery = page.locator("#timeline li.recovery").all_inner_texts()  # type: ignore[attr-defined]
+    text = "\n".join(recovery)
+    assert "recovered:" in text and "took over from" in text
+    assert "reconciled" in text and "it had happened" in text
+    sources = page.locator('#timeline li[data-kind="tool_result_recorded"] .badge')  # type: ignore[attr-defined]
+    assert "reconciled" in sources.all_inner_texts()
+    _shot(page, "run-recovered.png")
+
+
+def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
+    wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
+    page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#runs tbody tr').length >= 6"  # refreshed live
+    )
+    _shot(page, "runs.png")
+    page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => [...document.querySelectorAll('#runs tbody tr')].length > 0 && "
+        "[...document.querySelectorAll('#runs tbody .badge')]"
+        ".every(b => b.textContent === 'cancelled')"
+    )
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
+    small = phone.new_page()
+    small.goto(f"{stack.url}/#token={SECRET}")
+    small.wait_for_selector("#runs tbody tr")
+    assert small.evaluate("document.documentElement.scrollWidth") <= 390
+    _shot(small, "runs-phone.png")
+    phone.close()
