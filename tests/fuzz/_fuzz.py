@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from hypothesis import HealthCheck, settings
 
@@ -54,28 +55,40 @@ def timeout_for(quick_seconds: float) -> float:
 HITS: dict[int, list[str]] = defaultdict(list)
 """finding -> the first lines of the examples that hit it this session (for the summary)."""
 
-
-class KnownFinding(Exception):
-    """An example hit a finding in ``KNOWN``: recorded, and the example passes."""
-
-    def __init__(self, finding: int, message: str) -> None:
-        super().__init__(f"issue 9 finding {finding}: {message}")
-        self.finding = finding
+_FOUND: list[tuple[str, int | None]] = []
+"""What the current example violated: (message, finding or None for a new one)."""
 
 
-def violated(message: str, finding: int | None = None) -> None:
-    """Fail the example, unless the failure is a known finding (then record and skip it)."""
-    if finding is not None and finding in KNOWN:
-        if len(HITS[finding]) < 3:
-            HITS[finding].append(message.splitlines()[0][:200])
-        else:
-            HITS[finding].append("")
-        raise KnownFinding(finding, message)
-    prefix = f"[issue 9 finding {finding}] " if finding is not None else "[new finding] "
-    raise AssertionError(prefix + message)
+class _Stop(Exception):
+    """The current example cannot go on (its run could not be read, say)."""
 
 
 def check(ok: Any, message: str, finding: int | None = None) -> None:
-    """``violated(message, finding)`` unless ``ok``."""
+    """Note a violation unless ``ok``; the example goes on, so one finding masks no other."""
     if not ok:
-        violated(message, finding)
+        _FOUND.append((message, finding))
+
+
+def violated(message: str, finding: int | None = None) -> NoReturn:
+    """Note a violation and stop the example here."""
+    _FOUND.append((message, finding))
+    raise _Stop(message)
+
+
+def example(body: Callable[[], object]) -> None:
+    """Run one example; fail it if it violated anything but the findings in ``KNOWN``."""
+    _FOUND.clear()
+    try:
+        body()
+    except _Stop:
+        pass
+    found, _FOUND[:] = list(_FOUND), []
+    new = [(m, f) for m, f in found if f is None or f not in KNOWN]
+    if new:
+        lines = [
+            (f"[issue 9 finding {f}] " if f is not None else "[new finding] ") + m for m, f in new
+        ]
+        raise AssertionError("\n".join(lines))
+    for message, finding in found:
+        assert finding is not None
+        HITS[finding].append(message.splitlines()[0][:200] if len(HITS[finding]) < 3 else "")

@@ -51,10 +51,32 @@ class FuzzServer(WireServer):
         h.wfile.write(payload)
         h.wfile.flush()
 
-    def reset(self) -> None:
-        while not self.replies.empty():
-            self.replies.get_nowait()
+    def play(self, kind: str, script: tuple[tuple[Turn, ...], ...]) -> None:
+        """Answer like a model: the reply depends on the conversation so far (how many
+        assistant messages the request holds) and on how often that turn was asked (its
+        attempts; the last one repeats), never on a global order. A re-driven run whose
+        reply could not be recorded gets that reply again, as from a real model."""
         self.requests.clear()
+        self.served: list[Turn] = []
+        asked: dict[int, int] = {}
+        server = self
+
+        class Responder:
+            def get_nowait(self) -> Reply:
+                body = server.requests[-1].body
+                messages = body.get("messages", []) if isinstance(body, dict) else []
+                turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+                attempt = asked.get(turn, 0)
+                asked[turn] = attempt + 1
+                step = script[turn] if turn < len(script) else (FINAL,)
+                chosen = step[min(attempt, len(step) - 1)]
+                server.served.append(chosen)
+                return render(kind, chosen, turn)
+
+            def put(self, reply: Reply) -> None:
+                raise AssertionError("FuzzServer plays a script")
+
+        self.replies = Responder()  # type: ignore[assignment]
 
 
 # -- the abstract reply -----------------------------------------------------------------------
@@ -89,8 +111,18 @@ class Turn:
         out = [*self.text, *(str(t) for t in self.thinking)]
         for c in self.calls:
             out += [c.id, c.name, *c.fragments]
-        out.append(json.dumps(self.usage))
+        out += _all_strings([self.usage, self.body, self.headers, self.error_event, self.odd])
         return out
+
+
+def _all_strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in _all_strings(k) + _all_strings(v)]
+    if isinstance(obj, list | tuple):
+        return [s for v in obj for s in _all_strings(v)]
+    return []
 
 
 # -- strategies -------------------------------------------------------------------------------
@@ -283,18 +315,18 @@ odd_200 = st.one_of(
 
 turns = st.one_of(stream_turns, stream_turns, stream_turns, error_turns, odd_200)
 
-final_turn = st.builds(Turn, kind=st.just("stream"), text=st.just(("Done.",)))
+FINAL = Turn(kind="stream", text=("Done.",))
+"""What the model answers once its script is over."""
 
 
 @st.composite
-def scripts(draw: st.DrawFn) -> tuple[Turn, ...]:
-    """A few distinct turns, played in an order that often repeats one (loops, reused ids)."""
+def scripts(draw: st.DrawFn) -> tuple[tuple[Turn, ...], ...]:
+    """Per conversation turn, the replies to its attempts (the last one repeats). Drawn from a
+    small pool, so a turn often repeats another: loops, ids reused across turns."""
     pool = draw(st.lists(turns, min_size=1, max_size=3))
-    order = draw(st.lists(st.integers(0, len(pool) - 1), min_size=1, max_size=6))
-    played = [pool[i] for i in order]
-    if draw(st.booleans()):
-        played.append(draw(final_turn))
-    return tuple(played)
+    index = st.integers(0, len(pool) - 1)
+    steps = draw(st.lists(st.lists(index, min_size=1, max_size=3), min_size=1, max_size=5))
+    return tuple(tuple(pool[i] for i in attempts) for attempts in steps)
 
 
 # -- rendering --------------------------------------------------------------------------------
