@@ -14,6 +14,7 @@ minimal example).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import defaultdict
 from collections.abc import Callable
@@ -32,7 +33,7 @@ EXAMPLES = int(os.environ.get("STEAD_FUZZ_EXAMPLES") or 0)
 
 
 def fuzz_settings(quick: int) -> settings:
-    """``quick`` examples, derandomized, in ``make test``; ``STEAD_FUZZ_EXAMPLES`` in ``make fuzz``."""
+    """``quick`` derandomized examples (make test), or ``STEAD_FUZZ_EXAMPLES`` (make fuzz)."""
     checks = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
     if EXAMPLES:
         return settings(
@@ -75,13 +76,11 @@ def violated(message: str, finding: int | None = None) -> NoReturn:
     raise _Stop(message)
 
 
-def example(body: Callable[[], object]) -> None:
+def run_example(body: Callable[[], object]) -> None:
     """Run one example; fail it if it violated anything but the findings in ``KNOWN``."""
     _FOUND.clear()
-    try:
+    with contextlib.suppress(_Stop):
         body()
-    except _Stop:
-        pass
     found, _FOUND[:] = list(_FOUND), []
     new = [(m, f) for m, f in found if f is None or f not in KNOWN]
     if new:

@@ -85,10 +85,10 @@ async def transfer(amount: int, ctx: ToolContext) -> str:
 
 
 @stead.tool(effect="read_only")
-async def listing(ctx: ToolContext) -> list[str]:
+async def listing(ctx: ToolContext) -> str:
     """List a folder (one name is not UTF-8, as os.listdir gives it)."""
     _count(ctx)
-    return ["notes.txt", "caf\udce9.txt"]
+    return "\n".join(["notes.txt", "caf\udce9.txt"])
 
 
 @stead.tool(effect="read_only")

@@ -28,7 +28,7 @@ SURROGATE = "\ud800"
 
 @dataclass
 class RawReply(Reply):
-    """A reply whose body is these exact bytes (not JSON-encoded), or JSON with this content type."""
+    """A reply with these exact bytes as its body (or JSON), under this content type."""
 
     raw: bytes | None = None
     content_type: str = "application/json"
@@ -65,7 +65,9 @@ class FuzzServer(WireServer):
             def get_nowait(self) -> Reply:
                 body = server.requests[-1].body
                 messages = body.get("messages", []) if isinstance(body, dict) else []
-                turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+                turn = sum(
+                    1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+                )
                 attempt = asked.get(turn, 0)
                 asked[turn] = attempt + 1
                 step = script[turn] if turn < len(script) else (FINAL,)
@@ -233,11 +235,24 @@ usages = st.dictionaries(st.sampled_from(USAGE_KEYS), usage_numbers, max_size=4)
 
 odd_blocks = st.sampled_from(
     [
-        {"block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {
+            "block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {},
+            }
+        },
         {"block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}},
         {"block": {"type": "mystery_block", "payload": 1}},
         {"event": {"type": "mystery_event"}},
-        {"event": {"type": "content_block_delta", "index": 99, "delta": {"type": "text_delta", "text": "?"}}},
+        {
+            "event": {
+                "type": "content_block_delta",
+                "index": 99,
+                "delta": {"type": "text_delta", "text": "?"},
+            }
+        },
         {"event": {"type": "content_block_delta", "index": 0, "delta": {"type": "mystery_delta"}}},
         {"chunk": {"choices": [{"index": 1, "delta": {"content": "other choice"}}]}},
         {"chunk": {"choices": None}},
@@ -249,9 +264,11 @@ odd_blocks = st.sampled_from(
 stop_reasons = st.one_of(
     st.just(MISSING),
     st.sampled_from(
-        ["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]
-        + ["stop", "tool_calls", "length", "content_filter", "function_call"]
-        + [None, "", "mystery"]
+        [
+            *("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"),
+            *("stop", "tool_calls", "length", "content_filter", "function_call"),
+            *(None, "", "mystery"),
+        ]
     ),
 )
 
@@ -262,12 +279,16 @@ statuses = st.one_of(
 
 retry_after = st.one_of(
     st.sampled_from(
-        ["0", "0.01", "-5", "1e9", "100000", "nan", "inf", "soon", ""]
-        + ["Wed, 21 Oct 2099 07:28:00 GMT", "Wed, 21 Oct 2015 07:28:00 GMT"]
+        [
+            *("0", "0.01", "-5", "1e9", "100000", "nan", "inf", "soon", ""),
+            *("Wed, 21 Oct 2099 07:28:00 GMT", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ]
     ),
     st.floats(allow_nan=False, allow_infinity=False).map(str),
 )
-headers = st.dictionaries(st.sampled_from(["retry-after", "retry-after-ms", "x-junk"]), retry_after, max_size=2)
+headers = st.dictionaries(
+    st.sampled_from(["retry-after", "retry-after-ms", "x-junk"]), retry_after, max_size=2
+)
 
 error_bodies = st.one_of(
     st.builds(
@@ -299,7 +320,9 @@ stream_turns = st.builds(
         st.none(),
         st.none(),
         st.none(),
-        st.tuples(st.sampled_from(["overloaded_error", "api_error", "rate_limit_error", "odd"]), texts),
+        st.tuples(
+            st.sampled_from(["overloaded_error", "api_error", "rate_limit_error", "odd"]), texts
+        ),
     ),
     cut=st.one_of(st.none(), st.none(), st.integers(0, 4000)),
 )
@@ -313,7 +336,9 @@ odd_200 = st.one_of(
     st.builds(Turn, kind=st.just("raw_200"), raw=st.binary(max_size=40)),
 )
 
-turns = st.one_of(stream_turns, stream_turns, stream_turns, error_turns, odd_200)
+turns = st.one_of(
+    stream_turns, stream_turns, stream_turns, stream_turns, error_turns, error_turns, odd_200
+)
 
 FINAL = Turn(kind="stream", text=("Done.",))
 """What the model answers once its script is over."""
@@ -391,7 +416,10 @@ def anthropic(turn: Turn) -> list[bytes]:
         )
         for d in deltas:
             out.append(
-                sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": d},
+                )
             )
         out.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
@@ -420,7 +448,10 @@ def anthropic(turn: Turn) -> list[bytes]:
         content: dict[str, Any] = {"type": "tool_use", "input": {}}
         _put(content, "id", call.id)
         _put(content, "name", call.name)
-        block(content, [{"type": "input_json_delta", "partial_json": p} for p in ("", *call.fragments)])
+        block(
+            content,
+            [{"type": "input_json_delta", "partial_json": p} for p in ("", *call.fragments)],
+        )
     delta: dict[str, Any] = {"stop_sequence": None}
     stop = turn.stop
     if stop == MISSING:
@@ -497,6 +528,3 @@ def openai(turn: Turn) -> list[bytes]:
     out.append(chunk([], usage))
     out.append(sse(None, "[DONE]"))
     return out
-
-
-__all__ = ["MISSING", "FuzzServer", "Turn", "render", "scripts", "_dumps"]
