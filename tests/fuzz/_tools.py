@@ -53,26 +53,26 @@ async def save(key: str, value: int, ctx: ToolContext) -> dict[str, Any]:
 
 
 @stead.tool(effect="non_idempotent")
-async def charge(amount: int, ctx: ToolContext) -> str:
+async def charge(amount: int, ctx: ToolContext, note: str = "") -> str:
     """Charge a card (no reconcile: an uncertain charge goes to a person)."""
     _count(ctx)
     if HANDLER_DELAY[0]:
         await asyncio.sleep(HANDLER_DELAY[0])
-    return f"charged {amount}"
+    return f"charged {amount} {note}"
 
 
-def refund_status(amount: int, ctx: ToolContext) -> Done | NotDone:
+def refund_status(ctx: ToolContext) -> Done | NotDone:
     result = FINISHED.get((ctx.run_id, ctx.idempotency_key))
     return Done(result) if result is not None else NotDone()
 
 
 @stead.tool(effect="non_idempotent", reconcile=refund_status)
-async def refund(amount: int, ctx: ToolContext) -> str:
+async def refund(amount: int, ctx: ToolContext, note: str = "") -> str:
     """Refund an amount (reconciled after a crash)."""
     _count(ctx)
     if HANDLER_DELAY[0]:
         await asyncio.sleep(HANDLER_DELAY[0])
-    result = f"refunded {amount}"
+    result = f"refunded {amount} {note}"
     FINISHED[(ctx.run_id, ctx.idempotency_key)] = result
     return result
 

@@ -113,6 +113,10 @@ class Turn:
         out = [*self.text, *(str(t) for t in self.thinking)]
         for c in self.calls:
             out += [c.id, c.name, *c.fragments]
+            try:  # what the arguments say once parsed ("\\ud800" is a lone surrogate)
+                out += _all_strings(json.loads("".join(c.fragments)))
+            except ValueError:
+                pass
         out += _all_strings([self.usage, self.body, self.headers, self.error_event, self.odd])
         return out
 
@@ -178,6 +182,7 @@ good_arguments = st.one_of(
     st.builds(lambda q: {"query": q}, texts),
     st.builds(lambda k, v: {"key": k, "value": v}, texts, st.integers(-5, 5)),
     st.builds(lambda a: {"amount": a}, st.integers(-10, 500)),
+    st.builds(lambda a, n: {"amount": a, "note": n}, st.integers(0, 500), texts),
     st.just({}),
     st.builds(lambda x: {"x": x}, st.integers(0, 3)),
 )

@@ -354,6 +354,7 @@ KNOWN_EXAMPLES: list[tuple[int, Script]] = [
     (2, ((Turn(kind="stream", text=("hi",), usage={"output_tokens": -5}),),)),
     (3, ((Turn(kind="stream", text=("\ud800",)),),)),
     (3, ((_tools(_call("c1", "listing", "{}")),),)),
+    (3, ((_tools(_call("c1", "refund", '{"amount": 5, "note": "\\ud800"}')),),)),
     (
         4,
         (
