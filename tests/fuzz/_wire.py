@@ -11,6 +11,7 @@ valid, and exactly the turn's damage where it is not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -113,10 +114,8 @@ class Turn:
         out = [*self.text, *(str(t) for t in self.thinking)]
         for c in self.calls:
             out += [c.id, c.name, *c.fragments]
-            try:  # what the arguments say once parsed ("\\ud800" is a lone surrogate)
+            with contextlib.suppress(ValueError):  # parsed, "\\ud800" is a lone surrogate
                 out += _all_strings(json.loads("".join(c.fragments)))
-            except ValueError:
-                pass
         out += _all_strings([self.usage, self.body, self.headers, self.error_event, self.odd])
         return out
 
