@@ -91,3 +91,23 @@ def run_example(body: Callable[[], object]) -> None:
     for message, finding in found:
         assert finding is not None
         HITS[finding].append(message.splitlines()[0][:200] if len(HITS[finding]) < 3 else "")
+
+
+def loop_errors() -> list[dict[str, Any]]:
+    """Install a recorder for what the running event loop reports as unhandled (a task
+    exception never retrieved, a callback that raised); returns the list it fills."""
+    import asyncio
+
+    errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    return errors
+
+
+def check_loop(errors: list[dict[str, Any]]) -> None:
+    """No task failed without anyone looking (it would be logged as a traceback)."""
+    import gc
+
+    gc.collect()  # a task dropped with its exception unread reports it when collected
+    for ctx in errors:
+        exc = ctx.get("exception")
+        check(False, f"event loop: {ctx.get('message')}: {type(exc).__name__}: {exc}"[:300])

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fuzz import check, fuzz_settings, run_example, timeout_for, violated
+from _fuzz import check, check_loop, fuzz_settings, loop_errors, run_example, timeout_for, violated
 from _tools import LEDGER, NON_IDEMPOTENT, TOOLS, reset, transfer
 from _wire import texts
 from hypothesis import example, given
@@ -362,6 +362,7 @@ class Ops:
             await rt.run(rid)
         elif name == "run_twice":
             self.raced = True
+
             async def second() -> Any:
                 await asyncio.sleep(self.delay / 3)  # the first is inside a handler by now
                 return await rt.run(rid)
@@ -441,6 +442,7 @@ async def _read_back(rt: stead.Runtime, store: str, rid: str, blame: set[int]) -
 
 async def _try_ops(steps: list[tuple[Any, ...]], delay: float) -> None:
     reset()
+    unhandled = loop_errors()
     store = f"sqlite:///{DIR / f'ops-{next(COUNTER)}.db'}"
     agent = stead.Agent("ops", _script(), TOOLS, limits=stead.Limits(max_turns=3, cancel_grace=0.2))
     async with stead.Runtime(store, agents=[agent], backoff=FAST) as rt:
@@ -471,11 +473,12 @@ async def _try_ops(steps: list[tuple[Any, ...]], delay: float) -> None:
             if status not in REST:
                 await _drive_to_rest(rt, rid, None)
             await _read_back(rt, store, rid, blame | ({3} if _has_surrogate(rid) else set()))
-    for (_run, name, key), n in LEDGER.items():
+    for (_run, name, _key), n in LEDGER.items():
         if name in NON_IDEMPOTENT:
             check(
                 n <= 1, f"non_idempotent {name} ran {n} times for one call", 5 if o.raced else None
             )
+    check_loop(unhandled)
 
 
 @pytest.mark.timeout(timeout_for(180))
@@ -488,3 +491,50 @@ def test_any_sequence_of_calls_works_or_raises_a_stead_error(
     steps: list[tuple[Any, ...]], delay: float
 ) -> None:
     run_example(lambda: asyncio.run(_try_ops(steps, delay)))
+
+
+# -- found by this fuzzer --------------------------------------------------------------------
+
+
+def test_a_worker_fenced_while_its_calls_run_in_parallel_leaves_no_unread_task_error() -> None:
+    """Found by the caller fuzzer (two drivers of one run): when a worker is fenced while
+    several calls of a turn run concurrently, every call's task fails with ``Fenced``; the
+    loop raised the first and dropped the others unread, so asyncio logged "Task exception
+    was never retrieved" with a traceback for each. ``rt.run`` raises ``Fenced`` and nothing
+    else is reported."""
+    unhandled: list[dict[str, Any]] = []
+    outcome: list[str] = []
+
+    async def scenario() -> None:
+        unhandled[:] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _l, ctx: unhandled.append(ctx))
+        entered = asyncio.Event()
+
+        @stead.tool(effect="read_only")
+        async def slow(n: int) -> str:
+            """Take a while."""
+            entered.set()
+            await asyncio.sleep(0.3)
+            return str(n)
+
+        model = ScriptedModel([Reply(tool_calls=[("slow", {"n": i}) for i in range(3)]), "done"])
+        agent = stead.Agent("fenced", model, [slow])
+        store = f"sqlite:///{DIR / f'fenced-{next(COUNTER)}.db'}"
+        async with stead.Runtime(store, agents=[agent]) as rt:
+            rid = await rt.start(agent, "go")
+            driving = asyncio.ensure_future(rt.run(rid))
+            await entered.wait()
+            await rt.store.claim(
+                rid, owner="someone-else", now=rt.clock(), ttl=30, takeover_from=rt.owner
+            )
+            try:
+                await driving
+            except stead.Fenced:
+                outcome.append("Fenced")
+
+    asyncio.run(scenario())
+    import gc
+
+    gc.collect()
+    assert outcome == ["Fenced"]
+    assert [str(c.get("exception")) for c in unhandled] == []

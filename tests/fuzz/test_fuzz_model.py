@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fuzz import check, fuzz_settings, run_example, timeout_for, violated
+from _fuzz import check, check_loop, fuzz_settings, loop_errors, run_example, timeout_for, violated
 from _tools import CONTEXTS, LEDGER, NON_IDEMPOTENT, TOOLS, reset
 from _wire import MISSING, Call, FuzzServer, Turn, scripts
 from hypothesis import example, given
@@ -175,6 +175,7 @@ async def play(kind: str, script: Script, lim: stead.Limits) -> None:
     assert SERVER is not None
     srv = SERVER
     reset()
+    unhandled = loop_errors()
     srv.play(kind, script)
     feats = features(kind, script)
     store = f"sqlite:///{DIR / f'{next(COUNTER)}.db'}"
@@ -288,6 +289,7 @@ async def play(kind: str, script: Script, lim: stead.Limits) -> None:
             _check_code(kind, turn, outcome, feats)
 
     _check_loops(state, events, lim, feats)
+    check_loop(unhandled)
 
 
 def _check_code(kind: str, turn: Turn, outcome: Any, feats: set[int]) -> None:
