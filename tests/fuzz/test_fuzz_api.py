@@ -35,6 +35,8 @@ from stead.errors import SteadError, UserError
 from stead.runtime import Backoff
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
+pytestmark = pytest.mark.fuzz
+
 DIR = Path(tempfile.mkdtemp(prefix="stead-fuzz-api-"))
 COUNTER = itertools.count()
 FAST = Backoff(base=0.001, cap=0.001)

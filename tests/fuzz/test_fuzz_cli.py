@@ -37,6 +37,8 @@ from stead.cli import main
 from stead.core.states import RunStatus
 from stead.testing import Reply, ScriptedModel
 
+pytestmark = pytest.mark.fuzz
+
 DIR = Path(tempfile.mkdtemp(prefix="stead-fuzz-cli-"))
 PREPARED = DIR / "prepared.db"
 COUNTER = itertools.count()

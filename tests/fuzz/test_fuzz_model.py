@@ -57,6 +57,8 @@ from stead.providers.openai import OpenAIModel
 from stead.runtime import Backoff
 from stead.testing import assert_valid_history
 
+pytestmark = pytest.mark.fuzz
+
 Script = tuple[tuple[Turn, ...], ...]
 REST = {
     RunStatus.COMPLETED,
