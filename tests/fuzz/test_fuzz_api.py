@@ -480,7 +480,7 @@ async def _try_ops(steps: list[tuple[Any, ...]], delay: float) -> None:
             check(
                 n <= 1, f"non_idempotent {name} ran {n} times for one call", 5 if o.raced else None
             )
-    check_loop(unhandled)
+    check_loop(unhandled, collect=o.raced)
 
 
 @pytest.mark.timeout(timeout_for(180))
