@@ -111,7 +111,7 @@ class Turn:
 
     def strings(self) -> list[str]:
         """Every string the model sent (to tell which known finding an example can hit)."""
-        out = [*self.text, *(str(t) for t in self.thinking)]
+        out = [*self.text, *_all_strings(self.thinking)]
         for c in self.calls:
             out += [c.id, c.name, *c.fragments]
             with contextlib.suppress(ValueError):  # parsed, "\\ud800" is a lone surrogate

@@ -133,7 +133,8 @@ def features(kind: str, script: Script) -> set[int]:
         if any(c.name == "listing" for c in turn.calls):
             out.add(3)
         for v in turn.usage.values():
-            if isinstance(v, int) and not isinstance(v, bool) and (v < 0 or v >= 2**63):
+            number = isinstance(v, int | float) and not isinstance(v, bool)
+            if number and (v < 0 or v >= 2**63):
                 out.add(2)
             if kind == "openai" and not (isinstance(v, int | float) or v is None):
                 out.add(11)
@@ -160,6 +161,8 @@ def features(kind: str, script: Script) -> set[int]:
 
 
 def blame(candidates: set[int], feats: set[int]) -> int | None:
+    """The known finding a violation is blamed on: one that can cause it (``candidates``)
+    and that this input can trigger (``feats``); None (a new finding) if there is none."""
     both = sorted(candidates & feats)
     return both[0] if both else None
 
