@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,7 @@ def in_a_scratch_folder() -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+        shutil.rmtree(DIR, ignore_errors=True)
 
 
 class Opaque:

@@ -96,6 +96,7 @@ def prepared() -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+        shutil.rmtree(DIR, ignore_errors=True)
 
 
 # -- argv ------------------------------------------------------------------------------------

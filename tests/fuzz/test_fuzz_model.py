@@ -27,6 +27,7 @@ import asyncio
 import itertools
 import json
 import random
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -85,6 +86,7 @@ def server() -> Iterator[FuzzServer]:
         SERVER = srv
         yield srv
     SERVER = None
+    shutil.rmtree(DIR, ignore_errors=True)
 
 
 class RecordingBackoff(Backoff):
@@ -197,6 +199,12 @@ def model_for(kind: str, url: str) -> tuple[Any, Any]:
     return OpenAIModel("gpt-4.1", client=client), client
 
 
+def _remove(n: int) -> None:
+    """Each example's SQLite files go when it ends: ``make fuzz`` makes thousands."""
+    for path in DIR.glob(f"{n}.db*"):
+        path.unlink()
+
+
 async def play(kind: str, script: Script, lim: stead.Limits) -> None:
     assert SERVER is not None
     srv = SERVER
@@ -205,10 +213,12 @@ async def play(kind: str, script: Script, lim: stead.Limits) -> None:
     srv.play(kind, script)
     feats = features(kind, script)
     model, client = model_for(kind, srv.url)
+    n = next(COUNTER)
     try:
-        await _play(kind, script, lim, srv, model, feats, unhandled)
+        await _play(kind, script, lim, srv, model, feats, unhandled, DIR / f"{n}.db")
     finally:
         await client.close()
+        _remove(n)
 
 
 async def _play(
@@ -219,8 +229,9 @@ async def _play(
     model: Any,
     feats: set[int],
     unhandled: list[dict[str, Any]],
+    path: Path,
 ) -> None:
-    store = f"sqlite:///{DIR / f'{next(COUNTER)}.db'}"
+    store = f"sqlite:///{path}"
     agent = stead.Agent("fuzz", model, TOOLS, system="fuzz", limits=lim)
     backoff = RecordingBackoff()
     errors: list[BaseException] = []
