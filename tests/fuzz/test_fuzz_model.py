@@ -453,3 +453,17 @@ def test_the_known_findings_filter_names_real_findings() -> None:
 
     assert set(range(1, 12)) >= KNOWN
     assert json.loads(json.dumps(sorted(KNOWN))) == sorted(KNOWN)
+
+
+def test_arguments_with_an_escaped_lone_surrogate_can_be_sent_back_to_anthropic() -> None:
+    """Found by this fuzzer (a ``refund`` whose note is ``"\\ud800"``, once the store could
+    hold it): the recorded arguments are valid JSON, but parsed for the next request's
+    ``tool_use`` block they hold a lone surrogate, the SDK cannot encode the body as UTF-8,
+    and every later model call of the run was ``executor_error``. Pairs are kept."""
+    from stead.core.messages import ToolCall
+    from stead.providers._wire_anthropic import tool_input
+
+    call = ToolCall(id="c1", name="refund", arguments='{"note": ["\\ud800", "\\ud83e\\udd8a"]}')
+    sent = tool_input(call)
+    assert sent == {"note": ["\ufffd", "🦊"]}
+    json.dumps(sent, ensure_ascii=False).encode("utf-8")  # what the SDK does with the body
