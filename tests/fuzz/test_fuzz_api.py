@@ -236,7 +236,7 @@ async def _try_store(url: Any) -> None:
     agent = stead.Agent("a", ScriptedModel(["hello"]))
     try:
         rt = stead.Runtime(url, agents=[agent])
-    except UserError:
+    except SteadError:  # a UserError, or a StoreError for a file that cannot be opened
         return
     except Exception as exc:
         violated(f"Runtime({url!r}) raised {type(exc).__name__}: {exc}"[:300], 9)
