@@ -3,12 +3,13 @@
 #   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
 #   make soak   the scale-out soak at full size: 200 runs, 4 workers, kills every few seconds
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
+#   make fuzz   the fuzzers of tests/fuzz with 2000 fresh examples each (STEAD_FUZZ_EXAMPLES=N)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak check lint format bench throughput compare clean serve-demo chromium screenshots
+.PHONY: demo test soak fuzz check lint format bench throughput compare clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -47,6 +48,9 @@ serve-demo: $(STAMP)
 
 soak: $(STAMP)
 	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py
+
+fuzz: $(STAMP)
+	STEAD_FUZZ_EXAMPLES=$${STEAD_FUZZ_EXAMPLES:-2000} $(BIN)/python -m pytest -q tests/fuzz
 
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench

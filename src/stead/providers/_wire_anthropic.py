@@ -181,14 +181,34 @@ def _thinking_block(block: ThinkingBlock) -> Block:
 
 
 def tool_input(call: ToolCall) -> dict[str, Any]:
-    """The ``input`` object of a ``tool_use`` block for ``call``'s raw argument text."""
+    """The ``input`` object of a ``tool_use`` block for ``call``'s raw argument text.
+
+    Arguments may spell a lone surrogate as a JSON escape (``"\\ud800"``: valid JSON, stored
+    as such); parsed, it is a character the UTF-8 request body cannot hold, and every later
+    request of the run would fail. It is sent as U+FFFD instead (only escapes are scanned for).
+    """
     if not call.arguments.strip():
         return {}
     try:
         parsed = json.loads(call.arguments)
     except ValueError:
         parsed = None
-    return parsed if isinstance(parsed, dict) else {"_raw_arguments": call.arguments}
+    if not isinstance(parsed, dict):
+        return {"_raw_arguments": call.arguments}
+    if "\\ud" in call.arguments or "\\uD" in call.arguments:
+        return _sendable(parsed)  # type: ignore[no-any-return]
+    return parsed
+
+
+def _sendable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD (pairs kept)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_sendable(v) for v in value]
+    if isinstance(value, dict):
+        return {_sendable(k): _sendable(v) for k, v in value.items()}
+    return value
 
 
 def _mark_cache(params: dict[str, Any]) -> None:

@@ -458,9 +458,12 @@ class RunLoop:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        for t in tasks:
-            if t.done() and not t.cancelled() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
+        # Read every task's error before raising the first: a fenced worker's calls all fail
+        # with Fenced, and an error left unread is logged by asyncio as a stray traceback.
+        errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
 
     async def _settle_alone(self, call_id: str) -> None:
         """The common case of one open call, settled in this task: no task and no wait per
