@@ -388,3 +388,20 @@ def test_worker_refuses_wrong_arguments(tmp_path: Path, kw: dict[str, Any], word
     with pytest.raises(stead.UserError, match=words):
         Worker(f"sqlite:///{tmp_path / 'runs.db'}", [stead.Agent("a", _model())], **kw)
     Worker(f"sqlite:///{tmp_path / 'ok.db'}", [stead.Agent("a", _model())], grace=0)
+
+
+def test_a_store_path_too_long_for_the_file_system_is_a_user_error(tmp_path: Path) -> None:
+    """Found by the caller fuzzer: a raw OSError (File name too long) escaped."""
+    with pytest.raises(stead.UserError, match="name a file"):
+        stead.Runtime(str(tmp_path / ("x" * 5000)))
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_events_after_something_that_is_not_a_sequence_is_a_user_error(
+    tmp_path: Path,
+) -> None:
+    """Found by the caller fuzzer: ``after=None`` raised a TypeError from the store."""
+    async with stead.Runtime(f"sqlite:///{tmp_path}/r.db") as rt:
+        for bad in (None, -1, "3", True, 1.5):
+            with pytest.raises(stead.UserError, match="sequence number"):
+                await rt.events("run_x", after=bad)  # type: ignore[arg-type]

@@ -69,7 +69,11 @@ def open_store(url: str | Path) -> Store:
         ) from exc
     if "\x00" in path:
         raise UserError(f"the store path {text!r} holds a NUL character; name a file")
-    if Path(path).is_dir():
+    try:
+        folder = Path(path).is_dir()
+    except OSError as exc:  # a name too long for the file system, a path it cannot search
+        raise UserError(f"the store path cannot be used: {exc.strerror}; name a file") from exc
+    if folder:
         raise UserError(
             f"store {text!r} is a folder; name a file in it, e.g. sqlite:///{path.rstrip('/')}/stead.db"
         )
