@@ -8,7 +8,6 @@ a damaged one is ignored and the state is folded from the log instead.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +17,7 @@ from _builders import T0, fold_log, seeded
 from stead.errors import CorruptEvent, StoreError
 from stead.runtime import RunSession
 from stead.store import Store
+from stead.store._sql import unpack
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -125,12 +125,17 @@ async def test_a_missing_last_event_is_a_store_error(store: Store, backend: Back
 
 
 def _snap(b: Backend) -> dict:
-    """The snapshot's JSON (SQLite stores it zlib-compressed; plain JSON is read too)."""
+    """The snapshot's JSON (zlib-compressed on both backends; plain JSON is read too)."""
     [(raw,)] = b.sql("SELECT state FROM snapshots WHERE run_id = ?", RUN)
-    return json.loads(raw if isinstance(raw, str) else zlib.decompress(raw).decode("utf-8"))
+    state: dict = unpack(bytes(raw))
+    return state
 
 
 def _set_snap(b: Backend, value: object, column: str = "state") -> None:
+    """Overwrite a snapshot column; text for ``state`` is stored as its UTF-8 bytes (the
+    column holds bytes on both backends), so plain JSON takes the uncompressed path."""
+    if column == "state" and isinstance(value, str):
+        value = value.encode("utf-8")
     b.sql(f"UPDATE snapshots SET {column} = ? WHERE run_id = ?", value, RUN)
 
 

@@ -20,7 +20,7 @@ from _builders import T0, RunBuilder, created, fold_log, result, to_wire
 
 from stead.core.events import ModelCallFailed, TurnStarted
 from stead.store import Store
-from stead.store.sqlite import migrations
+from stead.store._sql import migrations
 
 pytestmark = pytest.mark.timeout(60)
 
