@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
@@ -159,6 +159,25 @@ def crash_before_result(run_id: str, events: Sequence[Event]) -> None:
 # -- the base -----------------------------------------------------------------------------
 
 
+class Append(NamedTuple):
+    """One append, checked and encoded, for the dialect to write (``SQLStore._append``)."""
+
+    run_id: str
+    events: Sequence[Event]
+    rows: list[tuple[str, int, int | None, str | None, str]]
+    """``event_row`` of each event."""
+    expected_seq: int
+    epoch: int
+    status: str
+    now: float
+    snapshot: tuple[int, int, bytes] | None
+    """(seq, version, ``pack``-ed state), or None."""
+    sync: bool
+
+
+# -- the session -----------------------------------------------------------------------------
+
+
 class Session(Protocol):
     """One transaction (SQLite) or connection (PostgreSQL, autocommit) the shared code runs
     statements on. Driver errors come out translated: ``Duplicate`` or ``StoreError``."""
@@ -276,23 +295,11 @@ class SQLStore:
         agent, session_id, correlation_id, now, kind, version, turn, call, data)."""
         raise NotImplementedError
 
-    async def _append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        rows: list[tuple[str, int, int | None, str | None, str]],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, int, bytes] | None,
-        sync: bool,
-    ) -> None:
-        """Write ``rows`` (from ``event_row``) after ``expected_seq`` if the run is at that
-        sequence and ``epoch``, else raise ``refusal``'s answer; ``snapshot`` is (seq,
-        version, packed state) to keep alongside. Calls ``before_commit(run_id, events)``
-        unconditionally at its last moment before the commit."""
+    async def _append(self, a: Append) -> None:
+        """Write ``a.rows`` after ``a.expected_seq`` if the run is at that sequence and
+        ``a.epoch``, else raise ``refusal``'s answer; keep ``a.snapshot`` alongside. Calls
+        ``before_commit(a.run_id, a.events)`` unconditionally at its last moment before the
+        commit."""
         raise NotImplementedError
 
     async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
@@ -364,18 +371,9 @@ class SQLStore:
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
+        batch = Append(run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
         try:
-            await self._append(
-                run_id,
-                events,
-                rows,
-                expected_seq=expected_seq,
-                epoch=epoch,
-                status=status,
-                now=now,
-                snapshot=packed,
-                sync=sync,
-            )
+            await self._append(batch)
         except Duplicate as exc:
             raise Conflict(
                 f"run {run_id}: a result for this tool call is already recorded ({exc})"

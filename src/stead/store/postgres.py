@@ -60,19 +60,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import UniqueViolation
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from stead.core.events import Event
 from stead.errors import StoreError
+from stead.store import _sql
 from stead.store._base import CLAIMABLE
 from stead.store._pglisten import Listener
-from stead.store._sql import (
-    CLAIMABLE_SQL,
-    BeforeCommit,
-    Duplicate,
-    Row,
-    Session,
-    SQLStore,
-    crash_before_result,
-)
 from stead.store._watch import Watcher
 
 log = logging.getLogger("stead.store")
@@ -94,14 +85,14 @@ def _channel(schema: str, key: str) -> str:
     return "stead_" + hashlib.sha256(f"{schema}\0{key}".encode()).hexdigest()[:32]
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
 
     dialect = "postgres"
     PARAM = "%s"
-    CLAIM = SQLStore.CLAIM + " RETURNING epoch"
+    CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
-    RENEW = SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
+    RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
 
     def __init__(
         self,
@@ -112,7 +103,7 @@ class PostgresStore(SQLStore):
         timeout: float = 30.0,
         poll_interval: float = 1.0,
         idle_in_transaction_timeout: float = 10.0,
-        before_commit: BeforeCommit = crash_before_result,
+        before_commit: _sql.BeforeCommit = _sql.crash_before_result,
     ) -> None:
         self.url = url
         self.before_commit = before_commit
@@ -216,7 +207,7 @@ class PostgresStore(SQLStore):
             "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
             "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
             f"RETURNING run_id, status, last_seq, {_UNSYNCED} AS unsynced) "
-            f"SELECT CASE WHEN status IN ({CLAIMABLE_SQL}) THEN pg_notify("
+            f"SELECT CASE WHEN status IN ({_sql.CLAIMABLE_SQL}) THEN pg_notify("
             f"'{self.claimable_channel}', run_id || ':' || last_seq) END, unsynced FROM u"
         )
 
@@ -243,7 +234,7 @@ class PostgresStore(SQLStore):
                     self._gone = self._gone or conn.broken
                     raise
         except UniqueViolation as exc:
-            raise Duplicate(exc.diag.message_primary) from exc
+            raise _sql.Duplicate(exc.diag.message_primary) from exc
         except PoolTimeout as exc:
             self._gone = True
             raise StoreError(
@@ -281,7 +272,7 @@ class PostgresStore(SQLStore):
         async with self._conn() as conn:
             yield _Session(conn)
 
-    # -- the dialect's half of SQLStore -----------------------------------------------------
+    # -- the dialect's half of SQLStore ------------------------------------------------------
 
     def _reading(self) -> contextlib.AbstractAsyncContextManager[_Session]:
         # Autocommit: each statement sees one snapshot; the shared reads are written so
@@ -292,7 +283,7 @@ class PostgresStore(SQLStore):
         # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
         return self._session()
 
-    async def _create(self, row: Row) -> None:
+    async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
         async with self._conn() as conn:
             await conn.execute(
@@ -321,28 +312,16 @@ class PostgresStore(SQLStore):
                 },
             )
 
-    async def _append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        rows: list[tuple[str, int, int | None, str | None, str]],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, int, bytes] | None,
-        sync: bool,
-    ) -> None:
-        seq = expected_seq + len(rows)
+    async def _append(self, a: _sql.Append) -> None:
+        run_id, rows, seq = a.run_id, a.rows, a.expected_seq + len(a.rows)
         params: dict[str, Any] = {
             "run": run_id,
             "seq": seq,
-            "status": status,
-            "now": now,
-            "epoch": epoch,
-            "expected": expected_seq,
-            "seqs": list(range(expected_seq + 1, seq + 1)),
+            "status": a.status,
+            "now": a.now,
+            "epoch": a.epoch,
+            "expected": a.expected_seq,
+            "seqs": list(range(a.expected_seq + 1, seq + 1)),
             "kinds": [r[0] for r in rows],
             "versions": [r[1] for r in rows],
             "turns": [r[2] for r in rows],
@@ -351,33 +330,33 @@ class PostgresStore(SQLStore):
             "changed": self.run_channel(run_id),
             "ready": self.claimable_channel,
             "payload": f"{run_id}:{seq}",
-            "claimable": status in CLAIMABLE,
+            "claimable": a.status in CLAIMABLE,
         }
-        if snapshot is not None:
-            params.update(snap_seq=snapshot[0], snap_v=snapshot[1], snap=snapshot[2])
+        if a.snapshot is not None:
+            params.update(snap_seq=a.snapshot[0], snap_v=a.snapshot[1], snap=a.snapshot[2])
         # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
         # commits without waiting for the WAL flush (the module docstring says why that
         # loses no effect).
         async with self._conn() as conn:
-            self.before_commit(run_id, events)  # the statement below is the commit
-            cur = await conn.execute(_APPENDS[snapshot is not None, sync], params)
+            self.before_commit(run_id, a.events)  # the statement below is the commit
+            cur = await conn.execute(_APPENDS[a.snapshot is not None, a.sync], params)
             if await cur.fetchone() is None:
-                raise await self.refusal(_Session(conn), run_id, epoch, expected_seq)
+                raise await self.refusal(_Session(conn), run_id, a.epoch, a.expected_seq)
 
-    async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
+    async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         row = await s.one(self.CLAIM, params)
         return None if row is None else int(row[0])
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
-    ) -> list[Row]:
+    ) -> list[_sql.Row]:
         # Synced, as ``claim``: each claim makes a new epoch. Concurrent claimers skip each
         # other's rows (SKIP LOCKED) instead of queueing on them.
         async with self._conn() as conn:
             cur = await conn.execute(
                 "WITH picked AS ("
                 " SELECT run_id, lease_owner FROM runs"
-                f" WHERE status IN ({CLAIMABLE_SQL})"
+                f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
                 " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
                 " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
                 " ORDER BY updated_at LIMIT %(limit)s"
@@ -484,11 +463,11 @@ class _Session:
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
 
-    async def all(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+    async def all(self, query: str, params: Sequence[Any] = ()) -> list[_sql.Row]:
         cur = await self._conn.execute(query, params)
         return await cur.fetchall()
 
-    async def one(self, query: str, params: Sequence[Any] = ()) -> Row | None:
+    async def one(self, query: str, params: Sequence[Any] = ()) -> _sql.Row | None:
         cur = await self._conn.execute(query, params)
         return await cur.fetchone()
 

@@ -19,17 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stead.core.events import Event
 from stead.errors import RunNotFound, StoreError
-from stead.store._sql import (
-    CLAIMABLE_SQL,
-    BeforeCommit,
-    Duplicate,
-    Row,
-    Session,
-    SQLStore,
-    crash_before_result,
-)
+from stead.store import _sql
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
@@ -79,7 +70,7 @@ class _Tx:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.IntegrityError) and exc.sqlite_errorname in _UNIQUE:
-                    raise Duplicate(str(exc)) from exc
+                    raise _sql.Duplicate(str(exc)) from exc
                 if isinstance(exc, sqlite3.Error):
                     what = "write" if self._write else "read"
                     raise StoreError(f"{what} failed on {self._store.path!r}: {exc}") from exc
@@ -109,18 +100,18 @@ class _Tx:
     ) -> None:
         self.__exit__(kind, exc, tb)
 
-    async def all(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+    async def all(self, query: str, params: Sequence[Any] = ()) -> list[_sql.Row]:
         return self._db.execute(query, params).fetchall()
 
-    async def one(self, query: str, params: Sequence[Any] = ()) -> Row | None:
-        row: Row | None = self._db.execute(query, params).fetchone()
+    async def one(self, query: str, params: Sequence[Any] = ()) -> _sql.Row | None:
+        row: _sql.Row | None = self._db.execute(query, params).fetchone()
         return row
 
     async def run(self, query: str, params: Sequence[Any] = ()) -> int:
         return self._db.execute(query, params).rowcount
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(_sql.SQLStore):
     """``Store`` on a SQLite file."""
 
     dialect = "sqlite"
@@ -137,7 +128,7 @@ class SQLiteStore(SQLStore):
         path: str | os.PathLike[str],
         *,
         busy_timeout: float = 30.0,
-        before_commit: BeforeCommit = crash_before_result,
+        before_commit: _sql.BeforeCommit = _sql.crash_before_result,
     ) -> None:
         self.path = os.fspath(path)
         if self.path == ":memory:":
@@ -156,7 +147,7 @@ class SQLiteStore(SQLStore):
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
 
-    # -- the dialect's half of SQLStore -----------------------------------------------------
+    # -- the dialect's half of SQLStore ------------------------------------------------------
 
     def _reading(self) -> _Tx:
         return _Tx(self, False, True)
@@ -171,7 +162,7 @@ class SQLiteStore(SQLStore):
         """
         return _Tx(self, True, sync)
 
-    async def _create(self, row: Row) -> None:
+    async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
         with _Tx(self, True, True) as db:
             db.execute(
@@ -182,43 +173,32 @@ class SQLiteStore(SQLStore):
             )
             db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
 
-    async def _append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        rows: list[tuple[str, int, int | None, str | None, str]],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, int, bytes] | None,
-        sync: bool,
-    ) -> None:
-        tx = _Tx(self, True, sync)
+    async def _append(self, a: _sql.Append) -> None:
+        run_id, expected, now = a.run_id, a.expected_seq, a.now
+        tx = _Tx(self, True, a.sync)
         with tx as db:
             # The epoch and sequence checks and the write they guard are one statement in
             # the write transaction: a stale owner or a stale sequence changes nothing.
-            guard = (expected_seq + len(rows), status, now, run_id, epoch, expected_seq)
+            guard = (expected + len(a.rows), a.status, now, run_id, a.epoch, expected)
             if db.execute(_GUARD, guard).rowcount != 1:
-                raise await self.refusal(tx, run_id, epoch, expected_seq)
+                raise await self.refusal(tx, run_id, a.epoch, expected)
             db.executemany(
                 _INSERT_EVENT,
                 [
-                    (run_id, expected_seq + i, kind, version, turn, call, data, now)
-                    for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+                    (run_id, expected + i, kind, version, turn, call, data, now)
+                    for i, (kind, version, turn, call, data) in enumerate(a.rows, 1)
                 ],
             )
-            if snapshot is not None:
+            if a.snapshot is not None:
                 db.execute(
                     "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
                     "version = excluded.version, state = excluded.state",
-                    (run_id, *snapshot),
+                    (run_id, *a.snapshot),
                 )
-            self.before_commit(run_id, events)  # rows written, COMMIT not run
+            self.before_commit(run_id, a.events)  # rows written, COMMIT not run
 
-    async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
+    async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
         if await s.run(self.CLAIM, params) != 1:
             return None
@@ -227,7 +207,7 @@ class SQLiteStore(SQLStore):
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
-    ) -> list[Row]:
+    ) -> list[_sql.Row]:
         by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
         # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
         # other process can claim (or append to) these rows in between. No fsync, as for
@@ -238,10 +218,10 @@ class SQLiteStore(SQLStore):
             columns = "run_id, agent, status, epoch, lease_owner, updated_at"
             rows = db.execute(
                 f"SELECT {columns} FROM runs WHERE lease_owner IS NULL "
-                f"AND status IN ({CLAIMABLE_SQL}){by_agent} "
+                f"AND status IN ({_sql.CLAIMABLE_SQL}){by_agent} "
                 f"UNION ALL SELECT {columns} FROM runs WHERE lease_owner IS NOT NULL "
                 "AND (lease_expires_at IS NULL OR lease_expires_at <= ?) "
-                f"AND status IN ({CLAIMABLE_SQL}){by_agent} "
+                f"AND status IN ({_sql.CLAIMABLE_SQL}){by_agent} "
                 "ORDER BY updated_at LIMIT ?",
                 (*(agents or ()), now, *(agents or ()), limit),
             ).fetchall()
