@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
+from _backends import Backend
 from _builders import T0, RunBuilder, fold_log, seeded
 
 from stead.core.fold import RunState, apply
 from stead.runtime import RunSession
 from stead.store import Store
+from stead.store._sql import pack, unpack
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,3 +112,15 @@ def test_builders_fold() -> None:
     b.tool_turn(calls=3)
     b.final_turn()
     assert fold_log(b.log).to_json() == b.state.to_json()
+
+
+async def test_both_backends_keep_a_snapshot_in_one_encoding(
+    store: Store, backend: Backend
+) -> None:
+    """zlib-packed JSON on SQLite and PostgreSQL alike (PostgreSQL kept plain text before)."""
+    b = await seeded(store, "run-1")
+    b.final_turn()
+    await b.flush(store, snapshot=True)
+    [(raw,)] = backend.sql("SELECT state FROM snapshots WHERE run_id = ?", "run-1")
+    assert bytes(raw) == pack(b.state.to_json())
+    assert unpack(bytes(raw)) == (await store.load("run-1")).snapshot
