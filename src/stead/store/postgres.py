@@ -1,6 +1,8 @@
 """The scale-out store: one PostgreSQL database shared by workers on many machines.
 
-Same contract as ``SQLiteStore``; what PostgreSQL adds is concurrency across machines:
+Same contract as ``SQLiteStore``, and the same shared code (``stead.store._sql.SQLStore``);
+this file holds PostgreSQL's half: the pool, error translation, notices and waiting, and the
+statements whose shape is its own. What PostgreSQL adds is concurrency across machines:
 
 * **Append** is one statement (a conditional ``UPDATE`` of the run's row, the event inserts
   and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch

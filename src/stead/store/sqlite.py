@@ -7,6 +7,9 @@ an event that ``append`` returned for survives a power cut, not just a process c
 
 Statements run on the caller's thread: a commit costs one fsync (~0.3 ms here), cheaper than
 handing it to a thread, and SQLite serialises writers anyway.
+
+This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
+(``_Tx``), error translation, polling, and the statements whose SQLite shape is its own.
 """
 
 from __future__ import annotations
