@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, Protocol
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
@@ -159,20 +159,14 @@ def crash_before_result(run_id: str, events: Sequence[Event]) -> None:
 # -- the base -----------------------------------------------------------------------------
 
 
-class Append(NamedTuple):
-    """One append, checked and encoded, for the dialect to write (``SQLStore._append``)."""
-
-    run_id: str
-    events: Sequence[Event]
-    rows: list[tuple[str, int, int | None, str | None, str]]
-    """``event_row`` of each event."""
-    expected_seq: int
-    epoch: int
-    status: str
-    now: float
-    snapshot: tuple[int, int, bytes] | None
-    """(seq, version, ``pack``-ed state), or None."""
-    sync: bool
+EventRow = tuple[str, int, int | None, str | None, str]
+"""(kind, version, turn_index, tool_call_id, data): ``event_row`` of an event."""
+Packed = tuple[int, int, bytes]
+"""A snapshot to write: (seq, version, ``pack``-ed state)."""
+Append = tuple[str, Sequence[Event], list[EventRow], int, int, str, float, Packed | None, bool]
+"""One append, checked and encoded, for the dialect to write (``SQLStore._append``):
+(run_id, events, rows, expected_seq, epoch, status, now, snapshot, sync). A plain tuple, not
+a NamedTuple: one is made on every append, and a NamedTuple's constructor costs a µs more."""
 
 
 # -- the session -----------------------------------------------------------------------------
@@ -296,9 +290,9 @@ class SQLStore:
         raise NotImplementedError
 
     async def _append(self, a: Append) -> None:
-        """Write ``a.rows`` after ``a.expected_seq`` if the run is at that sequence and
-        ``a.epoch``, else raise ``refusal``'s answer; keep ``a.snapshot`` alongside. Calls
-        ``before_commit(a.run_id, a.events)`` unconditionally at its last moment before the
+        """Write the rows after ``expected_seq`` if the run is at that sequence and epoch,
+        else raise ``refusal``'s answer; keep the snapshot alongside. Calls
+        ``before_commit(run_id, events)`` unconditionally at its last moment before the
         commit."""
         raise NotImplementedError
 
@@ -371,9 +365,10 @@ class SQLStore:
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
-        batch = Append(run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
         try:
-            await self._append(batch)
+            await self._append(
+                (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
+            )
         except Duplicate as exc:
             raise Conflict(
                 f"run {run_id}: a result for this tool call is already recorded ({exc})"

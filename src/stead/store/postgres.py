@@ -315,15 +315,16 @@ class PostgresStore(_sql.SQLStore):
             )
 
     async def _append(self, a: _sql.Append) -> None:
-        run_id, rows, seq = a.run_id, a.rows, a.expected_seq + len(a.rows)
+        run_id, events, rows, expected, epoch, status, now, snapshot, sync = a
+        seq = expected + len(rows)
         params: dict[str, Any] = {
             "run": run_id,
             "seq": seq,
-            "status": a.status,
-            "now": a.now,
-            "epoch": a.epoch,
-            "expected": a.expected_seq,
-            "seqs": list(range(a.expected_seq + 1, seq + 1)),
+            "status": status,
+            "now": now,
+            "epoch": epoch,
+            "expected": expected,
+            "seqs": list(range(expected + 1, seq + 1)),
             "kinds": [r[0] for r in rows],
             "versions": [r[1] for r in rows],
             "turns": [r[2] for r in rows],
@@ -332,18 +333,18 @@ class PostgresStore(_sql.SQLStore):
             "changed": self.run_channel(run_id),
             "ready": self.claimable_channel,
             "payload": f"{run_id}:{seq}",
-            "claimable": a.status in CLAIMABLE,
+            "claimable": status in CLAIMABLE,
         }
-        if a.snapshot is not None:
-            params.update(snap_seq=a.snapshot[0], snap_v=a.snapshot[1], snap=a.snapshot[2])
+        if snapshot is not None:
+            params.update(snap_seq=snapshot[0], snap_v=snapshot[1], snap=snapshot[2])
         # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
         # commits without waiting for the WAL flush (the module docstring says why that
         # loses no effect).
         async with self._conn() as conn:
-            self.before_commit(run_id, a.events)  # the statement below is the commit
-            cur = await conn.execute(_APPENDS[a.snapshot is not None, a.sync], params)
+            self.before_commit(run_id, events)  # the statement below is the commit
+            cur = await conn.execute(_APPENDS[snapshot is not None, sync], params)
             if await cur.fetchone() is None:
-                raise await self.refusal(_Session(conn), run_id, a.epoch, a.expected_seq)
+                raise await self.refusal(_Session(conn), run_id, epoch, expected)
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         row = await s.one(self.CLAIM, params)

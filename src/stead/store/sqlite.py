@@ -177,29 +177,29 @@ class SQLiteStore(_sql.SQLStore):
             db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
 
     async def _append(self, a: _sql.Append) -> None:
-        run_id, expected, now = a.run_id, a.expected_seq, a.now
-        tx = _Tx(self, True, a.sync)
+        run_id, events, rows, expected, epoch, status, now, snapshot, sync = a
+        tx = _Tx(self, True, sync)
         with tx as db:
             # The epoch and sequence checks and the write they guard are one statement in
             # the write transaction: a stale owner or a stale sequence changes nothing.
-            guard = (expected + len(a.rows), a.status, now, run_id, a.epoch, expected)
+            guard = (expected + len(rows), status, now, run_id, epoch, expected)
             if db.execute(_GUARD, guard).rowcount != 1:
-                raise await self.refusal(tx, run_id, a.epoch, expected)
+                raise await self.refusal(tx, run_id, epoch, expected)
             db.executemany(
                 _INSERT_EVENT,
                 [
                     (run_id, expected + i, kind, version, turn, call, data, now)
-                    for i, (kind, version, turn, call, data) in enumerate(a.rows, 1)
+                    for i, (kind, version, turn, call, data) in enumerate(rows, 1)
                 ],
             )
-            if a.snapshot is not None:
+            if snapshot is not None:
                 db.execute(
                     "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
                     "version = excluded.version, state = excluded.state",
-                    (run_id, *a.snapshot),
+                    (run_id, *snapshot),
                 )
-            self.before_commit(run_id, a.events)  # rows written, COMMIT not run
+            self.before_commit(run_id, events)  # rows written, COMMIT not run
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
