@@ -276,7 +276,9 @@ class SQLStore:
     # -- what a dialect supplies ----------------------------------------------------------
 
     def _reading(self) -> AbstractAsyncContextManager[Session]:
-        """A read of several statements that see one state of the database."""
+        """Where the shared reads run: one transaction on SQLite; autocommitted statements
+        on PostgreSQL, which the reads allow for (each is one statement, or a tail bounded by
+        the last_seq of the row read before it, which commits together with its events)."""
         raise NotImplementedError
 
     def _writing(self, *, sync: bool = True) -> AbstractAsyncContextManager[Session]:
