@@ -23,6 +23,8 @@ def test_public_api_is_pinned() -> None:
         "Done",
         "Fenced",
         "IllegalTransition",
+        "InvalidEvent",
+        "InvalidInput",
         "LeaseHeld",
         "Limits",
         "NotDone",

@@ -4,8 +4,11 @@
     ├── UserError                 a caller's mistake; the message says what to do
     │   ├── RunNotFound           no run with that id in this store
     │   ├── UnknownAgent          a run names an agent this process was not given
-    │   └── ApprovalError         no such pending approval, wrong token, second decision
+    │   ├── ApprovalError         no such pending approval, wrong token, second decision
+    │   └── InvalidInput          a run's input or settings the log cannot hold (also an
+    │                             InvalidEvent)
     ├── IllegalTransition         a run state change DESIGN.md does not allow; nothing written
+    ├── InvalidEvent              an event the log could not read back; refused, nothing written
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
@@ -65,6 +68,47 @@ class IllegalTransition(SteadError):
         self.current = current
         self.target = target
         self.event = event
+
+
+class InvalidEvent(SteadError):
+    """An event the store refused because it could not read it back as it is: a field of the
+    wrong type, a negative count, text that is not valid Unicode, a value JSON cannot carry.
+
+    The store checks every event with the same field rules its reader applies, before the
+    commit, so what it accepted it can always read back. Nothing was written. ``kind`` and
+    ``field`` name the event and the field (``field`` is dotted into nested values).
+    """
+
+    def __init__(self, kind: str, field: str, detail: str) -> None:
+        super().__init__(f"{kind} event refused, nothing was written: field {field!r}: {detail}")
+        self.kind = kind
+        self.field = field
+        self.detail = detail
+
+
+class InvalidInput(InvalidEvent, UserError):
+    """A run's input or settings (``Runtime.start``'s arguments) that the log cannot hold."""
+
+    def __init__(self, kind: str, field: str, detail: str) -> None:
+        InvalidEvent.__init__(self, kind, field, detail)
+        if "not valid Unicode" in detail:
+            hint = (
+                "pass valid Unicode text (lone surrogates usually come from bytes decoded "
+                "with errors='surrogateescape')"
+            )
+        else:
+            hint = "pass " + _INPUT_HINTS.get(field, "plain JSON values")
+        self.args = (f"cannot start the run: {field!r} {detail}; {hint}",)
+
+
+_INPUT_HINTS = {
+    "input": "the input as a str",
+    "run_id": "a str run id (or none, to have one made)",
+    "agent": "an Agent or the str name of one",
+    "session_id": "a str session id",
+    "correlation_id": "a str correlation id",
+    "config": "a dict of plain JSON values (str keys, finite numbers, text, lists, dicts)",
+}
 
 
 class Conflict(SteadError):
@@ -137,6 +181,8 @@ __all__ = [
     "CorruptEvent",
     "Fenced",
     "IllegalTransition",
+    "InvalidEvent",
+    "InvalidInput",
     "LeaseHeld",
     "LeaseLost",
     "ProviderError",

@@ -40,6 +40,7 @@ from stead.core.events import (
     RunRequeued,
     RunStarted,
     RunTimedOut,
+    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -464,6 +465,11 @@ def run_logs(draw: st.DrawFn, max_turns: int = 4) -> RunLog:
         if draw(st.integers(0, 9)) == 0:
             sim.emit(RunRecovered(owner="rescuer", epoch=sim.epoch + 1, previous_owner="w"))
             sim.epoch += 1
+        if draw(st.integers(0, 7)) == 0:  # the step failed (a bug), by one or more claimants
+            for _ in range(draw(st.integers(1, 2))):
+                sim.emit(
+                    StepFailed(step=f"call_model (turn {turn})", error_type="E", message="bug")
+                )
 
         final = turn == n_turns - 1
         n_calls = 0 if final else draw(st.integers(1, 3))

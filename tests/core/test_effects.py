@@ -191,7 +191,14 @@ DESIGN_MODEL_CODES = {
     "malformed_result",
     "executor_error",
 }
-DESIGN_RETRYABLE = {"rate_limited", "provider_unavailable", "connection_failed"}
+# deadline_exceeded joined them with issue 9 (finding 6): a timeout is worth another attempt,
+# bounded by Limits.max_model_attempts and each attempt by the provider's deadline.
+DESIGN_RETRYABLE = {
+    "rate_limited",
+    "provider_unavailable",
+    "connection_failed",
+    "deadline_exceeded",
+}
 
 
 def test_model_failure_codes_are_designs() -> None:

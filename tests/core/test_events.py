@@ -46,6 +46,7 @@ KINDS = {
     "approval_decided",
     "run_completed",
     "run_failed",
+    "step_failed",
     "run_cancel_requested",
     "run_cancelled",
     "run_timed_out",
@@ -57,7 +58,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == 22
+    assert len(EVENT_TYPES) == 23
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

@@ -55,4 +55,4 @@ def test_stead_run_without_a_key_says_which_variable_to_set(
         ["--store", store, "run", "stead.demo.assistant:agent", "hi", "--model", "anthropic:x"]
     )
     assert code == 2
-    assert "ANTHROPIC_API_KEY" in capsys.readouterr().out
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err

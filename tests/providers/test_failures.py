@@ -68,6 +68,7 @@ def test_retry_after(headers: dict[str, str] | None, seconds: float | None) -> N
         (json.JSONDecodeError("Expecting value", "data: {", 6), "malformed_result"),
         (MalformedReply("odd event"), "malformed_result"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "malformed_result"),
+        (RecursionError("maximum recursion depth exceeded while decoding"), "malformed_result"),
         (KeyError("a bug of ours"), None),
     ],
 )
@@ -83,7 +84,7 @@ def test_transport_and_parse_errors(exc: BaseException, code: str | None) -> Non
         (402, "billing", False),
         (403, "authentication_failed", False),
         (404, "bad_request", False),
-        (408, "deadline_exceeded", False),
+        (408, "deadline_exceeded", True),
         (422, "bad_request", False),
         (429, "rate_limited", True),
         (500, "provider_unavailable", True),

@@ -15,7 +15,7 @@ try:
 except ImportError:  # SDKs built on httpx rather than httpx2
     import httpx as httpx2  # type: ignore[no-redef]
 from wire_server import WireServer
-from wire_shapes import anthropic_stream, openai_stream
+from wire_shapes import anthropic_error, anthropic_stream, openai_error, openai_stream
 
 from stead import AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import Usage, UserMessage
@@ -165,3 +165,31 @@ def test_the_clock_is_read_for_an_http_date_retry_after() -> None:
     )
     error = _caller("anthropic").translate(exc, None)
     assert isinstance(error, ProviderHTTPError) and error.retry_after == 20.0
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_a_shared_clients_own_retries_are_off(kind: str, server: WireServer) -> None:
+    """A client made with the SDK's default ``max_retries=2`` retried every 529 itself, under
+    stead's own retries: up to three requests per attempt the run loop recorded."""
+    model: ModelProvider
+    client: anthropic.AsyncAnthropic | openai.AsyncOpenAI
+    if kind == "anthropic":
+        client = anthropic.AsyncAnthropic(api_key="shared-key", base_url=server.url)
+        model = AnthropicModel("claude-sonnet-4-6", client=client)
+        busy = anthropic_error(529, "overloaded_error", "Overloaded", retry_after="0")
+    else:
+        client = openai.AsyncOpenAI(api_key="shared-key", base_url=server.url + "/v1")
+        model = OpenAIModel("gpt-4.1", client=client)
+        busy = openai_error(503, "busy", "server_error", retry_after="0")
+    server.push(busy, busy, busy)
+    request = ModelRequest(model=model.model_name, system="", messages=(UserMessage(content="hi"),))
+    try:
+        with pytest.raises(ProviderHTTPError) as caught:
+            await model.complete(request, signal=AbortSignal())
+        assert caught.value.code == "provider_unavailable"
+        assert len(server.requests) == 1
+        assert server.requests[0].headers["x-stainless-retry-count"] == "0"
+        assert client.max_retries == 2  # the caller's client itself is left as it was
+        assert not client.is_closed()
+    finally:
+        await client.close()

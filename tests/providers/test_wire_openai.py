@@ -159,7 +159,7 @@ def test_fragments_sharing_an_index_in_one_chunk_and_servers_that_omit_ids() -> 
         reply.feed({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     response = reply.response()
     assert response.message.tool_calls == (
-        ToolCall(id="call_3_0", name="list_files", arguments='{"path": "."}'),
+        ToolCall(id="missing_id_3_0", name="list_files", arguments='{"path": "."}'),
     )
     assert response.message.stop_reason == "tool_use"
     assert response.usage.total_tokens == 0  # this server sent no usage chunk

@@ -2,8 +2,9 @@
 
 Each request takes the next scripted ``Reply``: a JSON body with a status and headers, or a
 server-sent-event stream (chunked transfer encoding, as the providers send it) that can be
-cut mid-body (the socket is closed without the final chunk) or stalled after N events until
-the test releases it or the client goes away (which is recorded, with the time it happened).
+cut mid-body (the socket is closed without the final chunk, after N events or at any byte),
+stalled after N events until the test releases it or the client goes away (which is
+recorded, with the time it happened), or kept alive with pings for ever.
 
 The event shapes themselves are built in ``wire_shapes.py``; this module only speaks HTTP.
 """
@@ -29,15 +30,26 @@ class Reply:
     status: int = 200
     body: Any = None
     """JSON body (for a non-stream reply)."""
+    raw: bytes | None = None
+    """A body sent as these bytes instead of ``body``, with ``content_type``."""
+    content_type: str = "application/json"
     events: list[bytes] = field(default_factory=list)
     """Encoded SSE events (for a stream reply)."""
     headers: dict[str, str] = field(default_factory=dict)
     cut_after: int | None = None
     """Close the connection abruptly after this many events."""
+    cut_at_byte: int | None = None
+    """Close the connection abruptly after this many bytes of the events (in one chunk)."""
     stall_after: int | None = None
     """Stop after this many events until ``release`` is set or the client disconnects."""
     delay: float = 0.0
     """Seconds to wait before sending the status line."""
+    keepalive: bytes | None = None
+    """After the events, send this (a ping event, an SSE comment) every ``keepalive_every``
+    seconds, for ever: until the client goes away (recorded) or the server stops."""
+    keepalive_every: float = 0.05
+    pings: int = 0
+    """Keep-alives sent so far."""
     stalled: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     client_closed: threading.Event = field(default_factory=threading.Event)
@@ -122,9 +134,9 @@ class WireServer:
     # -- writing ---------------------------------------------------------------------------
 
     def _json(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
-        payload = json.dumps(reply.body).encode()
+        payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
         h.send_response(reply.status)
-        h.send_header("content-type", "application/json")
+        h.send_header("content-type", reply.content_type)
         h.send_header("content-length", str(len(payload)))
         for k, v in reply.headers.items():
             h.send_header(k, v)
@@ -142,6 +154,13 @@ class WireServer:
         h.end_headers()
         h.wfile.flush()
         try:
+            if reply.cut_at_byte is not None:
+                head = b"".join(reply.events)[: reply.cut_at_byte]
+                if head:
+                    h.wfile.write(b"%x\r\n%s\r\n" % (len(head), head))
+                    h.wfile.flush()
+                self._cut(h)
+                return
             for i, event in enumerate(reply.events):
                 if reply.cut_after is not None and i == reply.cut_after:
                     self._cut(h)
@@ -152,11 +171,22 @@ class WireServer:
                         return
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 h.wfile.flush()
+            if reply.keepalive is not None:
+                self._ping(h, reply, reply.keepalive)
+                return
             h.wfile.write(b"0\r\n\r\n")
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             reply.client_closed.set()
             h.close_connection = True
+
+    def _ping(self, h: BaseHTTPRequestHandler, reply: Reply, ping: bytes) -> None:
+        """Keep the stream alive with nothing in it; raises once the client has gone."""
+        while not self._stopping.wait(reply.keepalive_every):
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(ping), ping))
+            h.wfile.flush()
+            reply.pings += 1
+        h.close_connection = True
 
     def _wait(self, h: BaseHTTPRequestHandler, reply: Reply) -> bool:
         """Hold the stream; False if the client went away meanwhile."""

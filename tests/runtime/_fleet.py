@@ -11,6 +11,8 @@ working directory). Side effects go to the crash tests' ``EffectLedger`` and mes
 * ``charge``: one unreconcilable call: after a crash in flight, a person must decide.
 * ``gated``: one call a person must approve within half a second.
 * ``sleepy``: one model call that takes ``$STEAD_TEST_SLOW`` seconds.
+* ``dupes``: a reply with one call id twice; ``broken``: a provider adapter whose answer
+  makes the step raise (each model call is written in the ledger, to count what was paid).
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import asyncio
 import os
 import random
 import time
+from collections.abc import Callable
 
 from _scenario import _messages, find_message, ledger
 
 import stead
+from stead._signal import AbortSignal
+from stead.core.messages import ToolCall
+from stead.providers import ModelRequest, ModelResponse, ProgressCallback
 from stead.testing import Reply, ScriptedModel
 
 
@@ -147,5 +153,58 @@ def sleepy() -> stead.Agent:
     return stead.Agent("sleepy", ScriptedModel(["Slept."], delay=_slow()))
 
 
+def _paid(turn: int, reply: Reply | str) -> Callable[[ModelRequest], Reply | str]:
+    """A script entry that writes each (paid) model call down in the ledger."""
+
+    def answer(request: ModelRequest) -> Reply | str:
+        ledger().record("model_call", f"turn {turn}", pid=os.getpid())
+        return reply
+
+    return answer
+
+
+def dupes() -> stead.Agent:
+    """One reply with two calls of one id (``None``, as a tool_use block without an id was
+    read), which poisoned the log: every claim paid for the model call again."""
+    twice = Reply(
+        tool_calls=[
+            ToolCall(id="None", name="lookup_order", arguments='{"order_id": 1}'),
+            ToolCall(id="None", name="lookup_order", arguments='{"order_id": 2}'),
+        ]
+    )
+    model = ScriptedModel([_paid(0, twice), _paid(1, "Both shipped.")])
+    return stead.Agent("dupes", model, [lookup_order])
+
+
+class BrokenAdapter:
+    """A provider adapter with a bug: the call is made (and paid for), then what it hands
+    back is not a ModelResponse, so the step raises AttributeError every time."""
+
+    model_name = "broken"
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        signal: AbortSignal,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelResponse:
+        ledger().record("model_call", "broken", pid=os.getpid())
+        return {"text": "hello"}  # type: ignore[return-value]
+
+
+def broken() -> stead.Agent:
+    return stead.Agent("broken", BrokenAdapter(), [lookup_order])
+
+
 def agents() -> list[stead.Agent]:
-    return [soak(), zombie("notify_slowly"), zombie("lookup_slowly"), charge(), gated(), sleepy()]
+    return [
+        soak(),
+        zombie("notify_slowly"),
+        zombie("lookup_slowly"),
+        charge(),
+        gated(),
+        sleepy(),
+        dupes(),
+        broken(),
+    ]

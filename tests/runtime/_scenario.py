@@ -12,6 +12,7 @@ import os
 import sqlite3
 
 import stead
+from stead.core.messages import ToolCall
 from stead.testing import EffectLedger, Reply, ScriptedModel
 
 RUN_ID = "run_crash_scenario"
@@ -116,6 +117,16 @@ def agent(kind: str = "reconcilable") -> stead.Agent:
             ]
         )
         return stead.Agent("crash-scenario", model, [lookup_order, upsert_ticket, send_message])
+    if kind == "reused_ids":
+        # An OpenAI-compatible server that numbers calls per reply: call_0 in every turn.
+        model = ScriptedModel(
+            [
+                Reply(tool_calls=[ToolCall(id="call_0", name="upsert_ticket", arguments=arg)])
+                for arg in ('{"order_id": 1, "note": "a"}', '{"order_id": 2, "note": "b"}')
+            ]
+            + ["Two tickets."]
+        )
+        return stead.Agent("crash-reused-ids", model, [upsert_ticket])
     model = ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."])
     return stead.Agent("crash-unreconcilable", model, [charge_card])
 

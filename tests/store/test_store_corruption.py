@@ -7,7 +7,9 @@ a damaged one is ignored and the state is folded from the log instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import zlib
 from collections.abc import Callable
 
 import pytest
@@ -17,7 +19,6 @@ from _builders import T0, fold_log, seeded
 from stead.errors import CorruptEvent, StoreError
 from stead.runtime import RunSession
 from stead.store import Store
-from stead.store._sql import unpack
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -124,19 +125,41 @@ async def test_a_missing_last_event_is_a_store_error(store: Store, backend: Back
 # -- snapshots are a cache ---------------------------------------------------------------
 
 
-def _snap(b: Backend) -> dict:
-    """The snapshot's JSON (zlib-compressed on both backends; plain JSON is read too)."""
+def _snap_text(b: Backend) -> str:
+    """The snapshot row's text: the checksum line, a newline, the state's JSON (zlib-packed
+    on both backends; plain text is read too)."""
     [(raw,)] = b.sql("SELECT state FROM snapshots WHERE run_id = ?", RUN)
-    state: dict = unpack(bytes(raw))
+    data = bytes(raw) if not isinstance(raw, str) else raw.encode("utf-8")
+    return (data if data[:1] in (b"{", b"s") else zlib.decompress(data)).decode("utf-8")
+
+
+def _snap(b: Backend) -> dict:
+    """The snapshot's JSON, without the checksum line in front of it."""
+    state: dict = json.loads(_snap_text(b).partition("\n")[2])
     return state
 
 
-def _set_snap(b: Backend, value: object, column: str = "state") -> None:
-    """Overwrite a snapshot column; text for ``state`` is stored as its UTF-8 bytes (the
-    column holds bytes on both backends), so plain JSON takes the uncompressed path."""
+def _signed(text: str) -> str:
+    """``text`` with a valid checksum: damage that gets past the checksum, to show that what
+    parses but is not a state is still ignored."""
+    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}\n{text}"
+
+
+def _set_snap(b: Backend, value: object, column: str = "state", *, sign: bool = True) -> None:
+    """Overwrite a snapshot column; text for ``state`` (signed unless ``sign=False``) is
+    stored as its UTF-8 bytes (the column holds bytes on both backends), so it takes the
+    uncompressed path."""
     if column == "state" and isinstance(value, str):
-        value = value.encode("utf-8")
+        value = (_signed(value) if sign else value).encode("utf-8")
     b.sql(f"UPDATE snapshots SET {column} = ? WHERE run_id = ?", value, RUN)
+
+
+def _snap_edited(b: Backend) -> None:
+    """A change that keeps the snapshot a valid state, checksum left as it was."""
+    state = _snap(b)
+    state["messages"][0]["content"] = "Something else entirely"
+    head = _snap_text(b).partition("\n")[0]
+    _set_snap(b, f"{head}\n{json.dumps(state)}", sign=False)
 
 
 def _snap_without(b: Backend) -> None:
@@ -158,6 +181,8 @@ SNAPSHOT_CORRUPTIONS: dict[str, Callable[[Backend], None]] = {
     "missing_key": _snap_without,
     "malformed_message": _snap_bad_message,
     "seq_disagrees": lambda b: _set_snap(b, 3, column="seq"),
+    "edited_under_its_checksum": _snap_edited,
+    "no_checksum": lambda b: _set_snap(b, json.dumps(_snap(b)), sign=False),
 }
 
 SNAPSHOT_BUGS: dict[str, Callable[[Backend], None]] = {
@@ -208,7 +233,7 @@ async def test_a_snapshot_that_is_not_utf8_is_ignored(store: Store, backend: Bac
     if backend.name != "sqlite":
         pytest.skip("only SQLite can hold text that is not UTF-8")
     log = await _snapshotted_run(store)
-    _set_snap(backend, b"\x7b\x22\xff\x22")
+    _set_snap(backend, b"sha256:00\n\x7b\x22\xff\x22")
     backend.sql("UPDATE snapshots SET state = CAST(state AS TEXT) WHERE run_id = ?", RUN)
     state, _ = await RunSession.load_state(store, RUN)
     assert state.to_json() == fold_log(log).to_json()
@@ -235,3 +260,74 @@ async def test_a_broken_schema_on_the_write_path_is_a_store_error(
     with pytest.raises(StoreError):
         await b.flush(store, snapshot=True)
     assert (await store.get_run(RUN)).last_seq == b.written  # and nothing was written
+
+
+# -- what a resume relies on, and what it skips --------------------------------------------
+
+
+@pytest.mark.parametrize("corrupt", ["not_json", "mistyped_field", "unknown_kind"])
+async def test_damage_under_the_snapshot_is_skipped_by_resume_and_found_by_verify(
+    store: Store, backend: Backend, corrupt: str
+) -> None:
+    """Resume starts from the (checksummed) snapshot and does not read the rows it covers:
+    load_state says how far that goes, and verify reads every row and names the bad one."""
+    log = await _snapshotted_run(store)
+    covered = (await store.load(RUN)).snapshot_seq
+    assert covered >= SEQ  # the damaged row is under the snapshot
+    CORRUPTIONS[corrupt](backend)
+
+    state, skipped_through = await RunSession.load_state(store, RUN)
+    assert skipped_through == covered
+    assert state.to_json() == fold_log(log).to_json()  # what it relied on was intact
+
+    with pytest.raises(CorruptEvent) as caught:
+        await RunSession.verify(store, RUN)
+    assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
+
+
+async def test_damage_under_a_damaged_snapshot_is_found_by_resume(
+    store: Store, backend: Backend
+) -> None:
+    """A snapshot that fails its checksum is not relied on: the log is folded, and a bad row
+    under it is then a CorruptEvent naming its seq."""
+    await _snapshotted_run(store)
+    _snap_edited(backend)
+    CORRUPTIONS["mistyped_field"](backend)
+    with pytest.raises(CorruptEvent) as caught:
+        await RunSession.load_state(store, RUN)
+    assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
+
+
+async def test_verify_passes_an_intact_run_and_finds_a_snapshot_unlike_its_log(
+    store: Store, backend: Backend
+) -> None:
+    log = await _snapshotted_run(store)
+    assert await RunSession.verify(store, RUN) == len(log)
+    state = _snap(backend)
+    state["messages"][0]["content"] = "Something else entirely"
+    _set_snap(backend, json.dumps(state))  # a valid checksum over a state the log never had
+    with pytest.raises(StoreError, match=rf"{RUN}.*snapshot at seq"):
+        await RunSession.verify(store, RUN)
+
+
+async def test_a_log_cut_inside_one_transaction_names_the_run_and_seq(
+    store: Store, backend: Backend
+) -> None:
+    """A reply's intents are one transaction; lose one of them (and renumber, so there is no
+    hole) and its result no longer follows: the fold on load names where."""
+    b = await seeded(store, RUN, calls=2)
+    kinds = [e.kind for e in b.log]
+    cut = kinds.index("tool_call_requested") + 1  # the first intent, seq counted from 1
+    backend.sql("DELETE FROM events WHERE run_id = ? AND seq = ?", RUN, cut)
+    # renumber in two steps, away from the primary key's range and back, so no
+    # intermediate row collides
+    backend.sql("UPDATE events SET seq = seq + 1000000 WHERE run_id = ? AND seq > ?", RUN, cut)
+    backend.sql("UPDATE events SET seq = seq - 1000001 WHERE run_id = ? AND seq > ?", RUN, cut)
+    backend.sql("UPDATE runs SET last_seq = last_seq - 1 WHERE run_id = ?", RUN)
+
+    with pytest.raises(CorruptEvent) as caught:
+        await RunSession.load_state(store, RUN)
+    assert caught.value.run_id == RUN
+    bad = caught.value.seq
+    assert cut <= bad < b.written
+    assert f"seq {bad}" in str(caught.value)

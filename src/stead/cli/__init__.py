@@ -28,34 +28,72 @@ import asyncio
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from stead.cli._render import console, runs_table, summary, timeline
+from rich.console import Console
+from rich.text import Text
+
+from stead.cli._args import positive
+from stead.cli._render import console, plain, runs_table, summary, timeline
 from stead.core.events import encode
+from stead.core.states import RunStatus
 from stead.errors import SteadError, UserError
 from stead.runtime import Agent, Runtime
 
 
 def _load_agents(spec: str | None) -> list[Agent]:
-    """``module:attr`` naming an Agent, a list of Agents, or a function returning either."""
+    """``module:attr`` naming an Agent, a list of Agents, or a function returning either.
+
+    Whatever goes wrong (the module does not import or raises while importing, the attribute
+    is missing, the factory raises, it gives something else) is one ``UserError`` line that
+    names the module or factory and the exception: a person fixing their module needs that,
+    not a traceback through stead.
+    """
     if not spec:
         return []
     module_name, _, attr = spec.partition(":")
-    if not attr:
+    if not module_name or not attr:
         raise UserError(f"--agents wants module:attribute, got {spec!r}")
     sys.path.insert(0, os.getcwd())
     try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(f"cannot load agents from {spec!r}: {exc}") from exc
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise UserError(
+            f"--agents {spec}: importing module {module_name!r} failed: {_one_line(exc)}"
+        ) from exc
+    try:
+        obj: Any = getattr(module, attr)
+    except AttributeError as exc:
+        raise UserError(f"--agents {spec}: module {module_name!r} has no {attr!r}") from exc
     if callable(obj) and not isinstance(obj, Agent):
-        obj = obj()
-    agents = [obj] if isinstance(obj, Agent) else list(obj)
-    if not all(isinstance(a, Agent) for a in agents):
-        raise UserError(f"{spec!r} is not an Agent or a list of Agents")
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise UserError(f"--agents {spec}: {attr}() raised {_one_line(exc)}") from exc
+    try:
+        agents = [obj] if isinstance(obj, Agent) else list(obj)
+    except TypeError:
+        agents = [obj]
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise UserError(
+            f"--agents {spec} is {type(obj).__name__}, not an Agent, a list of Agents, or a "
+            "function returning one"
+        )
     return agents
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (a SyntaxError names its file and line)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+STATUSES = [s.value for s in RunStatus]
+"""What ``runs list --status`` takes."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list and inspect runs")
     rsub = runs.add_subparsers(dest="runs_command", required=True)
     lst = rsub.add_parser("list", help="runs, newest first")
-    lst.add_argument("--status", default=None)
-    lst.add_argument("--limit", type=int, default=50)
+    lst.add_argument("--status", default=None, choices=STATUSES, help="only runs in this status")
+    lst.add_argument("--limit", type=positive(int, 100_000), default=50, help="at most this many")
     show = rsub.add_parser("show", help="a run's timeline")
     show.add_argument("run_id")
     ev = rsub.add_parser("events", help="a run's raw events")
@@ -160,8 +198,9 @@ def _dispatch(args: argparse.Namespace) -> int:
                     runs_table(await rt.store.list_runs(status=args.status, limit=args.limit))
                 )
             elif args.runs_command == "show":
+                view = await rt.get(args.run_id)
                 out.print(timeline(await rt.events(args.run_id), title=args.run_id))
-                out.print(summary(await rt.get(args.run_id)))
+                out.print(summary(view))
             else:
                 for e in await rt.events(args.run_id):
                     kind, version, data = encode(e.event)
@@ -178,7 +217,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                             )
                         )
                     else:
-                        out.print(f"{e.seq:>5} {kind:<22} {json.dumps(data)[:160]}")
+                        out.print(Text(f"{e.seq:>5} {kind:<22} {json.dumps(data)[:160]}"))
             return 0
         if cmd == "resume":
             view = await rt.resume(args.run_id, reason=args.reason)
@@ -234,7 +273,7 @@ async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> i
     printer = StreamPrinter()
     async with Runtime(store, agents=[agent], on_progress=printer) as rt:
         run_id = await rt.start(agent, prompt)
-        out.print(f"[dim]run {run_id} · {agent.name} on {agent.model.model_name}[/]")
+        out.print(Text(f"run {run_id} · {agent.name} on {agent.model.model_name}", style="dim"))
         try:
             view = await rt.run(run_id)
         finally:
@@ -245,13 +284,62 @@ async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``stead`` console script."""
+    """Entry point of the ``stead`` console script.
+
+    A ``SteadError`` is one line on stderr and exit code 2 (1 is a run that did not
+    complete). Output cut off by a closed pipe (``stead runs events RUN | head``) ends the
+    command quietly, as other Unix tools do, with 141 (128 + SIGPIPE); Ctrl-C ends it with
+    130, without a traceback.
+    """
     args = _parser().parse_args(argv)
     try:
+        _check_text(args)
         code = _dispatch(args)
+        sys.stdout.flush()
     except SteadError as exc:
-        console().print(f"[red]error:[/] {exc}")
+        _error(exc)
         code = 2
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # a broken connection of our own: not the reader of our output leaving
+        # Python's documented recipe: point stdout at devnull so the flush at exit does not
+        # raise again, then leave quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        code = 130
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _check_text(args: argparse.Namespace) -> None:
+    """Arguments that are not text (bytes a shell passed that are not UTF-8 arrive as lone
+    surrogates) are refused before any store is asked about them."""
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UserError(
+                    f"the {name} argument is not UTF-8 text ({value!r}); pass it as text"
+                ) from None
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader closed it (poll says POLLERR)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True  # no poll (not POSIX) or stdout is gone altogether
+
+
+def _error(exc: BaseException) -> None:
+    """``error: message`` on stderr, as plain text (the message may quote stored text)."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    line = Text("error:", style="red")
+    line.append(f" {plain(str(exc))}")
+    err.print(line)

@@ -20,7 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rich.markup import escape
 from rich.rule import Rule
+from rich.text import Text
 
 from stead.cli._render import console, summary, timeline
 from stead.demo._agent import build_agent
@@ -53,7 +55,7 @@ def run_demo(store_path: str | None = None) -> int:
     agent = build_agent()
     with MessageService() as service:
         out.print(Rule("stead demo: a crash after a side effect"))
-        out.print(f"message service on {service.url}; store {store}")
+        out.print(Text(f"message service on {service.url}; store {store}"))
 
         async def create() -> str:
             async with Runtime(store, agents=[agent]) as rt:
@@ -69,7 +71,7 @@ def run_demo(store_path: str | None = None) -> int:
         first = _worker(store, run_id, service.url, "after_tool_effect:send_message")
         if first.returncode != -signal.SIGKILL:
             out.print(f"[red]worker 1 was expected to die by SIGKILL, exit {first.returncode}[/]")
-            out.print(first.stderr)
+            out.print(Text(first.stderr))
             return -1
         out.print(
             f"  worker 1 killed by SIGKILL; messages delivered so far: {len(service.messages)}"
@@ -78,7 +80,8 @@ def run_demo(store_path: str | None = None) -> int:
         out.print("\n[bold]worker 2[/]: a new process resumes the same run")
         second = _worker(store, run_id, service.url, None)
         if second.returncode != 0:
-            out.print(f"[red]worker 2 failed (exit {second.returncode})[/]\n{second.stderr}")
+            out.print(f"[red]worker 2 failed (exit {second.returncode})[/]")
+            out.print(Text(second.stderr))
             return -1
         result = json.loads(second.stdout.strip().splitlines()[-1])
         out.print(f"  worker 2 finished: {result['status']}\n")
@@ -96,7 +99,7 @@ def run_demo(store_path: str | None = None) -> int:
         out.print(f"[{style}]delivered: {delivered}[/]")
         out.print(
             "\n[dim]Inspect it yourself: "
-            f"stead --store {store} runs show {run_id}\n"
+            f"stead --store {escape(store)} runs show {run_id}\n"
             "Use a real model (needs ANTHROPIC_API_KEY; or openai:gpt-4.1 with OPENAI_API_KEY):\n"
             "  stead run stead.demo.assistant:agent 'Where is order 42?' "
             "--model anthropic:claude-sonnet-4-6\n"

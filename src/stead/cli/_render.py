@@ -31,6 +31,7 @@ from stead.core.events import (
     RunRequeued,
     RunStarted,
     RunTimedOut,
+    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -54,8 +55,25 @@ STATUS_STYLE = {
 }
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
+"""Control characters shown as escapes: an ESC from a model's text must not drive the
+reader's terminal (colours, cursor moves, a cleared screen, a retitled window)."""
+
+
+def plain(text: str) -> str:
+    """Stored text made safe to print: control characters (but newline and tab) escaped, and
+    what cannot be encoded as UTF-8 (a lone surrogate) replaced. Print it as a rich ``Text``,
+    never as a markup string: ``[word]`` in a prompt or a tool's output is text, not style."""
+    text = text.translate(_CONTROL)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def _short(text: str, n: int = 80) -> str:
-    text = " ".join(text.split())
+    text = " ".join(plain(text).split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -158,6 +176,12 @@ def describe(event: Event) -> tuple[str, str, str]:
                 f"{event.code} in {event.phase}: {_short(event.message, 160)}",
                 "bold red",
             )
+        case StepFailed():
+            return (
+                "step failed",
+                f"{event.step}: {event.error_type}: {_short(event.message, 120)}",
+                "red",
+            )
         case RunCancelled():
             return "cancelled", event.reason, "magenta"
         case RunTimedOut():
@@ -169,7 +193,7 @@ def describe(event: Event) -> tuple[str, str, str]:
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
     """One run's events as a table: seq, time since start, what happened."""
-    table = Table(title=title or None, show_edge=False, header_style="bold")
+    table = Table(title=Text(plain(title)) if title else None, show_edge=False, header_style="bold")
     table.add_column("seq", justify="right", style="dim")
     table.add_column("+ms", justify="right", style="dim")
     table.add_column("event")
@@ -180,8 +204,8 @@ def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
         table.add_row(
             str(stored.seq),
             f"{(stored.created_at - t0) * 1000:.0f}",
-            Text(label, style=style),
-            detail,
+            Text(plain(label), style=style),
+            Text(plain(detail)),
         )
     return table
 
@@ -194,9 +218,9 @@ def runs_table(records: Sequence[RunRecord]) -> Table:
     for r in records:
         when = dt.datetime.fromtimestamp(r.updated_at).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(
-            r.run_id,
-            r.agent,
-            Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+            Text(plain(r.run_id)),
+            Text(plain(r.agent)),
+            Text(plain(r.status), style=STATUS_STYLE.get(r.status, "")),
             str(r.last_seq),
             when,
         )
@@ -219,14 +243,24 @@ def summary(view: RunView) -> Text:
     )
     for a in view.approvals:
         t.append(
-            f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
-            f" token {a.token}",
+            plain(
+                f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
+                f" token {a.token}"
+            ),
             style="yellow",
         )
     return t
 
 
+class _Console(Console):
+    """rich's console, but a closed pipe is a ``BrokenPipeError`` for ``stead.cli.main`` to
+    end quietly like any other write to stdout (rich would exit 1 by itself)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
 def console() -> Console:
     """The console everything prints to (wide enough for a timeline when piped)."""
     probe = Console()
-    return Console(highlight=False, width=None if probe.is_terminal else 120)
+    return _Console(highlight=False, width=None if probe.is_terminal else 120)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
+from stead.cli._args import not_negative, positive
 from stead.errors import UserError
 from stead.runtime import Agent, Worker, serve
 
@@ -21,11 +22,23 @@ def add_worker_parser(sub: Any) -> None:
         "finish for --grace seconds, release the rest; a second signal releases at once.",
     )
     w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
-    w.add_argument("--concurrency", type=int, default=16, help="runs driven at once")
-    w.add_argument("--lease-ttl", type=float, default=30.0, help="lease length, seconds")
-    w.add_argument("--poll", type=float, default=1.0, help="seconds between claim polls")
-    w.add_argument("--grace", type=float, default=30.0, help="shutdown grace, seconds")
-    w.add_argument("--log-level", default="INFO", help="DEBUG logs every run's outcome")
+    w.add_argument(
+        "--concurrency", type=positive(int, 10_000), default=16, help="runs driven at once"
+    )
+    w.add_argument("--lease-ttl", type=positive(float), default=30.0, help="lease length, seconds")
+    w.add_argument("--poll", type=positive(float), default=1.0, help="seconds between claim polls")
+    w.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
+    w.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="DEBUG logs every run's outcome",
+    )
+
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+"""What ``--log-level`` takes (any case)."""
 
 
 def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
@@ -35,7 +48,7 @@ def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     worker = Worker(

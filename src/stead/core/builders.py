@@ -7,10 +7,11 @@ fit the state before anything is written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from stead.core.canonical import canonical_json, effect_id, idempotency_key
 from stead.core.events import (
@@ -24,6 +25,7 @@ from stead.core.events import (
     ResultSource,
     RunCancelled,
     RunTimedOut,
+    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -84,6 +86,69 @@ def _result(
     )
 
 
+def unique_call_ids(
+    state: RunState, turn_index: int, message: AssistantMessage
+) -> AssistantMessage:
+    """The reply with every tool call id unique in the run: the id the log, the idempotency
+    key and the model's next request all use.
+
+    Providers mostly give unique ids (``toolu_...``, ``call_...``), and those are kept as
+    they are. Some servers do not: OpenAI-compatible ones that number calls per reply
+    (``call_0`` in every turn), or a reply with two calls of one id, or none. Such an id
+    (empty, repeated in the reply, or seen in an earlier turn of the run) becomes
+    ``{id}_t{turn}_{position}`` (``call_t{turn}_{position}`` for an empty one), plus ``_{n}``
+    should even that be taken: deterministic, so the same reply gets the same ids after a
+    crash, and a suffix of letters, digits and ``_`` only, which both providers accept in
+    ids. The recorded
+    message carries the new ids, so its calls and their results always match in the
+    history sent back. Returns ``message`` itself when nothing had to change.
+    """
+    taken = state.call_ids
+    if not message.tool_calls:
+        return message
+    ids = [c.id for c in message.tool_calls]
+    if len(set(ids)) == len(ids) and all(ids) and taken.isdisjoint(ids):
+        return message
+    used: set[str] = set()
+    calls = []
+    for i, call in enumerate(message.tool_calls):
+        cid = call.id
+        if not cid or cid in used or cid in taken:
+            base = f"{cid or 'call'}_t{turn_index}_{i}"
+            cid, n = base, 1
+            while cid in used or cid in taken:
+                cid, n = f"{base}_{n}", n + 1
+            call = dataclasses.replace(call, id=cid)
+        used.add(cid)
+        calls.append(call)
+    return dataclasses.replace(message, tool_calls=tuple(calls))
+
+
+STEP_MESSAGE_LIMIT: Final = 1000
+"""Characters of an exception's text a ``step_failed`` event keeps."""
+
+
+def _storable(text: str, limit: int) -> str:
+    """Text any store takes: at most ``limit`` characters, valid UTF-8 (a lone surrogate
+    becomes ``?``), no NUL (PostgreSQL's jsonb refuses it)."""
+    text = text[: limit * 2].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
+    return text[:limit]
+
+
+def step_failed_event(step: str, error: BaseException) -> StepFailed:
+    """Record that ``step`` raised ``error``: small and plain, so it can be stored even when
+    what the step meant to write could not."""
+    try:
+        text = str(error)
+    except Exception:  # an exception whose __str__ raises still gets recorded
+        text = f"<{type(error).__name__} that cannot be printed>"
+    return StepFailed(
+        step=_storable(step, 200),
+        error_type=_storable(type(error).__name__, 200),
+        message=_storable(text, STEP_MESSAGE_LIMIT),
+    )
+
+
 def reply_events(
     state: RunState,
     turn_index: int,
@@ -98,10 +163,12 @@ def reply_events(
 ) -> list[Event]:
     """The write-ahead intent of one reply, all to be appended in one transaction.
 
-    The message; one request per call; then, for each call that may not run, its error
-    result: refused by validation, beyond ``max_tool_calls_per_turn``, asked for in the final
-    turn, or the ``repeat_threshold``-th identical call in a row (with a ``loop_detected``
-    event); and a consent request for each remaining call whose tool's policy asks a person.
+    The message (its call ids made unique in the run by ``unique_call_ids``: ``verdicts``,
+    ``consent`` and ``start_now`` name calls by those ids); one request per call; then, for
+    each call that may not run, its error result: refused by validation, beyond
+    ``max_tool_calls_per_turn``, asked for in the final turn, or the ``repeat_threshold``-th
+    identical call in a row, refused or not (with a ``loop_detected`` event); and a consent
+    request for each remaining call whose tool's policy asks a person.
 
     ``start_now``: ids of ``non_idempotent`` calls the caller will run as soon as this
     commits; their ``tool_call_started`` (attempt 1) rides in the same commit instead of
@@ -116,6 +183,8 @@ def reply_events(
     without reconciling it first.
     """
     limits = limits or Limits()
+    original = message.tool_calls
+    message = unique_call_ids(state, turn_index, message)
     events: list[Event] = [
         AssistantMessageRecorded(turn_index=turn_index, message=message, usage=usage, model=model)
     ]
@@ -124,7 +193,7 @@ def reply_events(
     recent = list(state.recent_calls)
     final = turn_index >= limits.max_turns - 1
     for i, call in enumerate(message.tool_calls):
-        v = verdicts[call.id]
+        v = verdicts.get(call.id) or verdicts[original[i].id]
         digest = call_digest(call.name, v.arguments)
         repeats = 1
         for prior in reversed(recent):
@@ -150,15 +219,16 @@ def reply_events(
                 ),
                 "limit",
             )
-        elif rejection is None and repeats >= limits.repeat_threshold:
-            rejection, source = (
-                (
-                    f"not run: this is the same call ({call.name} with the same arguments) "
-                    f"{repeats} times in a row, which looks like a loop. It will not produce a "
-                    "different result; try a different strategy or different arguments."
-                ),
-                "loop",
+        elif repeats >= limits.repeat_threshold:
+            # Refused calls count too: a model that repeats an unknown tool or arguments that
+            # fail the schema is in a loop as much as one repeating a call that runs.
+            looped = (
+                f"not run: this is the same call ({call.name} with the same arguments) "
+                f"{repeats} times in a row, which looks like a loop. It will not produce a "
+                "different result; try a different strategy or different arguments."
             )
+            rejection = looped if rejection is None else f"{rejection}\n\n{looped}"
+            source = "loop"
             refused.append(
                 LoopDetected(
                     turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats

@@ -145,7 +145,9 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
     """``sha256(run_id + tool_call_id)`` in hex, exactly as DESIGN.md fixes it.
 
     Stable across processes and attempts, so a retried idempotent write carries the same key
-    and the service on the other end can deduplicate it.
+    and the service on the other end can deduplicate it. Unique per call because the call id
+    is unique in the run: a reused one (``call_0`` in every turn) is renamed before it is
+    recorded (``stead.core.builders.unique_call_ids``), and this is computed over that id.
     """
     return sha256_hex(run_id + tool_call_id)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from stead.core.events import (
     EffectClass,
@@ -136,6 +136,8 @@ class Fail:
     """model | tool | runtime."""
     message: str
     """Detail for a person."""
+    details: dict[str, Any] | None = None
+    """Structured evidence for ``RunFailed.details``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +204,10 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
         raise ValueError("empty run state")
     if status in FINISHED:
         return Wait(status=status)
+    if state.step_failures >= limits.max_step_failures:
+        stuck = _stuck(state, status, limits)
+        if stuck is not None:
+            return stuck
     if state.cancel_requested is not None:
         return Cancel(reason=state.cancel_requested)
     if status is RunStatus.AWAITING_APPROVAL:
@@ -230,6 +236,38 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
         reply = state.last_assistant()
         return Finish(output=reply.text if reply else "", stop_reason="max_turns")
     return step
+
+
+def step_label(state: RunState, step: Step) -> str:
+    """A short name for a step, for ``step_failed`` and its evidence: kind and turn."""
+    turn = getattr(step, "turn_index", state.turn_index)
+    return f"{step.kind} (turn {turn})" if turn >= 0 else step.kind
+
+
+def _stuck(state: RunState, status: RunStatus, limits: Limits) -> Step | None:
+    """The answer to a step that failed ``max_step_failures`` times in a row: the run fails
+    with the evidence (or, waiting on a person, rests until the decision, which is progress).
+    A queued run cannot fail: its step, recording run_started, is retried."""
+    last = state.last_step_failure
+    assert last is not None
+    if status is RunStatus.AWAITING_APPROVAL:
+        return Wait(status=status)
+    if status not in (RunStatus.RUNNING, RunStatus.AWAITING_TOOL):
+        return None
+    return Fail(
+        code="step_failed",
+        phase="runtime",
+        message=(
+            f"step {last.step} failed {state.step_failures} times in a row "
+            f"(limit {limits.max_step_failures}): {last.error_type}: {last.message}"
+        ),
+        details={
+            "step": last.step,
+            "error_type": last.error_type,
+            "message": last.message,
+            "failures": state.step_failures,
+        },
+    )
 
 
 def _next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits) -> Step:
@@ -286,7 +324,11 @@ def automatic_events(state: RunState, step: Step) -> list[Event]:
         case Fail():
             return [
                 RunFailed(
-                    code=step.code, phase=step.phase, message=step.message, last_seq=state.seq
+                    code=step.code,
+                    phase=step.phase,
+                    message=step.message,
+                    last_seq=state.seq,
+                    details=step.details,
                 )
             ]
         case _:

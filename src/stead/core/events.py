@@ -5,6 +5,12 @@ Each event is a frozen dataclass with a ``kind`` tag. ``encode`` turns one into
 it does not recognise (unknown kind, newer version, missing or mistyped field) with
 ``ValueError`` so the store can report the exact corrupt row.
 
+The writer applies the reader's rules: ``problem`` checks a live event with the same field
+rules ``decode`` applies to a row (compiled per class, like the encoders), and the store
+refuses what it finds before the commit, so whatever a store accepted reads back equal.
+Text from outside (a model's reply, a tool's result, an error message) is made storable
+where it enters instead: see ``stead.core.messages.repair_text``.
+
 Versioning: ``VERSION[kind]`` is the schema version written today. A decoder for an older
 version upgrades it in ``_UPGRADES`` before building the dataclass; a newer version than this
 code knows is refused rather than guessed at.
@@ -12,6 +18,8 @@ code knows is refused rather than guessed at.
 
 from __future__ import annotations
 
+import itertools
+import math
 import operator
 import types
 import typing
@@ -20,7 +28,18 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_type_hints
 
 from stead.core.canonical import JSON
-from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.core.messages import (
+    AssistantMessage,
+    RedactedThinking,
+    Thinking,
+    ToolCall,
+    Usage,
+    message_from_json,
+    message_to_json,
+    repair_note,
+    repair_text,
+    unstorable,
+)
 
 EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
@@ -32,6 +51,14 @@ ResultSource = Literal[
 was refused before running, a person decided, or the run was cancelled or bounded."""
 
 Decision = Literal["approve", "deny", "happened", "not_happened", "skip"]
+
+
+def _repair_field(event: Any, name: str, where: str) -> None:
+    """Make one text field of an event being constructed storable, noting the repair."""
+    value = getattr(event, name)
+    if isinstance(value, str) and unstorable(value):
+        fixed, n = repair_text(value)
+        object.__setattr__(event, name, f"{fixed}\n\n{repair_note((n, where))}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +151,9 @@ class ModelCallFailed:
     usage: Usage | None = None
     """Tokens the failed attempt consumed (counted in the run's usage), if known."""
 
+    def __post_init__(self) -> None:
+        _repair_field(self, "message", "in this message")  # a provider's error text
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessageRecorded:
@@ -156,7 +186,8 @@ class ToolCallRequested:
     effect_class: EffectClass | None
     """The tool's side-effect class; None for an unknown tool."""
     idempotency_key: str
-    """sha256(run_id + tool_call_id), hex."""
+    """sha256(run_id + tool_call_id), hex; the call id is unique in the run (see
+    ``stead.core.builders.unique_call_ids``), so the key is too."""
     rejection: str | None = None
     """Why the call may not run (unknown tool, bad JSON, schema failure); None when valid."""
     requires_approval: bool = False
@@ -214,6 +245,12 @@ class ToolResultRecorded:
     attempt: int = 1
     """Which attempt produced it."""
 
+    def __post_init__(self) -> None:
+        # A tool's output (os.listdir() of a folder whose name is not UTF-8, a handler's
+        # error message) is text from outside: made storable here, with a note, so the one
+        # result is recorded and the handler is not run again on every attempt.
+        _repair_field(self, "content", "in this result")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutcomeUnknown:
@@ -226,6 +263,9 @@ class ToolOutcomeUnknown:
     """The call."""
     reason: str
     """Why it is unknown."""
+
+    def __post_init__(self) -> None:
+        _repair_field(self, "reason", "in this reason")  # may quote a reconcile function
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,6 +348,26 @@ class RunFailed:
     details: dict[str, Any] | None = None
     """Structured figures (e.g. a budget breach: spent, next-turn estimate, budget)."""
 
+    def __post_init__(self) -> None:
+        _repair_field(self, "message", "in this message")  # may quote a provider or a tool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFailed:
+    """A step of the run loop raised something that is not about the lease, the store or a
+    cancel (a bug, or input the run cannot take). Counted by the fold: the
+    ``Limits.max_step_failures``-th failure of the same step in a row ends the run ``failed``
+    (code ``step_failed``), so no claimant retries it forever. Kept small and plain text, so
+    that it can be stored even when the step's own events could not."""
+
+    kind: ClassVar[str] = "step_failed"
+    step: str
+    """Which step, e.g. ``call_model (turn 2)``."""
+    error_type: str
+    """The exception's class name."""
+    message: str = ""
+    """The exception's text (truncated)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelRequested:
@@ -366,6 +426,7 @@ Event: TypeAlias = (
     | ApprovalDecided
     | RunCompleted
     | RunFailed
+    | StepFailed
     | RunCancelRequested
     | RunCancelled
     | RunTimedOut
@@ -528,3 +589,352 @@ def decode(kind: str, version: int, data: Any) -> Event:
     if unknown:
         raise ValueError(f"{kind}: unknown fields {sorted(unknown)}")
     return typing.cast(Event, cls(**kwargs))
+
+
+# -- the write-side check: what the store accepts, decode reads back ------------------------
+#
+# ``decode`` is the reader's rule book. The writer applies the same rules to the live event
+# before it is encoded, so a row the store accepted always decodes again, to an equal event:
+# the log cannot be poisoned by a value the reader refuses (a string where an integer
+# belongs, a negative token count, a tuple that would come back as a list, NaN). Text UTF-8
+# cannot hold is found on the encoded row, where one O(1) ``isascii`` covers every string.
+# Each class's check is compiled once from its field table, like its encoder: it runs on
+# every append.
+
+_MAX_INT = 2**63
+"""Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
+_MAX_COLUMN_INT = 2**31
+"""``turn_index`` is also a column of its own, an INTEGER (32 bits) in PostgreSQL."""
+_MAX_EXACT_FLOAT = 2**53
+_MAX_DEPTH = 64
+"""JSON nesting deeper than this is refused (the JSON reader recurses)."""
+_COLUMNS: Final = {"tool_call_id", "run_id", "agent", "session_id", "correlation_id"}
+"""Fields also stored in a text column of their own: PostgreSQL text cannot hold NUL."""
+
+Problem: TypeAlias = "str | None"
+"""What is wrong with a value, or None."""
+
+
+def _json_problem(value: Any, depth: int = 0) -> str | None:
+    t = type(value)
+    if value is None or t is bool or isinstance(value, str):
+        return None
+    if t is int:
+        return None if -_MAX_INT < value < _MAX_INT else f"integer {value} is out of range"
+    if t is float:
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if isinstance(value, dict | list):
+        if depth >= _MAX_DEPTH:
+            return f"nested more than {_MAX_DEPTH} levels deep"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            if isinstance(value, dict) and not isinstance(k, str):
+                return f"key {k!r} is not a string"
+            p = _json_problem(v, depth + 1)
+            if p is not None:
+                return f"[{k!r}]: {p}"
+        return None
+    if isinstance(value, tuple):
+        return "a tuple would read back as a list; pass a list"
+    return f"{t.__name__} is not a JSON value"
+
+
+def _str_problem(value: Any) -> Problem:
+    return None if isinstance(value, str) else f"expected a string, got {value!r:.80}"
+
+
+def _int_problem(value: Any) -> Problem:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"expected an integer, got {value!r:.80}"
+    return None if -_MAX_INT < value < _MAX_INT else f"integer {value} is out of range"
+
+
+def _float_problem(value: Any) -> Problem:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if isinstance(value, int) and not isinstance(value, bool):
+        ok = -_MAX_EXACT_FLOAT <= value <= _MAX_EXACT_FLOAT
+        return None if ok else f"{value} is not exactly a number (double)"
+    return f"expected a number, got {value!r:.80}"
+
+
+def _usage_problem(value: Any) -> Problem:
+    if not isinstance(value, Usage):
+        return f"expected a Usage, got {value!r:.80}"
+    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens"):
+        v = getattr(value, key)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < _MAX_INT:
+            return f"usage {key} must be a non-negative integer, got {v!r:.80}"
+    v = value.cache_read_input_tokens
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < _MAX_INT:
+        return f"usage cache_read_input_tokens must be a non-negative integer, got {v!r:.80}"
+    return None
+
+
+def _message_problem(m: Any) -> Problem:
+    if not isinstance(m, AssistantMessage):
+        return f"expected an AssistantMessage, got {m!r:.80}"
+    if m.role != "assistant":
+        return f"role must be 'assistant', got {m.role!r:.80}"
+    for name in ("text", "stop_reason"):
+        if not isinstance(getattr(m, name), str):
+            return f"{name}: expected a string, got {getattr(m, name)!r:.80}"
+    if type(m.tool_calls) is not tuple:
+        return "tool_calls: expected a tuple of ToolCall"
+    for i, c in enumerate(m.tool_calls):
+        if not isinstance(c, ToolCall):
+            return f"tool_calls[{i}]: expected a ToolCall, got {c!r:.80}"
+        for name in ("id", "name", "arguments"):
+            if not isinstance(getattr(c, name), str):
+                return f"tool_calls[{i}].{name}: expected a string"
+    if type(m.thinking) is not tuple:
+        return "thinking: expected a tuple of thinking blocks"
+    for i, b in enumerate(m.thinking):
+        if isinstance(b, Thinking):
+            ok = b.kind == "thinking" and isinstance(b.text, str) and isinstance(b.signature, str)
+        elif isinstance(b, RedactedThinking):
+            ok = b.kind == "redacted_thinking" and isinstance(b.data, str)
+        else:
+            ok = False
+        if not ok:
+            return f"thinking[{i}]: not a valid thinking block ({b!r:.80})"
+    return None
+
+
+def _problem_of(hint: Any, name: str) -> Callable[[Any], Problem]:
+    """The check of one field type (mirrors ``_check``, which reads it back)."""
+    if hint is AssistantMessage:
+        return _message_problem
+    if hint is Usage:
+        return _usage_problem
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        arms = [_problem_of(a, name) for a in typing.get_args(hint)]
+        optional = [_problem_of(a, name) for a in typing.get_args(hint) if a is not type(None)]
+
+        def union(v: Any) -> Problem:
+            problems = [arm(v) for arm in arms]
+            if None in problems:
+                return None
+            if len(optional) == 1:  # X | None: say what is wrong with it as an X
+                return optional[0](v)
+            return f"{v!r:.80} matches none of {hint}"
+
+        return union
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+
+        def literal(v: Any) -> Problem:
+            ok = isinstance(v, str) and v in allowed
+            return None if ok else f"{v!r:.80} is not one of {allowed}"
+
+        return literal
+    if hint is type(None):
+        return lambda v: None if v is None else f"expected None, got {v!r:.80}"
+    if origin is dict or hint is dict:
+        return lambda v: (
+            _json_problem(v) if isinstance(v, dict) else f"expected a dict, got {v!r:.80}"
+        )
+    if hint is bool:
+        return lambda v: None if isinstance(v, bool) else f"expected a bool, got {v!r:.80}"
+    if hint is float:
+        return _float_problem
+    if hint is int:
+        if name == "turn_index":
+            return lambda v: (
+                _int_problem(v)
+                or (
+                    None
+                    if 0 <= v < _MAX_COLUMN_INT
+                    else f"turn index {v} is outside 0..{_MAX_COLUMN_INT - 1}"
+                )
+            )
+        return _int_problem
+    if hint is str:
+        if name in _COLUMNS:
+            return lambda v: (
+                _str_problem(v)
+                or ("a NUL character cannot be stored here" if "\x00" in v else None)
+            )
+        return _str_problem
+    raise TypeError(f"no write check for field {name!r} of type {hint}")  # pragma: no cover
+
+
+def _message_ok(m: Any) -> bool:
+    """The fast form of ``_message_problem`` (no message built): one reply a model turn."""
+    if not (
+        isinstance(m, AssistantMessage)
+        and m.role == "assistant"
+        and isinstance(m.text, str)
+        and isinstance(m.stop_reason, str)
+        and type(m.tool_calls) is tuple
+        and type(m.thinking) is tuple
+    ):
+        return False
+    for c in m.tool_calls:
+        if not (
+            isinstance(c, ToolCall)
+            and isinstance(c.id, str)
+            and isinstance(c.name, str)
+            and isinstance(c.arguments, str)
+        ):
+            return False
+    return not m.thinking or _message_problem(m) is None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -_MAX_INT < v < _MAX_INT
+
+
+def _is_turn(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _MAX_COLUMN_INT
+
+
+def _is_column_str(v: Any) -> bool:
+    return isinstance(v, str) and "\x00" not in v
+
+
+def _is_json_object(v: Any) -> bool:
+    return isinstance(v, dict) and _json_problem(v) is None
+
+
+def _is_number(v: Any) -> bool:
+    return _float_problem(v) is None
+
+
+_SIMPLE: Final[dict[Any, type[Any]]] = {str: str, bool: bool, type(None): type(None)}
+"""Hints whose check is a plain ``isinstance`` (no range, no NUL, no nested values)."""
+
+
+def _ok_of(hint: Any, name: str) -> Callable[[Any], bool]:
+    """A predicate true when ``_problem_of(hint, name)`` finds nothing, building no message:
+    the fast path every append takes. Plain type tests are C-level ``isinstance`` calls."""
+    if hint is AssistantMessage:
+        return _message_ok
+    if hint is Usage:
+        return Usage.__instancecheck__  # see Usage
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        arms = typing.get_args(hint)
+        if all(a in _SIMPLE and not (a is str and name in _COLUMNS) for a in arms):
+            simple = tuple(_SIMPLE[a] for a in arms)
+            return lambda v: isinstance(v, simple)
+        first, *rest = (_ok_of(a, name) for a in arms)
+        if len(rest) == 1:
+            second = rest[0]
+            return lambda v: first(v) or second(v)
+        preds = (first, *rest)
+        return lambda v: any(p(v) for p in preds)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        return lambda v: isinstance(v, str) and v in allowed
+    if origin is dict or hint is dict:
+        return _is_json_object
+    if hint is float:
+        return _is_number
+    if hint is int:
+        return _is_turn if name == "turn_index" else _is_int
+    if hint is str and name in _COLUMNS:
+        return _is_column_str
+    if hint in _SIMPLE:
+        return _SIMPLE[hint].__instancecheck__
+    raise TypeError(f"no write check for field {name!r} of type {hint}")  # pragma: no cover
+
+
+def _exact_types(hint: Any) -> frozenset[type[Any]]:
+    """The exact types a well-typed value of ``hint`` has (a subclass takes the slow path)."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return frozenset().union(*(_exact_types(a) for a in typing.get_args(hint)))
+    if origin is Literal:
+        return frozenset({str})
+    if origin is dict:
+        return frozenset({dict})
+    if hint is float:
+        return frozenset({float, int})
+    return frozenset({hint})
+
+
+def _implied_by_type(hint: Any, name: str) -> bool:
+    """Whether a value of one of ``_exact_types(hint)`` passes ``_ok_of(hint, name)`` on its
+    type alone (no range, no membership, no nested values, no NUL to look for)."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return all(_implied_by_type(a, name) for a in typing.get_args(hint))
+    if hint is str:
+        return name not in _COLUMNS
+    return hint in (bool, type(None), Usage)  # a Usage's constructor checks its counts
+
+
+def _compile_check(kind: str) -> Callable[[Any], tuple[str, str] | None]:
+    """The write check of one event class, compiled once from its field table.
+
+    The fast path reads every field with one ``attrgetter``, looks the tuple of their exact
+    types up in the set of well-typed signatures (a C-level map and one hash lookup), and
+    calls a predicate only for the fields whose type does not settle it (a range, a
+    literal, a nested value). Anything else takes the full predicates (a str subclass is
+    fine, just slower), and a refusal is explained field by field.
+    """
+    table = _FIELDS[kind]
+    names = [name for name, _, _, _ in table]
+    preds = [_ok_of(hint, name) for name, hint, _, _ in table]
+    explain = [(name, _problem_of(hint, name)) for name, hint, _, _ in table]
+    getter = typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names, "kind"))
+    signatures = frozenset(
+        (*sig, str) for sig in itertools.product(*(_exact_types(h) for _, h, _, _ in table))
+    )
+    checked = [
+        (i, preds[i])
+        for i, (name, hint, _, _) in enumerate(table)
+        if not _implied_by_type(hint, name)
+    ]
+    call = operator.call
+
+    def check(e: Any) -> tuple[str, str] | None:
+        values = getter(e)
+        if tuple(map(type, values)) in signatures:
+            for i, pred in checked:
+                if not pred(values[i]):
+                    break
+            else:
+                return None
+        elif all(map(call, preds, values)):  # map stops at preds: the trailing kind is dropped
+            return None
+        for name, f in explain:
+            p = f(getattr(e, name))
+            if p is not None:
+                return name, p
+        return "?", "refused"  # pragma: no cover - the predicates and explain agree
+
+    return check
+
+
+_CHECKS: Final = {cls: _compile_check(k) for k, cls in EVENT_TYPES.items()}
+
+
+def problem(event: Any) -> tuple[str, str] | None:
+    """``(field, what is wrong)`` when ``decode`` would not read ``event`` back equal after
+    ``encode``, else None. Text UTF-8 cannot hold is checked on the encoded row instead
+    (``unstorable_field``): one O(1) test there covers every string."""
+    check = _CHECKS.get(type(event))
+    if check is None:
+        return "kind", f"{type(event).__name__} is not an event class"
+    return check(event)
+
+
+def unstorable_field(data: dict[str, JSON]) -> str:
+    """The name of the first field of encoded ``data`` holding text UTF-8 cannot encode."""
+    for name, value in data.items():
+        if _has_unstorable(value):
+            return name
+    return "?"  # pragma: no cover - only called once the row is known to hold one
+
+
+def _has_unstorable(value: Any) -> bool:
+    if isinstance(value, str):
+        return unstorable(value)
+    if isinstance(value, dict):
+        return any(_has_unstorable(k) or _has_unstorable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_unstorable(v) for v in value)
+    return False

@@ -28,11 +28,18 @@ RunFailureCode = Literal[
     "tool_error",
     "unknown_agent",
     "internal_error",
+    "step_failed",
 ]
 
 MODEL_FAILURE_CODES: Final = frozenset(get_args(ModelFailureCode))
 
-RETRYABLE: Final = frozenset({"rate_limited", "provider_unavailable", "connection_failed"})
+RETRYABLE: Final = frozenset(
+    {"rate_limited", "provider_unavailable", "connection_failed", "deadline_exceeded"}
+)
+"""Codes a later attempt may not hit. ``deadline_exceeded`` (a read timeout, an HTTP 408, or
+a provider's overall ``deadline`` for the call, stream included) is one, as the official SDKs
+treat timeouts: a stalled stream or a slow replica is usually gone on the next try, and the
+attempts are bounded by ``Limits.max_model_attempts`` and each by its deadline."""
 
 
 def is_retryable(code: str) -> bool:

@@ -38,6 +38,7 @@ from stead.core.events import (
     RunRequeued,
     RunStarted,
     RunTimedOut,
+    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -58,10 +59,10 @@ from stead.core.messages import (
     message_from_json,
     message_to_json,
 )
-from stead.core.states import RunStatus, check_transition
+from stead.core.states import FINISHED, RunStatus, check_transition
 from stead.errors import Conflict, IllegalTransition
 
-STATE_VERSION: Final = 2
+STATE_VERSION: Final = 3
 """Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
 log is folded from the start instead."""
 
@@ -81,7 +82,7 @@ class CallState:
     effect_class: EffectClass | None
     """Side-effect class; None for unknown tools."""
     idempotency_key: str
-    """sha256(run_id + tool_call_id)."""
+    """sha256(run_id + tool_call_id); call ids are unique in a run, so keys are too."""
     rejection: str | None = None
     """Why it may not run, if so."""
     requires_approval: bool = False
@@ -181,6 +182,15 @@ class RunState:
     recent_calls: list[str] = field(default_factory=list)
     """Digests of the latest tool calls (name + canonical arguments), newest last, for
     repetition detection."""
+    call_ids: set[str] = field(default_factory=set)
+    """Every tool call id of every recorded reply: a new reply's ids are made unique against
+    these (``stead.core.builders.unique_call_ids``). Not in a snapshot: rebuilt from its
+    messages."""
+    step_failures: int = 0
+    """How many times in a row a step failed (``step_failed``) with no progress between
+    (so the same step); any other event but ``run_recovered`` (a new claimant) resets it."""
+    last_step_failure: StepFailed | None = None
+    """The latest of those failures: its step and error."""
     _conversation: _Conversation | None = field(default=None, init=False, repr=False, compare=False)
     """Cache of ``conversation()``."""
 
@@ -267,6 +277,10 @@ class RunState:
             "epoch": self.epoch,
             "cancel_requested": self.cancel_requested,
             "recent_calls": self.recent_calls,
+            "step_failures": self.step_failures,
+            "last_step_failure": (
+                encode(self.last_step_failure)[2] if self.last_step_failure else None
+            ),
         }
 
     @classmethod
@@ -276,6 +290,9 @@ class RunState:
             raise ValueError(f"snapshot version {data.get('v')} != {STATE_VERSION}")
         calls = [_call_from_json(c) for c in data["calls"]]
         approvals = [decode("approval_requested", 1, a) for a in data["approvals"]]
+        messages = [message_from_json(m) for m in data["messages"]]
+        failure = data["last_step_failure"]
+        last_failure = decode("step_failed", 1, failure) if failure is not None else None
         return cls(
             run_id=data["run_id"],
             agent=data["agent"],
@@ -285,7 +302,7 @@ class RunState:
             config=data["config"],
             status=RunStatus(data["status"]) if data["status"] else None,
             seq=data["seq"],
-            messages=[message_from_json(m) for m in data["messages"]],
+            messages=messages,
             turn_index=data["turn_index"],
             turn_has_reply=data["turn_has_reply"],
             calls={c.tool_call_id: c for c in calls},
@@ -300,6 +317,11 @@ class RunState:
             epoch=data["epoch"],
             cancel_requested=data["cancel_requested"],
             recent_calls=list(data["recent_calls"]),
+            call_ids={
+                c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls
+            },
+            step_failures=data["step_failures"],
+            last_step_failure=last_failure if isinstance(last_failure, StepFailed) else None,
         )
 
 
@@ -455,6 +477,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             state.turn_has_reply = True
             state.messages.append(event.message)
             state.usage = state.usage + event.usage
+            state.call_ids.update(ids)
         case ToolCallRequested():
             if event.turn_index != state.turn_index or not state.turn_has_reply:
                 raise _refuse(state, event, "tool calls need this turn's assistant message first")
@@ -576,8 +599,19 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
             state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
         case RunRequeued():
             _move(state, RunStatus.QUEUED, event, strict=True)
+        case StepFailed():
+            if state.status in FINISHED:
+                raise _refuse(state, event, "a finished run has no step to fail")
+            # No progress since the last failure means the same state, hence the same step
+            # (next_step is a function of the log): consecutive failures are what counts.
+            state.step_failures += 1
+            state.last_step_failure = event
         case _:
             assert_never(event)
+    if state.step_failures and not isinstance(event, StepFailed | RunRecovered):
+        # Anything else recorded is progress (a new claimant is not): the count restarts.
+        state.step_failures = 0
+        state.last_step_failure = None
     if seq is not None:
         state.seq = seq
     else:

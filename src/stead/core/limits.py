@@ -7,9 +7,54 @@ calls, and ``budget_breach`` halts a run *before* the turn that would overspend.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from stead.errors import UserError
+
+
+def _show(value: object) -> str:
+    """A value for an error message: its type and a short repr (a repr may be huge, or fail)."""
+    try:
+        text = repr(value)
+    except Exception:  # a message must not fail because of the value
+        text = "<unprintable>"
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _finite(value: float) -> bool:
+    """A number a float holds and that is finite (an int beyond 1e308 is neither: adding it to
+    a clock's float raises ``OverflowError``)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _count(owner: str, name: str, value: object, least: int, hint: str = "") -> None:
+    """An int field: a real ``int`` (not a bool, not a float or a string) of at least ``least``.
+
+    Checked once at construction, so a wrong value is the caller's error at the line that
+    made it, not a ``TypeError`` deep in a run (or a ceiling that never fires).
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UserError(
+            f"{owner}.{name} takes an int of at least {least}{hint}, not {_show(value)}"
+        )
+    if value < least:
+        raise UserError(f"{owner}.{name} must be at least {least}{hint}, not {_show(value)}")
+
+
+def _seconds(owner: str, name: str, value: object, *, positive: bool, hint: str = "") -> None:
+    """A float field (an int will do): finite, and positive or at least zero."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise UserError(f"{owner}.{name} takes a number of seconds{hint}, not {_show(value)}")
+    if not _finite(value) or value < 0 or (positive and value == 0):
+        what = "more than zero" if positive else "zero or more"
+        raise UserError(
+            f"{owner}.{name} must be a finite number of seconds, {what}{hint}, not {_show(value)}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,17 +73,30 @@ class Limits:
     """Seconds a person has to decide before the run times out (None: wait forever)."""
     cancel_grace: float = 5.0
     """Seconds tools get to stop after a cancel before their subprocesses are killed."""
+    max_step_failures: int = 3
+    """A step that raises this many times in a row (counted in the log, across processes)
+    ends the run ``failed`` with code ``step_failed``, instead of being retried forever."""
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tool_calls_per_turn", "max_model_attempts"):
-            if getattr(self, name) < 1:
-                raise UserError(f"Limits.{name} must be at least 1")
-        if not 2 <= self.repeat_threshold <= 32:
-            raise UserError("Limits.repeat_threshold must be between 2 and 32")
-        if self.approval_timeout is not None and self.approval_timeout <= 0:
-            raise UserError("Limits.approval_timeout must be positive (or None)")
-        if self.cancel_grace < 0:
-            raise UserError("Limits.cancel_grace must not be negative")
+        _count("Limits", "max_turns", self.max_turns, 1)
+        _count("Limits", "max_tool_calls_per_turn", self.max_tool_calls_per_turn, 1)
+        _count("Limits", "max_model_attempts", self.max_model_attempts, 1)
+        _count("Limits", "max_step_failures", self.max_step_failures, 1)
+        _count("Limits", "repeat_threshold", self.repeat_threshold, 2)
+        if self.repeat_threshold > 32:
+            raise UserError(
+                "Limits.repeat_threshold must be between 2 and 32, "
+                f"not {_show(self.repeat_threshold)}"
+            )
+        if self.approval_timeout is not None:
+            _seconds(
+                "Limits",
+                "approval_timeout",
+                self.approval_timeout,
+                positive=True,
+                hint=" (None waits forever)",
+            )
+        _seconds("Limits", "cancel_grace", self.cancel_grace, positive=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +111,22 @@ class Budget:
     """Everything."""
     max_usd: float | None = None
     """Dollars, priced with the model's entry in the price table."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_input_tokens", "max_output_tokens", "max_total_tokens"):
+            value = getattr(self, name)
+            if value is not None:
+                _count("Budget", name, value, 1, " (None for no ceiling)")
+        if self.max_usd is not None:
+            if not isinstance(self.max_usd, int | float) or isinstance(self.max_usd, bool):
+                raise UserError(
+                    f"Budget.max_usd takes a number of dollars (or None), not {_show(self.max_usd)}"
+                )
+            if not _finite(self.max_usd) or self.max_usd <= 0:
+                raise UserError(
+                    f"Budget.max_usd must be a finite positive number of dollars (None for no "
+                    f"ceiling), not {_show(self.max_usd)}"
+                )
 
     @property
     def unlimited(self) -> bool:

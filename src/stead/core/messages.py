@@ -6,10 +6,58 @@ them as plain JSON. Each message is stored once, in the event that introduced it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from stead.core.canonical import JSON
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+_MAX_COUNT = 2**63
+"""Counts are stored as 64-bit integers (SQLite INTEGER, PostgreSQL BIGINT range)."""
+
+# -- text the log can hold ---------------------------------------------------------------
+
+_UNSTORABLE = re.compile("[\ud800-\udfff]")
+"""Surrogate code points: valid in a Python str (and in JSON as an escape), but not Unicode
+scalar values, so not encodable as UTF-8 and not storable in either store."""
+
+
+def unstorable(text: str) -> bool:
+    """True when ``text`` holds a surrogate code point (UTF-8 cannot encode it).
+
+    ``isascii`` is O(1) in CPython, so the common case costs next to nothing."""
+    return not text.isascii() and _UNSTORABLE.search(text) is not None
+
+
+def repair_text(text: str) -> tuple[str, int]:
+    """``text`` made storable as UTF-8, and how many characters were replaced.
+
+    A well-formed surrogate pair that reached us as two code points is joined into the
+    character it encodes; every lone surrogate becomes U+FFFD (the replacement character).
+    Text from outside (a model's reply, a tool's result, an error message) is repaired
+    rather than refused: refusing it would leave the run stuck, or run the tool again.
+    """
+    if not unstorable(text):
+        return text, 0
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return fixed, fixed.count("\ufffd") - text.count("\ufffd")
+
+
+def repair_note(*places: tuple[int, str]) -> str:
+    """The note appended to repaired text, so the model (and a person) reads what changed:
+    ``places`` are (characters replaced, where) pairs, e.g. ``(1, "in this text")``."""
+    total = sum(n for n, _ in places)
+    where = ", ".join(f"{n} {w}" for n, w in places)
+    return (
+        f"[stead: {total} {'character' if total == 1 else 'characters'} that UTF-8 cannot "
+        f"hold (lone surrogates) replaced with U+FFFD: {where}]"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,6 +72,15 @@ class Usage:
     """Prompt tokens written to the provider's cache."""
     cache_read_input_tokens: int = 0
     """Prompt tokens served from the provider's cache."""
+
+    def __post_init__(self) -> None:
+        # The truth about counts lives here: a negative or non-integer count cannot be
+        # built, so it cannot be written and then refused by the reader. Providers clamp
+        # what a server sends before they build one.
+        for key in _USAGE_KEYS:
+            v = getattr(self, key)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < _MAX_COUNT:
+                raise ValueError(f"usage {key} must be a non-negative integer, got {v!r}")
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -57,19 +114,11 @@ class Usage:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
         """Decode; ``ValueError`` for unknown keys or counts that are not whole numbers."""
-        known = {
-            "input_tokens",
-            "output_tokens",
-            "cache_creation_input_tokens",
-            "cache_read_input_tokens",
-        }
-        if not isinstance(data, dict) or set(data) - known:
-            raise ValueError(f"usage has unknown keys: {sorted(set(data) - known)}")
-        counts = {k: data.get(k, 0) for k in known}
-        for k, v in counts.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"usage {k} must be a non-negative integer, got {v!r}")
-        return cls(**counts)
+        if not isinstance(data, dict):
+            raise ValueError(f"usage must be an object, got {data!r}")
+        if set(data) - set(_USAGE_KEYS):
+            raise ValueError(f"usage has unknown keys: {sorted(set(data) - set(_USAGE_KEYS))}")
+        return cls(**{k: data.get(k, 0) for k in _USAGE_KEYS})  # the constructor checks
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +211,87 @@ class AssistantMessage:
     """The reply's extended-thinking blocks in the order they came, unmodified: a provider
     that issued them (Anthropic) refuses the next request of a tool-using turn without them.
     Empty for providers and models that do not think out loud."""
+
+    def __post_init__(self) -> None:
+        # Every provider and the ScriptedModel build their reply here, so this is the one
+        # boundary where a model's text enters: text UTF-8 cannot hold (a lone surrogate,
+        # which JSON can spell) is repaired with a note the model reads on its next turn,
+        # instead of making the store refuse the reply on every attempt. ASCII is O(1).
+        try:
+            clean = (
+                not _dirty(self.text)
+                and not _dirty(self.stop_reason)
+                and not (
+                    self.tool_calls
+                    and any(
+                        _dirty(c.id) or _dirty(c.name) or _dirty(c.arguments)
+                        for c in self.tool_calls
+                    )
+                )
+                and not (
+                    self.thinking
+                    and any(
+                        _dirty(getattr(b, "text", ""))
+                        or _dirty(getattr(b, "signature", ""))
+                        or _dirty(getattr(b, "data", ""))
+                        for b in self.thinking
+                    )
+                )
+            )
+        except (TypeError, AttributeError):
+            return  # not the right types at all: the store's codec refuses it, naming the field
+        if not clean:
+            _repair_message(self)
+
+
+def _dirty(value: object) -> bool:
+    return isinstance(value, str) and unstorable(value)
+
+
+def _repair_message(m: AssistantMessage) -> None:
+    """Repair every string of a reply in place (it is being constructed) and note where.
+    Values of the wrong type are left as they are: the store's codec refuses them."""
+    places: list[tuple[int, str]] = []
+
+    def fix(value: Any, where: str) -> Any:
+        if not isinstance(value, str):
+            return value
+        fixed, n = repair_text(value)
+        if n:
+            places.append((n, where))
+        return fixed
+
+    def call(c: Any) -> Any:
+        if not isinstance(c, ToolCall):
+            return c
+        return ToolCall(
+            id=fix(c.id, "in a tool call's id"),
+            name=fix(c.name, f"in the name of tool call {c.id!r}"),
+            arguments=fix(c.arguments, f"in the arguments of tool call {c.id!r}"),
+        )
+
+    def block(b: Any) -> Any:
+        if isinstance(b, Thinking):
+            return Thinking(
+                text=fix(b.text, "in a thinking block"),
+                signature=fix(b.signature, "in a thinking block's signature"),
+            )
+        if isinstance(b, RedactedThinking):
+            return RedactedThinking(data=fix(b.data, "in a redacted thinking block"))
+        return b
+
+    calls = m.tool_calls
+    if isinstance(calls, tuple | list):
+        object.__setattr__(m, "tool_calls", type(calls)(call(c) for c in calls))
+    thinking = m.thinking
+    if isinstance(thinking, tuple | list):
+        object.__setattr__(m, "thinking", type(thinking)(block(b) for b in thinking))
+    object.__setattr__(m, "stop_reason", fix(m.stop_reason, "in the stop reason"))
+    text = fix(m.text, "in this text")
+    if places and isinstance(text, str):
+        note = repair_note(*places)
+        text = f"{text}\n\n{note}" if text else note
+    object.__setattr__(m, "text", text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,12 +8,15 @@ their SDK (``pip install 'stead[anthropic]'``, ``'stead[openai]'``) only when us
 """
 
 from stead.providers._base import ModelProvider, ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._strings import model_from_string
+from stead.providers._strings import LazyModel, ModelSpec, model_from_string, parse_model_string
 
 __all__ = [
+    "LazyModel",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "ModelSpec",
     "ProgressCallback",
     "model_from_string",
+    "parse_model_string",
 ]

@@ -4,7 +4,8 @@ HTTP statuses map through ``stead.core.failures.code_for_status``; these helpers
 status alone does not say: a context-window overflow hidden in a 400, a ``retry-after``
 header, a transport error raised by whichever HTTP library the SDK was built on (``httpx``
 or ``httpx2``, matched by class name so neither is imported here), and a reply that cannot
-be parsed. Each is covered by a test in ``tests/providers/test_failures.py``.
+be parsed (invalid JSON or UTF-8, JSON nested too deep to decode, an event we cannot map).
+Each is covered by a test in ``tests/providers/test_failures.py``.
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ def code_for_exception(exc: BaseException) -> ModelFailureCode | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if isinstance(exc, TimeoutError) or names & _TIMEOUT_CLASSES:
         return "deadline_exceeded"
-    if isinstance(exc, MalformedReply | UnicodeDecodeError) or "JSONDecodeError" in names:
+    if isinstance(exc, MalformedReply | UnicodeDecodeError | RecursionError) or (
+        "JSONDecodeError" in names
+    ):
+        # RecursionError: event data nested deeper than the JSON decoder recurses
+        # (``[[[[...]]]]``), raised from the SDK's decoding of the event.
         return "malformed_result"
     if isinstance(exc, ConnectionError | OSError) or names & _TRANSPORT_CLASSES:
         return "connection_failed"

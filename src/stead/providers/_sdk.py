@@ -8,9 +8,18 @@ opens the stream, the reply accumulator, the error-code table); ``SDKCaller`` do
 
 - the SDK's retries are off (``max_retries=0``): the run loop retries retryable codes with
   jittered backoff that honours ``retry-after``, and records every attempt as an event;
-- a shared client is used as given (its owner closes it); without one each call opens and
-  closes its own, so no connection outlives the event loop that made it;
+- a shared client is used (its owner closes it) through a copy with its retries off, which
+  shares its connections: left on, its own retries would multiply stead's; without one each
+  call opens and closes its own, so no connection outlives the event loop that made it;
 - the call runs under ``call_abortable``, so aborting the signal closes the stream at once;
+- the whole call, stream included, has a ``deadline``: the SDK's ``timeout`` bounds each read,
+  so a server that sends keep-alive pings (Anthropic's ``event: ping``, an SSE comment
+  ``: keep-alive``) and nothing else would keep a call alive for ever; past its deadline the
+  call is closed like an abort and fails with ``deadline_exceeded``;
+- a reply that ends cleanly without a single event (a 200 JSON body, or text that is not
+  server-sent events, answering a streaming request) is ``malformed_result``: nothing was
+  cut, so trying again would only get the same answer; and an SSE event whose data is not a
+  JSON object is one too;
 - each streamed event is dumped to a dict and fed to the pure wire module; the text it hands
   back is the only thing ``on_progress`` ever sees;
 - every SDK exception becomes ``ProviderError`` / ``ProviderHTTPError`` with a stable code,
@@ -22,6 +31,8 @@ passes its own classes in.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -31,10 +42,19 @@ from typing import Any, Generic, Protocol, TypeVar
 from stead._signal import AbortSignal
 from stead.core.failures import ModelFailureCode
 from stead.core.messages import Usage
-from stead.errors import ProviderError, ProviderHTTPError
+from stead.errors import ProviderError, ProviderHTTPError, UserError
 from stead.providers._abort import call_abortable
 from stead.providers._base import ModelResponse, ProgressCallback
-from stead.providers._failures import code_for_exception, error_text, retry_after_seconds
+from stead.providers._failures import (
+    MalformedReply,
+    code_for_exception,
+    error_text,
+    retry_after_seconds,
+)
+
+DEFAULT_DEADLINE = 3600.0
+"""Seconds one model call may take, stream included, unless the provider is given another
+``deadline``: an hour, well beyond a long generation (raise it for replies that take longer)."""
 
 
 class _Headers(Protocol):
@@ -142,14 +162,17 @@ class SDKCaller(Generic[ClientT]):
         timeout: float,
         client: ClientT | None,
         clock: Callable[[], float],
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> None:
-        """``name`` starts every error message (``anthropic``, ``openai-compatible``...)."""
+        """``name`` starts every error message (``anthropic``, ``openai-compatible``...);
+        ``timeout`` bounds each read, ``deadline`` the whole call (None: no bound)."""
         self.sdk = sdk
         self.name = name
         self.base_url = base_url
         self._key = api_key
         self._timeout = timeout
-        self._client = client
+        self._deadline = None if deadline is None else _seconds(f"{name}: deadline", deadline)
+        self._client = _without_retries(client) if client is not None else None
         self._clock = clock
 
     async def stream(
@@ -163,11 +186,15 @@ class SDKCaller(Generic[ClientT]):
         """Open the stream with ``open_stream(client)``, feed every event to ``reply`` and
         return its response; ``ProviderError`` with a stable code on any failure."""
 
+        timer: asyncio.Timeout | None = None
+
         async def call() -> ModelResponse:
-            if self._client is not None:
-                return await _drain(await open_stream(self._client), reply, on_progress)
-            async with self._new_client() as client:
-                return await _drain(await open_stream(client), reply, on_progress)
+            nonlocal timer
+            async with asyncio.timeout(self._deadline) as timer:
+                if self._client is not None:
+                    return await _drain(await open_stream(self._client), reply, on_progress)
+                async with self._new_client() as client:
+                    return await _drain(await open_stream(client), reply, on_progress)
 
         try:
             return await call_abortable(call, signal)
@@ -175,6 +202,13 @@ class SDKCaller(Generic[ClientT]):
             raise
         except Exception as exc:
             usage = reply.usage() if reply.usage().total_tokens else None  # None: not known
+            if isinstance(exc, TimeoutError) and timer is not None and timer.expired():
+                raise ProviderError(
+                    f"{self.name}: the call passed its deadline of {self._deadline:g}s "
+                    "(the whole call, stream included) and was closed",
+                    code="deadline_exceeded",
+                    usage=usage,
+                ) from exc
             raise self.translate(exc, usage) from exc
 
     def _new_client(self) -> ClientT:
@@ -218,9 +252,55 @@ class SDKCaller(Generic[ClientT]):
 async def _drain(
     stream: EventStream, reply: Reply, on_progress: ProgressCallback | None
 ) -> ModelResponse:
+    events = 0
     async with stream:
         async for event in stream:
-            delta = reply.feed(event.model_dump(mode="json"))
+            events += 1
+            delta = reply.feed(_event_dict(event))
             if delta and on_progress is not None:
                 on_progress(delta)
+    if not events:
+        raise MalformedReply(
+            f"the response to a streaming request carried no server-sent events "
+            f"(content-type {_content_type(stream)!r}): not a stream of this API"
+        )
     return reply.response()
+
+
+def _event_dict(event: object) -> Mapping[str, Any]:
+    """One SDK event as a plain dict. The SDKs build events without validating them, so a
+    field of the wrong type or a block of a type they do not know is still dumped (pydantic's
+    warnings about it would be noise, or errors under ``-W error``: they are off); an event
+    whose data is not a JSON object comes through as the bare value, and is malformed."""
+    dump = getattr(event, "model_dump", None)
+    if dump is not None:
+        data = dump(mode="json", warnings=False)
+        if isinstance(data, Mapping):
+            return data
+    if isinstance(event, Mapping):
+        return event
+    raise MalformedReply(f"a stream event whose data is not a JSON object: {event!r:.200}")
+
+
+def _without_retries(client: ClientT) -> ClientT:
+    """The shared ``client`` with the SDK's own retries off (a copy that shares its
+    connection pool, as ``with_options`` makes it), or itself if they already are."""
+    if getattr(client, "max_retries", 0) == 0:
+        return client
+    copy: ClientT = client.with_options(max_retries=0)  # type: ignore[attr-defined]
+    return copy
+
+
+def _content_type(stream: object) -> str:
+    response = getattr(stream, "response", None)
+    headers = getattr(response, "headers", None)
+    return str(headers.get("content-type", "")) if headers is not None else ""
+
+
+def _seconds(what: str, value: object) -> float:
+    """A positive, finite number of seconds, or a ``UserError`` that says so."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UserError(f"{what} must be a number of seconds, not {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise UserError(f"{what} must be a positive, finite number of seconds, not {value!r}")
+    return float(value)

@@ -36,6 +36,14 @@ whole ``data``), ``content_block_delta`` (``text_delta`` -> answer text and prog
 the last one), ``content_block_stop``, ``message_delta`` (stop_reason, cumulative usage),
 ``message_stop``. A stream that ends without ``message_stop`` was cut.
 
+What a server gets wrong (read through ``_lenient``): token counts are clamped to
+non-negative ints (unreadable ones are not reported); text that is not a string is made
+readable; a ``tool_use`` block without an id gets ``missing_call_id(turn, block index)`` and
+one without a name the empty name (the run answers it "unknown tool"); a ``stop_reason``
+that is not a string is its text, one we do not know is kept as sent; content blocks and
+deltas of types we do not know are skipped; an event without the fields its type needs (or
+an index that is not a number) is ``MalformedReply``.
+
 Thinking never reaches progress: ``ProgressCallback`` carries answer text, which subscribers
 show and join into the reply as it grows, and reasoning text is not part of the answer.
 """
@@ -67,6 +75,7 @@ from stead.providers._failures import (
     error_object,
     is_context_overflow,
 )
+from stead.providers._lenient import count, missing_call_id, text
 
 NOTICE_PREFIX = "[system notice] "
 """Marks a runtime notice inside a user turn."""
@@ -206,7 +215,9 @@ def _mark_cache(params: dict[str, Any]) -> None:
 class AnthropicReply:
     """Accumulates one streamed reply from its raw events (as dicts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, turn_index: int = 0) -> None:
+        """``turn_index`` names the ids of tool calls sent without one."""
+        self._turn_index = turn_index
         self.model = ""
         self.message_id = ""
         self.stop_reason: str | None = None
@@ -220,51 +231,54 @@ class AnthropicReply:
         """Take one event; returns a text delta to show as progress, if it carried one."""
         try:
             return self._feed(event)
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise MalformedReply(f"unexpected Anthropic stream event {event!r}: {exc}") from exc
+        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+            raise MalformedReply(
+                f"unexpected Anthropic stream event {event!r:.500}: {exc!r:.200}"
+            ) from exc
 
     def _feed(self, event: Mapping[str, Any]) -> str | None:
         kind = event.get("type")
         if kind == "message_start":
             message = event["message"]
-            self.message_id = str(message.get("id") or "")
-            self.model = str(message.get("model") or "")
+            self.message_id = text(message.get("id"))
+            self.model = text(message.get("model"))
             self._take_usage(message.get("usage"))
         elif kind == "content_block_start":
             index, block = int(event["index"]), event["content_block"]
             if block["type"] == "text":
-                self._texts[index] = [str(block.get("text") or "")]
-                return str(block.get("text") or "") or None
+                self._texts[index] = [text(block.get("text"))]
+                return self._texts[index][0] or None
             if block["type"] == "tool_use":
                 start = block.get("input")
                 self._tools[index] = {
-                    "id": str(block["id"]),
-                    "name": str(block["name"]),
+                    "id": text(block.get("id")) or missing_call_id(self._turn_index, index),
+                    "name": text(block.get("name")),
                     "json": [],
                     "start": start if isinstance(start, dict) else {},
                 }
             if block["type"] == "thinking":
                 self._thinking[index] = {
-                    "text": [str(block.get("thinking") or "")],
-                    "signature": str(block.get("signature") or ""),
+                    "text": [text(block.get("thinking"))],
+                    "signature": text(block.get("signature")),
                 }
             if block["type"] == "redacted_thinking":
-                self._thinking[index] = {"data": str(block["data"])}
+                self._thinking[index] = {"data": text(block["data"])}
         elif kind == "content_block_delta":
             index, delta = int(event["index"]), event["delta"]
             if delta["type"] == "text_delta":
-                self._texts.setdefault(index, []).append(str(delta["text"]))
-                return str(delta["text"]) or None
+                piece = text(delta["text"])
+                self._texts.setdefault(index, []).append(piece)
+                return piece or None
             if delta["type"] == "input_json_delta" and index in self._tools:
-                self._tools[index]["json"].append(str(delta["partial_json"]))
+                self._tools[index]["json"].append(text(delta["partial_json"]))
             thinking = self._thinking.get(index)
             if thinking is not None and "text" in thinking:  # not a redacted block
                 if delta["type"] == "thinking_delta":
-                    thinking["text"].append(str(delta["thinking"]))
+                    thinking["text"].append(text(delta["thinking"]))
                 elif delta["type"] == "signature_delta":
-                    thinking["signature"] = str(delta["signature"])
+                    thinking["signature"] = text(delta["signature"])
         elif kind == "message_delta":
-            self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
+            self.stop_reason = text(event["delta"].get("stop_reason")) or self.stop_reason
             self._take_usage(event.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
@@ -273,8 +287,9 @@ class AnthropicReply:
 
     def _take_usage(self, usage: object) -> None:
         if isinstance(usage, Mapping):
-            for key, value in usage.items():
-                if isinstance(value, int) and not isinstance(value, bool):
+            for key in _USAGE_KEYS:
+                value = count(usage.get(key))
+                if value is not None:  # not reported (absent, null, unreadable): keep the last
                     self._usage[key] = value
 
     def usage(self) -> Usage:
@@ -304,6 +319,14 @@ class AnthropicReply:
             usage=self.usage(),
             model=self.model,
         )
+
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
 
 
 def _thinking(block: Mapping[str, Any]) -> ThinkingBlock:

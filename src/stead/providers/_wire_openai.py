@@ -28,6 +28,13 @@ carries ``id`` and ``function.name``, later ones ``function.arguments`` pieces);
 ``finish_reason`` ends the reply; ``usage`` gives ``prompt_tokens`` (of which
 ``prompt_tokens_details.cached_tokens`` were cache reads), ``completion_tokens``. A stream
 that ends with no ``finish_reason`` was cut.
+
+What a server gets wrong (read through ``_lenient``): token counts are clamped to
+non-negative ints, and one that is not a number (``"ten"``, ``null``) counts 0 (the reply is
+kept; see ``_lenient``); text that is not a string is made readable; a tool call without an
+id gets ``missing_call_id(turn, index)``; a ``finish_reason`` we do not know is kept as sent;
+a chunk without the fields it needs (a tool call fragment without a numeric ``index``) is
+``MalformedReply``.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from stead.providers._failures import (
     error_object,
     is_context_overflow,
 )
+from stead.providers._lenient import count, missing_call_id, text
 
 ERROR_PREFIX = "ERROR: "
 """Prefixed to the content of a tool result whose ``is_error`` is set."""
@@ -186,11 +194,13 @@ class OpenAIReply:
         """Take one chunk; returns a text delta to show as progress, if it carried one."""
         try:
             return self._feed(chunk)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise MalformedReply(f"unexpected chat.completion.chunk {chunk!r}: {exc}") from exc
+        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+            raise MalformedReply(
+                f"unexpected chat.completion.chunk {chunk!r:.500}: {exc!r:.200}"
+            ) from exc
 
     def _feed(self, chunk: Mapping[str, Any]) -> str | None:
-        self.model = str(chunk.get("model") or self.model)
+        self.model = text(chunk.get("model")) or self.model
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self._usage = usage
@@ -200,37 +210,39 @@ class OpenAIReply:
                 continue  # stead asks for one choice; ignore any other
             delta = choice.get("delta") or {}
             for key in ("content", "refusal"):
-                piece = delta.get(key)
+                piece = text(delta.get(key))
                 if piece:
-                    self._text.append(str(piece))
-                    shown.append(str(piece))
+                    self._text.append(piece)
+                    shown.append(piece)
             for fragment in delta.get("tool_calls") or ():
                 self._tool_fragment(fragment)
             if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+                self.finish_reason = text(choice["finish_reason"])
         return "".join(shown) or None
 
     def _tool_fragment(self, fragment: Mapping[str, Any]) -> None:
         index = int(fragment["index"])
         call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
         if fragment.get("id"):
-            call["id"] = str(fragment["id"])
+            call["id"] = text(fragment["id"])
         function = fragment.get("function") or {}
         if function.get("name"):
-            call["name"] = str(function["name"])
+            call["name"] = text(function["name"])
         if function.get("arguments"):
-            call["arguments"].append(str(function["arguments"]))
+            call["arguments"].append(text(function["arguments"]))
 
     def usage(self) -> Usage:
         """Usage from the final usage chunk (zero until it arrives, or if never sent)."""
         u = self._usage or {}
-        details = u.get("prompt_tokens_details") or {}
-        cached = int(details.get("cached_tokens") or 0)
-        written = int(details.get("cache_write_tokens") or 0)
-        prompt = int(u.get("prompt_tokens") or 0)
+        details = u.get("prompt_tokens_details")
+        if not isinstance(details, Mapping):
+            details = {}
+        cached = count(details.get("cached_tokens")) or 0
+        written = count(details.get("cache_write_tokens")) or 0
+        prompt = count(u.get("prompt_tokens")) or 0
         return Usage(
             input_tokens=max(0, prompt - cached - written),
-            output_tokens=int(u.get("completion_tokens") or 0),
+            output_tokens=count(u.get("completion_tokens")) or 0,
             cache_creation_input_tokens=written,
             cache_read_input_tokens=cached,
         )
@@ -242,7 +254,7 @@ class OpenAIReply:
         calls = tuple(
             ToolCall(
                 # Some compatible servers omit ids; make one that is stable for this turn.
-                id=c["id"] or f"call_{self._turn_index}_{i}",
+                id=c["id"] or missing_call_id(self._turn_index, i),
                 name=c["name"],
                 arguments="".join(c["arguments"]),
             )

@@ -28,7 +28,7 @@ import anthropic
 from stead._signal import AbortSignal
 from stead.errors import UserError
 from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._sdk import SDK, SDKCaller
+from stead.providers._sdk import DEFAULT_DEADLINE, SDK, SDKCaller
 from stead.providers._wire_anthropic import AnthropicReply, failure_code, request_params
 
 DEFAULT_MAX_TOKENS = 4096
@@ -50,10 +50,14 @@ class AnthropicModel:
         cache: bool = True,
         thinking: Mapping[str, Any] | None = None,
         timeout: float = 600.0,
+        deadline: float | None = DEFAULT_DEADLINE,
         client: anthropic.AsyncAnthropic | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``thinking`` is the API's extended-thinking parameter, sent with every request.
+        ``timeout`` bounds each read of the stream; ``deadline`` the whole call, stream
+        included (a stream that sends only pings ends there, ``deadline_exceeded``; None for
+        no bound).
         ``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
         it each call opens and closes its own, so no connection outlives an event loop."""
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
@@ -73,6 +77,7 @@ class AnthropicModel:
             timeout=timeout,
             client=client,
             clock=clock,
+            deadline=deadline,
         )
 
     @property
@@ -96,7 +101,7 @@ class AnthropicModel:
         )
         return await self._caller.stream(
             lambda client: client.messages.create(**params, stream=True),
-            AnthropicReply(),
+            AnthropicReply(turn_index=request.turn_index),
             signal=signal,
             on_progress=on_progress,
         )

@@ -26,7 +26,7 @@ import openai
 from stead._signal import AbortSignal
 from stead.errors import UserError
 from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._sdk import SDK, SDKCaller
+from stead.providers._sdk import DEFAULT_DEADLINE, SDK, SDKCaller
 from stead.providers._wire_openai import (
     MaxTokensField,
     NoticeRole,
@@ -52,12 +52,15 @@ class OpenAIModel:
         base_url: str | None = None,
         compatible: bool = False,
         timeout: float = 600.0,
+        deadline: float | None = DEFAULT_DEADLINE,
         client: openai.AsyncOpenAI | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``compatible=True`` speaks to a server that is not OpenAI's (``base_url`` needed):
         notices go as marked user messages, ``max_tokens`` is the older field. ``client`` lets
-        you share one configured ``AsyncOpenAI`` (you close it)."""
+        you share one configured ``AsyncOpenAI`` (you close it). ``timeout`` bounds each read
+        of the stream; ``deadline`` the whole call, stream included (a stream of keep-alive
+        comments ends there, ``deadline_exceeded``; None for no bound)."""
         if compatible:
             if not base_url and client is None:
                 raise UserError(f"an OpenAI-compatible model ({model}) needs a base_url")
@@ -82,6 +85,7 @@ class OpenAIModel:
             timeout=timeout,
             client=client,
             clock=clock,
+            deadline=deadline,
         )
 
     @classmethod

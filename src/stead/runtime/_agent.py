@@ -7,22 +7,33 @@ the run. Keep an agent's tools and prompt stable across deploys, or give it a ne
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
 from stead.errors import UserError
-from stead.providers import ModelProvider
+from stead.providers import LazyModel, ModelProvider
+from stead.providers._strings import FORMS
+from stead.runtime import _checks as checks
 from stead.tools import Tool, ToolRegistry
 
 
 class Agent:
-    """What drives a run: model, tools, system prompt, limits."""
+    """What drives a run: model, tools, system prompt, limits.
+
+    ``model`` is a ``ModelProvider`` or a model string (``"anthropic:claude-sonnet-4-6"``,
+    ``"openai:gpt-4.1"``, ``"openai-compatible:http://host:8000/v1:qwen3"``; see
+    ``stead.providers.model_from_string``). A string is read here and made into a provider at
+    the first model call, so building an Agent needs no API key and imports no SDK.
+
+    Every argument is checked here: a wrong one is a ``UserError`` naming what to pass, at the
+    line that built the Agent, not an ``AttributeError`` halfway through a run.
+    """
 
     def __init__(
         self,
         name: str,
-        model: ModelProvider,
+        model: ModelProvider | str,
         tools: Iterable[Tool[..., Any]] = (),
         system: str = "",
         *,
@@ -33,19 +44,59 @@ class Agent:
     ) -> None:
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
+        checks.identifier("the Agent's name", name)
         self.name = name
-        self.model = model
+        self.model: ModelProvider = _model(name, model)
         self.registry = ToolRegistry(tools)
-        self.system = system
-        self.limits = limits or Limits()
-        self.budget = budget or Budget()
-        self.max_output_tokens = max_output_tokens
-        self.prices = prices or PriceTable()
-        if self.budget.max_usd is not None and self.prices.get(model.model_name) is None:
+        self.system = checks.text(f"Agent {name!r}: system", system)
+        self.limits = _instance(name, "limits", limits, Limits) or Limits()
+        self.budget = _instance(name, "budget", budget, Budget) or Budget()
+        if max_output_tokens is not None and (
+            not isinstance(max_output_tokens, int)
+            or isinstance(max_output_tokens, bool)
+            or max_output_tokens < 1
+        ):
             raise UserError(
-                f"a dollar budget needs a price for model {model.model_name!r}; pass "
+                f"Agent {name!r}: max_output_tokens takes an int of at least 1 (or None), "
+                f"not {type(max_output_tokens).__name__} {max_output_tokens!r:.40}"
+            )
+        self.max_output_tokens = max_output_tokens
+        self.prices = _instance(name, "prices", prices, PriceTable) or PriceTable()
+        if self.budget.max_usd is not None and self.prices.get(self.model.model_name) is None:
+            raise UserError(
+                f"a dollar budget needs a price for model {self.model.model_name!r}; pass "
                 "prices=PriceTable({name: Price(...)}) to the Agent"
             )
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"
+
+
+T = TypeVar("T")
+
+
+def _instance(agent: str, what: str, value: object, cls: type[T]) -> T | None:
+    """None, or an instance of ``cls``; a ``UserError`` saying what to pass otherwise."""
+    if value is None or isinstance(value, cls):
+        return value
+    raise UserError(
+        f"Agent {agent!r}: {what} takes a stead.{cls.__name__}(...) (or None), "
+        f"not {type(value).__name__}"
+    )
+
+
+def _model(agent: str, model: object) -> ModelProvider:
+    """A provider, or the ``LazyModel`` a model string names."""
+    if isinstance(model, str):
+        return LazyModel(model)
+    if not isinstance(model, ModelProvider):
+        raise UserError(
+            f"Agent {agent!r}: model takes a model string ({FORMS}) or a ModelProvider "
+            f"(AnthropicModel, OpenAIModel, ScriptedModel...), not {type(model).__name__}"
+        )
+    if not isinstance(model.model_name, str):
+        raise UserError(
+            f"Agent {agent!r}: the model's model_name must be a str (it prices the run), "
+            f"not {type(model.model_name).__name__}"
+        )
+    return model

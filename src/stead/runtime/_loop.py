@@ -8,11 +8,14 @@ A crash anywhere leaves a log from which ``next_step`` picks up: recorded result
 back, never re-run, and an in-flight call is recovered by its effect class. A cancel aborts
 the one ``AbortSignal`` shared by the model stream and every tool's context; tools get
 ``Limits.cancel_grace`` seconds to stop, then every open call gets a ``cancelled`` result.
+A step that raises (a bug, not a lease or store matter) is written down as ``step_failed``;
+``Limits.max_step_failures`` of them in a row fail the run, in whichever processes they were.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import secrets
 from collections.abc import Callable
@@ -32,6 +35,8 @@ from stead.core.builders import (
     reconcile_events,
     reply_events,
     started_event,
+    step_failed_event,
+    unique_call_ids,
 )
 from stead.core.canonical import effect_id
 from stead.core.decide import (
@@ -42,9 +47,11 @@ from stead.core.decide import (
     ResumeTurn,
     RunTools,
     StartRun,
+    Step,
     Wait,
     automatic_events,
     plan_call,
+    step_label,
 )
 from stead.core.effects import (
     REPLAY_POLICY,
@@ -69,13 +76,15 @@ from stead.core.failures import is_retryable
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import RunStatus
-from stead.errors import Fenced
+from stead.errors import Conflict, Fenced, StoreError, UserError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
+
+log = logging.getLogger("stead.runtime")
 
 _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
@@ -86,17 +95,36 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Retry delays for retryable model failures: exponential, jittered, capped."""
+    """Retry delays for retryable model failures: exponential, jittered, capped.
+
+    A provider's ``retry-after`` is honoured up to ``max_retry_wait``. One that asks for
+    longer (``retry-after: 100000``, or a date in 2099) is not slept through while the lease
+    renews and nothing happens: the call fails at once with its code (``rate_limited``...),
+    and the ``run_failed`` record says how long the provider asked for and what the limit was.
+    """
 
     base: float = 0.5
     """First delay, seconds."""
     cap: float = 30.0
-    """Longest delay."""
+    """Longest delay stead chooses itself."""
+    max_retry_wait: float = 60.0
+    """Longest ``retry-after`` honoured, seconds; a longer one ends the run instead."""
+
+    def __post_init__(self) -> None:
+        for name in ("base", "cap", "max_retry_wait"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
+                raise UserError(f"Backoff.{name} must be a number of seconds >= 0, not {value!r}")
 
     def delay(self, attempt: int, retry_after: float | None, rand: random.Random) -> float:
-        """Full jitter, but never sooner than the provider's ``retry-after``."""
+        """Full jitter, but never sooner than the provider's ``retry-after`` (itself never
+        longer than ``max_retry_wait``)."""
         jittered = rand.uniform(0, min(self.cap, self.base * 2 ** (attempt - 1)))
-        return max(jittered, retry_after or 0.0)
+        return max(jittered, min(retry_after or 0.0, self.max_retry_wait))
+
+    def refuses(self, retry_after: float | None) -> bool:
+        """Does the provider ask to wait longer than this backoff will?"""
+        return retry_after is not None and retry_after > self.max_retry_wait
 
 
 def _chars(m: Message) -> int:
@@ -143,33 +171,78 @@ class RunLoop:
         return None if timeout is None else self.clock() + timeout
 
     async def drive(self) -> RunStatus:
-        """Run steps until the run rests; returns the status it rests in."""
+        """Run steps until the run rests; returns the status it rests in.
+
+        A step that raises something that is not about the lease, the store or a cancel is
+        recorded (``step_failed``) before the exception goes on to the caller: the next
+        claimant, in this process or another, tries the step again, and the
+        ``Limits.max_step_failures``-th failure in a row ends the run ``failed`` (this drive
+        then returns) instead of every claimant paying for it forever.
+        """
         while True:
             if self.signal.aborted:
                 if self.s.fenced:
                     raise Fenced(f"run {self.s.state.run_id}: {self.signal.reason}")
                 await self.s.reload()  # pick up the cancel request another process wrote
-            state = self.s.state
             step = self.s.next_step()
-            match step:
-                case Wait():
-                    return step.status
-                case Cancel():
-                    await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
-                case StartRun():
-                    # Not fsynced on its own: losing run_started (and the turn it opens) in a
-                    # power cut loses no effect, and the next commit syncs it anyway.
-                    await self.s.append(
-                        [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
-                    )
-                case ResumeTurn():
-                    await self.s.append([TurnResumed(turn_index=step.turn_index)])
-                case CallModel(turn_recorded=False) | Finish() | Fail():
-                    await self.s.append(automatic_events(state, step), automatic=False)
-                case CallModel():
-                    await self._model_turn(step)
-                case RunTools():
-                    await self._run_tools(step)
+            if isinstance(step, Wait):
+                return step.status
+            try:
+                await self._step(step)
+            except (Fenced, Conflict, StoreError):
+                raise  # the lease, a race or the database: not the step's fault
+            except Exception as exc:
+                if self.signal.aborted or self.s.fenced:
+                    raise  # a cancel or a lost lease, surfacing as whatever it broke
+                if not await self._step_failed(step, exc):
+                    raise
+
+    async def _step_failed(self, step: Step, error: Exception) -> bool:
+        """Record a failed step. True when the drive should go on: the failure reached the
+        limit, and the next step is to fail the run (or, waiting on a person, to rest).
+
+        The record goes alone, without the automatic events a commit usually carries: those
+        may be the very thing that failed. A failure to record it, or of recording the
+        run's failure itself, leaves the step's own error to the caller (logged here).
+        """
+        if isinstance(step, Fail):
+            return False
+        try:
+            await self.s.reload()  # the step may have left the cache anywhere
+            label = step_label(self.s.state, step)
+            await self.s.append([step_failed_event(label, error)], automatic=False)
+        except Exception as exc:  # best effort: the step's error is the news
+            log.warning("run %s: could not record a failed step: %r", self.s.state.run_id, exc)
+            return False
+        log.warning(
+            "run %s: step %s failed (%d in a row): %r",
+            self.s.state.run_id,
+            label,
+            self.s.state.step_failures,
+            error,
+        )
+        return isinstance(self.s.next_step(), Fail | Wait)
+
+    async def _step(self, step: Step) -> None:
+        """Perform one step."""
+        state = self.s.state
+        match step:
+            case Cancel():
+                await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
+            case StartRun():
+                # Not fsynced on its own: losing run_started (and the turn it opens) in a
+                # power cut loses no effect, and the next commit syncs it anyway.
+                await self.s.append(
+                    [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
+                )
+            case ResumeTurn():
+                await self.s.append([TurnResumed(turn_index=step.turn_index)])
+            case CallModel(turn_recorded=False) | Finish() | Fail():
+                await self.s.append(automatic_events(state, step), automatic=False)
+            case CallModel():
+                await self._model_turn(step)
+            case RunTools():
+                await self._run_tools(step)
 
     # -- model ------------------------------------------------------------------------------
 
@@ -252,7 +325,9 @@ class RunLoop:
             )
             return
         response: ModelResponse = outcome.response
-        verdicts = self._verdicts(response)
+        # Ids as the log records them: unique in the run (a reused or repeated id renamed).
+        message = unique_call_ids(state, step.turn_index, response.message)
+        verdicts = self._verdicts(message)
         deadline = self._deadline()
         tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
         built: list[Event] = []
@@ -260,7 +335,7 @@ class RunLoop:
         # function); reply_events starts the ones it lets run.
         eager = [
             c.id
-            for c in response.message.tool_calls
+            for c in message.tool_calls
             if (spec := self.specs.get(c.name)) is not None and spec.has_reconcile
         ]
 
@@ -268,7 +343,7 @@ class RunLoop:
             built[:] = reply_events(
                 st,
                 step.turn_index,
-                response.message,
+                message,
                 response.usage,
                 response.model,
                 verdicts,
@@ -282,12 +357,12 @@ class RunLoop:
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
         self._armed = {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
-        if response.message.tool_calls:
+        if message.tool_calls:
             _crash.point("after_intent")
 
-    def _verdicts(self, response: ModelResponse) -> dict[str, CallVerdict]:
+    def _verdicts(self, message: AssistantMessage) -> dict[str, CallVerdict]:
         out: dict[str, CallVerdict] = {}
-        for call in response.message.tool_calls:
+        for call in message.tool_calls:
             v = self.agent.registry.verdict(call)
             tool = self.agent.registry.get(call.name)
             if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
@@ -310,6 +385,24 @@ class RunLoop:
             usage=failure.usage,
         )
         retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
+        if retry and self.backoff.refuses(failure.retry_after):
+            # Not a sleep of hours (or until 2099) with the lease renewing: fail now, with
+            # the figures that say why.
+            wait, most = failure.retry_after, self.backoff.max_retry_wait
+            reason = (
+                f"model call failed after {step.attempt} attempt(s): the provider asked to "
+                f"retry after {wait:g}s, longer than Backoff.max_retry_wait ({most:g}s): "
+                f"{failure.message}"
+            )
+            ended = RunFailed(
+                code=failure.code,
+                phase="model",
+                message=reason,
+                last_seq=self.s.state.seq,
+                details={"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt},
+            )
+            await self.s.append([failed, ended], automatic=False)
+            return
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
             await self.s.append(

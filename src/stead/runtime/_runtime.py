@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import secrets
@@ -21,11 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from stead import _crash
 from stead._signal import AbortSignal
 from stead.core.builders import cancel_events, decision_events, timeout_events
+from stead.core.canonical import canonical_json
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Decision,
@@ -39,7 +39,16 @@ from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.progress import ProgressListener, ProgressSink, ProgressWindow
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
-from stead.errors import ApprovalError, Conflict, Fenced, StoreError, UnknownAgent, UserError
+from stead.errors import (
+    ApprovalError,
+    Conflict,
+    Fenced,
+    LeaseHeld,
+    StoreError,
+    UnknownAgent,
+    UserError,
+)
+from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import Backoff, RunLoop
@@ -117,6 +126,29 @@ class RunView:
         )
 
 
+DECISIONS = get_args(Decision)
+"""What ``decide`` takes."""
+
+
+def _arguments_text(arguments: object) -> str:
+    """Edited arguments as the JSON text the tool validates: a JSON string as it is, or a
+    dict (any value ``json`` cannot carry exactly is the caller's ``ApprovalError``)."""
+    if isinstance(arguments, str):
+        return checks.text("the edited arguments", arguments)
+    if not isinstance(arguments, dict):
+        raise ApprovalError(
+            "edited arguments are a dict (or a JSON object as a str), not "
+            f"{type(arguments).__name__}"
+        )
+    try:
+        return canonical_json(arguments)
+    except ValueError as exc:
+        raise ApprovalError(
+            "edited arguments must hold only JSON (str keys; str, int, finite float, bool, "
+            f"None, list, dict values): {exc}"
+        ) from None
+
+
 def _timeouts(now: float, state: RunState) -> list[Event]:
     return timeout_events(state, now)
 
@@ -170,6 +202,23 @@ class Runtime:
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll."""
+        if not isinstance(store, str | Path) and not all(
+            hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
+        ):
+            raise UserError(
+                f"Runtime needs a store URL (sqlite:///path.db, postgresql://host/db), a Path or "
+                f"a Store, not {type(store).__name__}"
+            )
+        if isinstance(agents, Agent):
+            raise UserError("agents takes a list of Agents, not one Agent; pass agents=[agent]")
+        if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
+            raise UserError(f"agents takes a list of Agents, not {type(agents).__name__}")
+        agents = list(agents)
+        for a in agents:
+            if not isinstance(a, Agent):
+                raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
+        checks.seconds("lease_ttl", lease_ttl)
+        checks.count("snapshot_every", snapshot_every, 1)
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
         for a in agents:
@@ -183,6 +232,10 @@ class Runtime:
             self.progress.subscribe(on_progress)
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
+        self._driving: set[str] = set()
+        """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
+        own lease again (a retry after a failed release), so it cannot tell two drivers in
+        one process apart: this set does."""
         self._executor_factory = executor_factory or (
             lambda agent, sink: InProcessExecutor(
                 agent.model, agent.registry, sink, cancel_grace=agent.limits.cancel_grace
@@ -191,6 +244,8 @@ class Runtime:
 
     def register(self, agent: Agent) -> None:
         """Make ``agent`` available to drive runs that name it."""
+        if not isinstance(agent, Agent):
+            raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
         self.agents[agent.name] = agent
@@ -217,7 +272,22 @@ class Runtime:
         correlation_id: str = "",
         config: dict[str, Any] | None = None,
     ) -> str:
-        """Create a queued run and return its id (nothing runs until ``run``)."""
+        """Create a queued run and return its id (nothing runs until ``run``).
+
+        Every argument is checked first: a wrong one is a ``UserError`` and nothing is written
+        (``input`` is the user's text, a ``str``; ids are non-empty plain text).
+        """
+        if not isinstance(agent, Agent | str):
+            raise UserError(
+                f"start() takes an Agent or the name of a registered one, not "
+                f"{type(agent).__name__}"
+            )
+        checks.text("the run's input", input)
+        if run_id is not None:
+            checks.identifier("run_id", run_id)
+        checks.label("session_id", session_id)
+        checks.label("correlation_id", correlation_id)
+        checks.json_object("config", config)
         name = agent.name if isinstance(agent, Agent) else agent
         if isinstance(agent, Agent):
             self.register(agent)
@@ -242,6 +312,9 @@ class Runtime:
 
         With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
         that lease instead of claiming one; the caller keeps it and releases it.
+
+        A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
+        returned) is refused with ``LeaseHeld``, as another process would be.
         """
         record = await self.store.get_run(run_id)
         if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:
@@ -253,6 +326,21 @@ class Runtime:
             if not self._has_work_while_waiting(state, record.agent):
                 return RunView.of(state)
         agent = self._agent_named(record.agent, run_id)
+        # Checked and marked with no await in between: of two concurrent calls, one drives.
+        if run_id in self._driving:
+            raise LeaseHeld(
+                f"run {run_id} is already being driven by this Runtime ({self.owner}); "
+                "wait for that call to return"
+            )
+        self._driving.add(run_id)
+        try:
+            return await self._claim_and_drive(run_id, record, agent, claim)
+        finally:
+            self._driving.discard(run_id)
+
+    async def _claim_and_drive(
+        self, run_id: str, record: RunRecord, agent: Agent, claim: Claim | None
+    ) -> RunView:
         if claim is None:
             takeover = record.lease_owner if _dead_local_owner(record.lease_owner) else None
             epoch = await self.store.claim(
@@ -411,14 +499,22 @@ class Runtime:
         run moves to ``timed_out``. The run is not driven here: call ``run`` (or let a worker
         pick it up) to continue it.
         """
+        checks.identifier("run_id", run_id)
+        checks.identifier("tool_call_id", tool_call_id)
+        if not isinstance(decision, str) or decision not in DECISIONS:
+            raise UserError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+        checks.optional_text("token", token)
+        checks.optional_text("result", result)
+        checks.text("reason", reason)
+        checks.text("by", by)
         edited: str | None = None
         if arguments is not None:
+            raw = _arguments_text(arguments)
             state = await self.state(run_id)
             call = state.calls.get(tool_call_id)
             tool = self._agent_for(state).registry.get(call.name) if call else None
             if tool is None:
                 raise ApprovalError(f"no pending call {tool_call_id!r} with a known tool")
-            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
             edited, problem = tool.validate(raw)
             if problem is not None:
                 raise ApprovalError(f"the edited arguments do not fit the tool: {problem}")
@@ -464,9 +560,15 @@ class Runtime:
         closes every open call with a ``cancelled`` result and ends the run. Without one,
         this process takes the lease (fencing out any zombie) and does that itself.
         """
+        checks.identifier("run_id", run_id)
+        checks.text("reason", reason)
+        checks.text("by", by)
         record = await self.store.get_run(run_id)
         request = RunCancelRequested(reason=reason, by=by)
-        if self._live_owner(record):
+        if run_id in self._driving or self._live_owner(record):
+            # A run this Runtime drives is cancelled by its own driver (which watches for the
+            # request), even if its lease lapsed: claiming it here would fence that driver
+            # out from under a tool it is running.
             state = await self._append_external(run_id, lambda s: [request])
             _crash.point("after_cancel_commit")
             return RunView.of(state)
@@ -547,16 +649,19 @@ class Runtime:
 
     async def get(self, run_id: str) -> RunView:
         """The run's current view."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return RunView.of(state)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
+        checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
         return state
 
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """The run's log."""
+        checks.identifier("run_id", run_id)
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:

@@ -20,12 +20,27 @@ from stead.core.decide import Step, ToolSpec, automatic_events, next_step
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
-from stead.errors import Conflict, Fenced, IllegalTransition, StoreError
-from stead.store import Store
+from stead.errors import Conflict, CorruptEvent, Fenced, IllegalTransition, StoreError
+from stead.store import Store, StoredEvent
 
 Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
 """Events to append, or a function building them from the current state (rebuilt after a
 concurrent write)."""
+
+
+def _fold(run_id: str, state: RunState, events: Sequence[StoredEvent]) -> RunState:
+    """Fold stored events onto ``state``; an event that does not apply is a corrupt log."""
+    for stored in events:
+        try:
+            apply(state, stored.event, stored.seq)
+        except (IllegalTransition, Conflict, ValueError) as exc:
+            raise CorruptEvent(
+                run_id,
+                stored.seq,
+                f"{stored.event.kind} does not follow from the events before it ({exc}); the "
+                "log was cut or changed outside stead",
+            ) from exc
+    return state
 
 
 class _Stale(Exception):
@@ -65,7 +80,16 @@ class RunSession:
 
     @staticmethod
     async def load_state(store: Store, run_id: str) -> tuple[RunState, int]:
-        """Current state of a run and the sequence its snapshot covers."""
+        """Current state of a run and the sequence its snapshot covers.
+
+        What a resume relies on is verified: the snapshot's checksum (the store ignores a
+        snapshot that fails it, and the whole log is folded instead) and every event after
+        it, decoded and folded. The rows the snapshot covers are not read again (that is
+        what keeps resuming a long run cheap): the sequence returned says how far that
+        goes, and ``verify`` reads every row. An event that does not fold onto the state
+        before it (a log cut inside one transaction, a row changed by hand) is a
+        ``CorruptEvent`` naming the run and the sequence.
+        """
         loaded = await store.load(run_id)
         if loaded.snapshot is not None:
             try:
@@ -73,14 +97,37 @@ class RunSession:
             except (ValueError, KeyError, TypeError, AttributeError):
                 start = None
             if start is not None and start.seq == loaded.snapshot_seq:
-                for stored in loaded.tail:
-                    apply(start, stored.event, stored.seq)
+                _fold(run_id, start, loaded.tail)
                 return start, loaded.snapshot_seq
         events = loaded.tail if loaded.snapshot_seq == 0 else await store.read_events(run_id)
+        return _fold(run_id, RunState(), events), 0
+
+    @staticmethod
+    async def verify(store: Store, run_id: str) -> int:
+        """Read, decode and fold every event of the run, and check the snapshot a resume
+        would start from against that fold; return how many events were checked.
+
+        ``CorruptEvent`` names the first row that does not decode or does not fold;
+        ``StoreError`` says when the snapshot disagrees with its log. What ``load_state``
+        skips (the rows under the snapshot), this reads.
+        """
+        loaded = await store.load(run_id)
+        events = await store.read_events(run_id)
         state = RunState()
-        for stored in events:
-            apply(state, stored.event, stored.seq)
-        return state, 0
+        covered = loaded.snapshot_seq if loaded.snapshot is not None else 0
+        _fold(run_id, state, events[:covered])
+        if loaded.snapshot is not None:
+            try:
+                same = RunState.from_json(loaded.snapshot).to_json() == state.to_json()
+            except (ValueError, KeyError, TypeError, AttributeError):
+                same = False
+            if not same:
+                raise StoreError(
+                    f"run {run_id}: the snapshot at seq {covered} is not the fold of the events "
+                    "it covers; delete the run's snapshot row to resume from the log alone"
+                )
+        _fold(run_id, state, events[covered:])
+        return state.seq
 
     def next_step(self) -> Step:
         """``next_step`` of the current state, computed once per sequence number (``append``

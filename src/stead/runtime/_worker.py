@@ -14,7 +14,9 @@ Each task drives its run with ``Runtime.run(run_id, claim=...)`` — the same ru
 session, heartbeat and recovery rules a single process uses — and releases the lease when
 the run rests (completed, failed, waiting on a person). A run this worker was fenced out of
 belongs to someone else; it is left alone. A run that raised something unexpected keeps its
-lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop.
+lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop;
+the failure is in its log (``step_failed``), and the ``Limits.max_step_failures``-th in a
+row, whichever worker made it, fails the run.
 
 A worker that dies (SIGKILL, power, partition) leaves its leases to lapse; ``claim_next``
 then hands its runs to the other workers, which append ``run_recovered`` and settle any call
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from stead.errors import Conflict, Fenced, SteadError, StoreError
+from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
@@ -67,8 +70,10 @@ class Worker:
         clock: Callable[[], float] = time.time,
         **runtime_options: Any,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("a worker needs a concurrency of at least 1")
+        checks.count("concurrency", concurrency, 1)
+        checks.seconds("poll_interval", poll_interval)
+        checks.seconds("approval_sweep", approval_sweep)
+        checks.seconds("grace", grace, zero_ok=True)
         self.runtime = Runtime(
             store, agents=agents, lease_ttl=lease_ttl, clock=clock, **runtime_options
         )
@@ -188,7 +193,12 @@ class Worker:
         self.stats["claimed"] += 1
         if claim.previous_owner:
             self.stats["taken_over"] += 1
-        task = asyncio.ensure_future(self._drive(claim))
+        # A run whose lease lapsed under its driver here (the store unreachable for a whole
+        # lease) can be handed back to us: the old drive is fenced by this claim's epoch at
+        # its next write, and the new one waits for it to stop, so one process never has
+        # two drivers of one run (Runtime.run would refuse the second with LeaseHeld).
+        previous = self._active.get(claim.run_id)
+        task = asyncio.ensure_future(self._drive(claim, previous))
         self._active[claim.run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -198,11 +208,13 @@ class Worker:
 
         task.add_done_callback(done)
 
-    async def _drive(self, claim: Claim) -> None:
+    async def _drive(self, claim: Claim, previous: asyncio.Task[None] | None = None) -> None:
         run_id = claim.run_id
         release = True
         outcome = "released"
         try:
+            if previous is not None:
+                await asyncio.wait({previous})
             view = await self.runtime.run(run_id, claim=claim)
             outcome = view.status.value
         except Fenced as exc:

@@ -8,14 +8,24 @@ business.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.canonical import compact_encoder
-from stead.core.events import Event, decode, encode
-from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
+from stead.core.events import Event, decode, encode, problem, unstorable_field
+from stead.core.messages import unstorable
+from stead.errors import (
+    Conflict,
+    CorruptEvent,
+    Fenced,
+    InvalidEvent,
+    InvalidInput,
+    RunNotFound,
+    StoreError,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,9 +211,27 @@ def dumps(data: Any) -> str:
 _ROW_ENCODER = compact_encoder(sort_keys=False)
 
 
-def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
-    """(kind, version, turn_index, tool_call_id, data) for an insert."""
+def event_row(
+    event: Event, refusal: type[InvalidEvent] = InvalidEvent
+) -> tuple[str, int, int | None, str | None, str]:
+    """(kind, version, turn_index, tool_call_id, data) for an insert.
+
+    Every row is checked first by the rules ``decode`` reads it back with (``problem``), and
+    its text for what UTF-8 cannot encode: what the store accepts, it can read back. A
+    refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
+    which holds only the caller's values) before anything is written.
+    """
+    wrong = problem(event)
+    if wrong is not None:
+        raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
     kind, version, data = encode(event)
+    text = dumps(data)
+    if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
+        raise refusal(
+            kind,
+            unstorable_field(data),
+            "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot encode",
+        )
     turn = data.get("turn_index")
     call = data.get("tool_call_id")
     return (
@@ -211,8 +239,53 @@ def event_row(event: Event) -> tuple[str, int, int | None, str | None, str]:
         version,
         turn if isinstance(turn, int) else None,
         call if isinstance(call, str) else None,
-        dumps(data),
+        text,
     )
+
+
+def created_row(event: Any) -> tuple[str, int, int | None, str | None, str]:
+    """``event_row`` of a run's ``run_created``: every value in it is the caller's, so a
+    refusal is an ``InvalidInput`` (a ``UserError``) naming the argument."""
+    return event_row(event, InvalidInput)
+
+
+_CHECKSUM = "sha256:"
+
+
+def snapshot_text(state: dict[str, Any]) -> str:
+    """A snapshot row's text: ``sha256:<hex of the JSON>``, a newline, the state's JSON.
+
+    A resume relies on the snapshot instead of the rows it covers, so it must be able to
+    tell that the snapshot is the one that was written: the checksum is verified on every
+    load (``snapshot_state``), and a snapshot that fails it is ignored (the log is folded
+    instead, and damage to the log is then found and named). Hashing costs one pass over
+    the text, once every ``snapshot_every`` events.
+    """
+    text = dumps(state)
+    return f"{_CHECKSUM}{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n{text}"
+
+
+def snapshot_state(text: str) -> dict[str, Any] | None:
+    """The state of a snapshot row whose checksum holds; None for anything else (no
+    checksum, as written by hand or by an older stead; a wrong one; not a JSON object)."""
+    head, sep, body = text.partition("\n")
+    if not sep or not head.startswith(_CHECKSUM):
+        return None
+    if hashlib.sha256(body.encode("utf-8")).hexdigest() != head[len(_CHECKSUM) :]:
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def known_key(run_id: str) -> None:
+    """``RunNotFound`` for a run id no run can have (not text, or text UTF-8 cannot encode,
+    which ``create_run`` refuses): a lookup answers it like any unknown id instead of
+    failing in the database driver's encoder."""
+    if not isinstance(run_id, str) or unstorable(run_id):
+        raise RunNotFound(run_id if isinstance(run_id, str) else repr(run_id))
 
 
 def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:

@@ -22,7 +22,6 @@ crash point ``before_result_commit``, which does nothing unless a test armed it
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -39,9 +38,12 @@ from stead.store._base import (
     RunRecord,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
-    dumps,
     event_row,
+    known_key,
+    snapshot_state,
+    snapshot_text,
 )
 
 RUN_COLUMNS = (
@@ -98,21 +100,32 @@ def statements(sql: str) -> list[str]:
 
 
 def pack(state: dict[str, Any]) -> bytes:
-    """A snapshot row, on both backends: zlib-compressed JSON.
+    """A snapshot row, on both backends: the zlib-compressed ``snapshot_text`` (the state's
+    JSON behind a line with its sha256, which ``unpack`` verifies).
 
     A snapshot holds the whole conversation, which the log already holds once; compressing
     the copy (and so the pages and WAL each rewrite costs) keeps a run's size close to its
     content. Level 1: most of the saving for a fraction of the time of the default level.
     """
-    return zlib.compress(dumps(state).encode("utf-8"), 1)
+    return zlib.compress(snapshot_text(state).encode("utf-8"), 1)
 
 
-def unpack(data: bytes) -> Any:
-    """A snapshot row back to JSON: zlib-compressed, or plain JSON text (written by hand, by
-    SQLite stores before they compressed, and by PostgreSQL stores before migration 0002)."""
-    if data[:1] == b"{":
-        return json.loads(data.decode("utf-8"))
-    return json.loads(zlib.decompress(data).decode("utf-8"))
+def unpack(data: bytes) -> dict[str, Any] | None:
+    """The state of a snapshot row whose checksum holds; None for anything else.
+
+    The row is zlib-compressed (``pack``) or plain text (``{``: written by hand, by SQLite
+    stores before they compressed, and by PostgreSQL stores before migration 0002; ``s``:
+    checksummed text). Rows written before snapshots carried a checksum (8ddcde7's SQLite
+    blob, PostgreSQL's text) still decompress and decode, and are then ignored like any
+    snapshot that cannot show it is the one written: the run loads by folding its log, and
+    its next snapshot is checksummed. Damage of any kind is None too: a snapshot is a cache.
+    """
+    try:
+        if data[:1] not in (b"{", b"s"):
+            data = zlib.decompress(data)
+        return snapshot_state(data.decode("utf-8"))
+    except (ValueError, zlib.error):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def snapshot_of(seq: Any, data: Any, last_seq: int) -> tuple[dict[str, Any] | None, int]:
@@ -122,9 +135,9 @@ def snapshot_of(seq: Any, data: Any, last_seq: int) -> tuple[dict[str, Any] | No
         return None, 0
     try:
         state = unpack(bytes(data))
-    except (ValueError, TypeError, zlib.error):
+    except TypeError:
         return None, 0
-    return (state, seq) if isinstance(state, dict) else (None, 0)
+    return (state, seq) if state is not None else (None, 0)
 
 
 # -- what refusals say --------------------------------------------------------------------
@@ -340,8 +353,9 @@ class SQLStore:
     # -- the contract ---------------------------------------------------------------------
 
     async def create_run(self, event: RunCreated, *, now: float) -> None:
-        """See ``Store.create_run``."""
-        kind, version, turn, call, data = event_row(event)
+        """See ``Store.create_run``. The event is checked before anything is written
+        (``created_row``: a refusal is an ``InvalidInput`` naming the caller's argument)."""
+        kind, version, turn, call, data = created_row(event)
         row = (event.run_id, event.agent, event.session_id, event.correlation_id, now)
         try:
             await self._create((*row, kind, version, turn, call, data))
@@ -360,7 +374,8 @@ class SQLStore:
         snapshot: tuple[int, dict[str, Any]] | None = None,
         sync: bool = True,
     ) -> int:
-        """See ``Store.append``."""
+        """See ``Store.append``. Every event is checked (``event_row``: ``InvalidEvent``)
+        before the dialect writes anything."""
         if not events:
             return expected_seq
         rows = [event_row(e) for e in events]
@@ -379,6 +394,7 @@ class SQLStore:
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``."""
+        known_key(run_id)
         async with self._reading() as s:
             row = await s.one(self.LOAD, (run_id,))
             if row is None:
@@ -391,6 +407,7 @@ class SQLStore:
 
     async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """See ``Store.read_events``."""
+        known_key(run_id)
         async with self._reading() as s:
             rows = await s.all(self.READ_EVENTS, (after, run_id))
         if not rows:
@@ -399,6 +416,7 @@ class SQLStore:
 
     async def get_run(self, run_id: str) -> RunRecord:
         """See ``Store.get_run``."""
+        known_key(run_id)
         async with self._reading() as s:
             return await self._row(s, run_id)
 

@@ -64,7 +64,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
 from stead.store import _sql
-from stead.store._base import CLAIMABLE
+from stead.store._base import CLAIMABLE, known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
 
@@ -406,6 +406,7 @@ class PostgresStore(_sql.SQLStore):
         return _channel(self._schema, f"run:{run_id}")
 
     async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
+        known_key(run_id)
         return await self._watch.wait_changed(run_id, after_seq, timeout)
 
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stead.errors import RunNotFound, StoreError
+from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
+from stead.store._base import known_key
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
@@ -134,8 +135,11 @@ class SQLiteStore(_sql.SQLStore):
         before_commit: _sql.BeforeCommit = _sql.crash_before_result,
     ) -> None:
         self.path = os.fspath(path)
-        if self.path == ":memory:":
-            raise StoreError("stead needs a file (several processes share it), not :memory:")
+        if self.path in ("", ":memory:"):  # both are a database no other connection sees
+            raise UserError(
+                f"stead needs a file (several processes share it), not {self.path!r}; "
+                "name one, e.g. SQLiteStore('runs.db')"
+            )
         self.before_commit = before_commit
         try:
             self._db = sqlite3.connect(
@@ -238,6 +242,7 @@ class SQLiteStore(_sql.SQLStore):
 
     async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         """See ``Store.wait_changed``: SQLite polls the run's row every ``poll_interval``."""
+        known_key(run_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

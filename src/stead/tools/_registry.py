@@ -6,7 +6,7 @@ tool, or with arguments that do not validate, is refused there and the model rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stead.core.builders import CallVerdict
@@ -21,6 +21,10 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool[..., Any]] = {}
+        if isinstance(tools, Tool):
+            raise UserError(f"tools takes a list of tools, not one tool; pass tools=[{tools.name}]")
+        if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+            raise UserError(f"tools takes a list of @tool functions, not {type(tools).__name__}")
         for t in tools:
             if not isinstance(t, Tool):
                 raise UserError(f"{t!r} is not a tool; decorate the function with @tool")

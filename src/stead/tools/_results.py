@@ -8,6 +8,7 @@ call that was in flight actually happened. It answers with exactly one of ``Done
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -50,7 +51,9 @@ def serialize_result(value: object) -> str:
       models, dataclasses, datetimes...). An unknown type is rendered by its ``str()``.
 
     It never raises: by the time a result exists the handler has run, and reporting a
-    rendering problem as a tool failure would invite the model to do it again.
+    rendering problem as a tool failure would invite the model to do it again. Text UTF-8
+    cannot hold (``os.listdir()`` of a folder whose name is not UTF-8 gives lone surrogates)
+    is rendered as it is; the recorded result repairs it, with a note the model reads.
     """
     if isinstance(value, str):
         return str.__str__(value)  # a plain str, even from a str subclass or a StrEnum
@@ -58,5 +61,18 @@ def serialize_result(value: object) -> str:
         return "null"
     try:
         return pydantic_core.to_json(value, serialize_unknown=True).decode("utf-8")
-    except Exception as exc:  # e.g. a circular reference
+    except Exception as exc:  # e.g. a circular reference, or a lone surrogate
+        if "surrogates not allowed" in str(exc):
+            # pydantic_core encodes to UTF-8 and so refuses a lone surrogate; json does not
+            try:
+                return json.dumps(
+                    value, ensure_ascii=False, separators=(",", ":"), default=_jsonable
+                )
+            except Exception:  # the first failure is the one worth reporting
+                pass
         return f"<{type(value).__qualname__} result that cannot be rendered as JSON: {exc}>"
+
+
+def _jsonable(value: object) -> object:
+    """``json.dumps``'s fallback for what it cannot encode itself (models, dataclasses...)."""
+    return pydantic_core.to_jsonable_python(value, serialize_unknown=True)

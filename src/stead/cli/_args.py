@@ -1,0 +1,47 @@
+"""argparse types for numbers: a value out of range is refused by argparse itself (usage line,
+what was wrong, exit 2) instead of reaching the runtime as a negative limit or lease."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int no float holds
+        return False
+
+
+def positive(kind: Callable[[str], float], most: float = math.inf) -> Callable[[str], Any]:
+    """An argparse type: a number above zero and at most ``most`` (a limit a store can take:
+    SQLite refuses an integer beyond 2**63 with an ``OverflowError``, not a message)."""
+    what = "a whole number" if kind is int else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not _finite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be more than zero, not {text}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:g}, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def not_negative(text: str) -> float:
+    """An argparse type: seconds, zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not _finite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more, not {text}")
+    return value
