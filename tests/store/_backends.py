@@ -8,6 +8,7 @@ to ``%s``.
 
 Tests use the ``store`` fixture (an opened Store) and, when they must reach past the
 contract (a second connection, a child process, corrupting a row by hand), ``backend``.
+This is the one harness of ``tests/store``: every file takes its backends from here.
 """
 
 from __future__ import annotations
@@ -33,18 +34,21 @@ class Backend:
     """The backend's id (the test id suffix)."""
     url: str
     """What ``stead.store.open_store`` opens; handed to child processes."""
-    opener: Callable[[], Store]
-    """Open one more store on this location (applies migrations when it is new)."""
+    opener: Callable[..., Store]
+    """Open one more store on this location (applies migrations when it is new), with the
+    store's keyword options (``poll_interval`` and ``before_commit`` on both)."""
     raw: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
     """Run one SQL statement outside any store, autocommitted; ``?`` placeholders."""
+    connect: Callable[[], Any]
+    """A raw DB-API connection of the backend's driver, in manual-commit mode."""
     footprint: Callable[[], int | None]
     """Bytes the location occupies on disk (after a checkpoint), None where not meaningful."""
     opened: list[Store] = field(default_factory=list)
     """Stores to close at teardown."""
 
-    def open(self) -> Store:
+    def open(self, **options: Any) -> Store:
         """A new store on this location; closed when the test ends."""
-        store = self.opener()
+        store = self.opener(**options)
         self.opened.append(store)
         return store
 
@@ -74,11 +78,18 @@ async def sqlite_backend(tmp: Path) -> AsyncIterator[Backend]:
         raw("PRAGMA wal_checkpoint(TRUNCATE)", ())
         return path.stat().st_size
 
+    def opener(poll_interval: float | None = None, **options: Any) -> Store:
+        store = SQLiteStore(path, **options)
+        if poll_interval is not None:
+            store.poll_interval = poll_interval
+        return store
+
     backend = Backend(
         name="sqlite",
         url=f"sqlite:///{path}",
-        opener=lambda: SQLiteStore(path),
+        opener=opener,
         raw=raw,
+        connect=lambda: sqlite3.connect(path, isolation_level=None, check_same_thread=False),
         footprint=footprint,
     )
     try:
@@ -104,8 +115,9 @@ async def postgres_backend(url: str) -> AsyncIterator[Backend]:
     backend = Backend(
         name="postgres",
         url=url,
-        opener=lambda: PostgresStore(url),
+        opener=lambda **options: PostgresStore(url, **options),
         raw=raw,
+        connect=lambda: psycopg.connect(url),
         footprint=lambda: None,
     )
     try:

@@ -12,88 +12,26 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends import Backend, postgres_backend
 from _builders import T0, RunBuilder, created, result, seeded
 
 from stead.core.events import ApprovalRequested, RunCreated, ToolResultRecorded
 from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
-from stead.store import SQLiteStore, Store, open_store
+from stead.store import Store, open_store
 
 pytestmark = pytest.mark.timeout(60)
 
 TTL = 30.0
 CLAIM_CHILD = Path(__file__).parent / "_claim_child.py"
-
-
-class Backend:
-    """One backend location: open stores on it, reach it with raw SQL (``?`` placeholders)."""
-
-    def __init__(self, name: str, url: str) -> None:
-        self.name = name
-        self.url = url
-        self.opened: list[Store] = []
-
-    def open(self, **options: Any) -> Store:
-        if self.name == "sqlite":
-            sqlite = SQLiteStore(self.url.removeprefix("sqlite:///"))
-            if "poll_interval" in options:
-                sqlite.poll_interval = options["poll_interval"]
-            store: Store = sqlite
-        else:
-            from stead.store.postgres import PostgresStore
-
-            store = PostgresStore(self.url, **options)
-        self.opened.append(store)
-        return store
-
-    def connect(self) -> Any:
-        """A raw DB-API connection in manual-commit mode."""
-        if self.name == "sqlite":
-            path = self.url.removeprefix("sqlite:///")
-            return sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        import psycopg
-
-        return psycopg.connect(self.url)
-
-    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        """One statement, committed."""
-        if self.name == "sqlite":
-            db = sqlite3.connect(self.url.removeprefix("sqlite:///"), isolation_level=None)
-            try:
-                return db.execute(statement, params).fetchall()
-            finally:
-                db.close()
-        import psycopg
-
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("?", "%s").encode(), params)
-            return cur.fetchall() if cur.description else []
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'stead.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
-    b = Backend(request.param, url)
-    yield b
-    for s in reversed(b.opened):
-        await s.close()
-
-
-@pytest.fixture
-def store(backend: Backend) -> Store:
-    return backend.open()
 
 
 def rows(store_log: Sequence[Any]) -> list[tuple[int, str]]:
@@ -378,9 +316,8 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
     connection is killed, and after it reconnected by itself."""
     from stead.store.postgres import PostgresStore
 
-    b = Backend("postgres", pg_url)
     listeners = "SELECT pid FROM pg_stat_activity WHERE application_name = 'stead-listen'"
-    try:
+    async with postgres_backend(pg_url) as b:
         watcher, writer = b.open(poll_interval=3600.0), b.open()
         assert isinstance(watcher, PostgresStore)
         runs = [await seeded(writer, "run-1"), await seeded(writer, "run-2")]
@@ -403,9 +340,6 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
         await heard(
             runs[1], lambda: watcher.listening and b.sql(listeners) not in ([], [(old_pid,)])
         )
-    finally:
-        for s in b.opened:
-            await s.close()
 
 
 # -- errors at the boundary -----------------------------------------------------------------

@@ -15,7 +15,8 @@ from pathlib import Path
 from _builders import T0, created, tool_turn
 
 from stead.core.events import RunStarted
-from stead.store.sqlite import SQLiteStore, migrations
+from stead.store._sql import migrations
+from stead.store.sqlite import SQLiteStore
 
 
 def _btrees_written(path: Path) -> set[str]:

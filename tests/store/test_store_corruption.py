@@ -125,12 +125,18 @@ async def test_a_missing_last_event_is_a_store_error(store: Store, backend: Back
 # -- snapshots are a cache ---------------------------------------------------------------
 
 
-def _snap(b: Backend) -> dict:
-    """The snapshot's JSON (SQLite stores it zlib-compressed; plain text is read too),
-    without the checksum line in front of it."""
+def _snap_text(b: Backend) -> str:
+    """The snapshot row's text: the checksum line, a newline, the state's JSON (zlib-packed
+    on both backends; plain text is read too)."""
     [(raw,)] = b.sql("SELECT state FROM snapshots WHERE run_id = ?", RUN)
-    text = raw if isinstance(raw, str) else zlib.decompress(raw).decode("utf-8")
-    return json.loads(text.partition("\n")[2])
+    data = bytes(raw) if not isinstance(raw, str) else raw.encode("utf-8")
+    return (data if data[:1] in (b"{", b"s") else zlib.decompress(data)).decode("utf-8")
+
+
+def _snap(b: Backend) -> dict:
+    """The snapshot's JSON, without the checksum line in front of it."""
+    state: dict = json.loads(_snap_text(b).partition("\n")[2])
+    return state
 
 
 def _signed(text: str) -> str:
@@ -140,8 +146,11 @@ def _signed(text: str) -> str:
 
 
 def _set_snap(b: Backend, value: object, column: str = "state", *, sign: bool = True) -> None:
-    if column == "state" and sign and isinstance(value, str):
-        value = _signed(value)
+    """Overwrite a snapshot column; text for ``state`` (signed unless ``sign=False``) is
+    stored as its UTF-8 bytes (the column holds bytes on both backends), so it takes the
+    uncompressed path."""
+    if column == "state" and isinstance(value, str):
+        value = (_signed(value) if sign else value).encode("utf-8")
     b.sql(f"UPDATE snapshots SET {column} = ? WHERE run_id = ?", value, RUN)
 
 
@@ -149,9 +158,7 @@ def _snap_edited(b: Backend) -> None:
     """A change that keeps the snapshot a valid state, checksum left as it was."""
     state = _snap(b)
     state["messages"][0]["content"] = "Something else entirely"
-    [(raw,)] = b.sql("SELECT state FROM snapshots WHERE run_id = ?", RUN)
-    text = raw if isinstance(raw, str) else zlib.decompress(raw).decode("utf-8")
-    head = text.partition("\n")[0]
+    head = _snap_text(b).partition("\n")[0]
     _set_snap(b, f"{head}\n{json.dumps(state)}", sign=False)
 
 

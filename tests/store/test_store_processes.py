@@ -20,7 +20,7 @@ from _builders import T0, RunBuilder, created, fold_log, result, to_wire
 
 from stead.core.events import ModelCallFailed, TurnStarted
 from stead.store import Store
-from stead.store.sqlite import migrations
+from stead.store._sql import migrations
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -204,9 +204,11 @@ async def test_sigkill_inside_the_result_commit_leaves_no_trace(
     reopen: Callable[[Store], Awaitable[Store]],
     size: str,
 ) -> None:
-    """The child dies at ``before_result_commit``: its rows are inserted, the transaction is
-    open, COMMIT never runs. "spilled" makes the batch big enough (~3 MB) that SQLite writes
-    uncommitted pages into the WAL before the kill; they must be ignored all the same."""
+    """The child dies at ``before_result_commit`` (the store's ``before_commit`` hook, which
+    every append calls): on SQLite its rows are inserted, the transaction is open, COMMIT
+    never runs; on PostgreSQL the one autocommitted statement that is the write and its commit
+    is never sent. "spilled" makes the batch big enough (~3 MB) that SQLite writes uncommitted
+    pages into the WAL before the kill; they must be ignored all the same."""
     b = RunBuilder("run-1")
     await b.create(store)
     epoch = await store.claim("run-1", owner="doomed", now=T0, ttl=60)

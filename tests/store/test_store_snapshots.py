@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import zlib
 
 import pytest
+from _backends import Backend
 from _builders import T0, RunBuilder, fold_log, seeded
 
 from stead.core.fold import RunState, apply
 from stead.runtime import RunSession
 from stead.store import Store
+from stead.store._sql import pack, unpack
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,3 +114,26 @@ def test_builders_fold() -> None:
     b.tool_turn(calls=3)
     b.final_turn()
     assert fold_log(b.log).to_json() == b.state.to_json()
+
+
+async def test_both_backends_keep_a_snapshot_in_one_encoding(
+    store: Store, backend: Backend
+) -> None:
+    """zlib-packed checksummed JSON on SQLite and PostgreSQL alike (PostgreSQL kept plain text
+    before); the checksum inside the packed blob is verified on load."""
+    b = await seeded(store, "run-1")
+    b.final_turn()
+    await b.flush(store, snapshot=True)
+    [(raw,)] = backend.sql("SELECT state FROM snapshots WHERE run_id = ?", "run-1")
+    assert bytes(raw) == pack(b.state.to_json())
+    head, _, body = zlib.decompress(bytes(raw)).decode("utf-8").partition("\n")
+    assert head == "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
+    assert unpack(bytes(raw)) == (await store.load("run-1")).snapshot == b.state.to_json()
+
+    # The same blob with its JSON edited under the old checksum is not relied on.
+    edited = body.replace('"completed"', '"failed"')
+    assert edited != body
+    repacked = zlib.compress(f"{head}\n{edited}".encode(), 1)
+    backend.sql("UPDATE snapshots SET state = ? WHERE run_id = ?", repacked, "run-1")
+    loaded = await store.load("run-1")
+    assert (loaded.snapshot, loaded.snapshot_seq, len(loaded.tail)) == (None, 0, b.written)

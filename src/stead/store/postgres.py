@@ -1,6 +1,8 @@
 """The scale-out store: one PostgreSQL database shared by workers on many machines.
 
-Same contract as ``SQLiteStore``; what PostgreSQL adds is concurrency across machines:
+Same contract as ``SQLiteStore``, and the same shared code (``stead.store._sql.SQLStore``);
+this file holds PostgreSQL's half: the pool, error translation, notices and waiting, and the
+statements whose shape is its own. What PostgreSQL adds is concurrency across machines:
 
 * **Append** is one statement (a conditional ``UPDATE`` of the run's row, the event inserts
   and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch
@@ -60,38 +62,17 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import UniqueViolation
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from stead import _crash
-from stead.core.events import Event, RunCreated
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError
-from stead.store._base import (
-    CLAIMABLE,
-    Claim,
-    Loaded,
-    RunRecord,
-    StoredEvent,
-    append_refusal,
-    created_row,
-    decode_events,
-    event_row,
-    known_key,
-    snapshot_state,
-    snapshot_text,
-)
+from stead.errors import StoreError
+from stead.store import _sql
+from stead.store._base import CLAIMABLE, known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
-from stead.store.sqlite import _statements, _tool_of, migrations
 
 log = logging.getLogger("stead.store")
 
 _MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
 _LINGER = 5.0
 """Seconds a run's channel stays listened to after its last waiter left."""
-_RUN_COLUMNS = (
-    "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
-    "lease_expires_at, created_at, updated_at"
-)
-_RUN_COLUMNS_R = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
-_CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE)
 _UNSYNCED = "set_config('synchronous_commit', 'off', true)"
 """``SET LOCAL synchronous_commit = off`` as an expression, so it rides in the statement that
 writes (one round trip, its transaction implicit). Put where it is evaluated once per row
@@ -100,30 +81,20 @@ written: a statement that writes nothing has nothing to flush."""
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 
-def _record(row: Sequence[Any]) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        agent=row[1],
-        session_id=row[2],
-        correlation_id=row[3],
-        status=row[4],
-        last_seq=row[5],
-        epoch=row[6],
-        lease_owner=row[7],
-        lease_expires_at=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-    )
-
-
 def _channel(schema: str, key: str) -> str:
     """A notice channel, per schema (two deployments in one database do not wake each
     other) and key; a digest, because channel names stop at 63 bytes."""
     return "stead_" + hashlib.sha256(f"{schema}\0{key}".encode()).hexdigest()[:32]
 
 
-class PostgresStore:
+class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
+
+    dialect = "postgres"
+    PARAM = "%s"
+    CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
+    """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
+    RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
 
     def __init__(
         self,
@@ -134,8 +105,10 @@ class PostgresStore:
         timeout: float = 30.0,
         poll_interval: float = 1.0,
         idle_in_transaction_timeout: float = 10.0,
+        before_commit: _sql.BeforeCommit = _sql.crash_before_result,
     ) -> None:
         self.url = url
+        self.before_commit = before_commit
         try:
             parts = conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
@@ -226,24 +199,19 @@ class PostgresStore:
                         f"no schema to create stead's tables in at {self.where}: the "
                         "search_path names no existing schema; create it or fix the URL"
                     )
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations "
-                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
-                )
-                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-                for version, name, text in migrations("postgres"):
-                    if version in done:
-                        continue
-                    for statement in _statements(text):
-                        conn.execute(statement.encode())
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (version, name),
-                    )
+                self._apply_migrations(lambda q, p: conn.execute(q.encode(), p or None))
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
         self._schema = schema
         self.claimable_channel = _channel(schema, "")
+        # A release announces a run it leaves claimable (a digest: safe as a literal).
+        self.release_sql = (
+            "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+            "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
+            f"RETURNING run_id, status, last_seq, {_UNSYNCED} AS unsynced) "
+            f"SELECT CASE WHEN status IN ({_sql.CLAIMABLE_SQL}) THEN pg_notify("
+            f"'{self.claimable_channel}', run_id || ':' || last_seq) END, unsynced FROM u"
+        )
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
@@ -267,6 +235,8 @@ class PostgresStore:
                 except psycopg.Error:
                     self._gone = self._gone or conn.broken
                     raise
+        except UniqueViolation as exc:
+            raise _sql.Duplicate(exc.diag.message_primary) from exc
         except PoolTimeout as exc:
             self._gone = True
             raise StoreError(
@@ -299,64 +269,62 @@ class PostgresStore:
         self._gone = False
         await pool.check()
 
-    # -- the contract -----------------------------------------------------------------------
-
-    async def create_run(self, event: RunCreated, *, now: float) -> None:
-        kind, version, turn, call, data = created_row(event)
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[_Session]:
         async with self._conn() as conn:
-            try:
-                await conn.execute(
-                    "WITH r AS ("
-                    " INSERT INTO runs (run_id, agent, session_id, correlation_id, status,"
-                    " last_seq, epoch, created_at, updated_at)"
-                    " VALUES (%(run)s, %(agent)s, %(session)s, %(corr)s, 'queued', 1, 0,"
-                    " %(now)s, %(now)s) RETURNING run_id),"
-                    " e AS (INSERT INTO events (run_id, seq, kind, version, turn_index,"
-                    " tool_call_id, data, created_at)"
-                    " SELECT run_id, 1, %(kind)s, %(version)s, %(turn)s, %(call)s, %(data)s,"
-                    " %(now)s FROM r)"
-                    " SELECT pg_notify(%(ready)s, run_id || ':1') FROM r",
-                    {
-                        "run": event.run_id,
-                        "agent": event.agent,
-                        "session": event.session_id,
-                        "corr": event.correlation_id,
-                        "now": now,
-                        "kind": kind,
-                        "version": version,
-                        "turn": turn,
-                        "call": call,
-                        "data": data,
-                        "ready": self.claimable_channel,
-                    },
-                )
-            except UniqueViolation as exc:
-                raise Conflict(f"run {event.run_id!r} already exists") from exc
+            yield _Session(conn)
 
-    async def append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, dict[str, Any]] | None = None,
-        sync: bool = True,
-    ) -> int:
-        if not events:
-            return expected_seq
-        rows = [event_row(e) for e in events]
-        seq = expected_seq + len(rows)
+    # -- the dialect's half of SQLStore ------------------------------------------------------
+
+    def _reading(self) -> contextlib.AbstractAsyncContextManager[_Session]:
+        # Autocommit: each statement sees one snapshot; the shared reads are written so
+        # that is enough (a row's last_seq bounds what is read after it).
+        return self._session()
+
+    def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[_Session]:
+        # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
+        return self._session()
+
+    async def _create(self, row: _sql.Row) -> None:
+        run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+        async with self._conn() as conn:
+            await conn.execute(
+                "WITH r AS ("
+                " INSERT INTO runs (run_id, agent, session_id, correlation_id, status,"
+                " last_seq, epoch, created_at, updated_at)"
+                " VALUES (%(run)s, %(agent)s, %(session)s, %(corr)s, 'queued', 1, 0,"
+                " %(now)s, %(now)s) RETURNING run_id),"
+                " e AS (INSERT INTO events (run_id, seq, kind, version, turn_index,"
+                " tool_call_id, data, created_at)"
+                " SELECT run_id, 1, %(kind)s, %(version)s, %(turn)s, %(call)s, %(data)s,"
+                " %(now)s FROM r)"
+                " SELECT pg_notify(%(ready)s, run_id || ':1') FROM r",
+                {
+                    "run": run_id,
+                    "agent": agent,
+                    "session": session_id,
+                    "corr": correlation_id,
+                    "now": now,
+                    "kind": kind,
+                    "version": version,
+                    "turn": turn,
+                    "call": call,
+                    "data": data,
+                    "ready": self.claimable_channel,
+                },
+            )
+
+    async def _append(self, a: _sql.Append) -> None:
+        run_id, events, rows, expected, epoch, status, now, snapshot, sync = a
+        seq = expected + len(rows)
         params: dict[str, Any] = {
             "run": run_id,
             "seq": seq,
             "status": status,
             "now": now,
             "epoch": epoch,
-            "expected": expected_seq,
-            "seqs": list(range(expected_seq + 1, seq + 1)),
+            "expected": expected,
+            "seqs": list(range(expected + 1, seq + 1)),
             "kinds": [r[0] for r in rows],
             "versions": [r[1] for r in rows],
             "turns": [r[2] for r in rows],
@@ -368,177 +336,30 @@ class PostgresStore:
             "claimable": status in CLAIMABLE,
         }
         if snapshot is not None:
-            snap_seq, state = snapshot
-            params.update(
-                snap_seq=snap_seq, snap_v=int(state.get("v", 0)), snap=snapshot_text(state)
-            )
-        # ``sync=False``: this transaction commits without waiting for the WAL flush (see the
-        # module docstring for why that loses no effect).
-        statement = _APPENDS[snapshot is not None, sync]
-        # One statement is one transaction (autocommit): one round trip. Only a test that
-        # armed the crash point between the write and its commit gets an explicit one.
-        pause = _crash.armed() and any(r[0] == "tool_result_recorded" for r in rows)
+            params.update(snap_seq=snapshot[0], snap_v=snapshot[1], snap=snapshot[2])
+        # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
+        # commits without waiting for the WAL flush (the module docstring says why that
+        # loses no effect).
         async with self._conn() as conn:
-            tx = conn.transaction() if pause else contextlib.nullcontext()
-            async with tx:
-                try:
-                    cur = await conn.execute(statement, params)
-                except UniqueViolation as exc:
-                    raise Conflict(
-                        f"run {run_id}: a result for this tool call is already recorded "
-                        f"({exc.diag.message_primary})"
-                    ) from exc
-                if await cur.fetchone() is None:
-                    await self._refused(conn, run_id, epoch, expected_seq)
-                if pause:
-                    _crash.point("before_result_commit", _tool_of(events))
-        return seq
+            self.before_commit(run_id, events)  # the statement below is the commit
+            cur = await conn.execute(_APPENDS[snapshot is not None, sync], params)
+            if await cur.fetchone() is None:
+                raise await self.refusal(_Session(conn), run_id, epoch, expected)
 
-    async def _refused(self, conn: Conn, run_id: str, epoch: int, expected_seq: int) -> None:
-        """The conditional UPDATE matched nothing: say why, as SQLite does."""
-        cur = await conn.execute("SELECT last_seq, epoch FROM runs WHERE run_id = %s", (run_id,))
-        raise append_refusal(run_id, await cur.fetchone(), epoch, expected_seq)
+    async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
+        row = await s.one(self.CLAIM, params)
+        return None if row is None else int(row[0])
 
-    async def load(self, run_id: str) -> Loaded:
-        known_key(run_id)
-        async with self._conn() as conn:
-            # The row and its snapshot in one statement (one snapshot of the database); then
-            # the tail up to the row's last_seq, which commits together with its events.
-            cur = await conn.execute(
-                f"SELECT {_RUN_COLUMNS_R}, s.seq, s.state FROM runs r "
-                "LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s",
-                (run_id,),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise RunNotFound(run_id)
-            record = _record(row)
-            snapshot: dict[str, Any] | None = None
-            snap_seq = 0
-            if row[11] is not None:
-                # a snapshot is a cache: unless its checksum holds, fold the log instead
-                parsed = snapshot_state(row[12]) if isinstance(row[12], str) else None
-                if parsed is not None and 0 < row[11] <= record.last_seq:
-                    snapshot, snap_seq = parsed, int(row[11])
-            cur = await conn.execute(
-                "SELECT seq, kind, version, data, created_at FROM events "
-                "WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
-                (run_id, snap_seq, record.last_seq),
-            )
-            tail = decode_events(run_id, await cur.fetchall(), snap_seq, record.last_seq)
-        return Loaded(record=record, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
-
-    async def _row(self, conn: Conn, run_id: str) -> RunRecord:
-        cur = await conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
-        row = await cur.fetchone()
-        if row is None:
-            raise RunNotFound(run_id)
-        return _record(row)
-
-    async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
-        known_key(run_id)
-        async with self._conn() as conn:
-            # One statement: the run's last_seq and its events from the same snapshot.
-            cur = await conn.execute(
-                "SELECT r.last_seq, e.seq, e.kind, e.version, e.data, e.created_at FROM runs r "
-                "LEFT JOIN events e ON e.run_id = r.run_id AND e.seq > %s "
-                "WHERE r.run_id = %s ORDER BY e.seq",
-                (after, run_id),
-            )
-            rows = await cur.fetchall()
-        if not rows:
-            raise RunNotFound(run_id)
-        last_seq = rows[0][0]
-        return decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last_seq)
-
-    async def get_run(self, run_id: str) -> RunRecord:
-        known_key(run_id)
-        async with self._conn() as conn:
-            return await self._row(conn, run_id)
-
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
-        async with self._conn() as conn:
-            if status is None:
-                cur = await conn.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY updated_at DESC LIMIT %s", (limit,)
-                )
-            else:
-                cur = await conn.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s "
-                    "ORDER BY updated_at DESC LIMIT %s",
-                    (status, limit),
-                )
-            return [_record(r) for r in await cur.fetchall()]
-
-    async def claim(
-        self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
-    ) -> int:
-        # Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on.
-        async with self._conn() as conn:
-            cur = await conn.execute(
-                "UPDATE runs SET epoch = epoch + 1, lease_owner = %(owner)s, "
-                "lease_expires_at = %(until)s WHERE run_id = %(run)s AND (lease_owner IS NULL "
-                "OR COALESCE(lease_expires_at, 0) <= %(now)s OR lease_owner = %(owner)s "
-                "OR lease_owner = %(takeover)s) RETURNING epoch",
-                {
-                    "owner": owner,
-                    "until": now + ttl,
-                    "run": run_id,
-                    "now": now,
-                    "takeover": takeover_from,
-                },
-            )
-            row = await cur.fetchone()
-            if row is not None:
-                return int(row[0])
-            rec = await self._row(conn, run_id)
-        raise LeaseHeld(
-            f"run {run_id} is owned by {rec.lease_owner} until "
-            f"{rec.lease_expires_at or 0:.0f}; wait for the lease to lapse or stop that worker"
-        )
-
-    async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
-        # Unsynced: a renewal lost in a crash ends the lease sooner; the epoch does not move.
-        async with self._conn() as conn:
-            cur = await conn.execute(
-                "UPDATE runs SET lease_expires_at = %s "
-                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
-                f"RETURNING {_UNSYNCED}",
-                (now + ttl, run_id, epoch, owner),
-            )
-            if cur.rowcount != 1:
-                await self._row(conn, run_id)
-                raise Fenced(f"run {run_id}: lease of {owner} at epoch {epoch} was taken over")
-
-    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
-        # Unsynced: a release lost in a crash leaves the lease to lapse; the epoch does not move.
-        async with self._conn() as conn:
-            await conn.execute(
-                "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
-                f"RETURNING run_id, status, last_seq, {_UNSYNCED} AS unsynced) "
-                f"SELECT CASE WHEN status IN ({_CLAIMABLE_SQL}) "
-                "THEN pg_notify(%s, run_id || ':' || last_seq) END, unsynced FROM u",
-                (run_id, epoch, owner, self.claimable_channel),
-            )
-
-    async def claim_next(
-        self,
-        *,
-        owner: str,
-        now: float,
-        ttl: float,
-        limit: int = 1,
-        agents: Sequence[str] | None = None,
-    ) -> list[Claim]:
-        if limit < 1 or (agents is not None and not agents):
-            return []
-        # Synced, as ``claim``: each claim makes a new epoch.
+    async def _claim_rows(
+        self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
+    ) -> list[_sql.Row]:
+        # Synced, as ``claim``: each claim makes a new epoch. Concurrent claimers skip each
+        # other's rows (SKIP LOCKED) instead of queueing on them.
         async with self._conn() as conn:
             cur = await conn.execute(
                 "WITH picked AS ("
                 " SELECT run_id, lease_owner FROM runs"
-                f" WHERE status IN ({_CLAIMABLE_SQL})"
+                f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
                 " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
                 " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
                 " ORDER BY updated_at LIMIT %(limit)s"
@@ -556,11 +377,7 @@ class PostgresStore:
                     "until": now + ttl,
                 },
             )
-            rows = await cur.fetchall()
-        return [
-            Claim(run_id=r[0], agent=r[1], status=r[2], epoch=r[3], previous_owner=r[4])
-            for r in rows
-        ]
+            return await cur.fetchall()
 
     def payload_bytes(self, run_id: str) -> int:
         """Bytes of event data plus snapshot state stored for one run, as stored (after
@@ -640,6 +457,27 @@ class PostgresStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+class _Session:
+    """The shared code's ``Session`` on one pooled connection (autocommit)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def all(self, query: str, params: Sequence[Any] = ()) -> list[_sql.Row]:
+        cur = await self._conn.execute(query, params)
+        return await cur.fetchall()
+
+    async def one(self, query: str, params: Sequence[Any] = ()) -> _sql.Row | None:
+        cur = await self._conn.execute(query, params)
+        return await cur.fetchone()
+
+    async def run(self, query: str, params: Sequence[Any] = ()) -> int:
+        cur = await self._conn.execute(query, params)
+        return cur.rowcount
 
 
 _APPEND_HEAD = (

@@ -1,0 +1,138 @@
+"""Stores written by earlier stead code still load: a SQLite file and a PostgreSQL schema.
+
+``fixtures/`` holds what the store of main at 8ddcde7 wrote (``fixtures/make_old_stores.py``):
+SQLite packed snapshots with zlib, PostgreSQL kept them as JSON text, neither with a checksum.
+Both now pack them the same way (zlib over the checksummed text), and PostgreSQL's migration
+0002 turns the old text into bytes that still decode. A snapshot without a checksum cannot
+show it is the one written, so the store does not rely on it: an old run loads from its log,
+and its next snapshot is checksummed. Never regenerate these files to make this pass: they
+are what deployments hold.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from _builders import T0, fold_log
+
+from stead.core.events import TurnStarted
+from stead.runtime import RunSession
+from stead.store import Store
+from stead.store._sql import statements
+from stead.store.postgres import PostgresStore
+from stead.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.timeout(60)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPECTED: dict[str, Any] = json.loads((FIXTURES / "expected-8ddcde7.json").read_text())
+
+
+Raw = Callable[[str], bytes | None]
+"""The snapshot column of a run as the database holds it (None without a row)."""
+
+
+def _old_snapshot(data: bytes | None) -> Any:
+    """A snapshot row as 8ddcde7 read it: zlib-compressed JSON, or plain JSON text."""
+    if data is None:
+        return None
+    return json.loads(data if data[:1] == b"{" else zlib.decompress(data))
+
+
+async def _loads_as_written(store: Store, raw: Raw, expected: dict[str, Any]) -> None:
+    """Every run's row and log read back as the old store wrote them, its snapshot row still
+    decodes to what was written but is not relied on (no checksum); the state folds to what
+    the whole log folds to; and the store writes on, with a checksummed snapshot it uses."""
+    assert {r.run_id for r in await store.list_runs()} == set(expected)
+    for run_id, want in expected.items():
+        loaded = await store.load(run_id)
+        assert (loaded.record.last_seq, loaded.record.status) == (want["last_seq"], want["status"])
+        assert _old_snapshot(raw(run_id)) == want["snapshot"]
+        assert (want["snapshot"] is None) == (want["snapshot_seq"] == 0)
+        assert (loaded.snapshot_seq, loaded.snapshot) == (0, None)
+        assert len(loaded.tail) == want["last_seq"]
+        log = [s.event for s in await store.read_events(run_id)]
+        assert len(log) == want["last_seq"]
+        state, _ = await RunSession.load_state(store, run_id)
+        assert state.to_json() == fold_log(log).to_json()
+    # The store writes on: one more event, and a new snapshot (packed) over the old one.
+    old = await store.load("snap-tail")
+    log = [s.event for s in await store.read_events("snap-tail")]
+    more = TurnStarted(turn_index=fold_log(log).turn_index + 1)
+    state = fold_log([*log, more])
+    assert state.status is not None
+    seq = await store.append(
+        "snap-tail",
+        [more],
+        expected_seq=old.record.last_seq,
+        epoch=old.record.epoch,
+        status=state.status.value,
+        now=T0 + 9,
+        snapshot=(state.seq, state.to_json()),
+    )
+    new = await store.load("snap-tail")
+    assert (new.snapshot_seq, new.snapshot, new.tail) == (seq, state.to_json(), [])
+
+
+async def test_a_sqlite_file_written_by_earlier_code_still_loads(tmp_path: Path) -> None:
+    copy = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "sqlite-8ddcde7.db", copy)
+
+    def raw(run_id: str) -> bytes | None:
+        db = sqlite3.connect(copy)
+        try:
+            row = db.execute(
+                "SELECT CAST(state AS BLOB) FROM snapshots WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        finally:
+            db.close()
+        return None if row is None else bytes(row[0])
+
+    store = SQLiteStore(copy)
+    try:
+        await _loads_as_written(store, raw, EXPECTED)
+    finally:
+        await store.close()
+
+
+async def test_a_postgres_schema_written_by_earlier_code_still_loads(pg_url: str) -> None:
+    dump = json.loads((FIXTURES / "postgres-8ddcde7.json").read_text())
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for sql in dump["migrations"].values():
+            for statement in statements(sql):
+                conn.execute(statement.encode())
+        for table, content in dump["tables"].items():
+            if table == "schema_migrations":
+                conn.execute(
+                    "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                    "name TEXT NOT NULL)"
+                )
+            columns = ", ".join(content["columns"])
+            marks = ", ".join(["%s"] * len(content["columns"]))
+            for row in content["rows"]:
+                conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})".encode(), row)
+    assert dump["expected"] == EXPECTED  # the same runs, written the same way
+
+    def raw(run_id: str) -> bytes | None:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT state FROM snapshots WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    store = PostgresStore(pg_url)
+    try:
+        await _loads_as_written(store, raw, EXPECTED)
+    finally:
+        await store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+    assert versions == [1, 2]
