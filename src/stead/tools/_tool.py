@@ -3,7 +3,7 @@
 A ``Tool`` wraps the function with everything the rest of stead needs to know about it:
 its name and description for the model, its argument schema and validation, its
 side-effect class (which decides what happens to a call that was in flight when a worker
-died, DESIGN.md Guarantee 3), an optional reconcile function, and an approval policy.
+died, docs/design.md guarantee 3), an optional reconcile function, and an approval policy.
 It stays callable like the original function, so tools can be tested as plain functions.
 """
 
