@@ -289,7 +289,6 @@ class SDKModel(Generic[ClientT]):
     """
 
     model: str
-    """The model id sent to the API."""
     _caller: SDKCaller[ClientT]
 
     @property

@@ -21,7 +21,6 @@ class ToolContext:
     """The identity of one attempt of one tool call, and its cancellation signal."""
 
     run_id: str
-    """The run this call belongs to."""
     tool_call_id: str
     """The model's id for the call (``toolu_...``, ``call_...``)."""
     turn_index: int
@@ -32,7 +31,6 @@ class ToolContext:
     attempt: int
     """1 on the first execution, more when the call is run again after a crash."""
     tool_name: str
-    """The registered tool's name."""
     signal: AbortSignal
     """Set when the run is cancelled. Async handlers can await ``signal.wait()``; sync ones
     (run in a worker thread, which cannot be interrupted) should poll ``aborted``."""
