@@ -417,6 +417,7 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(
 ) -> None:
     store = f"sqlite:///{tmp_path / 'x.db'}"
     assert main(["--store", store, "serve", "--host", "0.0.0.0"]) == 2
-    assert "refusing to listen on 0.0.0.0 without a token" in capsys.readouterr().out
+    # a SteadError is one line on stderr (stead.cli.main)
+    assert "refusing to listen on 0.0.0.0 without a token" in capsys.readouterr().err
     assert main(["--store", store, "serve", "--host", "::", "--token", "a:short"]) == 2
-    assert "at least 16 characters" in capsys.readouterr().out
+    assert "at least 16 characters" in capsys.readouterr().err

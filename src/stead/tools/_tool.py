@@ -319,16 +319,6 @@ def tool(
     asked). Declaring ``read_only`` or ``idempotent_write`` is a promise that running the
     call twice is harmless, so stead lets you make it rather than assuming it.
     """
-    if fn is not None:
-        return Tool(
-            fn,
-            effect=effect,
-            reconcile=reconcile,
-            name=name,
-            description=description,
-            requires_approval=requires_approval,
-        )
-    _check_options(effect, reconcile, requires_approval, "@tool(...)")
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
         return Tool(
@@ -340,4 +330,8 @@ def tool(
             requires_approval=requires_approval,
         )
 
+    if fn is not None:
+        return decorate(fn)
+    # checked here too, so a wrong option fails at @tool(...), not when it meets a function
+    _check_options(effect, reconcile, requires_approval, "@tool(...)")
     return decorate
