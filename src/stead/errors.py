@@ -7,7 +7,8 @@
     │   ├── ApprovalError         no such pending approval, wrong token, second decision
     │   └── InvalidInput          a run's input or settings the log cannot hold (also an
     │                             InvalidEvent)
-    ├── IllegalTransition         a run state change DESIGN.md does not allow; nothing written
+    ├── IllegalTransition         a run state change the state table does not allow (see
+    │                             docs/design.md); nothing written
     ├── InvalidEvent              an event the log could not read back; refused, nothing written
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run

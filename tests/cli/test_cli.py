@@ -308,6 +308,12 @@ def test_unknown_statuses_and_bad_numbers_are_refused(
         (("worker", "--agents", "m:a", "--poll", "nan"), "must be more than zero"),
         (("worker", "--agents", "m:a", "--grace", "-1"), "must be zero or more"),
         (("worker", "--agents", "m:a", "--log-level", "loud"), "invalid choice: 'LOUD'"),
+        # stead serve --worker takes the worker's options with the worker's checks
+        (("serve", "--agents", "m:a", "--concurrency", "0"), "must be more than zero"),
+        (("serve", "--agents", "m:a", "--concurrency", str(2**70)), "must be at most"),
+        (("serve", "--agents", "m:a", "--poll", "-1"), "must be more than zero"),
+        (("serve", "--max-body", "0"), "must be more than zero"),
+        (("serve", "--heartbeat", "nan"), "must be more than zero"),
     ):
         code, _, err = _in_process(capsys, "--store", store, *args)
         assert code == 2 and words in err, (args, err)

@@ -178,7 +178,7 @@ def test_missing_field_is_a_value_error(data: dict[str, Any]) -> None:
 
 # -- failure codes ---------------------------------------------------------------------------
 
-# DESIGN.md, "Failure codes".
+# docs/design.md, "Failure codes".
 DESIGN_MODEL_CODES = {
     "rate_limited",
     "authentication_failed",

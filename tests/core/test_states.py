@@ -1,4 +1,4 @@
-"""The run state machine: DESIGN.md's table, every pair walked, the diagram generated."""
+"""The run state machine: docs/design.md's table, every pair walked, the diagram generated."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from stead.core.states import (
 )
 from stead.errors import IllegalTransition, SteadError
 
-# DESIGN.md, "The run state machine (exact names)", column "allowed next", written out by hand.
-# A change to stead.core.states.TRANSITIONS must be a change to DESIGN.md, and to this table.
+# docs/concepts.md, "The state machine", column "allowed next", written out by hand.
+# A change to stead.core.states.TRANSITIONS must be a change to docs/concepts.md, and to this table.
 DESIGN_TABLE: dict[str, set[str]] = {
     "queued": {"running", "cancelled"},
     "running": {"awaiting_tool", "awaiting_approval", "completed", "failed", "cancelled"},

@@ -1,5 +1,7 @@
-"""argparse types for numbers: a value out of range is refused by argparse itself (usage line,
-what was wrong, exit 2) instead of reaching the runtime as a negative limit or lease."""
+"""argparse types for numbers, and the options ``stead worker`` and ``stead serve`` share.
+
+A value out of range is refused by argparse itself (usage line, what was wrong, exit 2)
+instead of reaching the runtime as a negative limit or lease."""
 
 from __future__ import annotations
 
@@ -45,3 +47,21 @@ def not_negative(text: str) -> float:
     if not _finite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be zero or more, not {text}")
     return value
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""How ``stead worker`` and ``stead serve`` log."""
+
+
+def add_claim_options(parser: Any, *, concurrency: int, when: str = "") -> None:
+    """``--concurrency`` and ``--poll`` of a worker (``stead worker``, ``stead serve --worker``):
+    one definition, so both refuse the same values. ``when`` starts each help text."""
+    parser.add_argument(
+        "--concurrency",
+        type=positive(int, 10_000),
+        default=concurrency,
+        help=f"{when}runs driven at once",
+    )
+    parser.add_argument(
+        "--poll", type=positive(float), default=1.0, help=f"{when}seconds between claim polls"
+    )

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from stead.cli._args import LOG_FORMAT, add_claim_options, positive
 from stead.errors import UserError
 from stead.runtime import Agent
 
@@ -33,10 +34,11 @@ def add_serve_parser(sub: Any) -> None:
         "comma-separated)",
     )
     s.add_argument("--worker", action="store_true", help="drive runs in this process too")
-    s.add_argument("--concurrency", type=int, default=8, help="with --worker: runs at once")
-    s.add_argument("--poll", type=float, default=1.0, help="with --worker: claim poll, seconds")
-    s.add_argument("--max-body", type=int, default=64 * 1024, help="largest request body, bytes")
-    s.add_argument("--heartbeat", type=float, default=15.0, help="SSE heartbeat, seconds")
+    add_claim_options(s, concurrency=8, when="with --worker: ")
+    s.add_argument(
+        "--max-body", type=positive(int), default=64 * 1024, help="largest request body, bytes"
+    )
+    s.add_argument("--heartbeat", type=positive(float), default=15.0, help="SSE heartbeat, seconds")
 
 
 def run_serve(
@@ -63,7 +65,7 @@ def run_serve(
     if not tokens:
         made = new_token()
         tokens = {made: "local"}
-    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level="INFO", format=LOG_FORMAT)
 
     def tell(line: str) -> None:
         (say or (lambda text: print(text, flush=True)))(line)

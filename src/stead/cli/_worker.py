@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from stead.cli._args import not_negative, positive
+from stead.cli._args import LOG_FORMAT, add_claim_options, not_negative, positive
 from stead.errors import UserError
 from stead.runtime import Agent, Worker, serve
 
@@ -22,11 +22,8 @@ def add_worker_parser(sub: Any) -> None:
         "finish for --grace seconds, release the rest; a second signal releases at once.",
     )
     w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
-    w.add_argument(
-        "--concurrency", type=positive(int, 10_000), default=16, help="runs driven at once"
-    )
+    add_claim_options(w, concurrency=16)
     w.add_argument("--lease-ttl", type=positive(float), default=30.0, help="lease length, seconds")
-    w.add_argument("--poll", type=positive(float), default=1.0, help="seconds between claim polls")
     w.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
     w.add_argument(
         "--log-level",
@@ -47,10 +44,7 @@ def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
         raise UserError("stead worker needs --agents module:attr naming at least one Agent")
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     worker = Worker(
         args.store,
         agents,

@@ -142,7 +142,7 @@ def digest(value: JSON) -> str:
 
 
 def idempotency_key(run_id: str, tool_call_id: str) -> str:
-    """``sha256(run_id + tool_call_id)`` in hex, exactly as DESIGN.md fixes it.
+    """``sha256(run_id + tool_call_id)`` in hex, exactly as docs/design.md fixes it.
 
     Stable across processes and attempts, so a retried idempotent write carries the same key
     and the service on the other end can deduplicate it. Unique per call because the call id

@@ -2,7 +2,7 @@
 
 ``next_step(state, tools, limits)`` returns one ``Step``; the runtime performs it and appends
 what happened. Recovery after a crash is not a special path: a resumed run is folded and asked
-the same question, and the answer for a call that was in flight follows DESIGN.md's
+the same question, and the answer for a call that was in flight follows docs/design.md's
 Guarantee 3:
 
 * ``read_only`` — run it again.

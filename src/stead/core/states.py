@@ -1,6 +1,6 @@
 """The run state machine: eight states and every legal transition, as one table.
 
-Rules of the table (DESIGN.md, "The run state machine"):
+Rules of the table (docs/design.md, "The run state machine"):
 
 * A run is born ``queued``. Only the transitions listed here exist; anything else is a bug
   and is refused with ``IllegalTransition`` before a byte is written.

@@ -22,17 +22,12 @@ class ModelRequest:
     """Everything a model call sends."""
 
     model: str
-    """Model name as the provider knows it."""
     system: str
-    """System prompt."""
     messages: tuple[Message, ...]
     """The conversation, each turn's tool results in call order."""
     tools: tuple[ToolSchema, ...] = ()
-    """Tools the model may call."""
     max_output_tokens: int | None = None
-    """Cap on generated tokens."""
     turn_index: int = 0
-    """Which turn this call is for."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Provider-specific extras (temperature...)."""
 
@@ -133,9 +128,7 @@ class ModelResponse:
     """The model's final answer for one call."""
 
     message: AssistantMessage
-    """Text and tool calls."""
     usage: Usage
-    """Tokens consumed."""
     model: str = ""
     """The model that answered (providers may resolve aliases)."""
 

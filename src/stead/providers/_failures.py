@@ -14,7 +14,7 @@ import email.utils
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from stead.core.failures import ModelFailureCode, code_for_status
 
@@ -40,6 +40,32 @@ class MalformedReply(ValueError):
 
 class IncompleteReply(ConnectionError):
     """The stream ended before the provider said the reply was complete (a cut connection)."""
+
+
+_READ_ERRORS = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
+"""What reading a streamed event of an unexpected shape raises: a missing key, a value of the
+wrong type, a number that does not parse."""
+
+
+class StreamReply:
+    """The base of each wire module's reply accumulator: ``feed`` reads one streamed event
+    with the subclass's ``_feed``, and an event it cannot read is a ``MalformedReply`` naming
+    it, never a ``KeyError`` from deep inside the adapter."""
+
+    _event_name: ClassVar[str]
+    """What the provider calls one streamed event, for the message."""
+
+    def feed(self, event: Mapping[str, Any]) -> str | None:
+        """Take one event; returns a text delta to show as progress, if it carried one."""
+        try:
+            return self._feed(event)
+        except _READ_ERRORS as exc:
+            raise MalformedReply(
+                f"unexpected {self._event_name} {event!r:.500}: {exc!r:.200}"
+            ) from exc
+
+    def _feed(self, event: Mapping[str, Any]) -> str | None:
+        raise NotImplementedError  # pragma: no cover - every wire module defines it
 
 
 def error_object(body: object) -> Mapping[str, Any]:

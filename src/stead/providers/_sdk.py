@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from stead.core.failures import ModelFailureCode
 from stead.core.messages import Usage
 from stead.errors import ProviderError, ProviderHTTPError, UserError
 from stead.providers._abort import call_abortable
-from stead.providers._base import ModelResponse, ProgressCallback
+from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
 from stead.providers._failures import (
     MalformedReply,
     code_for_exception,
@@ -265,6 +266,49 @@ async def _drain(
             f"(content-type {_content_type(stream)!r}): not a stream of this API"
         )
     return reply.response()
+
+
+def resolve_key(provider: str, model: str, given: str | None, env: str, client: object) -> str:
+    """The key a provider's calls use: ``given``, else ``$env``; a ``UserError`` naming both
+    when there is none and no ``client`` of the caller's (which carries its own) either."""
+    key = given or os.environ.get(env) or ""
+    if client is None and not key:
+        raise UserError(f"no API key for {provider}:{model}: set {env} or pass api_key=...")
+    return key
+
+
+OpenStream = Callable[[ClientT], Awaitable[EventStream]]
+"""Opens one streamed call on a client: the adapter's ``messages.create(...)`` and the like."""
+
+
+class SDKModel(Generic[ClientT]):
+    """A ``ModelProvider`` over an official SDK, less what is its provider's own.
+
+    A subclass sets ``model`` and ``_caller`` and says, in ``_call``, how one request opens
+    its stream and which reply accumulates it; ``complete`` is the same for every provider.
+    """
+
+    model: str
+    _caller: SDKCaller[ClientT]
+
+    @property
+    def model_name(self) -> str:
+        """The model id sent to the API (recorded with each reply)."""
+        return self.model
+
+    def _call(self, request: ModelRequest) -> tuple[OpenStream[ClientT], Reply]:
+        raise NotImplementedError  # pragma: no cover - every adapter defines it
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        signal: AbortSignal,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelResponse:
+        """Stream one reply; ``ProviderError`` with a stable code on any failure."""
+        open_stream, reply = self._call(request)
+        return await self._caller.stream(open_stream, reply, signal=signal, on_progress=on_progress)
 
 
 def _event_dict(event: object) -> Mapping[str, Any]:

@@ -70,7 +70,7 @@ from stead.core.messages import (
 from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
-    MalformedReply,
+    StreamReply,
     code_for_http,
     error_object,
     is_context_overflow,
@@ -232,8 +232,10 @@ def _mark_cache(params: dict[str, Any]) -> None:
 # -- stream -----------------------------------------------------------------------------------
 
 
-class AnthropicReply:
+class AnthropicReply(StreamReply):
     """Accumulates one streamed reply from its raw events (as dicts)."""
+
+    _event_name = "Anthropic stream event"
 
     def __init__(self, *, turn_index: int = 0) -> None:
         """``turn_index`` names the ids of tool calls sent without one."""
@@ -246,15 +248,6 @@ class AnthropicReply:
         self._tools: dict[int, dict[str, Any]] = {}
         self._thinking: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, int] = {}
-
-    def feed(self, event: Mapping[str, Any]) -> str | None:
-        """Take one event; returns a text delta to show as progress, if it carried one."""
-        try:
-            return self._feed(event)
-        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
-            raise MalformedReply(
-                f"unexpected Anthropic stream event {event!r:.500}: {exc!r:.200}"
-            ) from exc
 
     def _feed(self, event: Mapping[str, Any]) -> str | None:
         kind = event.get("type")

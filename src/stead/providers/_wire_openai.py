@@ -55,7 +55,7 @@ from stead.core.messages import (
 from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
-    MalformedReply,
+    StreamReply,
     code_for_http,
     error_object,
     is_context_overflow,
@@ -179,8 +179,10 @@ def _assistant(m: AssistantMessage) -> WireMessage:
 # -- stream -----------------------------------------------------------------------------------
 
 
-class OpenAIReply:
+class OpenAIReply(StreamReply):
     """Accumulates one streamed reply from its ``chat.completion.chunk`` objects (as dicts)."""
+
+    _event_name = "chat.completion.chunk"
 
     def __init__(self, *, turn_index: int = 0) -> None:
         self.model = ""
@@ -189,15 +191,6 @@ class OpenAIReply:
         self._text: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Mapping[str, Any] | None = None
-
-    def feed(self, chunk: Mapping[str, Any]) -> str | None:
-        """Take one chunk; returns a text delta to show as progress, if it carried one."""
-        try:
-            return self._feed(chunk)
-        except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
-            raise MalformedReply(
-                f"unexpected chat.completion.chunk {chunk!r:.500}: {exc!r:.200}"
-            ) from exc
 
     def _feed(self, chunk: Mapping[str, Any]) -> str | None:
         self.model = text(chunk.get("model")) or self.model

@@ -18,17 +18,22 @@ is never streamed as progress.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
 
-from stead._signal import AbortSignal
-from stead.errors import UserError
-from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._sdk import DEFAULT_DEADLINE, SDK, SDKCaller
+from stead.providers._base import ModelRequest
+from stead.providers._sdk import (
+    DEFAULT_DEADLINE,
+    SDK,
+    OpenStream,
+    Reply,
+    SDKCaller,
+    SDKModel,
+    resolve_key,
+)
 from stead.providers._wire_anthropic import AnthropicReply, failure_code, request_params
 
 DEFAULT_MAX_TOKENS = 4096
@@ -37,7 +42,7 @@ DEFAULT_MAX_TOKENS = 4096
 _SDK = SDK.of(anthropic, anthropic.AsyncAnthropic, failure_code)
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
     """A ``ModelProvider`` for one Anthropic model."""
 
     def __init__(
@@ -60,11 +65,7 @@ class AnthropicModel:
         no bound).
         ``client`` lets you share one configured ``AsyncAnthropic`` (you close it); without
         it each call opens and closes its own, so no connection outlives an event loop."""
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if client is None and not key:
-            raise UserError(
-                f"no API key for anthropic:{model}: set ANTHROPIC_API_KEY or pass api_key=..."
-            )
+        key = resolve_key("anthropic", model, api_key, "ANTHROPIC_API_KEY", client)
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
@@ -80,28 +81,14 @@ class AnthropicModel:
             deadline=deadline,
         )
 
-    @property
-    def model_name(self) -> str:
-        """The model id sent to the API."""
-        return self.model
-
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r})"
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
-        """Stream one reply; ``ProviderError`` with a stable code on any failure."""
+    def _call(self, request: ModelRequest) -> tuple[OpenStream[anthropic.AsyncAnthropic], Reply]:
         params = request_params(
             request, max_tokens=self.max_tokens, cache=self.cache, thinking=self.thinking
         )
-        return await self._caller.stream(
+        return (
             lambda client: client.messages.create(**params, stream=True),
             AnthropicReply(turn_index=request.turn_index),
-            signal=signal,
-            on_progress=on_progress,
         )

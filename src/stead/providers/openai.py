@@ -23,10 +23,17 @@ from typing import Any
 
 import openai
 
-from stead._signal import AbortSignal
 from stead.errors import UserError
-from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
-from stead.providers._sdk import DEFAULT_DEADLINE, SDK, SDKCaller
+from stead.providers._base import ModelRequest
+from stead.providers._sdk import (
+    DEFAULT_DEADLINE,
+    SDK,
+    OpenStream,
+    Reply,
+    SDKCaller,
+    SDKModel,
+    resolve_key,
+)
 from stead.providers._wire_openai import (
     MaxTokensField,
     NoticeRole,
@@ -41,7 +48,7 @@ COMPATIBLE_KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
 _SDK = SDK.of(openai, openai.AsyncOpenAI, failure_code)
 
 
-class OpenAIModel:
+class OpenAIModel(SDKModel[openai.AsyncOpenAI]):
     """A ``ModelProvider`` for one Chat Completions model."""
 
     def __init__(
@@ -66,11 +73,7 @@ class OpenAIModel:
                 raise UserError(f"an OpenAI-compatible model ({model}) needs a base_url")
             key = api_key or os.environ.get(COMPATIBLE_KEY_ENV) or "not-needed"
         else:
-            key = api_key or os.environ.get("OPENAI_API_KEY") or ""
-            if client is None and not key:
-                raise UserError(
-                    f"no API key for openai:{model}: set OPENAI_API_KEY or pass api_key=..."
-                )
+            key = resolve_key("openai", model, api_key, "OPENAI_API_KEY", client)
         self.model = model
         self.compatible = compatible
         self.notice_role: NoticeRole = "user" if compatible else "system"
@@ -95,30 +98,16 @@ class OpenAIModel:
         """A model served by an OpenAI-compatible server (vLLM, Ollama, LM Studio...)."""
         return cls(model, base_url=base_url, api_key=api_key, compatible=True, **kw)
 
-    @property
-    def model_name(self) -> str:
-        """The model id sent to the server."""
-        return self.model
-
     def __repr__(self) -> str:
         base_url = self._caller.base_url
         where = f", base_url={base_url!r}" if base_url else ""
         return f"OpenAIModel({self.model!r}{where})"
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
-        """Stream one reply; ``ProviderError`` with a stable code on any failure."""
+    def _call(self, request: ModelRequest) -> tuple[OpenStream[openai.AsyncOpenAI], Reply]:
         params = request_params(
             request, notice_role=self.notice_role, max_tokens_field=self.max_tokens_field
         )
-        return await self._caller.stream(
+        return (
             lambda client: client.chat.completions.create(**params),
             OpenAIReply(turn_index=request.turn_index),
-            signal=signal,
-            on_progress=on_progress,
         )

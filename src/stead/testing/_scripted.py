@@ -27,7 +27,6 @@ class Reply:
     """One scripted model reply."""
 
     text: str = ""
-    """Visible text."""
     tool_calls: Sequence[CallSpec] = ()
     """Calls as ToolCall, or (name, arguments dict or raw argument text)."""
     usage: Usage | None = None

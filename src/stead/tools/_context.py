@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stead._signal import AbortSignal
-from stead.tools._subprocess import run_subprocess, run_subprocess_sync
+from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,7 +21,6 @@ class ToolContext:
     """The identity of one attempt of one tool call, and its cancellation signal."""
 
     run_id: str
-    """The run this call belongs to."""
     tool_call_id: str
     """The model's id for the call (``toolu_...``, ``call_...``)."""
     turn_index: int
@@ -32,7 +31,6 @@ class ToolContext:
     attempt: int
     """1 on the first execution, more when the call is run again after a crash."""
     tool_name: str
-    """The registered tool's name."""
     signal: AbortSignal
     """Set when the run is cancelled. Async handlers can await ``signal.wait()``; sync ones
     (run in a worker thread, which cannot be interrupted) should poll ``aborted``."""
@@ -55,9 +53,8 @@ class ToolContext:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run a child process in its own process group. If the run is cancelled, the group
         gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``RunCancelled``."""
-        return await run_subprocess(
-            args, abort=self.signal, grace=self.cancel_grace, input=input, cwd=cwd, env=env
-        )
+        child = Child(args=args, input=input, cwd=cwd, env=env)
+        return await run_subprocess(child, self.signal, self.cancel_grace)
 
     def run_subprocess_sync(
         self,
@@ -68,6 +65,5 @@ class ToolContext:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """``run_subprocess`` for sync handlers (they run in a worker thread)."""
-        return run_subprocess_sync(
-            args, abort=self.signal, grace=self.cancel_grace, input=input, cwd=cwd, env=env
-        )
+        child = Child(args=args, input=input, cwd=cwd, env=env)
+        return run_subprocess_sync(child, self.signal, self.cancel_grace)

@@ -1,7 +1,7 @@
 """The tools one agent offers, by name, and the first check of every call the model makes.
 
-``verdict`` runs before any intent is written (DESIGN.md Guarantee 1): a call naming no
-tool, or with arguments that do not validate, is refused there and the model reads why.
+``verdict`` runs before any intent is written (docs/design.md, guarantee 1): a call naming
+no tool, or with arguments that do not validate, is refused there and the model reads why.
 """
 
 from __future__ import annotations

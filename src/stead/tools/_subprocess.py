@@ -13,6 +13,8 @@ import os
 import signal as _signal
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from stead._signal import AbortSignal
 from stead.errors import RunCancelled
@@ -33,32 +35,42 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Child:
+    """One child process to run, as a tool asked for it (``ToolContext.run_subprocess``)."""
+
+    args: Sequence[str]
+    input: bytes | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+
+    def options(self) -> dict[str, Any]:
+        """How both the async and the sync runner start it: pipes, and its own session."""
+        return {
+            "stdin": subprocess.PIPE if self.input is not None else subprocess.DEVNULL,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+            "cwd": self.cwd,
+            "env": dict(self.env) if self.env is not None else None,
+            "start_new_session": True,
+        }
+
+    def completed(self, code: int, out: bytes, err: bytes) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(list(self.args), code, out, err)
+
+
 async def run_subprocess(
-    args: Sequence[str],
-    *,
-    abort: AbortSignal,
-    grace: float,
-    input: bytes | None = None,
-    cwd: str | None = None,
-    env: Mapping[str, str] | None = None,
+    child: Child, abort: AbortSignal, grace: float
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``args`` to completion unless the run is cancelled (then raise ``RunCancelled``)."""
-    proc = await asyncio.create_subprocess_exec(
-        *args,
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-    )
-    work = asyncio.ensure_future(proc.communicate(input))
+    """Run ``child`` to completion unless the run is cancelled (then raise ``RunCancelled``)."""
+    proc = await asyncio.create_subprocess_exec(*child.args, **child.options())
+    work = asyncio.ensure_future(proc.communicate(child.input))
     stop = asyncio.ensure_future(abort.wait())
     try:
         await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
         if work.done():
             out, err = work.result()
-            return subprocess.CompletedProcess(list(args), proc.returncode or 0, out, err)
+            return child.completed(proc.returncode or 0, out, err)
         await _terminate(proc.pid, work, grace)
         raise RunCancelled(abort.reason)
     except asyncio.CancelledError:
@@ -79,27 +91,13 @@ async def _terminate(pgid: int, work: asyncio.Future[tuple[bytes, bytes]], grace
 
 
 def run_subprocess_sync(
-    args: Sequence[str],
-    *,
-    abort: AbortSignal,
-    grace: float,
-    input: bytes | None = None,
-    cwd: str | None = None,
-    env: Mapping[str, str] | None = None,
+    child: Child, abort: AbortSignal, grace: float
 ) -> subprocess.CompletedProcess[bytes]:
     """The same for a sync handler (which runs in a worker thread)."""
-    proc = subprocess.Popen(
-        list(args),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-    )
-    if input is not None and proc.stdin is not None:
+    proc = subprocess.Popen(list(child.args), **child.options())
+    if child.input is not None and proc.stdin is not None:
         with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(input)
+            proc.stdin.write(child.input)
             proc.stdin.close()
     while proc.poll() is None:
         if abort.wait_sync(0.05):
@@ -110,4 +108,4 @@ def run_subprocess_sync(
             proc.wait()
             raise RunCancelled(abort.reason)
     out, err = proc.communicate()
-    return subprocess.CompletedProcess(list(args), proc.returncode, out, err)
+    return child.completed(proc.returncode, out, err)

@@ -3,7 +3,7 @@
 A ``Tool`` wraps the function with everything the rest of stead needs to know about it:
 its name and description for the model, its argument schema and validation, its
 side-effect class (which decides what happens to a call that was in flight when a worker
-died, DESIGN.md Guarantee 3), an optional reconcile function, and an approval policy.
+died, docs/design.md guarantee 3), an optional reconcile function, and an approval policy.
 It stays callable like the original function, so tools can be tested as plain functions.
 """
 
@@ -319,16 +319,6 @@ def tool(
     asked). Declaring ``read_only`` or ``idempotent_write`` is a promise that running the
     call twice is harmless, so stead lets you make it rather than assuming it.
     """
-    if fn is not None:
-        return Tool(
-            fn,
-            effect=effect,
-            reconcile=reconcile,
-            name=name,
-            description=description,
-            requires_approval=requires_approval,
-        )
-    _check_options(effect, reconcile, requires_approval, "@tool(...)")
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
         return Tool(
@@ -340,4 +330,8 @@ def tool(
             requires_approval=requires_approval,
         )
 
+    if fn is not None:
+        return decorate(fn)
+    # checked here too, so a wrong option fails at @tool(...), not when it meets a function
+    _check_options(effect, reconcile, requires_approval, "@tool(...)")
     return decorate
