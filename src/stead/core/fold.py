@@ -14,55 +14,32 @@ conversation 10,000 times); treat a state you did not fold yourself as read-only
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Final, TypeAlias, TypeVar
 
 from stead.core.canonical import sha256_hex
 from stead.core.events import (
-    EVENT_TYPES,
-    ApprovalDecided,
     ApprovalRequested,
-    AssistantMessageRecorded,
     Decision,
     EffectClass,
     Event,
-    LoopDetected,
-    ModelCallFailed,
-    NoticeInjected,
-    RunCancelled,
-    RunCancelRequested,
-    RunCompleted,
-    RunCreated,
-    RunFailed,
     RunRecovered,
-    RunRequeued,
-    RunStarted,
-    RunTimedOut,
     StepFailed,
-    ToolCallRequested,
-    ToolCallStarted,
-    ToolOutcomeUnknown,
-    ToolReconciled,
     ToolResultRecorded,
-    TurnResumed,
-    TurnStarted,
     decode,
     encode,
 )
 from stead.core.messages import (
     AssistantMessage,
     Message,
-    NoticeMessage,
     ToolResultMessage,
     Usage,
-    UserMessage,
     message_from_json,
     message_to_json,
 )
-from stead.core.states import BIRTH, FINISHED, TABLE, RunStatus
-from stead.errors import Conflict, IllegalTransition
+from stead.core.states import BIRTH, TABLE, RunStatus
+from stead.errors import IllegalTransition
 
 STATE_VERSION: Final = 3
 """Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
@@ -368,44 +345,39 @@ def _call_from_json(d: dict[str, Any]) -> CallState:
 
 # -- applying events ---------------------------------------------------------------------
 #
-# One handler per event kind, in two halves registered next to each other: ``check`` raises
-# to refuse the event (before anything changes) or returns the status it moves the run to
-# (None: it stays); ``record`` changes the state and never raises. ``apply`` is the one
-# choke point between them: it looks the move up in ``stead.core.states.TABLE``.
+# One handler per event kind, found by kind (as Temporal's ``_apply_<job>``), written in
+# ``stead.core.handlers`` and registered here by ``handles``. A handler runs every check of
+# its event before it changes anything (a refusal leaves no trace) and returns the status
+# the event moves the run to, or None. ``apply`` is the one choke point that looks the move
+# up in ``stead.core.states.TABLE``. A moving event's handler only checks; what it records
+# is its ``after`` half, which runs once the move is allowed.
 
 RECENT_CALLS: Final = 32
 """How many call digests the state keeps for repetition detection."""
 
 E = TypeVar("E", bound=Event)
-Check: TypeAlias = Callable[[RunState, Any], RunStatus | None]
-Record: TypeAlias = Callable[[RunState, Any], None]
-_CHECKS: dict[str, Check] = {}
-_RECORDS: dict[str, Record] = {}
+Handler: TypeAlias = Callable[[RunState, Any], RunStatus | None]
+After: TypeAlias = Callable[[RunState, Any], None]
+HANDLERS: Final[dict[str, tuple[Handler, After | None]]] = {}
+"""event kind -> (handler, after): how each event is applied. Every kind has one
+(``tests/core/test_states.py`` says so)."""
 
 
-def check(
-    cls: type[E],
-) -> Callable[
-    [Callable[[RunState, E], RunStatus | None]], Callable[[RunState, E], RunStatus | None]
-]:
-    """Register the check of ``cls``: refuse it by raising, or say where it moves the run."""
+def handles(cls: type[E]) -> Callable[[Callable[[RunState, E], Any]], Callable[[RunState, E], Any]]:
+    """Register the handler of ``cls`` events."""
 
-    def register(
-        fn: Callable[[RunState, E], RunStatus | None],
-    ) -> Callable[[RunState, E], RunStatus | None]:
-        _CHECKS[cls.kind] = fn
+    def register(fn: Callable[[RunState, E], Any]) -> Callable[[RunState, E], Any]:
+        HANDLERS[cls.kind] = (fn, HANDLERS.get(cls.kind, (fn, None))[1])
         return fn
 
     return register
 
 
-def record(
-    cls: type[E],
-) -> Callable[[Callable[[RunState, E], None]], Callable[[RunState, E], None]]:
-    """Register what ``cls`` changes in the state, once its check passed."""
+def after(cls: type[E]) -> Callable[[Callable[[RunState, E], None]], Callable[[RunState, E], None]]:
+    """Register what ``cls`` records once its handler allowed it and its move is made."""
 
     def register(fn: Callable[[RunState, E], None]) -> Callable[[RunState, E], None]:
-        _RECORDS[cls.kind] = fn
+        HANDLERS[cls.kind] = (HANDLERS[cls.kind][0], fn)
         return fn
 
     return register
@@ -416,368 +388,11 @@ def call_digest(name: str, arguments: str) -> str:
     return sha256_hex(name + "\x00" + arguments)[:16]
 
 
-def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
-    current = state.status.value if state.status else "nothing"
-    return IllegalTransition(current, current, event.kind, detail)
-
-
 def _rank(order: dict[str, int], message: Message) -> int:
     """Position of a result's call in its reply (unknown ids last, in arrival order)."""
     assert isinstance(message, ToolResultMessage)
     return order.get(message.tool_call_id, len(order))
 
-
-def _call(state: RunState, event: Event, turn_index: int, call_id: str) -> CallState:
-    if turn_index != state.turn_index:
-        raise _refuse(state, event, f"turn {turn_index} is not the current turn {state.turn_index}")
-    call = state.calls.get(call_id)
-    if call is None:
-        raise _refuse(state, event, f"tool call {call_id!r} was never requested")
-    return call
-
-
-def _open_calls(state: RunState) -> bool:
-    """The current reply has a call with no result (requested or not)."""
-    return bool(state.pending_calls() or state.unrequested_calls())
-
-
-# -- the run's life
-
-
-@check(RunCreated)
-def _check_created(state: RunState, e: RunCreated) -> RunStatus:
-    if state.status is not None:
-        raise _refuse(state, e, "the run already exists")
-    return RunStatus.QUEUED
-
-
-@record(RunCreated)
-def _record_created(state: RunState, e: RunCreated) -> None:
-    state.run_id, state.agent, state.input = e.run_id, e.agent, e.input
-    state.session_id, state.correlation_id = e.session_id, e.correlation_id
-    state.config = dict(e.config or {})
-    state.messages.append(UserMessage(content=e.input))
-
-
-@check(RunStarted)
-def _check_started(state: RunState, e: RunStarted) -> RunStatus:
-    return RunStatus.RUNNING
-
-
-@record(RunStarted)
-def _record_started(state: RunState, e: RunStarted) -> None:
-    state.owner, state.epoch = e.owner, e.epoch
-
-
-@record(RunRecovered)
-def _record_recovered(state: RunState, e: RunRecovered) -> None:
-    state.owner, state.epoch = e.owner, e.epoch
-
-
-@check(RunCompleted)
-def _check_completed(state: RunState, e: RunCompleted) -> RunStatus:
-    if _open_calls(state):
-        raise _refuse(state, e, "calls without results remain")
-    return RunStatus.COMPLETED
-
-
-@record(RunCompleted)
-def _record_completed(state: RunState, e: RunCompleted) -> None:
-    state.output, state.stop_reason = e.output, e.stop_reason
-
-
-@check(RunFailed)
-def _check_failed(state: RunState, e: RunFailed) -> RunStatus:
-    return RunStatus.FAILED
-
-
-@record(RunFailed)
-def _record_failed(state: RunState, e: RunFailed) -> None:
-    state.cancel_requested = None
-    state.error = {"code": e.code, "phase": e.phase, "message": e.message}
-
-
-@check(RunCancelRequested)
-def _check_cancel_requested(state: RunState, e: RunCancelRequested) -> None:
-    if state.status in FINISHED:
-        raise _refuse(state, e, f"a {state.status} run cannot be cancelled")
-
-
-@record(RunCancelRequested)
-def _record_cancel_requested(state: RunState, e: RunCancelRequested) -> None:
-    state.cancel_requested = e.reason
-
-
-@check(RunCancelled)
-def _check_cancelled(state: RunState, e: RunCancelled) -> RunStatus:
-    if _open_calls(state):
-        raise _refuse(state, e, "every open call needs its cancelled result first")
-    return RunStatus.CANCELLED
-
-
-@record(RunCancelled)
-def _record_cancelled(state: RunState, e: RunCancelled) -> None:
-    state.approvals, state.cancel_requested = {}, None
-    state.error = {"code": "cancelled", "phase": "run", "message": e.reason}
-
-
-@check(RunTimedOut)
-def _check_timed_out(state: RunState, e: RunTimedOut) -> RunStatus:
-    return RunStatus.TIMED_OUT
-
-
-@record(RunTimedOut)
-def _record_timed_out(state: RunState, e: RunTimedOut) -> None:
-    state.approvals, state.cancel_requested = {}, None
-    state.error = {"code": "timed_out", "phase": "approval", "message": e.reason}
-
-
-@check(RunRequeued)
-def _check_requeued(state: RunState, e: RunRequeued) -> RunStatus:
-    return RunStatus.QUEUED
-
-
-@check(StepFailed)
-def _check_step_failed(state: RunState, e: StepFailed) -> None:
-    if state.status in FINISHED:
-        raise _refuse(state, e, "a finished run has no step to fail")
-
-
-@record(StepFailed)
-def _record_step_failed(state: RunState, e: StepFailed) -> None:
-    # No progress since the last failure means the same state, hence the same step
-    # (next_step is a function of the log): consecutive failures are what counts.
-    state.step_failures += 1
-    state.last_step_failure = e
-
-
-# -- turns and the model
-
-
-@check(TurnStarted)
-def _check_turn_started(state: RunState, e: TurnStarted) -> RunStatus:
-    if state.status is RunStatus.QUEUED:
-        raise _refuse(state, e, "a queued run must be started (run_started) first")
-    if e.turn_index != state.turn_index + 1:
-        raise _refuse(state, e, f"turn {e.turn_index} after turn {state.turn_index}")
-    if state.turn_index >= 0 and not state.turn_has_reply:
-        raise _refuse(state, e, "the previous turn has no assistant message")
-    if _open_calls(state):
-        raise _refuse(state, e, "the current turn still has calls without results")
-    if state.approvals:
-        raise _refuse(state, e, "approvals are still pending")
-    return RunStatus.RUNNING
-
-
-@record(TurnStarted)
-def _record_turn_started(state: RunState, e: TurnStarted) -> None:
-    state.turn_index, state.turn_has_reply = e.turn_index, False
-    state.calls, state.model_failures = {}, 0
-
-
-@check(TurnResumed)
-def _check_turn_resumed(state: RunState, e: TurnResumed) -> RunStatus:
-    if e.turn_index != state.turn_index or not state.pending_calls():
-        raise _refuse(state, e, "no open turn with pending calls to resume")
-    return RunStatus.AWAITING_TOOL
-
-
-def _before_reply(state: RunState, turn_index: int) -> bool:
-    return state.turn_index >= 0 and turn_index == state.turn_index and not state.turn_has_reply
-
-
-@check(NoticeInjected)
-def _check_notice(state: RunState, e: NoticeInjected) -> None:
-    if not _before_reply(state, e.turn_index):
-        raise _refuse(state, e, "a notice belongs to a turn before its reply")
-
-
-@record(NoticeInjected)
-def _record_notice(state: RunState, e: NoticeInjected) -> None:
-    state.messages.append(NoticeMessage(content=e.content))
-
-
-@check(ModelCallFailed)
-def _check_model_failed(state: RunState, e: ModelCallFailed) -> None:
-    if not _before_reply(state, e.turn_index):
-        raise _refuse(state, e, "no model call in progress for that turn")
-
-
-@record(ModelCallFailed)
-def _record_model_failed(state: RunState, e: ModelCallFailed) -> None:
-    state.model_failures += 1
-    if e.usage is not None:
-        state.usage = state.usage + e.usage
-
-
-@check(AssistantMessageRecorded)
-def _check_reply(state: RunState, e: AssistantMessageRecorded) -> None:
-    if state.turn_index < 0:
-        raise _refuse(state, e, "no turn has started")
-    if e.turn_index != state.turn_index or state.turn_has_reply:
-        raise _refuse(state, e, "this turn already has an assistant message")
-    if state.status is not RunStatus.RUNNING:
-        raise _refuse(state, e, "a model reply needs a running run")
-    ids = [c.id for c in e.message.tool_calls]
-    if len(set(ids)) != len(ids):
-        raise _refuse(state, e, "duplicate tool call ids in one reply")
-
-
-@record(AssistantMessageRecorded)
-def _record_reply(state: RunState, e: AssistantMessageRecorded) -> None:
-    state.turn_has_reply = True
-    state.messages.append(e.message)
-    state.usage = state.usage + e.usage
-    state.call_ids.update(c.id for c in e.message.tool_calls)
-
-
-# -- tool calls
-
-
-@check(ToolCallRequested)
-def _check_requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
-    if e.turn_index != state.turn_index or not state.turn_has_reply:
-        raise _refuse(state, e, "tool calls need this turn's assistant message first")
-    reply = state.last_assistant()
-    assert reply is not None
-    if e.tool_call_id not in {c.id for c in reply.tool_calls}:
-        raise _refuse(state, e, f"{e.tool_call_id!r} is not in the reply")
-    if e.tool_call_id in state.calls:
-        raise Conflict(f"tool call {e.tool_call_id!r} is already requested")
-    # A call refused on arrival is never awaited: its error result follows in the same
-    # commit, and the run stays where it is.
-    return RunStatus.AWAITING_TOOL if e.rejection is None else None
-
-
-@record(ToolCallRequested)
-def _record_requested(state: RunState, e: ToolCallRequested) -> None:
-    state.calls[e.tool_call_id] = CallState(
-        turn_index=e.turn_index,
-        tool_call_id=e.tool_call_id,
-        name=e.name,
-        arguments=e.arguments,
-        effect_class=e.effect_class,
-        idempotency_key=e.idempotency_key,
-        rejection=e.rejection,
-        requires_approval=e.requires_approval,
-    )
-    state.tool_calls_total += 1
-    state.recent_calls.append(call_digest(e.name, e.arguments))
-    del state.recent_calls[:-RECENT_CALLS]
-
-
-@check(LoopDetected)
-def _check_loop(state: RunState, e: LoopDetected) -> None:
-    if _call(state, e, e.turn_index, e.tool_call_id).result is not None:
-        raise _refuse(state, e, "a settled call cannot be intercepted")
-
-
-@check(ToolCallStarted)
-def _check_call_started(state: RunState, e: ToolCallStarted) -> None:
-    call = _call(state, e, e.turn_index, e.tool_call_id)
-    if call.result is not None or call.rejection is not None:
-        raise _refuse(state, e, "the call is settled or refused; it cannot start")
-    if e.tool_call_id in state.approvals:
-        raise _refuse(state, e, "the call waits on an approval decision")
-    if e.attempt != call.attempts + 1:
-        raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
-
-
-@record(ToolCallStarted)
-def _record_call_started(state: RunState, e: ToolCallStarted) -> None:
-    call = state.calls[e.tool_call_id]
-    call.attempts, call.verdict, call.decision, call.unknown = e.attempt, None, None, False
-
-
-@check(ToolResultRecorded)
-def _check_result(state: RunState, e: ToolResultRecorded) -> None:
-    if _call(state, e, e.turn_index, e.tool_call_id).result is not None:
-        raise Conflict(
-            f"a result for tool call {e.tool_call_id!r} in turn {e.turn_index} is already recorded"
-        )
-    if e.tool_call_id in state.approvals and e.source != "cancelled":
-        raise _refuse(state, e, "the call waits on an approval decision")
-
-
-@record(ToolResultRecorded)
-def _record_result(state: RunState, e: ToolResultRecorded) -> None:
-    state.approvals.pop(e.tool_call_id, None)
-    state.calls[e.tool_call_id].result = e
-    state.messages.append(
-        ToolResultMessage(
-            tool_call_id=e.tool_call_id, name=e.name, content=e.content, is_error=e.is_error
-        )
-    )
-
-
-@check(ToolOutcomeUnknown)
-def _check_unknown(state: RunState, e: ToolOutcomeUnknown) -> None:
-    if not _call(state, e, e.turn_index, e.tool_call_id).in_flight:
-        raise _refuse(state, e, "only a started, unsettled call can be unknown")
-
-
-@record(ToolOutcomeUnknown)
-def _record_unknown(state: RunState, e: ToolOutcomeUnknown) -> None:
-    state.calls[e.tool_call_id].unknown = True
-
-
-@check(ToolReconciled)
-def _check_reconciled(state: RunState, e: ToolReconciled) -> None:
-    if not _call(state, e, e.turn_index, e.tool_call_id).in_flight:
-        raise _refuse(state, e, "only a started, unsettled call is reconciled")
-
-
-@record(ToolReconciled)
-def _record_reconciled(state: RunState, e: ToolReconciled) -> None:
-    state.calls[e.tool_call_id].verdict = e.verdict
-
-
-@check(ApprovalRequested)
-def _check_approval_requested(state: RunState, e: ApprovalRequested) -> RunStatus:
-    call = _call(state, e, e.turn_index, e.tool_call_id)
-    if call.result is not None or e.tool_call_id in state.approvals:
-        raise _refuse(state, e, "the call is settled or already waiting")
-    return RunStatus.AWAITING_APPROVAL
-
-
-@record(ApprovalRequested)
-def _record_approval_requested(state: RunState, e: ApprovalRequested) -> None:
-    state.approvals[e.tool_call_id] = e
-
-
-@check(ApprovalDecided)
-def _check_decided(state: RunState, e: ApprovalDecided) -> RunStatus | None:
-    _call(state, e, e.turn_index, e.tool_call_id)
-    if e.tool_call_id not in state.approvals:
-        raise _refuse(state, e, "no approval is pending for that call")
-    return RunStatus.AWAITING_TOOL if len(state.approvals) == 1 else None
-
-
-@record(ApprovalDecided)
-def _record_decided(state: RunState, e: ApprovalDecided) -> None:
-    state.approvals = {k: v for k, v in state.approvals.items() if k != e.tool_call_id}
-    call = state.calls[e.tool_call_id]
-    call.decision = e.decision
-    if e.arguments is not None:
-        call.edited_arguments = e.arguments
-
-
-def _stays(state: RunState, event: Event) -> None:
-    """The check of an event with nothing to check: it is legal anywhere and stays."""
-
-
-def _nothing(state: RunState, event: Event) -> None:
-    """The record of an event that changes nothing but the sequence number."""
-
-
-HANDLERS: Final[Mapping[str, tuple[Check, Record]]] = MappingProxyType(
-    {
-        kind: (_CHECKS.get(kind, _stays), _RECORDS.get(kind, _nothing))
-        for kind in EVENT_TYPES
-        if kind in _CHECKS or kind in _RECORDS
-    }
-)
-"""event kind -> (check, record): how each event is applied. Every kind has one."""
 
 _KEEPS_STEP_FAILURES: Final = frozenset({StepFailed.kind, RunRecovered.kind})
 """A failed step, and a new claimant, are not progress; anything else resets the count."""
@@ -786,22 +401,26 @@ _KEEPS_STEP_FAILURES: Final = frozenset({StepFailed.kind, RunRecovered.kind})
 def apply(state: RunState, event: Event, seq: int | None = None) -> None:
     """Apply one event in place, or raise (leaving ``state`` unchanged) if it is not legal.
 
-    The event's check runs first and changes nothing; then its move, if it makes one, is
-    looked up in ``TABLE`` here and only here; then its record changes the state.
+    Its handler checks it first; a move it makes is looked up in ``TABLE`` here, the one
+    place a status changes; then what it records is recorded.
     """
     kind = event.kind
     status = state.status
     if status is None and kind != BIRTH[0]:
-        raise _refuse(state, event, "the first event of a run must be run_created")
-    check_, record_ = HANDLERS[kind]
-    target = check_(state, event)
+        current = "nothing"
+        raise IllegalTransition(
+            current, current, kind, "the first event of a run must be run_created"
+        )
+    handler, after_move = HANDLERS[kind]
+    target = handler(state, event)
     if target is not None:
         if (TABLE[status].get(kind) if status is not None else BIRTH[1]) is not target:
             assert status is not None
             why = f"the run is already {target}" if status is target else ""
             raise IllegalTransition(status.value, target.value, kind, why)
         state.status = target
-    record_(state, event)
+    if after_move is not None:
+        after_move(state, event)
     if state.step_failures and kind not in _KEEPS_STEP_FAILURES:
         # Anything else recorded is progress (a new claimant is not): the count restarts.
         state.step_failures = 0
@@ -818,3 +437,8 @@ def fold(events: Iterable[Event], start: RunState | None = None) -> RunState:
     for e in events:
         apply(state, e)
     return state
+
+
+# The handlers register themselves when imported; they import this module's classes, so
+# they come last (whichever of the two is imported first, both are complete after).
+from stead.core import handlers as _handlers  # noqa: E402, F401
