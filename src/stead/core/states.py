@@ -173,30 +173,30 @@ def mermaid() -> str:
 def markdown() -> str:
     """``docs/states.md``: the whole table as Markdown (status, event, next status), then the
     events that never move a run. Generated; a test says the file is current."""
-    lines = [
-        "# Run states",
-        "",
-        "Generated from `stead.core.states.TABLE` by `stead.core.states.markdown()`; do not",
-        "edit by hand (`STEAD_UPDATE_STATES=1 pytest tests/core/test_states.py` rewrites it).",
-        "An event not listed for a status is refused with `IllegalTransition`, nothing written.",
-        "",
-        "| status | event | next status | when |",
-        "| --- | --- | --- | --- |",
-        f"| (none) | `{BIRTH[0]}` | {BIRTH[1].value} | |",
-    ]
+    rows = [("(none)", f"`{BIRTH[0]}`", BIRTH[1].value, "")]
     for src, row in TABLE.items():
         if not row:
-            lines.append(f"| {src.value} | (none: terminal) | | |")
+            rows.append((src.value, "(none: terminal)", "", ""))
         for kind, dst in row.items():
             same = " (stays)" if dst == src else ""
-            lines.append(
-                f"| {src.value} | `{kind}` | {dst.value}{same} | {CONDITIONAL.get(kind, '')} |"
-            )
-    lines += [
-        "",
-        "Events that never change the status (their handler in `fold.py` says where they",
-        "are legal):",
-        "",
-    ]
-    lines += [f"- `{kind}`" for kind in sorted(STAYS)]
-    return "\n".join(lines) + "\n"
+            rows.append((src.value, f"`{kind}`", dst.value + same, CONDITIONAL.get(kind, "")))
+    return "\n".join(
+        [
+            "# Run states",
+            "",
+            "Generated from `stead.core.states.TABLE` by `stead.core.states.markdown()`; do not",
+            "edit by hand (`STEAD_UPDATE_STATES=1 pytest tests/core/test_states.py` rewrites it).",
+            "An event not listed for a run's status is refused with `IllegalTransition` and",
+            "nothing is written. How to add an event: [adding-an-event.md](adding-an-event.md).",
+            "",
+            "| status | event | next status | when |",
+            "| --- | --- | --- | --- |",
+            *(f"| {' | '.join(r)} |".replace("|  |", "| |") for r in rows),
+            "",
+            "Events that never change the status (their handler in `stead/core/handlers.py` says",
+            "in which states they are legal):",
+            "",
+            *(f"- `{kind}`" for kind in sorted(STAYS)),
+            "",
+        ]
+    )
