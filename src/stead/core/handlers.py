@@ -11,7 +11,7 @@ Adding an event: docs/adding-an-event.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from stead.core.events import (
     ApprovalDecided,
@@ -44,16 +44,17 @@ from stead.core.messages import NoticeMessage, ToolResultMessage, UserMessage
 from stead.core.states import FINISHED, RunStatus, targets
 from stead.errors import Conflict, IllegalTransition
 
+_NO_CHECKS: Final = (RunStarted, RunFailed, RunTimedOut, RunRequeued)
+"""Events that always move the run, from wherever the table allows, and check nothing more."""
+_SOLE_TARGET: Final = {c.kind: next(iter(targets(c.kind))) for c in _NO_CHECKS}
+
 
 def by_the_table(state: RunState, event: Event) -> RunStatus:
     """The handler of an event with no checks of its own: it moves where ``TABLE`` says."""
     return _SOLE_TARGET[event.kind]
 
 
-_SOLE_TARGET = {
-    c.kind: next(iter(targets(c.kind))) for c in (RunStarted, RunFailed, RunTimedOut, RunRequeued)
-}
-for _cls in (RunStarted, RunFailed, RunTimedOut, RunRequeued):
+for _cls in _NO_CHECKS:
     handles(_cls)(by_the_table)
 
 
