@@ -287,7 +287,7 @@ async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> i
             printer.end()
     out.print(summary(view))
     out.print(usage_line(view, agent.model.model_name))
-    return 0 if view.status.value == "completed" else 1
+    return 0 if view.status is RunStatus.COMPLETED else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

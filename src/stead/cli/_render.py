@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -39,20 +40,23 @@ from stead.core.events import (
     ToolResultRecorded,
     TurnResumed,
     TurnStarted,
+    encode,
 )
+from stead.core.states import RunStatus
 from stead.runtime import RunView
 from stead.store import RunRecord, StoredEvent
 
-STATUS_STYLE = {
-    "queued": "cyan",
-    "running": "blue",
-    "awaiting_tool": "blue",
-    "awaiting_approval": "yellow",
-    "completed": "green",
-    "failed": "red",
-    "cancelled": "magenta",
-    "timed_out": "magenta",
+STATUS_STYLE: dict[str, str] = {
+    RunStatus.QUEUED: "cyan",
+    RunStatus.RUNNING: "blue",
+    RunStatus.AWAITING_TOOL: "blue",
+    RunStatus.AWAITING_APPROVAL: "yellow",
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.CANCELLED: "magenta",
+    RunStatus.TIMED_OUT: "magenta",
 }
+"""The colour of each status (keyed by ``RunStatus``, which is its string)."""
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
@@ -84,111 +88,169 @@ def _args(arguments: str) -> str:
         return arguments
 
 
-def describe(event: Event) -> tuple[str, str, str]:
-    """(label, detail, style) for one event."""
-    match event:
-        case RunCreated():
-            return "created", f"agent {event.agent}: {_short(event.input)}", "cyan"
-        case RunStarted():
-            return "started", f"worker {event.owner} (epoch {event.epoch})", "blue"
-        case RunRecovered():
-            prev = f" from {event.previous_owner}" if event.previous_owner else ""
-            return (
-                "recovered",
-                f"worker {event.owner} took over{prev} (epoch {event.epoch})",
-                "bold yellow",
-            )
-        case TurnStarted():
-            return f"turn {event.turn_index}", "model call", "blue"
-        case TurnResumed():
-            return f"turn {event.turn_index}", "resumed with unfinished tool calls", "yellow"
-        case NoticeInjected():
-            return "notice", f"{event.reason}: {_short(event.content, 70)}", "yellow"
-        case LoopDetected():
-            return (
-                "loop",
-                f"{event.name} called {event.repeats}× in a row with the same arguments; not run",
-                "bold red",
-            )
-        case RunCancelRequested():
-            by = f" by {event.by}" if event.by else ""
-            return "cancel?", f"requested{by}: {event.reason}", "magenta"
-        case ModelCallFailed():
-            return (
-                "model failed",
-                f"attempt {event.attempt}: {event.code} {_short(event.message, 60)}",
-                "red",
-            )
-        case AssistantMessageRecorded():
-            calls = ", ".join(c.name for c in event.message.tool_calls)
-            text = _short(event.message.text, 60) if event.message.text else ""
-            detail = " ".join(
-                p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p
-            )
-            u = event.usage
-            return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]", "white"
-        case ToolCallRequested():
-            if event.rejection:
-                return "intent", f"{event.name} refused: {_short(event.rejection, 60)}", "red"
-            return (
-                "intent",
-                f"{event.name}({_short(_args(event.arguments), 50)}) {event.effect_class}",
-                "white",
-            )
-        case ToolCallStarted():
-            return "tool start", f"{event.tool_call_id} attempt {event.attempt}", "dim"
-        case ToolResultRecorded():
-            how = {
-                "executed": "",
-                "reconciled": " (recovered by reconcile)",
-                "approval": " (a person decided)",
-                "rejected": " (refused)",
-                "cancelled": " (cancelled)",
-            }.get(event.source, f" ({event.source})")
-            style = "red" if event.is_error else "green"
-            return "result", f"{event.name} → {_short(event.content, 60)}{how}", style
-        case ToolOutcomeUnknown():
-            return "unknown", f"{event.tool_call_id}: {event.reason}", "bold red"
-        case ToolReconciled():
-            return (
-                "reconciled",
-                f"{event.tool_call_id}: {event.verdict.replace('_', ' ')}",
-                "yellow",
-            )
-        case ApprovalRequested():
-            return (
-                "approval?",
-                f"{event.tool_call_id} ({event.reason}) token {event.token}",
-                "bold yellow",
-            )
-        case ApprovalDecided():
-            by = f" by {event.by}" if event.by else ""
-            return (
-                "decided",
-                f"{event.tool_call_id}: {event.decision}{by} {event.reason}".rstrip(),
-                "yellow",
-            )
-        case RunCompleted():
-            return "completed", _short(event.output), "bold green"
-        case RunFailed():
-            return (
-                "failed",
-                f"{event.code} in {event.phase}: {_short(event.message, 160)}",
-                "bold red",
-            )
-        case StepFailed():
-            return (
-                "step failed",
-                f"{event.step}: {event.error_type}: {_short(event.message, 120)}",
-                "red",
-            )
-        case RunCancelled():
-            return "cancelled", event.reason, "magenta"
-        case RunTimedOut():
-            return "timed out", event.reason, "magenta"
-        case RunRequeued():
-            return "requeued", event.reason, "cyan"
-    return event.kind, "", "white"  # pragma: no cover
+Described: TypeAlias = tuple[str, str, str]
+E = TypeVar("E", bound=Event)
+DESCRIBE: dict[str, Callable[[Any], Described]] = {}
+"""event kind -> (label, detail, style) of one event of that kind, for the timeline. A kind
+without an entry is shown by ``generic``: every field, never nothing."""
+
+
+def renders(cls: type[E]) -> Callable[[Callable[[E], Described]], Callable[[E], Described]]:
+    """Register how ``cls`` events read in the timeline."""
+
+    def register(fn: Callable[[E], Described]) -> Callable[[E], Described]:
+        DESCRIBE[cls.kind] = fn
+        return fn
+
+    return register
+
+
+def describe(event: Event) -> Described:
+    """(label, detail, style) for one event: its entry in ``DESCRIBE``, else ``generic``."""
+    render = DESCRIBE.get(event.kind)
+    return render(event) if render is not None else generic(event)
+
+
+def generic(event: Event) -> Described:
+    """An event with no words of its own yet: its kind and every field, as stored."""
+    _, _, data = encode(event)
+    return event.kind.replace("_", " "), _short(json.dumps(data, ensure_ascii=False), 160), "white"
+
+
+@renders(RunCreated)
+def _created(e: RunCreated) -> Described:
+    return "created", f"agent {e.agent}: {_short(e.input)}", "cyan"
+
+
+@renders(RunStarted)
+def _started(e: RunStarted) -> Described:
+    return "started", f"worker {e.owner} (epoch {e.epoch})", "blue"
+
+
+@renders(RunRecovered)
+def _recovered(e: RunRecovered) -> Described:
+    prev = f" from {e.previous_owner}" if e.previous_owner else ""
+    return "recovered", f"worker {e.owner} took over{prev} (epoch {e.epoch})", "bold yellow"
+
+
+@renders(TurnStarted)
+def _turn_started(e: TurnStarted) -> Described:
+    return f"turn {e.turn_index}", "model call", "blue"
+
+
+@renders(TurnResumed)
+def _turn_resumed(e: TurnResumed) -> Described:
+    return f"turn {e.turn_index}", "resumed with unfinished tool calls", "yellow"
+
+
+@renders(NoticeInjected)
+def _notice(e: NoticeInjected) -> Described:
+    return "notice", f"{e.reason}: {_short(e.content, 70)}", "yellow"
+
+
+@renders(LoopDetected)
+def _loop(e: LoopDetected) -> Described:
+    what = f"{e.name} called {e.repeats}× in a row with the same arguments; not run"
+    return "loop", what, "bold red"
+
+
+@renders(RunCancelRequested)
+def _cancel_requested(e: RunCancelRequested) -> Described:
+    by = f" by {e.by}" if e.by else ""
+    return "cancel?", f"requested{by}: {e.reason}", "magenta"
+
+
+@renders(ModelCallFailed)
+def _model_failed(e: ModelCallFailed) -> Described:
+    return "model failed", f"attempt {e.attempt}: {e.code} {_short(e.message, 60)}", "red"
+
+
+@renders(AssistantMessageRecorded)
+def _reply(e: AssistantMessageRecorded) -> Described:
+    calls = ", ".join(c.name for c in e.message.tool_calls)
+    text = _short(e.message.text, 60) if e.message.text else ""
+    detail = " ".join(p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p)
+    u = e.usage
+    return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]", "white"
+
+
+@renders(ToolCallRequested)
+def _requested(e: ToolCallRequested) -> Described:
+    if e.rejection:
+        return "intent", f"{e.name} refused: {_short(e.rejection, 60)}", "red"
+    return "intent", f"{e.name}({_short(_args(e.arguments), 50)}) {e.effect_class}", "white"
+
+
+@renders(ToolCallStarted)
+def _call_started(e: ToolCallStarted) -> Described:
+    return "tool start", f"{e.tool_call_id} attempt {e.attempt}", "dim"
+
+
+_SOURCE = {
+    "executed": "",
+    "reconciled": " (recovered by reconcile)",
+    "approval": " (a person decided)",
+    "rejected": " (refused)",
+    "cancelled": " (cancelled)",
+}
+
+
+@renders(ToolResultRecorded)
+def _result(e: ToolResultRecorded) -> Described:
+    how = _SOURCE.get(e.source, f" ({e.source})")
+    style = "red" if e.is_error else "green"
+    return "result", f"{e.name} → {_short(e.content, 60)}{how}", style
+
+
+@renders(ToolOutcomeUnknown)
+def _unknown(e: ToolOutcomeUnknown) -> Described:
+    return "unknown", f"{e.tool_call_id}: {e.reason}", "bold red"
+
+
+@renders(ToolReconciled)
+def _reconciled(e: ToolReconciled) -> Described:
+    return "reconciled", f"{e.tool_call_id}: {e.verdict.replace('_', ' ')}", "yellow"
+
+
+@renders(ApprovalRequested)
+def _approval_requested(e: ApprovalRequested) -> Described:
+    return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
+
+
+@renders(ApprovalDecided)
+def _decided(e: ApprovalDecided) -> Described:
+    by = f" by {e.by}" if e.by else ""
+    return "decided", f"{e.tool_call_id}: {e.decision}{by} {e.reason}".rstrip(), "yellow"
+
+
+@renders(RunCompleted)
+def _completed(e: RunCompleted) -> Described:
+    return "completed", _short(e.output), "bold green"
+
+
+@renders(RunFailed)
+def _failed(e: RunFailed) -> Described:
+    return "failed", f"{e.code} in {e.phase}: {_short(e.message, 160)}", "bold red"
+
+
+@renders(StepFailed)
+def _step_failed(e: StepFailed) -> Described:
+    return "step failed", f"{e.step}: {e.error_type}: {_short(e.message, 120)}", "red"
+
+
+@renders(RunCancelled)
+def _cancelled(e: RunCancelled) -> Described:
+    return "cancelled", e.reason, "magenta"
+
+
+@renders(RunTimedOut)
+def _timed_out(e: RunTimedOut) -> Described:
+    return "timed out", e.reason, "magenta"
+
+
+@renders(RunRequeued)
+def _requeued(e: RunRequeued) -> Described:
+    return "requeued", e.reason, "cyan"
 
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:

@@ -31,7 +31,7 @@ from stead.core.events import (
 )
 from stead.core.fold import CallState, RunState
 from stead.core.limits import Limits
-from stead.core.states import FINISHED, RunStatus
+from stead.core.states import FAILABLE, FINISHED, RunStatus
 
 FINAL_TURN_NOTICE = (
     "This is your final turn: tools are no longer available. Give your best final answer now. "
@@ -252,7 +252,7 @@ def _stuck(state: RunState, status: RunStatus, limits: Limits) -> Step | None:
     assert last is not None
     if status is RunStatus.AWAITING_APPROVAL:
         return Wait(status=status)
-    if status not in (RunStatus.RUNNING, RunStatus.AWAITING_TOOL):
+    if status not in FAILABLE:
         return None
     return Fail(
         code="step_failed",

@@ -14,53 +14,32 @@ conversation 10,000 times); treat a state you did not fold yourself as read-only
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, assert_never
+from typing import Any, Final, TypeAlias, TypeVar
 
 from stead.core.canonical import sha256_hex
 from stead.core.events import (
-    ApprovalDecided,
     ApprovalRequested,
-    AssistantMessageRecorded,
     Decision,
     EffectClass,
     Event,
-    LoopDetected,
-    ModelCallFailed,
-    NoticeInjected,
-    RunCancelled,
-    RunCancelRequested,
-    RunCompleted,
-    RunCreated,
-    RunFailed,
     RunRecovered,
-    RunRequeued,
-    RunStarted,
-    RunTimedOut,
     StepFailed,
-    ToolCallRequested,
-    ToolCallStarted,
-    ToolOutcomeUnknown,
-    ToolReconciled,
     ToolResultRecorded,
-    TurnResumed,
-    TurnStarted,
     decode,
     encode,
 )
 from stead.core.messages import (
     AssistantMessage,
     Message,
-    NoticeMessage,
     ToolResultMessage,
     Usage,
-    UserMessage,
     message_from_json,
     message_to_json,
 )
-from stead.core.states import FINISHED, RunStatus, check_transition
-from stead.errors import Conflict, IllegalTransition
+from stead.core.states import BIRTH, TABLE, RunStatus
+from stead.errors import IllegalTransition
 
 STATE_VERSION: Final = 3
 """Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
@@ -365,19 +344,48 @@ def _call_from_json(d: dict[str, Any]) -> CallState:
 
 
 # -- applying events ---------------------------------------------------------------------
+#
+# One handler per event kind, found by kind (as Temporal's ``_apply_<job>``), written in
+# ``stead.core.handlers`` and registered here by ``handles``. A handler runs every check of
+# its event before it changes anything (a refusal leaves no trace) and returns the status
+# the event moves the run to, or None. ``apply`` is the one choke point that looks the move
+# up in ``stead.core.states.TABLE``. A moving event's handler only checks; what it records
+# is its ``after`` half, which runs once the move is allowed.
 
 RECENT_CALLS: Final = 32
 """How many call digests the state keeps for repetition detection."""
+
+E = TypeVar("E", bound=Event)
+Handler: TypeAlias = Callable[[RunState, Any], RunStatus | None]
+After: TypeAlias = Callable[[RunState, Any], None]
+HANDLERS: Final[dict[str, tuple[Handler, After | None]]] = {}
+"""event kind -> (handler, after): how each event is applied. Every kind has one
+(``tests/core/test_states.py`` says so)."""
+
+
+def handles(cls: type[E]) -> Callable[[Callable[[RunState, E], Any]], Callable[[RunState, E], Any]]:
+    """Register the handler of ``cls`` events."""
+
+    def register(fn: Callable[[RunState, E], Any]) -> Callable[[RunState, E], Any]:
+        HANDLERS[cls.kind] = (fn, HANDLERS.get(cls.kind, (fn, None))[1])
+        return fn
+
+    return register
+
+
+def after(cls: type[E]) -> Callable[[Callable[[RunState, E], None]], Callable[[RunState, E], None]]:
+    """Register what ``cls`` records once its handler allowed it and its move is made."""
+
+    def register(fn: Callable[[RunState, E], None]) -> Callable[[RunState, E], None]:
+        HANDLERS[cls.kind] = (HANDLERS[cls.kind][0], fn)
+        return fn
+
+    return register
 
 
 def call_digest(name: str, arguments: str) -> str:
     """Identity of a call for repetition detection: tool name and canonical arguments."""
     return sha256_hex(name + "\x00" + arguments)[:16]
-
-
-def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
-    current = state.status.value if state.status else "nothing"
-    return IllegalTransition(current, current, event.kind, detail)
 
 
 def _rank(order: dict[str, int], message: Message) -> int:
@@ -386,236 +394,38 @@ def _rank(order: dict[str, int], message: Message) -> int:
     return order.get(message.tool_call_id, len(order))
 
 
-def _move(state: RunState, target: RunStatus, event: Event, *, strict: bool = False) -> None:
-    """Move to ``target``. ``strict``: a lifecycle event must really change the state (a
-    second run_completed or run_started is refused, not absorbed)."""
-    if state.status is None:
-        raise _refuse(state, event, "the run has no run_created event")
-    if strict and state.status == target:
-        raise IllegalTransition(
-            state.status.value, target.value, event.kind, f"the run is already {target.value}"
-        )
-    check_transition(state.status, target, event.kind)
-    state.status = target
-
-
-def _call(state: RunState, event: Event, turn_index: int, call_id: str) -> CallState:
-    if turn_index != state.turn_index:
-        raise _refuse(state, event, f"turn {turn_index} is not the current turn {state.turn_index}")
-    call = state.calls.get(call_id)
-    if call is None:
-        raise _refuse(state, event, f"tool call {call_id!r} was never requested")
-    return call
+_KEEPS_STEP_FAILURES: Final = frozenset({StepFailed.kind, RunRecovered.kind})
+"""A failed step, and a new claimant, are not progress; anything else resets the count."""
 
 
 def apply(state: RunState, event: Event, seq: int | None = None) -> None:
     """Apply one event in place, or raise (leaving ``state`` unchanged) if it is not legal.
 
-    Every check happens before the first mutation, so a refused event leaves no trace.
+    Its handler checks it first; a move it makes is looked up in ``TABLE`` here, the one
+    place a status changes; then what it records is recorded.
     """
-    if state.status is None and not isinstance(event, RunCreated):
-        raise _refuse(state, event, "the first event of a run must be run_created")
-    match event:
-        case RunCreated():
-            if state.status is not None:
-                raise _refuse(state, event, "the run already exists")
-            state.run_id = event.run_id
-            state.agent = event.agent
-            state.input = event.input
-            state.session_id = event.session_id
-            state.correlation_id = event.correlation_id
-            state.config = dict(event.config or {})
-            state.status = RunStatus.QUEUED
-            state.messages.append(UserMessage(content=event.input))
-        case RunStarted():
-            _move(state, RunStatus.RUNNING, event, strict=True)
-            state.owner, state.epoch = event.owner, event.epoch
-        case RunRecovered():
-            state.owner, state.epoch = event.owner, event.epoch
-        case TurnStarted():
-            if state.status is RunStatus.QUEUED:
-                raise _refuse(state, event, "a queued run must be started (run_started) first")
-            if event.turn_index != state.turn_index + 1:
-                raise _refuse(
-                    state, event, f"turn {event.turn_index} after turn {state.turn_index}"
-                )
-            if state.turn_index >= 0 and not state.turn_has_reply:
-                raise _refuse(state, event, "the previous turn has no assistant message")
-            if state.pending_calls() or state.unrequested_calls():
-                raise _refuse(state, event, "the current turn still has calls without results")
-            if state.approvals:
-                raise _refuse(state, event, "approvals are still pending")
-            _move(state, RunStatus.RUNNING, event)
-            state.turn_index = event.turn_index
-            state.turn_has_reply = False
-            state.calls = {}
-            state.model_failures = 0
-        case TurnResumed():
-            if event.turn_index != state.turn_index or not state.pending_calls():
-                raise _refuse(state, event, "no open turn with pending calls to resume")
-            _move(state, RunStatus.AWAITING_TOOL, event)
-        case NoticeInjected():
-            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
-                raise _refuse(state, event, "a notice belongs to a turn before its reply")
-            state.messages.append(NoticeMessage(content=event.content))
-        case ModelCallFailed():
-            if state.turn_index < 0 or event.turn_index != state.turn_index or state.turn_has_reply:
-                raise _refuse(state, event, "no model call in progress for that turn")
-            state.model_failures += 1
-            if event.usage is not None:
-                state.usage = state.usage + event.usage
-        case AssistantMessageRecorded():
-            if state.turn_index < 0:
-                raise _refuse(state, event, "no turn has started")
-            if event.turn_index != state.turn_index or state.turn_has_reply:
-                raise _refuse(state, event, "this turn already has an assistant message")
-            if state.status is not RunStatus.RUNNING:
-                raise _refuse(state, event, "a model reply needs a running run")
-            ids = [c.id for c in event.message.tool_calls]
-            if len(set(ids)) != len(ids):
-                raise _refuse(state, event, "duplicate tool call ids in one reply")
-            state.turn_has_reply = True
-            state.messages.append(event.message)
-            state.usage = state.usage + event.usage
-            state.call_ids.update(ids)
-        case ToolCallRequested():
-            if event.turn_index != state.turn_index or not state.turn_has_reply:
-                raise _refuse(state, event, "tool calls need this turn's assistant message first")
-            reply = state.last_assistant()
-            assert reply is not None
-            if event.tool_call_id not in {c.id for c in reply.tool_calls}:
-                raise _refuse(state, event, f"{event.tool_call_id!r} is not in the reply")
-            if event.tool_call_id in state.calls:
-                raise Conflict(f"tool call {event.tool_call_id!r} is already requested")
-            if event.rejection is None:
-                # A call refused on arrival is never awaited: its error result follows in
-                # the same commit, and the run stays where it is.
-                _move(state, RunStatus.AWAITING_TOOL, event)
-            state.calls[event.tool_call_id] = CallState(
-                turn_index=event.turn_index,
-                tool_call_id=event.tool_call_id,
-                name=event.name,
-                arguments=event.arguments,
-                effect_class=event.effect_class,
-                idempotency_key=event.idempotency_key,
-                rejection=event.rejection,
-                requires_approval=event.requires_approval,
-            )
-            state.tool_calls_total += 1
-            state.recent_calls.append(call_digest(event.name, event.arguments))
-            del state.recent_calls[:-RECENT_CALLS]
-        case LoopDetected():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if call.result is not None:
-                raise _refuse(state, event, "a settled call cannot be intercepted")
-        case ToolCallStarted():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if call.result is not None or call.rejection is not None:
-                raise _refuse(state, event, "the call is settled or refused; it cannot start")
-            if event.tool_call_id in state.approvals:
-                raise _refuse(state, event, "the call waits on an approval decision")
-            if event.attempt != call.attempts + 1:
-                raise _refuse(state, event, f"attempt {event.attempt} after {call.attempts}")
-            call.attempts = event.attempt
-            call.verdict = None
-            call.decision = None
-            call.unknown = False
-        case ToolResultRecorded():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if call.result is not None:
-                raise Conflict(
-                    f"a result for tool call {event.tool_call_id!r} in turn "
-                    f"{event.turn_index} is already recorded"
-                )
-            if event.tool_call_id in state.approvals and event.source != "cancelled":
-                raise _refuse(state, event, "the call waits on an approval decision")
-            state.approvals.pop(event.tool_call_id, None)
-            call.result = event
-            state.messages.append(
-                ToolResultMessage(
-                    tool_call_id=event.tool_call_id,
-                    name=event.name,
-                    content=event.content,
-                    is_error=event.is_error,
-                )
-            )
-        case ToolOutcomeUnknown():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if not call.in_flight:
-                raise _refuse(state, event, "only a started, unsettled call can be unknown")
-            call.unknown = True
-        case ToolReconciled():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if not call.in_flight:
-                raise _refuse(state, event, "only a started, unsettled call is reconciled")
-            call.verdict = event.verdict
-        case ApprovalRequested():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if call.result is not None or event.tool_call_id in state.approvals:
-                raise _refuse(state, event, "the call is settled or already waiting")
-            _move(state, RunStatus.AWAITING_APPROVAL, event)
-            state.approvals[event.tool_call_id] = event
-        case ApprovalDecided():
-            call = _call(state, event, event.turn_index, event.tool_call_id)
-            if event.tool_call_id not in state.approvals:
-                raise _refuse(state, event, "no approval is pending for that call")
-            rest = {k: v for k, v in state.approvals.items() if k != event.tool_call_id}
-            if not rest:
-                _move(state, RunStatus.AWAITING_TOOL, event)
-            state.approvals = rest
-            call.decision = event.decision
-            if event.arguments is not None:
-                call.edited_arguments = event.arguments
-        case RunCompleted():
-            if state.pending_calls() or state.unrequested_calls():
-                raise _refuse(state, event, "calls without results remain")
-            _move(state, RunStatus.COMPLETED, event, strict=True)
-            state.output = event.output
-            state.stop_reason = event.stop_reason
-        case RunFailed():
-            _move(state, RunStatus.FAILED, event, strict=True)
-            state.cancel_requested = None
-            state.error = {"code": event.code, "phase": event.phase, "message": event.message}
-        case RunCancelRequested():
-            if state.status in (
-                RunStatus.COMPLETED,
-                RunStatus.FAILED,
-                RunStatus.CANCELLED,
-                RunStatus.TIMED_OUT,
-            ):
-                raise _refuse(state, event, f"a {state.status.value} run cannot be cancelled")
-            state.cancel_requested = event.reason
-        case RunCancelled():
-            if state.pending_calls() or state.unrequested_calls():
-                raise _refuse(state, event, "every open call needs its cancelled result first")
-            _move(state, RunStatus.CANCELLED, event, strict=True)
-            state.approvals = {}
-            state.cancel_requested = None
-            state.error = {"code": "cancelled", "phase": "run", "message": event.reason}
-        case RunTimedOut():
-            _move(state, RunStatus.TIMED_OUT, event, strict=True)
-            state.approvals = {}
-            state.cancel_requested = None
-            state.error = {"code": "timed_out", "phase": "approval", "message": event.reason}
-        case RunRequeued():
-            _move(state, RunStatus.QUEUED, event, strict=True)
-        case StepFailed():
-            if state.status in FINISHED:
-                raise _refuse(state, event, "a finished run has no step to fail")
-            # No progress since the last failure means the same state, hence the same step
-            # (next_step is a function of the log): consecutive failures are what counts.
-            state.step_failures += 1
-            state.last_step_failure = event
-        case _:
-            assert_never(event)
-    if state.step_failures and not isinstance(event, StepFailed | RunRecovered):
+    kind = event.kind
+    status = state.status
+    if status is None and kind != BIRTH[0]:
+        current = "nothing"
+        raise IllegalTransition(
+            current, current, kind, "the first event of a run must be run_created"
+        )
+    handler, after_move = HANDLERS[kind]
+    target = handler(state, event)
+    if target is not None:
+        if (TABLE[status].get(kind) if status is not None else BIRTH[1]) is not target:
+            assert status is not None
+            why = f"the run is already {target}" if status is target else ""
+            raise IllegalTransition(status.value, target.value, kind, why)
+        state.status = target
+    if after_move is not None:
+        after_move(state, event)
+    if state.step_failures and kind not in _KEEPS_STEP_FAILURES:
         # Anything else recorded is progress (a new claimant is not): the count restarts.
         state.step_failures = 0
         state.last_step_failure = None
-    if seq is not None:
-        state.seq = seq
-    else:
-        state.seq += 1
+    state.seq = seq if seq is not None else state.seq + 1
 
 
 def fold(events: Iterable[Event], start: RunState | None = None) -> RunState:
@@ -627,3 +437,8 @@ def fold(events: Iterable[Event], start: RunState | None = None) -> RunState:
     for e in events:
         apply(state, e)
     return state
+
+
+# The handlers register themselves when imported; they import this module's classes, so
+# they come last (whichever of the two is imported first, both are complete after).
+from stead.core import handlers as _handlers  # noqa: E402, F401

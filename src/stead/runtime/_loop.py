@@ -75,7 +75,7 @@ from stead.core.events import (
 from stead.core.failures import is_retryable
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
-from stead.core.states import RunStatus
+from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError, UserError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
@@ -511,7 +511,7 @@ class RunLoop:
             call = state.calls.get(call_id)
             if call is None or call.result is not None or call_id in state.approvals:
                 return
-            if state.status not in (RunStatus.AWAITING_TOOL, RunStatus.AWAITING_APPROVAL):
+            if state.status not in AWAITING:
                 return
             if state.cancel_requested is not None:
                 return

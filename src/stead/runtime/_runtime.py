@@ -48,7 +48,7 @@ from stead.core.progress import (
     ProgressSink,
     ProgressWindow,
 )
-from stead.core.states import FINISHED, RESUMABLE, RunStatus
+from stead.core.states import AT_REST, FINISHED, RESUMABLE, RunStatus
 from stead.errors import (
     ApprovalError,
     Conflict,
@@ -327,7 +327,7 @@ class Runtime:
         returned) is refused with ``LeaseHeld``, as another process would be.
         """
         record = await self.store.get_run(run_id)
-        if record.status == RunStatus.AWAITING_APPROVAL or record.status in FINISHED:
+        if record.status in AT_REST:
             state, _ = await RunSession.load_state(self.store, run_id)
             if timeout_events(state, self.clock()):
                 state = await self._append_external(
@@ -611,7 +611,7 @@ class Runtime:
         fire without anyone touching the run.
         """
         expired = []
-        for record in await self.store.list_runs(status="awaiting_approval", limit=10_000):
+        for record in await self.store.list_runs(status=RunStatus.AWAITING_APPROVAL, limit=10_000):
             state = await self.state(record.run_id)
             now = self.clock()
             if timeout_events(state, now):

@@ -268,7 +268,7 @@ def create_app(
         _: Caller, agent: Annotated[str | None, Query(max_length=200)] = None
     ) -> list[ApprovalOut]:
         """The inbox: every call waiting on a person, oldest run first. No tokens."""
-        records = await rt.list_runs(status="awaiting_approval", agent=agent, limit=500)
+        records = await rt.list_runs(status=RunStatus.AWAITING_APPROVAL, agent=agent, limit=500)
         out: list[ApprovalOut] = []
         for r in reversed(records):
             out.extend(_approvals(await rt.state(r.run_id)))

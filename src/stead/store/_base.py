@@ -17,6 +17,8 @@ from typing import Any, Protocol
 from stead.core.canonical import compact_encoder
 from stead.core.events import Event, decode, encode, problem, unstorable_field
 from stead.core.messages import unstorable
+from stead.core.states import CLAIMABLE as _CLAIMABLE
+from stead.core.states import RunStatus
 from stead.errors import (
     Conflict,
     CorruptEvent,
@@ -82,9 +84,8 @@ class Loaded:
     """Events after ``snapshot_seq``."""
 
 
-CLAIMABLE = ("queued", "running", "awaiting_tool")
-"""Statuses a worker may claim: waiting for one, or left behind by one (its lease lapsed or
-was released). Finished runs and runs waiting on a person are never claimed."""
+CLAIMABLE = tuple(s.value for s in RunStatus if s in _CLAIMABLE)
+"""``stead.core.states.CLAIMABLE`` as the strings the SQL is written with, in table order."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

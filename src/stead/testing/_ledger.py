@@ -16,6 +16,7 @@ from typing import Any
 
 from stead.core.fold import RunState
 from stead.core.messages import AssistantMessage, ToolResultMessage
+from stead.core.states import RunStatus
 
 
 class EffectLedger:
@@ -95,11 +96,7 @@ def assert_valid_history(state: RunState) -> None:
     missing = wanted - got
     dupes = [k for k, v in got.items() if v > 1]
     unknown = [k for k in got if k not in wanted]
-    if (
-        (missing and state.status is not None and state.status.value == "completed")
-        or dupes
-        or unknown
-    ):
+    if (missing and state.status is RunStatus.COMPLETED) or dupes or unknown:
         raise AssertionError(
             f"invalid history: missing={sorted(missing)} duplicated={dupes} unanswered={unknown}"
         )

@@ -1,0 +1,55 @@
+"""Every event kind reads in the timeline through one table, and a kind with no words of its
+own yet still shows every field (``generic``), so nothing falls through silently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from stead.cli._render import DESCRIBE, STATUS_STYLE, describe, generic, timeline
+from stead.core.events import EVENT_TYPES, Event, RunRequeued, StepFailed, encode
+from stead.core.states import RunStatus
+from stead.store import StoredEvent
+from stead.store._base import decode_row
+
+EVERY_KIND = Path(__file__).resolve().parents[1] / "golden" / "logs" / "every_kind.json"
+
+
+def _every_kind() -> list[Event]:
+    """The golden log of every kind as stored, plus the kinds added after it was written."""
+    doc = json.loads(EVERY_KIND.read_text())
+    events = [decode_row(doc["name"], seq, k, v, data) for seq, k, v, data in doc["rows"]]
+    return [*events, StepFailed(step="call_model (turn 0)", error_type="ValueError", message="x")]
+
+
+def test_every_event_kind_renders_through_the_table() -> None:
+    events = _every_kind()
+    assert {e.kind for e in events} == set(EVENT_TYPES)
+    assert set(DESCRIBE) <= set(EVENT_TYPES), "a renderer for a kind that does not exist"
+    for e in events:
+        label, detail, style = describe(e)
+        assert label and style, e.kind
+        assert (label, detail, style) == DESCRIBE[e.kind](e)
+    stored = [StoredEvent(seq=i, event=e, created_at=float(i)) for i, e in enumerate(events, 1)]
+    out = Console(width=200, record=True)
+    out.print(timeline(stored))
+    assert "created" in out.export_text()
+
+
+def test_a_kind_without_a_renderer_shows_every_field() -> None:
+    # What a new event kind reads as until someone gives it words: its kind and its data.
+    e = RunRequeued(reason="try again")
+    label, detail, _ = generic(e)
+    assert label == "run requeued"
+    assert json.loads(detail) == encode(e)[2]
+    saved = DESCRIBE.pop(e.kind)
+    try:
+        assert describe(e) == generic(e)
+    finally:
+        DESCRIBE[e.kind] = saved
+
+
+def test_every_status_has_a_style() -> None:
+    assert set(STATUS_STYLE) == set(RunStatus)
