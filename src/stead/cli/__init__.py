@@ -342,7 +342,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         for row in rows:
             print(json.dumps(row_json(row, now), ensure_ascii=False))
     else:
-        out.print(runs_table(rows, now))
+        out.print(runs_table(rows, now, width=out.width))
     return 0
 
 

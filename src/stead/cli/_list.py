@@ -101,21 +101,24 @@ def money(cost: float | None) -> str:
     return f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}"
 
 
-def runs_table(rows: list[Row], now: float | None = None) -> Table:
+def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Table:
     """The list: short id, agent, status, age, duration, turns, tokens, cost.
 
-    Every cell is one line: the agent is cut with an ellipsis when the terminal is narrow,
-    the id is folded instead (cut, it could not be copied)."""
+    Every cell is one line and the row fits ``width``: the numbers and the status keep their
+    width, the agent gets what is left and is cut with an ellipsis, and an id longer than its
+    column (a chosen one) is folded instead of cut, so it can still be copied."""
     now = time.time() if now is None else now
+    fixed = {"run": 12, "status": 17, "age": 5, "took": 5, "turns": 5, "tokens": 6, "cost": 7}
+    statuses = [r.view.status.value for r in rows] or ["status"]
+    fixed["status"] = max(6, *(len(s) for s in statuses))
+    # SIMPLE_HEAD puts a space between columns and each has one of padding on either side.
+    agent = max(5, width - sum(fixed.values()) - 3 * len(fixed))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    table.add_column("run", overflow="fold", min_width=12)
-    table.add_column("agent", no_wrap=True, overflow="ellipsis", ratio=1)
-    table.add_column("status", no_wrap=True, overflow="ellipsis", min_width=9)
-    table.add_column("age", justify="right", no_wrap=True)
-    table.add_column("took", justify="right", no_wrap=True)
-    table.add_column("turns", justify="right", no_wrap=True)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("cost", justify="right", no_wrap=True)
+    table.add_column("run", overflow="fold", width=fixed["run"])
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=agent)
+    table.add_column("status", no_wrap=True, width=fixed["status"])
+    for name in ("age", "took", "turns", "tokens", "cost"):
+        table.add_column(name, justify="right", no_wrap=True, width=fixed[name])
     for row in rows:
         r, v = row.record, row.view
         status = v.status.value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -261,6 +262,8 @@ class _Console(Console):
 
 
 def console() -> Console:
-    """The console everything prints to (wide enough for a timeline when piped)."""
+    """The console everything prints to: the terminal's width, or ``$COLUMNS``; 120 when
+    piped without ``$COLUMNS`` (wide enough for a timeline in a file)."""
     probe = Console()
-    return _Console(highlight=False, width=None if probe.is_terminal else 120)
+    sized = probe.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+    return _Console(highlight=False, width=None if sized else 120)

@@ -11,6 +11,7 @@ on a person (nobody drives it then), and prints its final state.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from stead.cli._render import describe, plain, summary
@@ -37,10 +38,19 @@ class _Timeline:
         if self.t0 is None:
             self.t0 = stored.created_at
         label, detail, style = describe(stored.event)
-        line = Text(f"{stored.seq:>4} {stored.created_at - self.t0:>7.1f}s ", style="dim")
-        line.append(f"{plain(label):<11}", style=style)
-        line.append(f" {plain(detail)}")
-        self.out.print(line, overflow="fold")
+        # One grid row per event: the detail folds under itself, not under the sequence.
+        row = Table.grid(padding=(0, 1))
+        row.add_column(justify="right", style="dim", no_wrap=True, width=4)
+        row.add_column(justify="right", style="dim", no_wrap=True, width=7)
+        row.add_column(no_wrap=True, width=11)
+        row.add_column(overflow="fold")
+        row.add_row(
+            str(stored.seq),
+            f"{stored.created_at - self.t0:.1f}s",
+            Text(plain(label), style=style),
+            Text(plain(detail)),
+        )
+        self.out.print(row)
 
     def text(self, read: ProgressRead) -> None:
         if read.reset and self.open:
