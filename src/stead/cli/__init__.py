@@ -244,7 +244,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     async def go(rt: Runtime) -> int:
         if cmd == "runs" and args.runs_command == "list":
-            return await _list(rt, args, out)
+            return await _runs_list(rt, args, out)
         args.run_id = await resolve(rt.store, args.run_id)
         if cmd == "runs":
             if args.runs_command == "watch":
@@ -324,7 +324,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     return asyncio.run(_with_runtime(args.store, agents, go))
 
 
-async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+async def _runs_list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     """``runs list``: filtered by status, agent and activity, newest activity first."""
     import time
 
