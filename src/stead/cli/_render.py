@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -264,6 +263,8 @@ class _Console(Console):
 def console() -> Console:
     """The console everything prints to: the terminal's width, or ``$COLUMNS``; 120 when
     piped without ``$COLUMNS`` (wide enough for a timeline in a file)."""
+    import os  # here, not at the top: keeps this change apart from the module's imports
+
     probe = Console()
     sized = probe.is_terminal or os.environ.get("COLUMNS", "").isdigit()
     return _Console(highlight=False, width=None if sized else 120)
