@@ -356,3 +356,49 @@ def test_watch_in_this_process_streams_the_text(tmp_path: Path) -> None:
     assert asyncio.run(go()) == 0
     text = screen.getvalue()
     assert text.index("streamed words") < text.index("final answer")
+
+
+SLOW_WORKER = """
+import asyncio, sys, stead
+from stead.testing import Reply, ScriptedModel
+agent = stead.Agent("slow", ScriptedModel([Reply(text="late", delay=60)]))
+async def go():
+    async with stead.Runtime(sys.argv[1], agents=[agent]) as rt:
+        print((await rt.run(sys.argv[2])).status.value)
+asyncio.run(go())
+"""
+
+
+def test_cancel_of_a_run_a_worker_drives_says_the_worker_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def start() -> str:
+        agent = stead.Agent("slow", ScriptedModel([Reply(text="late", delay=60)]))
+        async with stead.Runtime(store, agents=[agent]) as rt:
+            return await rt.start(agent, "take your time")
+
+    rid = asyncio.run(start())
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WORKER, store, rid],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        async def turn_started() -> None:
+            async with stead.Runtime(store) as rt:
+                while not any(e.event.kind == "turn_started" for e in await rt.events(rid)):
+                    await rt.store.wait_changed(rid, (await rt.store.get_run(rid)).last_seq, 5)
+
+        asyncio.run(asyncio.wait_for(turn_started(), 60))
+        code, out, _ = _cli(capsys, "--store", store, "cancel", rid[4:16])
+        out = " ".join(out.split())
+        assert code == 0 and out.startswith("running"), out
+        assert "next: its worker" in out and "stops it at its next step" in out
+        done, _ = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert done.strip() == "cancelled"
