@@ -5,6 +5,7 @@ JSON, what happens next after a decision, ``--store`` anywhere, no store created
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import signal
@@ -104,17 +105,18 @@ def test_a_unique_prefix_names_a_run_everywhere(
     ):
         code, out, err = _cli(capsys, "--store", store, *args)
         assert code == 0 and "hello there" in out, (args, err)
-    for args in (
+    ambiguous: list[tuple[str, ...]] = [
         ("runs", "show", "aaaa"),
         ("runs", "watch", "run_aaaa"),
         ("cancel", "aaaa"),
         ("approve", "aaaa", "call_0_0"),
         ("deny", "aa", "call_0_0", "--reason", "no"),
         ("resume", "aaaa", "--agents", "stead.demo._agent:agents"),
-    ):
-        code, out, err = _cli(capsys, "--store", store, *args)
-        assert code == 2 and out == "", args
-        assert "is the start of 2 runs" in err and A in err and B in err, (args, err)
+    ]
+    for cmd in ambiguous:
+        code, out, err = _cli(capsys, "--store", store, *cmd)
+        assert code == 2 and out == "", cmd
+        assert "is the start of 2 runs" in err and A in err and B in err, (cmd, err)
     code, _, err = _cli(capsys, "--store", store, "runs", "show", "ffff")
     assert code == 2 and "run 'ffff' not found" in err
     code, out, _ = _cli(capsys, "--store", store, "cancel", "bbbb")
@@ -132,7 +134,7 @@ def test_approve_deny_cancel_say_what_happens_next(
         "{'order_id': 1, 'cents': 500})]), 'Done.']), [refund])]\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    import polish_refunds
+    polish_refunds = importlib.import_module("polish_refunds")
 
     async def waiting(n: int) -> list[str]:
         async with stead.Runtime(store, agents=polish_refunds.agents) as rt:
