@@ -204,10 +204,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _store_after(parser: argparse.ArgumentParser) -> None:
     """``--store`` after the command too (``stead runs list --store X``): every command's
-    parser takes it, with no default of its own, so the one given before still counts."""
+    parser takes it, with no default of its own, so the one given before still counts. And
+    every RUN argument says that a prefix will do."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in {id(c): c for c in action.choices.values()}.values():
+                for positional in child._actions:
+                    if positional.dest == "run_id" and positional.help is None:
+                        positional.help = "a run id or any unique start of one (runs list)"
                 if not any(a.dest == "store" for a in child._actions):
                     child.add_argument(
                         "--store",
