@@ -67,12 +67,12 @@ def test_runs_list_show_events(tmp_path: Path) -> None:
 
 def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
+    rid = _make_run(store)
     missing = stead_cli("--store", store, "runs", "show", "run_nope")
     assert missing.returncode == 2
     assert "not found" in missing.stderr and "runs list" in missing.stderr
     bad_store = stead_cli("--store", "redis://x", "runs", "list")
     assert bad_store.returncode == 2 and "sqlite:///" in bad_store.stderr
-    rid = _make_run(store)
     approve = stead_cli("--store", store, "approve", rid, "call_0_0")
     assert approve.returncode == 2 and "no pending approval" in approve.stderr
     agents = stead_cli("--store", store, "resume", rid, "--agents", "nope")

@@ -4,9 +4,11 @@
     stead run MOD:AGENT PROMPT [--model M]
                                         run an agent, streaming its text; M is a model
                                         string such as anthropic:claude-sonnet-4-6
-    stead runs list [--status S]        runs in the store, newest first
-    stead runs show RUN                 one run's timeline
+    stead runs list [--status S] [--agent A] [--since 2h] [--json]
+                                        runs in the store, most recently active first
+    stead runs show RUN [--json]        one run's timeline
     stead runs events RUN [--json]      one run's raw events
+    stead runs watch RUN                follow a run live until it rests
     stead resume RUN --agents MOD:ATTR  continue a run (requeues failed/cancelled ones)
     stead approve RUN CALL [--args J] [--agents MOD:ATTR]
                                         approve a gated call (optionally edited); with
@@ -18,7 +20,10 @@
     stead worker --agents MOD:ATTR [--concurrency N]
                                         claim and drive runs until SIGTERM
 
-The store comes from ``--store`` or ``$STEAD_STORE`` (default ``sqlite:///stead.db``).
+The store comes from ``--store`` (before or after the command) or ``$STEAD_STORE`` (default
+``sqlite:///stead.db``). Only ``run``, ``worker``, ``serve`` and ``demo`` create a SQLite file;
+every other command refuses one that does not exist. RUN is a run id or any unique start of
+one (``runs list`` shows 12 characters), with or without ``run_``.
 """
 
 from __future__ import annotations
@@ -38,11 +43,13 @@ from rich.console import Console
 from rich.text import Text
 
 from stead.cli._args import positive
-from stead.cli._render import console, plain, runs_table, summary, timeline
+from stead.cli._ids import resolve, short_id
+from stead.cli._render import console, plain, summary, timeline
 from stead.core.events import encode
-from stead.core.states import RunStatus
+from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import SteadError, UserError
-from stead.runtime import Agent, Runtime
+from stead.runtime import Agent, Runtime, RunView
+from stead.store import CLAIMABLE, open_store
 
 
 def _load_agents(spec: str | None) -> list[Agent]:
@@ -122,12 +129,31 @@ def _parser() -> argparse.ArgumentParser:
     rsub = runs.add_subparsers(dest="runs_command", required=True)
     lst = rsub.add_parser("list", help="runs, newest first")
     lst.add_argument("--status", default=None, choices=STATUSES, help="only runs in this status")
+    lst.add_argument("--agent", default=None, help="only runs of the agent with this name")
+    lst.add_argument(
+        "--since",
+        default=None,
+        help="only runs active since: a span (90s, 15m, 2h, 3d, 1w) or an ISO date or time",
+    )
     lst.add_argument("--limit", type=positive(int, 100_000), default=50, help="at most this many")
+    lst.add_argument("--json", action="store_true", help="one JSON object per run, per line")
     show = rsub.add_parser("show", help="a run's timeline")
     show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="the run as one JSON object")
     ev = rsub.add_parser("events", help="a run's raw events")
     ev.add_argument("run_id")
     ev.add_argument("--json", action="store_true", help="one JSON object per line")
+    watch = rsub.add_parser(
+        "watch",
+        help="follow a run live until it rests",
+        description="Follow a run live: its timeline grows as events are appended by any "
+        "process (a worker elsewhere included), until the run completes, fails, is cancelled, "
+        "times out or waits on a person; then its final state. Streamed text exists only in "
+        "the process driving the run, so from another process each reply appears when its "
+        "turn is recorded. Ctrl-C stops watching (the run goes on). Exit 0 when the run "
+        "completed or waits on a person, 1 otherwise.",
+    )
+    watch.add_argument("run_id")
 
     res = sub.add_parser("resume", help="continue a run")
     res.add_argument("run_id")
@@ -172,13 +198,35 @@ def _parser() -> argparse.ArgumentParser:
     from stead.cli._serve import add_serve_parser
 
     add_serve_parser(sub)
+    _store_after(p)
     return p
 
 
+def _store_after(parser: argparse.ArgumentParser) -> None:
+    """``--store`` after the command too (``stead runs list --store X``): every command's
+    parser takes it, with no default of its own, so the one given before still counts. And
+    every RUN argument says that a prefix will do."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in {id(c): c for c in action.choices.values()}.values():
+                for positional in child._actions:
+                    if positional.dest == "run_id" and positional.help is None:
+                        positional.help = "a run id or any unique start of one (runs list)"
+                if not any(a.dest == "store" for a in child._actions):
+                    child.add_argument(
+                        "--store",
+                        default=argparse.SUPPRESS,
+                        help="store URL (as before the command)",
+                    )
+                _store_after(child)
+
+
 async def _with_runtime(
-    store: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]]
+    url: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]]
 ) -> int:
-    async with Runtime(store, agents=agents) as rt:
+    # Every command run here reads or steers runs that exist: a SQLite file that does not
+    # exist is a mistyped path, not a new store to create (run/worker/serve/demo create one).
+    async with Runtime(open_store(url, create=False), agents=agents) as rt:
         return await fn(rt)
 
 
@@ -199,12 +247,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_worker(args, _load_agents(args.agents))
 
     async def go(rt: Runtime) -> int:
+        if cmd == "runs" and args.runs_command == "list":
+            return await _runs_list(rt, args, out)
+        args.run_id = await resolve(rt.store, args.run_id)
         if cmd == "runs":
-            if args.runs_command == "list":
-                out.print(
-                    runs_table(await rt.store.list_runs(status=args.status, limit=args.limit))
-                )
-            elif args.runs_command == "show":
+            if args.runs_command == "watch":
+                from stead.cli._watch import watch
+
+                return await watch(rt, args.run_id, out)
+            if args.runs_command == "show":
+                if args.json:
+                    from stead.cli._list import load_row, show_json
+
+                    row = await load_row(rt, await rt.store.get_run(args.run_id))
+                    print(json.dumps(show_json(row), ensure_ascii=False))
+                    return 0
                 view = await rt.get(args.run_id)
                 out.print(timeline(await rt.events(args.run_id), title=args.run_id))
                 out.print(summary(view))
@@ -254,15 +311,70 @@ def _dispatch(args: argparse.Namespace) -> int:
             view = await rt.cancel(args.run_id, args.reason)
         else:  # pragma: no cover - argparse refuses unknown commands
             raise UserError(f"unknown command {cmd}")
-        if cmd in ("approve", "deny", "decide") and rt.agents:
-            view = await rt.run(args.run_id)
+        if cmd == "resume":
+            out.print(summary(view))
+            return 0
         out.print(summary(view))
+        driving = cmd in ("approve", "deny", "decide") and bool(rt.agents)
+        out.print(await _next_step(rt, view, driving, cancel=cmd == "cancel"))
+        if driving:
+            view = await rt.run(args.run_id)
+            out.print(summary(view))
         return 0
 
     if cmd == "run":
         return asyncio.run(_run_agent(args.store, args.agent, args.prompt, args.model))
     agents = _load_agents(getattr(args, "agents", None))
     return asyncio.run(_with_runtime(args.store, agents, go))
+
+
+async def _runs_list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    """``runs list``: filtered by status, agent and activity, newest activity first."""
+    import time
+
+    from stead.cli._list import load_row, row_json, runs_table, since
+
+    now = time.time()
+    cutoff = since(args.since, now) if args.since is not None else None
+    records = await rt.list_runs(
+        status=args.status, agent=args.agent, limit=args.limit if cutoff is None else 10_000
+    )
+    if cutoff is not None:
+        records = [r for r in records if r.updated_at >= cutoff][: args.limit]
+    rows = [await load_row(rt, r) for r in records]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row_json(row, now), ensure_ascii=False))
+    else:
+        out.print(runs_table(rows, now, width=out.width))
+    return 0
+
+
+async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool) -> Text:
+    """After a decision or a cancel: who drives the run now, in one line."""
+    rid = short_id(view.run_id)
+    status = view.status
+    if driving and status.value in CLAIMABLE:
+        why = "continuing now in this process"
+    elif status is RunStatus.AWAITING_APPROVAL:
+        why = "it still waits on a person for the calls above"
+    elif status.value in CLAIMABLE:
+        record = await rt.store.get_run(view.run_id)
+        owner = record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None
+        if owner is not None and cancel:
+            why = f"its worker {owner} stops it at its next step (`stead runs watch {rid}`)"
+        elif owner is not None:
+            why = f"its worker {owner} goes on with it (`stead runs watch {rid}` follows it)"
+        else:
+            why = (
+                "a worker (`stead worker --agents MOD:ATTR`) will pick it up, or run "
+                f"`stead resume {rid} --agents MOD:ATTR` to continue it here"
+            )
+    elif status in RESUMABLE:
+        why = f"nothing drives it; `stead resume {rid} --agents MOD:ATTR` would continue it"
+    else:
+        why = "nothing more to do"
+    return Text(f"next: {plain(why)}", style="dim")
 
 
 async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> int:

@@ -323,6 +323,10 @@ class _Console(Console):
 
 
 def console() -> Console:
-    """The console everything prints to (wide enough for a timeline when piped)."""
+    """The console everything prints to: the terminal's width, or ``$COLUMNS``; 120 when
+    piped without ``$COLUMNS`` (wide enough for a timeline in a file)."""
+    import os  # here, not at the top: keeps this change apart from the module's imports
+
     probe = Console()
-    return _Console(highlight=False, width=None if probe.is_terminal else 120)
+    sized = probe.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+    return _Console(highlight=False, width=None if sized else 120)

@@ -12,7 +12,7 @@ FORMS = "sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql:/
 """The store URLs ``open_store`` takes, for messages."""
 
 
-def open_store(url: str | Path) -> Store:
+def open_store(url: str | Path, *, create: bool = True) -> Store:
     """Open the store a URL names.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a bare file path;
@@ -25,6 +25,9 @@ def open_store(url: str | Path) -> Store:
     ``sqlite:///:memory:``). A store must be shared by
     every process that drives or inspects its runs, and an in-memory database is seen by one
     connection of one process only; tests use a file in a temporary folder.
+
+    ``create=False`` refuses a SQLite file that does not exist (a ``UserError`` naming it)
+    instead of creating an empty store: for commands that only read or steer existing runs.
     """
     if not isinstance(url, str | Path):
         raise UserError(f"a store URL is a str or a Path, not {type(url).__name__}; use {FORMS}")
@@ -77,7 +80,7 @@ def open_store(url: str | Path) -> Store:
         raise UserError(
             f"store {text!r} is a folder; name a file in it, e.g. sqlite:///{path.rstrip('/')}/stead.db"
         )
-    return SQLiteStore(path)
+    return SQLiteStore(path, create=create)
 
 
 _SCHEMES = frozenset({"postgresql", "postgres", "mysql", "redis", "http", "https", "memory"})

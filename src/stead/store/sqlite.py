@@ -19,6 +19,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -133,7 +134,11 @@ class SQLiteStore(_sql.SQLStore):
         *,
         busy_timeout: float = 30.0,
         before_commit: _sql.BeforeCommit = _sql.crash_before_result,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens an existing file only (SQLite's ``mode=rw``): a reader such
+        as ``stead runs list`` pointed at a mistyped path gets an error naming the file, not
+        an empty store it just created."""
         self.path = os.fspath(path)
         if self.path in ("", ":memory:"):  # both are a database no other connection sees
             raise UserError(
@@ -141,9 +146,21 @@ class SQLiteStore(_sql.SQLStore):
                 "name one, e.g. SQLiteStore('runs.db')"
             )
         self.before_commit = before_commit
+        if not create and not os.path.isfile(self.path):
+            raise UserError(
+                f"no SQLite store at {self.path!r} (the file does not exist); check --store "
+                "or $STEAD_STORE"
+            )
+        target, uri = self.path, False
+        if not create:  # the check above and the open are not atomic: mode=rw never creates
+            target, uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw", True
         try:
             self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+                target,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=busy_timeout,
+                uri=uri,
             )
             self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
             _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"), busy_timeout)

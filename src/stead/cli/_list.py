@@ -1,0 +1,185 @@
+"""``stead runs list`` and ``runs show --json``: one row per run that fits 80 columns.
+
+Each row is folded from the run's log (turns, tokens) and priced from the model each reply
+names (``AssistantMessageRecorded.model``), so the list needs no agent module: a person reads
+any store. A reply from a model the price table does not know makes the cost unknown ("?"),
+never a wrong number.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from stead.cli._ids import short_id
+from stead.cli._render import STATUS_STYLE, plain
+from stead.core.events import AssistantMessageRecorded
+from stead.core.fold import RunState, apply
+from stead.core.pricing import PRICES
+from stead.errors import UserError
+from stead.runtime import Runtime, RunView
+from stead.store import RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One run as the list shows it."""
+
+    record: RunRecord
+    view: RunView
+    state: RunState
+    cost: float | None
+
+
+async def load_row(rt: Runtime, record: RunRecord) -> Row:
+    """Fold the run's log once: its view, its state (for ``show --json``) and its cost."""
+    state = RunState()
+    cost: float | None = 0.0
+    for stored in await rt.events(record.run_id):
+        apply(state, stored.event, stored.seq)
+        e = stored.event
+        if isinstance(e, AssistantMessageRecorded) and cost is not None:
+            dollars = PRICES.cost(e.usage, e.model)
+            cost = None if dollars is None else cost + dollars
+    return Row(record=record, view=RunView.of(state), state=state, cost=cost)
+
+
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def since(text: str, now: float) -> float:
+    """``--since``: a span back from now (``90s``, ``15m``, ``2h``, ``3d``, ``1w``) or an ISO
+    date or time (``2026-11-30``, ``2026-11-30T18:00``; local time unless it names a zone)."""
+    span = _SPAN.fullmatch(text.strip().lower())
+    if span:
+        return now - float(span.group(1)) * _UNIT[span.group(2)]
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserError(
+            f"--since {text!r} is neither a span (90s, 15m, 2h, 3d, 1w) nor an ISO date "
+            "(2026-11-30, 2026-11-30T18:00)"
+        ) from None
+    return when.timestamp()
+
+
+def span(seconds: float) -> str:
+    """A duration in at most 5 characters: 850ms, 12.3s, 14m, 5h, 3d."""
+    seconds = max(seconds, 0.0)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def count(n: int) -> str:
+    """A token count in at most 5 characters: 812, 12.3k, 4.1M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k" if n < 100_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def money(cost: float | None) -> str:
+    """Dollars, or ``?`` when a reply came from a model without a known price."""
+    if cost is None:
+        return "?"
+    return f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}"
+
+
+def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Table:
+    """The list: short id, agent, status, age, duration, turns, tokens, cost.
+
+    Every cell is one line and the row fits ``width``: the numbers and the status keep their
+    width, the agent gets what is left and is cut with an ellipsis, and an id longer than its
+    column (a chosen one) is folded instead of cut, so it can still be copied."""
+    now = time.time() if now is None else now
+    fixed = {"run": 12, "status": 17, "age": 5, "took": 5, "turns": 5, "tokens": 6, "cost": 7}
+    statuses = [r.view.status.value for r in rows] or ["status"]
+    fixed["status"] = max(6, *(len(s) for s in statuses))
+    # SIMPLE_HEAD puts a space between columns and each has one of padding on either side.
+    agent = max(5, width - sum(fixed.values()) - 3 * len(fixed))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("run", overflow="fold", width=fixed["run"])
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=agent)
+    table.add_column("status", no_wrap=True, width=fixed["status"])
+    for name in ("age", "took", "turns", "tokens", "cost"):
+        table.add_column(name, justify="right", no_wrap=True, width=fixed[name])
+    for row in rows:
+        r, v = row.record, row.view
+        status = v.status.value
+        table.add_row(
+            Text(plain(short_id(r.run_id))),
+            Text(plain(r.agent)),
+            Text(status, style=STATUS_STYLE.get(status, "")),
+            span(now - r.created_at),
+            span(r.updated_at - r.created_at),
+            str(v.turns),
+            count(v.usage.input_tokens + v.usage.output_tokens),
+            money(row.cost),
+        )
+    return table
+
+
+def row_json(row: Row, now: float | None = None) -> dict[str, Any]:
+    """One run for ``--json`` (a stable shape for scripts: seconds, not formatted spans)."""
+    now = time.time() if now is None else now
+    r, v = row.record, row.view
+    u = v.usage
+    return {
+        "run_id": r.run_id,
+        "short_id": short_id(r.run_id),
+        "agent": r.agent,
+        "status": v.status.value,
+        "session_id": r.session_id,
+        "correlation_id": r.correlation_id,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "age_s": now - r.created_at,
+        "duration_s": r.updated_at - r.created_at,
+        "events": v.seq,
+        "turns": v.turns,
+        "usage": {
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_creation_input_tokens": u.cache_creation_input_tokens,
+            "cache_read_input_tokens": u.cache_read_input_tokens,
+        },
+        "cost_usd": row.cost,
+    }
+
+
+def show_json(row: Row) -> dict[str, Any]:
+    """``runs show --json``: the list's fields, the input and outcome, pending approvals."""
+    v = row.view
+    return {
+        **row_json(row),
+        "input": row.state.input,
+        "output": v.output,
+        "stop_reason": v.stop_reason,
+        "error": v.error,
+        "approvals": [
+            {
+                "tool_call_id": a.tool_call_id,
+                "tool": a.tool,
+                "reason": a.reason,
+                "token": a.token,
+                "payload": a.payload,
+            }
+            for a in v.approvals
+        ],
+    }
