@@ -23,8 +23,15 @@ from stead.core.events import (
     EffectClass,
     Event,
     LoopDetected,
+    ModelCallFailed,
     ResultSource,
     RunCancelled,
+    RunCancelRequested,
+    RunCreated,
+    RunFailed,
+    RunRecovered,
+    RunRequeued,
+    RunStarted,
     RunTimedOut,
     StepFailed,
     ToolCallRequested,
@@ -32,7 +39,9 @@ from stead.core.events import (
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    TurnResumed,
 )
+from stead.core.failures import FailurePhase
 from stead.core.fold import CallState, RunState, call_digest
 from stead.core.limits import Limits
 from stead.core.messages import AssistantMessage, Usage
@@ -41,8 +50,10 @@ from stead.errors import ApprovalError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CallVerdict:
-    """The runtime's validation of one requested call, before any intent is written."""
+class CallAdmission:
+    """Whether one requested call may run, as the registry and the tool's policy judge it
+    before any intent is written (not a reconcile verdict: that says whether a call that ran
+    took effect)."""
 
     tool_call_id: str
     """The call."""
@@ -150,13 +161,96 @@ def step_failed_event(step: str, error: BaseException) -> StepFailed:
     )
 
 
+# -- one event each: the runtime names what happened, these build it -------------------------
+
+
+def created_event(
+    run_id: str, agent: str, input: str, *, session_id: str, correlation_id: str, config: Any
+) -> RunCreated:
+    """A new run (``correlation_id`` defaults to the run's id)."""
+    return RunCreated(
+        run_id=run_id,
+        agent=agent,
+        input=input,
+        session_id=session_id,
+        correlation_id=correlation_id or run_id,
+        config=config,
+    )
+
+
+def started_run_event(owner: str, epoch: int) -> RunStarted:
+    """The claimant ``owner`` at ``epoch`` begins a queued run."""
+    return RunStarted(owner=owner, epoch=epoch)
+
+
+def recovered_event(owner: str, epoch: int, previous_owner: str) -> RunRecovered:
+    """``owner`` took over a run ``previous_owner`` had been driving."""
+    return RunRecovered(owner=owner, epoch=epoch, previous_owner=previous_owner)
+
+
+def resumed_turn_event(turn_index: int) -> TurnResumed:
+    """A turn interrupted before its reply was recorded begins again."""
+    return TurnResumed(turn_index=turn_index)
+
+
+def requeue_event(reason: str) -> RunRequeued:
+    """A failed, cancelled or timed-out run goes back to ``queued``."""
+    return RunRequeued(reason=reason)
+
+
+def cancel_request_event(reason: str, by: str) -> RunCancelRequested:
+    """Someone asks for the run to be cancelled (its owner acts on it)."""
+    return RunCancelRequested(reason=reason, by=by)
+
+
+MODEL_MESSAGE_LIMIT: Final = 2000
+"""Characters of a provider's error text a ``model_call_failed`` event keeps."""
+
+
+def model_failed_event(
+    turn_index: int, attempt: int, code: str, message: str, usage: Usage | None = None
+) -> ModelCallFailed:
+    """One failed model call (``message`` cut to ``MODEL_MESSAGE_LIMIT``)."""
+    return ModelCallFailed(
+        turn_index=turn_index,
+        attempt=attempt,
+        code=code,
+        message=message[:MODEL_MESSAGE_LIMIT],
+        usage=usage,
+    )
+
+
+def run_failed_event(
+    state: RunState,
+    code: str,
+    phase: FailurePhase,
+    message: str,
+    details: dict[str, Any] | None = None,
+) -> RunFailed:
+    """The run ends ``failed`` after the events of ``state``."""
+    return RunFailed(code=code, phase=phase, message=message, last_seq=state.seq, details=details)
+
+
+def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
+    """The result of running ``attempt`` of ``call``'s handler."""
+    return _result(
+        call.turn_index,
+        call.tool_call_id,
+        call.name,
+        content,
+        is_error=is_error,
+        source="executed",
+        attempt=attempt,
+    )
+
+
 def reply_events(
     state: RunState,
     turn_index: int,
     message: AssistantMessage,
     usage: Usage,
     model: str,
-    verdicts: Mapping[str, CallVerdict],
+    admissions: Mapping[str, CallAdmission],
     limits: Limits | None = None,
     consent: Consent | None = None,
     *,
@@ -164,7 +258,7 @@ def reply_events(
 ) -> list[Event]:
     """The write-ahead intent of one reply, all to be appended in one transaction.
 
-    The message (its call ids made unique in the run by ``unique_call_ids``: ``verdicts``,
+    The message (its call ids made unique in the run by ``unique_call_ids``: ``admissions``,
     ``consent`` and ``start_now`` name calls by those ids); one request per call; then, for
     each call that may not run, its error result: refused by validation, beyond
     ``max_tool_calls_per_turn``, asked for in the final turn, or the ``repeat_threshold``-th
@@ -194,7 +288,7 @@ def reply_events(
     recent = list(state.recent_calls)
     final = turn_index >= limits.max_turns - 1
     for i, call in enumerate(message.tool_calls):
-        v = verdicts.get(call.id) or verdicts[original[i].id]
+        v = admissions.get(call.id) or admissions[original[i].id]
         digest = call_digest(call.name, v.arguments)
         repeats = 1
         for prior in reversed(recent):
