@@ -720,7 +720,9 @@ def test_reply_events_without_calls_finish_the_run() -> None:
 def test_a_reply_whose_calls_are_all_rejected_goes_back_to_the_model() -> None:
     state = fold(RUNNING_T0)
     message = AssistantMessage(tool_calls=(ToolCall(id="x", name="nope", arguments=""),))
-    admissions = {"x": CallAdmission(tool_call_id="x", arguments="", effect_class=None, rejection="no")}
+    admissions = {
+        "x": CallAdmission(tool_call_id="x", arguments="", effect_class=None, rejection="no")
+    }
     after = fold(reply_events(state, 0, message, Usage(), "m", admissions), start=state)
     assert next_step(after, {}) == CallModel(turn_index=1, turn_recorded=False, attempt=1)
     assert [m.content for m in after.conversation() if isinstance(m, ToolResultMessage)] == ["no"]
@@ -1330,7 +1332,10 @@ def test_start_now_puts_the_named_non_idempotent_starts_in_the_intent_batch() ->
 def test_start_now_starts_nothing_while_a_call_of_the_turn_waits_for_consent() -> None:
     state = fold(RUNNING_T0)
     message = _reply(("a", "pay", "{}"), ("b", "pay", "{}"))
-    admissions = {"a": _admission("a", "non_idempotent"), "b": _admission("b", "read_only", gated=True)}
+    admissions = {
+        "a": _admission("a", "non_idempotent"),
+        "b": _admission("b", "read_only", gated=True),
+    }
     consent = Consent(tokens={"b": "tok"})
     events = reply_events(
         state, 0, message, Usage(), "m", admissions, consent=consent, start_now={"a"}

@@ -65,10 +65,6 @@ def _with(state: RunState, event: Event) -> RunState:
     return probe
 
 
-def _timeouts_at(now: float, state: RunState) -> list[Event]:
-    return timeout_events(state, now)
-
-
 class Steering:
     """``Runtime.decide``, ``cancel``, ``requeue`` and ``expire_approvals``."""
 
@@ -203,7 +199,9 @@ class Steering:
             state = await self.state(record.run_id)
             now = self.clock()
             if timeout_events(state, now):
-                await self._append_external(record.run_id, functools.partial(_timeouts_at, now))
+                await self._append_external(
+                    record.run_id, functools.partial(timeout_events, now=now)
+                )
                 expired.append(record.run_id)
         return expired
 

@@ -54,7 +54,7 @@ class ToolContext:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run a child process in its own process group. If the run is cancelled, the group
-        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``RunCancelled``."""
+        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``Aborted``."""
         return await run_subprocess(
             args, abort=self.signal, grace=self.cancel_grace, input=input, cwd=cwd, env=env
         )

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from stead._signal import AbortSignal
-from stead.errors import RunCancelled
+from stead.errors import Aborted
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -42,7 +42,7 @@ async def run_subprocess(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``args`` to completion unless the run is cancelled (then raise ``RunCancelled``)."""
+    """Run ``args`` to completion unless the run is cancelled (then raise ``Aborted``)."""
     proc = await asyncio.create_subprocess_exec(
         *args,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -60,7 +60,7 @@ async def run_subprocess(
             out, err = work.result()
             return subprocess.CompletedProcess(list(args), proc.returncode or 0, out, err)
         await _terminate(proc.pid, work, grace)
-        raise RunCancelled(abort.reason)
+        raise Aborted(abort.reason)
     except asyncio.CancelledError:
         await _terminate(proc.pid, work, 0)
         raise
@@ -108,6 +108,6 @@ def run_subprocess_sync(
                 proc.wait(timeout=grace)
             _kill_group(proc.pid, _signal.SIGKILL)
             proc.wait()
-            raise RunCancelled(abort.reason)
+            raise Aborted(abort.reason)
     out, err = proc.communicate()
     return subprocess.CompletedProcess(list(args), proc.returncode, out, err)
