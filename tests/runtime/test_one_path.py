@@ -116,9 +116,13 @@ def test_only_core_builders_construct_events_in_the_runtime() -> None:
     made = []
     for path in sorted(RUNTIME.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                if node.func.id in kinds:
-                    made.append(f"{path.name}:{node.lineno} {node.func.id}")
+            name = (
+                node.func.id
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                else ""
+            )
+            if name in kinds:
+                made.append(f"{path.name}:{node.lineno} {name}")
     assert made == []
 
 
