@@ -172,8 +172,10 @@ class RunLoop:
         limit, and the next step is to fail the run (or, waiting on a person, to rest).
 
         The record goes alone, without the automatic events a commit usually carries: those
-        may be the very thing that failed. A failure to record it, or of recording the
-        run's failure itself, leaves the step's own error to the caller (logged here).
+        may be the very thing that failed. A failure to record it leaves the step's own
+        error to the caller (logged here). A ``Fail`` step needs no case of its own: it
+        appends one ``run_failed`` onto a running run, which raises only what the store
+        raises, and ``drive`` passes that on before this is reached.
         """
         try:
             await self.session.reload()  # the step may have left the cache anywhere
