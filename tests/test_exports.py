@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import stead
+import stead.errors
 import stead.testing
 
 
@@ -15,6 +18,7 @@ def test_public_api_is_pinned() -> None:
     assert stead.__all__ == sorted(stead.__all__)
     assert set(stead.__all__) == {
         "AbortSignal",
+        "Aborted",
         "Agent",
         "ApprovalError",
         "Budget",
@@ -31,7 +35,6 @@ def test_public_api_is_pinned() -> None:
         "PendingApproval",
         "ProviderError",
         "ProviderHTTPError",
-        "RunCancelled",
         "RunNotFound",
         "RunStatus",
         "RunView",
@@ -50,6 +53,16 @@ def test_public_api_is_pinned() -> None:
     for name in stead.__all__:
         assert hasattr(stead, name), name
     assert set(stead.testing.__all__) >= {"ScriptedModel", "Reply", "EffectLedger", "arm_crash"}
+
+
+def test_run_cancelled_is_a_deprecated_alias_of_aborted() -> None:
+    """The exception was renamed (it shared its name with the event ``RunCancelled``); the
+    old name still works, with a warning, and is out of ``__all__``."""
+    for module in (stead, stead.errors):
+        with pytest.warns(DeprecationWarning, match="Aborted"):
+            assert module.RunCancelled is stead.Aborted
+        assert "RunCancelled" not in module.__all__
+    assert not hasattr(stead.errors, "LeaseLost")
 
 
 def test_layers_point_down() -> None:

@@ -10,6 +10,7 @@ from stead._signal import AbortSignal
 from stead.core.messages import Usage
 from stead.core.states import RunStatus
 from stead.errors import (
+    Aborted,
     ApprovalError,
     Conflict,
     CorruptEvent,
@@ -20,7 +21,6 @@ from stead.errors import (
     LeaseHeld,
     ProviderError,
     ProviderHTTPError,
-    RunCancelled,
     RunNotFound,
     SteadError,
     StoreError,
@@ -34,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortSignal",
+    "Aborted",
     "Agent",
     "ApprovalError",
     "Budget",
@@ -50,7 +51,6 @@ __all__ = [
     "PendingApproval",
     "ProviderError",
     "ProviderHTTPError",
-    "RunCancelled",
     "RunNotFound",
     "RunStatus",
     "RunView",
@@ -66,3 +66,13 @@ __all__ = [
     "__version__",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``stead.RunCancelled``, the old name of ``stead.Aborted``: still importable, with a
+    ``DeprecationWarning`` (it shared its name with the event ``RunCancelled``)."""
+    from stead import errors
+
+    if name in errors._DEPRECATED:
+        return getattr(errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

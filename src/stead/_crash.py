@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeAlias
 
 ENV: Final = "STEAD_CRASH_AT"
 
@@ -31,6 +32,12 @@ POINTS: Final = (
     "after_cancel_commit",
 )
 """Every boundary the runtime exposes, in the order a turn reaches them."""
+
+CrashHook: TypeAlias = Callable[[str, str | None], None]
+"""What the run loop and the ``Runtime`` call at each point, ``(point, tool or None)``: the
+same call in production and under test. The default is ``point`` (a SIGKILL where a test
+armed one, else nothing); a test may inject any other callable, e.g. one that records the
+points a run reaches."""
 
 
 @dataclass(slots=True)

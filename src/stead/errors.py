@@ -18,7 +18,8 @@
     └── ProviderError             a model provider failed
         └── ProviderHTTPError     an HTTP status from the provider, with its stable code
 
-    RunCancelled (BaseException)  cooperative cancellation unwinding a task
+    Aborted (BaseException)       cooperative cancellation unwinding a task (``RunCancelled``,
+                                  its old name, is a deprecated alias)
 
 The model's own mistakes (unknown tool, bad arguments) are never exceptions: they become
 ``is_error`` tool results the model reads on its next turn. Foreign exceptions (sqlite3,
@@ -124,9 +125,6 @@ class Fenced(SteadError):
     """This worker's fencing epoch is stale: another owner took the run over."""
 
 
-LeaseLost = Fenced
-
-
 class StoreError(SteadError):
     """The store failed, or holds data it cannot interpret."""
 
@@ -172,11 +170,33 @@ class ProviderHTTPError(ProviderError):
         self.retry_after = retry_after
 
 
-class RunCancelled(BaseException):
-    """Raised inside a task whose run was cancelled, to unwind it cooperatively."""
+class Aborted(BaseException):
+    """Raised inside a task whose ``AbortSignal`` was aborted (its run cancelled, its lease
+    lost), to unwind it cooperatively. Not the event ``stead.core.events.RunCancelled``, which
+    records that a run ended cancelled."""
+
+
+_DEPRECATED = {"RunCancelled": "Aborted"}
+"""Old names still importable (with a ``DeprecationWarning``), and what they became."""
+
+
+def __getattr__(name: str) -> object:
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"stead.errors.{name} is now stead.errors.{new} (it clashed with the event "
+        f"RunCancelled); the old name will be removed",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]
 
 
 __all__ = [
+    "Aborted",
     "ApprovalError",
     "Conflict",
     "CorruptEvent",
@@ -185,10 +205,8 @@ __all__ = [
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
-    "LeaseLost",
     "ProviderError",
     "ProviderHTTPError",
-    "RunCancelled",
     "RunNotFound",
     "SteadError",
     "StoreError",

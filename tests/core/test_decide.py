@@ -36,7 +36,7 @@ from core_strategies import (
 from hypothesis import given, settings
 
 from stead.core.builders import (
-    CallVerdict,
+    CallAdmission,
     Consent,
     ask_human_events,
     cancel_events,
@@ -648,27 +648,27 @@ def test_reply_events_write_intent_and_reject_refused_calls_in_one_batch() -> No
         ),
         stop_reason="tool_use",
     )
-    verdicts = {
-        "a": CallVerdict(
+    admissions = {
+        "a": CallAdmission(
             tool_call_id="a", arguments='{"q":"x"}', effect_class="read_only", rejection=None
         ),
-        "b": CallVerdict(
+        "b": CallAdmission(
             tool_call_id="b", arguments="{}", effect_class=None, rejection="unknown tool 'nope'"
         ),
-        "c": CallVerdict(
+        "c": CallAdmission(
             tool_call_id="c",
             arguments="{not json",
             effect_class="non_idempotent",
             rejection="arguments are not JSON",
         ),
-        "d": CallVerdict(
+        "d": CallAdmission(
             tool_call_id="d",
             arguments='{"amount":5}',
             effect_class="non_idempotent",
             rejection=None,
         ),
     }
-    events = reply_events(state, 0, message, Usage(output_tokens=7), "m", verdicts)
+    events = reply_events(state, 0, message, Usage(output_tokens=7), "m", admissions)
     assert [e.kind for e in events] == [
         "assistant_message",
         *["tool_call_requested"] * 4,
@@ -684,7 +684,7 @@ def test_reply_events_write_intent_and_reject_refused_calls_in_one_batch() -> No
     requests = [e for e in events if isinstance(e, ToolCallRequested)]
     assert [r.tool_call_id for r in requests] == ["a", "b", "c", "d"]
     for r in requests:
-        v = verdicts[r.tool_call_id]
+        v = admissions[r.tool_call_id]
         assert (r.arguments, r.effect_class, r.rejection) == (
             v.arguments,
             v.effect_class,
@@ -720,8 +720,10 @@ def test_reply_events_without_calls_finish_the_run() -> None:
 def test_a_reply_whose_calls_are_all_rejected_goes_back_to_the_model() -> None:
     state = fold(RUNNING_T0)
     message = AssistantMessage(tool_calls=(ToolCall(id="x", name="nope", arguments=""),))
-    verdicts = {"x": CallVerdict(tool_call_id="x", arguments="", effect_class=None, rejection="no")}
-    after = fold(reply_events(state, 0, message, Usage(), "m", verdicts), start=state)
+    admissions = {
+        "x": CallAdmission(tool_call_id="x", arguments="", effect_class=None, rejection="no")
+    }
+    after = fold(reply_events(state, 0, message, Usage(), "m", admissions), start=state)
     assert next_step(after, {}) == CallModel(turn_index=1, turn_recorded=False, attempt=1)
     assert [m.content for m in after.conversation() if isinstance(m, ToolResultMessage)] == ["no"]
 
@@ -733,9 +735,9 @@ def _reply(*calls: tuple[str, str, str]) -> AssistantMessage:
     )
 
 
-def _ok(message: AssistantMessage, *, gated: bool = False) -> dict[str, CallVerdict]:
+def _ok(message: AssistantMessage, *, gated: bool = False) -> dict[str, CallAdmission]:
     return {
-        c.id: CallVerdict(
+        c.id: CallAdmission(
             tool_call_id=c.id,
             arguments=c.arguments,
             effect_class="read_only",
@@ -823,8 +825,8 @@ def test_reply_events_count_repeats_across_turns() -> None:
 def test_reply_events_ask_consent_for_gated_calls() -> None:
     state = fold(RUNNING_T0)
     message = _reply(("a", "pay", '{"amount":5}'), ("b", "look", "{}"))
-    verdicts = _ok(message, gated=True) | {
-        "b": CallVerdict(
+    admissions = _ok(message, gated=True) | {
+        "b": CallAdmission(
             tool_call_id="b",
             arguments="{}",
             effect_class=None,
@@ -833,7 +835,7 @@ def test_reply_events_ask_consent_for_gated_calls() -> None:
         )
     }
     consent = Consent(tokens={"a": "tok-a", "b": "tok-b"}, deadline=60.0)
-    events = reply_events(state, 0, message, Usage(), "m", verdicts, consent=consent)
+    events = reply_events(state, 0, message, Usage(), "m", admissions, consent=consent)
     assert [e.kind for e in events] == [
         "assistant_message",
         "tool_call_requested",
@@ -1294,8 +1296,8 @@ def test_cancel_events_on_a_finished_run_do_not_fold() -> None:
         apply(state.copy(), events[0])
 
 
-def _verdict(call_id: str, effect: Any, *, gated: bool = False) -> CallVerdict:
-    return CallVerdict(
+def _admission(call_id: str, effect: Any, *, gated: bool = False) -> CallAdmission:
+    return CallAdmission(
         tool_call_id=call_id,
         arguments="{}",
         effect_class=effect,
@@ -1307,15 +1309,15 @@ def _verdict(call_id: str, effect: Any, *, gated: bool = False) -> CallVerdict:
 def test_start_now_puts_the_named_non_idempotent_starts_in_the_intent_batch() -> None:
     state = fold(RUNNING_T0)
     message = _reply(("a", "pay", "{}"), ("b", "pay", "{}"), ("c", "look", "{}"), ("d", "x", "{}"))
-    verdicts = {
-        "a": _verdict("a", "non_idempotent"),
-        "b": _verdict("b", "non_idempotent"),
-        "c": _verdict("c", "read_only"),
-        "d": _verdict("d", None),
+    admissions = {
+        "a": _admission("a", "non_idempotent"),
+        "b": _admission("b", "non_idempotent"),
+        "c": _admission("c", "read_only"),
+        "d": _admission("d", None),
     }
     # a: named, starts now; b: not named (no reconcile), starts later; c: not non_idempotent;
     # d: refused, never starts.
-    events = reply_events(state, 0, message, Usage(), "m", verdicts, start_now={"a", "c", "d"})
+    events = reply_events(state, 0, message, Usage(), "m", admissions, start_now={"a", "c", "d"})
     started = [e for e in events if isinstance(e, ToolCallStarted)]
     assert [(e.tool_call_id, e.attempt) for e in started] == [("a", 1)]
     assert started[0].effect_id == effect_id(RUN_ID, 0, "a", 1)
@@ -1330,10 +1332,13 @@ def test_start_now_puts_the_named_non_idempotent_starts_in_the_intent_batch() ->
 def test_start_now_starts_nothing_while_a_call_of_the_turn_waits_for_consent() -> None:
     state = fold(RUNNING_T0)
     message = _reply(("a", "pay", "{}"), ("b", "pay", "{}"))
-    verdicts = {"a": _verdict("a", "non_idempotent"), "b": _verdict("b", "read_only", gated=True)}
+    admissions = {
+        "a": _admission("a", "non_idempotent"),
+        "b": _admission("b", "read_only", gated=True),
+    }
     consent = Consent(tokens={"b": "tok"})
     events = reply_events(
-        state, 0, message, Usage(), "m", verdicts, consent=consent, start_now={"a"}
+        state, 0, message, Usage(), "m", admissions, consent=consent, start_now={"a"}
     )
     assert not any(isinstance(e, ToolCallStarted) for e in events)
     assert fold(events, start=state).status is RunStatus.AWAITING_APPROVAL

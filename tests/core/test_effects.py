@@ -15,7 +15,6 @@ from stead.core.effects import (
     Assignment,
     AssignmentKey,
     Cancelled,
-    ExecutorRecovery,
     ModelBody,
     ModelFailed,
     ModelSucceeded,
@@ -263,7 +262,6 @@ def test_every_error_status_has_a_known_code(status: int) -> None:
         (ToolFailed(failure="no such file"), ("no such file", True)),
         (Cancelled(reason="user stop"), ("cancelled: user stop", True)),
         (ToolUnknown(reason="worker died mid-call"), None),
-        (ExecutorRecovery(reason="executor lost it"), None),
     ],
     ids=lambda v: getattr(v, "kind", None) or "",
 )
@@ -291,7 +289,6 @@ def test_outcome_tags() -> None:
             ToolFailed(failure=""),
             ToolUnknown(reason=""),
             Cancelled(),
-            ExecutorRecovery(),
         )
     ] == [
         "model_succeeded",
@@ -300,5 +297,4 @@ def test_outcome_tags() -> None:
         "tool_failed",
         "tool_unknown",
         "cancelled",
-        "unknown",
     ]

@@ -17,7 +17,7 @@ from core_strategies import AWAITING_TWO, RUN_ID, RUNNING_T0, created, result, s
 
 from stead.core.builders import (
     STEP_MESSAGE_LIMIT,
-    CallVerdict,
+    CallAdmission,
     reply_events,
     step_failed_event,
     unique_call_ids,
@@ -61,9 +61,9 @@ def _reply(*calls: tuple[str, str, str]) -> AssistantMessage:
     )
 
 
-def _verdicts(message: AssistantMessage, rejection: str | None = None) -> dict[str, CallVerdict]:
+def _verdicts(message: AssistantMessage, rejection: str | None = None) -> dict[str, CallAdmission]:
     return {
-        c.id: CallVerdict(
+        c.id: CallAdmission(
             tool_call_id=c.id,
             arguments=c.arguments,
             effect_class=None if rejection else "idempotent_write",

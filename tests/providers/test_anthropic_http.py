@@ -8,7 +8,7 @@ import pytest
 from wire_server import Reply, WireServer
 from wire_shapes import anthropic_error, anthropic_error_event, anthropic_events, anthropic_stream
 
-from stead import AbortSignal, ProviderError, ProviderHTTPError, RunCancelled
+from stead import Aborted, AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import ToolSchema, UserMessage
 from stead.providers import ModelRequest
 from stead.providers.anthropic import AnthropicModel
@@ -141,7 +141,7 @@ async def test_abort_closes_the_in_flight_stream(
         await asyncio.sleep(0.01)
     # abort from another thread, as a canceller (an HTTP handler, a signal handler) would
     await asyncio.to_thread(signal.abort, "cancelled by the operator")
-    with pytest.raises(RunCancelled, match="cancelled by the operator"):
+    with pytest.raises(Aborted, match="cancelled by the operator"):
         await asyncio.wait_for(call, 10)
     assert await asyncio.to_thread(reply.client_closed.wait, 10)  # the server saw it go
     assert shown == ["First words "]
@@ -152,6 +152,6 @@ async def test_an_already_aborted_signal_sends_nothing(
 ) -> None:
     signal = AbortSignal()
     signal.abort("gone")
-    with pytest.raises(RunCancelled):
+    with pytest.raises(Aborted):
         await claude.complete(REQUEST, signal=signal)
     assert server.requests == []

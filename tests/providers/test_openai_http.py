@@ -8,7 +8,7 @@ import pytest
 from wire_server import Reply, WireServer
 from wire_shapes import openai_error, openai_events, openai_stream, sse
 
-from stead import AbortSignal, ProviderError, ProviderHTTPError, RunCancelled
+from stead import Aborted, AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import (
     AssistantMessage,
     NoticeMessage,
@@ -146,7 +146,7 @@ async def test_abort_closes_the_in_flight_stream(server: WireServer, gpt: OpenAI
             break
         await asyncio.sleep(0.01)
     await asyncio.to_thread(signal.abort, "cancelled by the operator")
-    with pytest.raises(RunCancelled, match="cancelled by the operator"):
+    with pytest.raises(Aborted, match="cancelled by the operator"):
         await asyncio.wait_for(call, 10)
     assert await asyncio.to_thread(reply.client_closed.wait, 10)
     assert shown == ["First words "]

@@ -21,7 +21,7 @@ from typing import Any
 import stead
 from stead._signal import AbortSignal
 from stead.core.messages import AssistantMessage, ToolCall, Usage
-from stead.errors import RunCancelled
+from stead.errors import Aborted
 from stead.providers import ModelRequest, ModelResponse, ProgressCallback
 from stead.testing import Reply, ScriptedModel
 
@@ -82,7 +82,7 @@ class StreamingModel:
         text, calls = self.turns[turn]
         for i, word in enumerate(text.split(" ")):
             if signal.aborted:
-                raise RunCancelled(signal.reason)
+                raise Aborted(signal.reason)
             await asyncio.sleep(self.delay)
             if on_progress is not None:
                 on_progress(word if i == 0 else " " + word)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, field_serializer
 
 from stead._signal import AbortSignal
 from stead.core.effects import ToolFailed, ToolSucceeded
-from stead.errors import RunCancelled
+from stead.errors import Aborted
 from stead.tools import ToolContext, serialize_result, tool
 
 
@@ -158,11 +158,11 @@ async def test_cancellation_propagates(ctx: ToolContext) -> None:
 
     @tool
     def raises_run_cancelled() -> str:  # from the worker thread
-        raise RunCancelled("run cancelled")
+        raise Aborted("run cancelled")
 
     with pytest.raises(asyncio.CancelledError):
         await raises_cancelled.invoke("{}", ctx)
-    with pytest.raises(RunCancelled):
+    with pytest.raises(Aborted):
         await raises_run_cancelled.invoke("{}", ctx)
 
 

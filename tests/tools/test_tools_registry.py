@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stead.core.builders import CallVerdict
+from stead.core.builders import CallAdmission
 from stead.core.decide import ToolSpec
 from stead.core.messages import ToolCall
 from stead.errors import UserError
@@ -54,25 +54,25 @@ def test_duplicates_and_non_tools_are_refused() -> None:
 
 def test_verdict_for_an_unknown_tool() -> None:
     call = ToolCall(id="c1", name="delete_all", arguments="{not json")
-    assert REGISTRY.verdict(call) == CallVerdict(
+    assert REGISTRY.admit(call) == CallAdmission(
         tool_call_id="c1",
         arguments="{not json",
         effect_class=None,
         rejection="unknown tool 'delete_all'; available tools: search, order",
     )
-    empty = ToolRegistry([]).verdict(call)
+    empty = ToolRegistry([]).admit(call)
     assert empty.rejection == "unknown tool 'delete_all'; available tools: none"
 
 
 def test_verdict_for_valid_and_invalid_arguments() -> None:
-    ok = REGISTRY.verdict(ToolCall(id="c2", name="search", arguments='{"limit":2, "query":"x"}'))
-    assert ok == CallVerdict(
+    ok = REGISTRY.admit(ToolCall(id="c2", name="search", arguments='{"limit":2, "query":"x"}'))
+    assert ok == CallAdmission(
         tool_call_id="c2",
         arguments='{"limit":2,"query":"x"}',
         effect_class="read_only",
         rejection=None,
     )
-    bad = REGISTRY.verdict(ToolCall(id="c3", name="order", arguments='{"id": "o"}'))
+    bad = REGISTRY.admit(ToolCall(id="c3", name="order", arguments='{"id": "o"}'))
     assert bad.arguments == '{"id": "o"}' and bad.effect_class == "non_idempotent"
     assert bad.rejection is not None
     assert "- order_id: required but missing" in bad.rejection

@@ -29,6 +29,7 @@ from stead.core.events import (
     RunFailed,
     TurnStarted,
 )
+from stead.core.failures import FailurePhase
 from stead.core.fold import CallState, RunState
 from stead.core.limits import Limits
 from stead.core.states import FAILABLE, FINISHED, RunStatus
@@ -132,8 +133,8 @@ class Fail:
     """Tag."""
     code: str
     """Stable failure code."""
-    phase: str
-    """model | tool | runtime."""
+    phase: FailurePhase
+    """Where it failed."""
     message: str
     """Detail for a person."""
     details: dict[str, Any] | None = None

@@ -259,24 +259,8 @@ class Cancelled:
     """Why."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutorRecovery:
-    """The executor lost the effect (its process died) and hands recovery back to the run."""
-
-    kind: Literal["unknown"] = "unknown"
-    """Tag."""
-    reason: str = ""
-    """What the executor knows."""
-
-
 Outcome: TypeAlias = (
-    ModelSucceeded
-    | ModelFailed
-    | ToolSucceeded
-    | ToolFailed
-    | ToolUnknown
-    | Cancelled
-    | ExecutorRecovery
+    ModelSucceeded | ModelFailed | ToolSucceeded | ToolFailed | ToolUnknown | Cancelled
 )
 
 
@@ -290,7 +274,7 @@ def tool_result_of(outcome: Outcome) -> tuple[str, bool] | None:
             return outcome.failure, True
         case Cancelled():
             return f"cancelled: {outcome.reason}", True
-        case ToolUnknown() | ExecutorRecovery():
+        case ToolUnknown():
             return None
         case ModelSucceeded() | ModelFailed():
             raise ValueError("a model outcome is not a tool result")

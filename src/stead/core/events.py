@@ -339,8 +339,8 @@ class RunFailed:
     kind: ClassVar[str] = "run_failed"
     code: str
     """Stable failure code."""
-    phase: str
-    """model | tool | runtime."""
+    phase: Literal["model", "runtime"]
+    """``stead.core.failures.FailurePhase``: the model call, or a step that kept failing."""
     message: str = ""
     """Detail for a person."""
     last_seq: int = 0

@@ -21,15 +21,10 @@ ModelFailureCode = Literal[
     "executor_error",
 ]
 
-RunFailureCode = Literal[
-    ModelFailureCode,
-    "budget_exceeded",
-    "max_turns",
-    "tool_error",
-    "unknown_agent",
-    "internal_error",
-    "step_failed",
-]
+FailurePhase = Literal["model", "runtime"]
+"""Where a run failed (``RunFailed.phase``): the model call (its attempts or the budget of the
+next one), or the runtime (a step that kept failing). A run's ``error`` also says ``run`` for
+a cancel and ``approval`` for a timeout, which are not failures."""
 
 MODEL_FAILURE_CODES: Final = frozenset(get_args(ModelFailureCode))
 

@@ -3,7 +3,7 @@
 The call runs as its own task. Aborting the signal (from any thread) cancels that task: the
 SDK's stream is closed in its ``finally``, which closes the HTTP response and its connection,
 so the server sees the client go away and stops generating (and billing). The caller then
-gets ``RunCancelled`` rather than ``CancelledError``, unless its own task was being
+gets ``Aborted`` rather than ``CancelledError``, unless its own task was being
 cancelled, which is passed through untouched.
 """
 
@@ -15,15 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from stead._signal import AbortSignal
-from stead.errors import RunCancelled
+from stead.errors import Aborted
 
 T = TypeVar("T")
 
 
 async def call_abortable(fn: Callable[[], Awaitable[T]], signal: AbortSignal) -> T:
-    """Await ``fn()``; abort of ``signal`` cancels it and raises ``RunCancelled``."""
+    """Await ``fn()``; abort of ``signal`` cancels it and raises ``Aborted``."""
     if signal.aborted:
-        raise RunCancelled(signal.reason)
+        raise Aborted(signal.reason)
     loop = asyncio.get_running_loop()
     task = loop.create_task(_run(fn))
 
@@ -38,7 +38,7 @@ async def call_abortable(fn: Callable[[], Awaitable[T]], signal: AbortSignal) ->
     except asyncio.CancelledError:
         me = asyncio.current_task()
         if signal.aborted and (me is None or me.cancelling() == 0):
-            raise RunCancelled(signal.reason) from None
+            raise Aborted(signal.reason) from None
         raise
     finally:
         signal.remove_callback(on_abort)

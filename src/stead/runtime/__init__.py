@@ -2,8 +2,9 @@
 
 from stead.core.limits import Budget, Limits
 from stead.runtime._agent import Agent
+from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._loop import Backoff, RunLoop
+from stead.runtime._loop import RunLoop
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
 from stead.runtime._session import RunSession
 from stead.runtime._worker import Worker, serve

@@ -28,7 +28,7 @@ from stead.core.effects import (
 )
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
-from stead.errors import ProviderError, RunCancelled
+from stead.errors import Aborted, ProviderError
 from stead.providers import ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
 
@@ -215,7 +215,7 @@ class InProcessExecutor:
             return ModelFailed(
                 code=exc.code, message=str(exc), retry_after=_retry_after(exc), usage=exc.usage
             )
-        except (RunCancelled, asyncio.CancelledError) as exc:
+        except (Aborted, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
                 raise
             return Cancelled(reason=str(exc) or signal.reason)

@@ -19,22 +19,27 @@ import logging
 import random
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from stead import _crash
+from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.budget import budget_breach, estimate_tokens
 from stead.core.builders import (
-    CallVerdict,
+    CallAdmission,
     Consent,
     ask_human_events,
     cancel_events,
     consent_events,
+    executed_result,
+    model_failed_event,
     needs_start_record,
     reconcile_events,
     reply_events,
+    resumed_turn_event,
+    run_failed_event,
     started_event,
+    started_run_event,
     step_failed_event,
     unique_call_ids,
 )
@@ -63,23 +68,16 @@ from stead.core.effects import (
     ToolBody,
     tool_result_of,
 )
-from stead.core.events import (
-    Event,
-    ModelCallFailed,
-    RunFailed,
-    RunStarted,
-    ToolCallStarted,
-    ToolResultRecorded,
-    TurnResumed,
-)
+from stead.core.events import Event, ToolCallStarted
 from stead.core.failures import is_retryable
 from stead.core.fold import CallState, RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import AWAITING, RunStatus
-from stead.errors import Conflict, Fenced, StoreError, UserError
+from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
+from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
@@ -91,40 +89,6 @@ _RAND = random.Random()
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 """What a turn may generate when the agent sets no cap (used to estimate its cost)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Retry delays for retryable model failures: exponential, jittered, capped.
-
-    A provider's ``retry-after`` is honoured up to ``max_retry_wait``. One that asks for
-    longer (``retry-after: 100000``, or a date in 2099) is not slept through while the lease
-    renews and nothing happens: the call fails at once with its code (``rate_limited``...),
-    and the ``run_failed`` record says how long the provider asked for and what the limit was.
-    """
-
-    base: float = 0.5
-    """First delay, seconds."""
-    cap: float = 30.0
-    """Longest delay stead chooses itself."""
-    max_retry_wait: float = 60.0
-    """Longest ``retry-after`` honoured, seconds; a longer one ends the run instead."""
-
-    def __post_init__(self) -> None:
-        for name in ("base", "cap", "max_retry_wait"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
-                raise UserError(f"Backoff.{name} must be a number of seconds >= 0, not {value!r}")
-
-    def delay(self, attempt: int, retry_after: float | None, rand: random.Random) -> float:
-        """Full jitter, but never sooner than the provider's ``retry-after`` (itself never
-        longer than ``max_retry_wait``)."""
-        jittered = rand.uniform(0, min(self.cap, self.base * 2 ** (attempt - 1)))
-        return max(jittered, min(retry_after or 0.0, self.max_retry_wait))
-
-    def refuses(self, retry_after: float | None) -> bool:
-        """Does the provider ask to wait longer than this backoff will?"""
-        return retry_after is not None and retry_after > self.max_retry_wait
 
 
 def _chars(m: Message) -> int:
@@ -146,8 +110,12 @@ class RunLoop:
         backoff: Backoff | None = None,
         rand: random.Random | None = None,
         clock: Callable[[], float] | None = None,
+        crash: CrashHook = _crash.point,
     ) -> None:
-        self.s = session
+        """``crash`` is called at every named crash point (``stead._crash.POINTS``) the drive
+        reaches, with the tool's name where there is one: by default the SIGKILL a test arms,
+        a no-op unarmed. Production and crash tests run this same code."""
+        self.session = session
         self.agent = agent
         self.limits = agent.limits
         self.executor = executor
@@ -162,9 +130,11 @@ class RunLoop:
         )
         self._in_flight: dict[str, AssignmentKey] = {}
         self._encoder = RequestEncoder()
-        self._armed: dict[str, int] = {}
+        self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
+        self._crash = crash
+        self._mid_call_pending = False
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -181,10 +151,10 @@ class RunLoop:
         """
         while True:
             if self.signal.aborted:
-                if self.s.fenced:
-                    raise Fenced(f"run {self.s.state.run_id}: {self.signal.reason}")
-                await self.s.reload()  # pick up the cancel request another process wrote
-            step = self.s.next_step()
+                if self.session.fenced:
+                    raise Fenced(f"run {self.session.state.run_id}: {self.signal.reason}")
+                await self.session.reload()  # pick up the cancel request another process wrote
+            step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
             try:
@@ -192,7 +162,7 @@ class RunLoop:
             except (Fenced, Conflict, StoreError):
                 raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:
-                if self.signal.aborted or self.s.fenced:
+                if self.signal.aborted or self.session.fenced:
                     raise  # a cancel or a lost lease, surfacing as whatever it broke
                 if not await self._step_failed(step, exc):
                     raise
@@ -202,43 +172,45 @@ class RunLoop:
         limit, and the next step is to fail the run (or, waiting on a person, to rest).
 
         The record goes alone, without the automatic events a commit usually carries: those
-        may be the very thing that failed. A failure to record it, or of recording the
-        run's failure itself, leaves the step's own error to the caller (logged here).
+        may be the very thing that failed. A failure to record it leaves the step's own
+        error to the caller (logged here). A ``Fail`` step needs no case of its own: it
+        appends one ``run_failed`` onto a running run, which raises only what the store
+        raises, and ``drive`` passes that on before this is reached.
         """
-        if isinstance(step, Fail):
-            return False
         try:
-            await self.s.reload()  # the step may have left the cache anywhere
-            label = step_label(self.s.state, step)
-            await self.s.append([step_failed_event(label, error)], automatic=False)
+            await self.session.reload()  # the step may have left the cache anywhere
+            label = step_label(self.session.state, step)
+            await self.session.append([step_failed_event(label, error)], automatic=False)
         except Exception as exc:  # best effort: the step's error is the news
-            log.warning("run %s: could not record a failed step: %r", self.s.state.run_id, exc)
+            log.warning(
+                "run %s: could not record a failed step: %r", self.session.state.run_id, exc
+            )
             return False
         log.warning(
             "run %s: step %s failed (%d in a row): %r",
-            self.s.state.run_id,
+            self.session.state.run_id,
             label,
-            self.s.state.step_failures,
+            self.session.state.step_failures,
             error,
         )
-        return isinstance(self.s.next_step(), Fail | Wait)
+        return isinstance(self.session.next_step(), Fail | Wait)
 
     async def _step(self, step: Step) -> None:
         """Perform one step."""
-        state = self.s.state
+        state = self.session.state
         match step:
             case Cancel():
-                await self.s.append(lambda st: cancel_events(st, st.cancel_requested or ""))
+                await self.session.append(lambda st: cancel_events(st, st.cancel_requested or ""))
             case StartRun():
                 # Not fsynced on its own: losing run_started (and the turn it opens) in a
                 # power cut loses no effect, and the next commit syncs it anyway.
-                await self.s.append(
-                    [RunStarted(owner=self.s.owner, epoch=self.s.epoch)], sync=False
+                await self.session.append(
+                    [started_run_event(self.session.owner, self.session.epoch)], sync=False
                 )
             case ResumeTurn():
-                await self.s.append([TurnResumed(turn_index=step.turn_index)])
+                await self.session.append([resumed_turn_event(step.turn_index)])
             case CallModel(turn_recorded=False) | Finish() | Fail():
-                await self.s.append(automatic_events(state, step), automatic=False)
+                await self.session.append(automatic_events(state, step), automatic=False)
             case CallModel():
                 await self._model_turn(step)
             case RunTools():
@@ -250,7 +222,7 @@ class RunLoop:
         return ModelRequest(
             model=self.agent.model.model_name,
             system=self.agent.system,
-            messages=tuple(self.s.state.conversation()),
+            messages=tuple(self.session.state.conversation()),
             tools=self._schemas,
             max_output_tokens=self.agent.max_output_tokens,
             turn_index=turn_index,
@@ -260,7 +232,7 @@ class RunLoop:
         budget = self.agent.budget
         if budget.unlimited:
             return False
-        state = self.s.state
+        state = self.session.state
         prompt = estimate_tokens(self._fixed_chars + sum(_chars(m) for m in request.messages))
         out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
         breach = budget_breach(
@@ -268,22 +240,12 @@ class RunLoop:
         )
         if breach is None:
             return False
-        await self.s.append(
-            [
-                RunFailed(
-                    code="budget_exceeded",
-                    phase="model",
-                    message=breach.message,
-                    last_seq=state.seq,
-                    details=breach.details,
-                )
-            ],
-            automatic=False,
-        )
+        ended = run_failed_event(state, "budget_exceeded", "model", breach.message, breach.details)
+        await self.session.append([ended], automatic=False)
         return True
 
     async def _model_turn(self, step: CallModel) -> None:
-        state = self.s.state
+        state = self.session.state
         request = self._request(step.turn_index)
         if await self._over_budget(request):
             return
@@ -297,39 +259,34 @@ class RunLoop:
             key=key,
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        if _crash.armed():
-            # The one place the path differs under test: the call runs as a task so that
-            # the crash point can fire while it is in progress.
-            await self.executor.dispatch(assignment, signal=self.signal, local=request)
-            await asyncio.sleep(0)  # let the call actually begin before the crash point
-            _crash.point("mid_model_call")
-            outcome = await self.executor.outcome(key)
-        else:
-            outcome = await self.executor.run(assignment, signal=self.signal, local=request)
+        # ``mid_model_call`` fires once the call is under way: at its first wait (the
+        # request sent), or, for a call that never waits, as soon as it returns. Armed or
+        # not, the call runs the same way, in this task.
+        self._mid_call_pending = True
+        mid_call = asyncio.get_running_loop().call_soon(self._mid_model_call)
+        outcome = await self.executor.run(assignment, signal=self.signal, local=request)
+        if self._mid_call_pending:
+            mid_call.cancel()
+            self._mid_model_call()
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
             await self._model_failed(step, outcome)
             return
         if not isinstance(outcome, ModelSucceeded):
-            await self.s.append(
-                [
-                    ModelCallFailed(
-                        turn_index=step.turn_index,
-                        attempt=step.attempt,
-                        code="executor_error",
-                        message=f"outcome {outcome.kind}",
-                    )
-                ],
-                automatic=False,
+            failed = model_failed_event(
+                step.turn_index, step.attempt, "executor_error", f"outcome {outcome.kind}"
             )
+            await self.session.append([failed], automatic=False)
             return
         response: ModelResponse = outcome.response
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
-        verdicts = self._verdicts(message)
+        admissions = self._admissions(message)
         deadline = self._deadline()
-        tokens = {cid: secrets.token_urlsafe(16) for cid, v in verdicts.items() if v.needs_approval}
+        tokens = {
+            cid: secrets.token_urlsafe(16) for cid, a in admissions.items() if a.needs_approval
+        }
         built: list[Event] = []
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
@@ -346,27 +303,33 @@ class RunLoop:
                 message,
                 response.usage,
                 response.model,
-                verdicts,
+                admissions,
                 self.limits,
                 Consent(tokens=tokens, deadline=deadline),
                 start_now=eager,
             )
             return built
 
-        await self.s.append(intent)
+        await self.session.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
-        self._armed = {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
+        self._started_early = {
+            e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)
+        }
         if message.tool_calls:
-            _crash.point("after_intent")
+            self._crash("after_intent", None)
 
-    def _verdicts(self, message: AssistantMessage) -> dict[str, CallVerdict]:
-        out: dict[str, CallVerdict] = {}
+    def _mid_model_call(self) -> None:
+        self._mid_call_pending = False
+        self._crash("mid_model_call", None)
+
+    def _admissions(self, message: AssistantMessage) -> dict[str, CallAdmission]:
+        out: dict[str, CallAdmission] = {}
         for call in message.tool_calls:
-            v = self.agent.registry.verdict(call)
+            v = self.agent.registry.admit(call)
             tool = self.agent.registry.get(call.name)
             if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
-                v = CallVerdict(
+                v = CallAdmission(
                     tool_call_id=v.tool_call_id,
                     arguments=v.arguments,
                     effect_class=v.effect_class,
@@ -377,12 +340,8 @@ class RunLoop:
         return out
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
-        failed = ModelCallFailed(
-            turn_index=step.turn_index,
-            attempt=step.attempt,
-            code=failure.code,
-            message=failure.message[:2000],
-            usage=failure.usage,
+        failed = model_failed_event(
+            step.turn_index, step.attempt, failure.code, failure.message, failure.usage
         )
         retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
         if retry and self.backoff.refuses(failure.retry_after):
@@ -394,28 +353,16 @@ class RunLoop:
                 f"retry after {wait:g}s, longer than Backoff.max_retry_wait ({most:g}s): "
                 f"{failure.message}"
             )
-            ended = RunFailed(
-                code=failure.code,
-                phase="model",
-                message=reason,
-                last_seq=self.s.state.seq,
-                details={"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt},
-            )
-            await self.s.append([failed, ended], automatic=False)
+            figures = {"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt}
+            ended = run_failed_event(self.session.state, failure.code, "model", reason, figures)
+            await self.session.append([failed, ended], automatic=False)
             return
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
-            await self.s.append(
-                [
-                    failed,
-                    *automatic_events(
-                        self.s.state, Fail(code=failure.code, phase="model", message=reason)
-                    ),
-                ],
-                automatic=False,
-            )
+            ended = run_failed_event(self.session.state, failure.code, "model", reason)
+            await self.session.append([failed, ended], automatic=False)
             return
-        await self.s.append([failed], automatic=False)
+        await self.session.append([failed], automatic=False)
         delay = self.backoff.delay(step.attempt, failure.retry_after, self.rand)
         await self._sleep(delay)
 
@@ -507,7 +454,7 @@ class RunLoop:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
         reconcile verdict of not_done flows into a fresh attempt."""
         while not self.signal.aborted:
-            state = self.s.state
+            state = self.session.state
             call = state.calls.get(call_id)
             if call is None or call.result is not None or call_id in state.approvals:
                 return
@@ -515,9 +462,9 @@ class RunLoop:
                 return
             if state.cancel_requested is not None:
                 return
-            armed = self._armed.pop(call_id, None)
-            if armed is not None and armed == call.attempts and call.verdict is None:
-                await self._execute(call, armed, start_recorded=True)
+            early = self._started_early.pop(call_id, None)
+            if early is not None and early == call.attempts and call.verdict is None:
+                await self._execute(call, early, start_recorded=True)
                 continue
             plan = plan_call(call, self.specs.get(call.name))
             match plan.action:
@@ -527,16 +474,16 @@ class RunLoop:
                     await self._reconcile(call)
                 case "ask_consent":
                     token = secrets.token_urlsafe(16)
-                    await self.s.append(consent_events(call, token, self._deadline()))
+                    await self.session.append(consent_events(call, token, self._deadline()))
                 case "ask_human":
                     token = secrets.token_urlsafe(16)
-                    await self.s.append(
+                    await self.session.append(
                         ask_human_events(state, call, token, plan.reason, self._deadline())
                     )
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         return ToolContext(
-            run_id=self.s.state.run_id,
+            run_id=self.session.state.run_id,
             tool_call_id=call.tool_call_id,
             turn_index=call.turn_index,
             idempotency_key=call.idempotency_key,
@@ -551,12 +498,12 @@ class RunLoop:
     ) -> None:
         """Run one attempt and record its result. ``start_recorded``: the attempt's
         ``tool_call_started`` is already durable (it rode in the intent's commit)."""
-        state = self.s.state
+        state = self.session.state
         tool = self.agent.registry.get(call.name)
         if needs_start_record(call):
             if not start_recorded:
-                await self.s.append([started_event(state, call, attempt)])
-            _crash.point("after_tool_started", call.name)
+                await self.session.append([started_event(state, call, attempt)])
+            self._crash("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
             await self._record(
                 call, f"tool {call.name!r} is not registered in this worker", True, attempt
@@ -586,7 +533,7 @@ class RunLoop:
             outcome = await self.executor.run(assignment, signal=self.signal)
         finally:
             self._in_flight.pop(call.tool_call_id, None)
-        _crash.point("after_tool_effect", call.name)
+        self._crash("after_tool_effect", call.name)
         settled = tool_result_of(outcome)
         if settled is None:
             if needs_start_record(call):
@@ -599,17 +546,8 @@ class RunLoop:
         await self._record(call, settled[0], settled[1], attempt)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
-        result = ToolResultRecorded(
-            turn_index=call.turn_index,
-            tool_call_id=call.tool_call_id,
-            name=call.name,
-            content=content,
-            is_error=is_error,
-            source="executed",
-            attempt=attempt,
-        )
-        await self.s.append([result])
-        _crash.point("after_result_commit", call.name)
+        await self.session.append([executed_result(call, content, is_error, attempt)])
+        self._crash("after_result_commit", call.name)
 
     async def _reconcile(self, call: CallState) -> None:
         tool = self.agent.registry.get(call.name)
@@ -629,7 +567,7 @@ class RunLoop:
         else:
             verdict = "unknown"
         token, deadline = secrets.token_urlsafe(16), self._deadline()
-        await self.s.append(
+        await self.session.append(
             lambda st: reconcile_events(
                 st, st.calls[call.tool_call_id], verdict, content, token, deadline
             )

@@ -8,12 +8,16 @@ memory is a cache.
 
 Other processes may append to a run its owner is driving (a cancel request, a person's
 decision on one of several calls). The owner then meets a ``Conflict``: it reloads, and if
-what it meant to append still applies to the new state, appends it again.
+what it meant to append still applies to the new state, appends it again. Those appends take
+this same path: ``RunSession.steering`` opens a session at the run's current epoch without a
+lease (or at the epoch of a lease the caller holds), whose appends add no automatic events
+(the owner adds them) and which, meeting a newer epoch, moves to it and tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 
 from stead.core.decide import Step, ToolSpec, automatic_events, next_step
@@ -77,6 +81,46 @@ class RunSession:
         self._lock = asyncio.Lock()
         self.fenced = False
         self._step: tuple[int, Step] | None = None
+        self.leased = True
+        """False for a ``steering`` session without a lease: it writes at whatever epoch the
+        run is at."""
+        self.steering_only = False
+        """True for a ``steering`` session: it appends no automatic events (it has no tools
+        or limits to compute them from; the owner's next step does that)."""
+
+    @classmethod
+    async def steering(
+        cls,
+        store: Store,
+        run_id: str,
+        *,
+        clock: Callable[[], float],
+        epoch: int | None = None,
+        owner: str = "",
+        snapshot_every: int = 256,
+    ) -> RunSession:
+        """A session for appends from outside the owning worker (a decision, a cancel, a
+        requeue, a timeout): at ``epoch`` when the caller holds the lease, else at the run's
+        current epoch, without a lease. Its appends carry no automatic events; what they
+        make due is the owner's next step."""
+        state, snapshot_seq = await cls.load_state(store, run_id)
+        leased = epoch is not None
+        if epoch is None:
+            epoch = (await store.get_run(run_id)).epoch
+        session = cls(
+            store,
+            state,
+            epoch=epoch,
+            owner=owner,
+            clock=clock,
+            tools={},
+            limits=Limits(),
+            snapshot_every=snapshot_every,
+            snapshot_seq=snapshot_seq,
+        )
+        session.leased = leased
+        session.steering_only = True
+        return session
 
     @staticmethod
     async def load_state(store: Store, run_id: str) -> tuple[RunState, int]:
@@ -150,6 +194,8 @@ class RunSession:
                 except _Stale:
                     # Someone else wrote first and the state is reloaded. Try again: a batch
                     # that no longer applies is refused by apply(), which is the honest answer.
+                    if not self.leased:  # a steering writer backs off from the owner
+                        await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
                     continue
             raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
 
@@ -162,7 +208,7 @@ class RunSession:
         try:
             for e in batch:
                 apply(state, e)
-            if automatic:
+            if automatic and not self.steering_only:
                 extra = automatic_events(state, self.next_step())
                 for e in extra:
                     apply(state, e)
@@ -187,9 +233,12 @@ class RunSession:
                 snapshot=snapshot,
                 sync=sync,
             )
-        except Fenced:
-            self.fenced = True
+        except Fenced as exc:
             await self.reload()
+            if not self.leased:  # the run was claimed meanwhile: write at its new epoch
+                self.epoch = (await self.store.get_run(state.run_id)).epoch
+                raise _Stale() from exc
+            self.fenced = True
             raise
         except Conflict as exc:
             await self.reload()

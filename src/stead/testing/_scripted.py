@@ -16,7 +16,7 @@ from typing import Any
 
 from stead._signal import AbortSignal
 from stead.core.messages import AssistantMessage, Message, ToolCall, Usage
-from stead.errors import ProviderError, RunCancelled
+from stead.errors import Aborted, ProviderError
 from stead.providers import ModelRequest, ModelResponse, ProgressCallback
 
 CallSpec = ToolCall | tuple[str, dict[str, Any] | str]
@@ -125,6 +125,6 @@ async def _sleep(seconds: float, signal: AbortSignal) -> None:
     try:
         done, _ = await asyncio.wait({waiter}, timeout=seconds)
         if done:
-            raise RunCancelled(signal.reason)
+            raise Aborted(signal.reason)
     finally:
         waiter.cancel()

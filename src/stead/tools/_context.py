@@ -52,7 +52,7 @@ class ToolContext:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run a child process in its own process group. If the run is cancelled, the group
-        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``RunCancelled``."""
+        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``Aborted``."""
         child = Child(args=args, input=input, cwd=cwd, env=env)
         return await run_subprocess(child, self.signal, self.cancel_grace)
 

@@ -1,7 +1,7 @@
 """The tools one agent offers, by name, and the first check of every call the model makes.
 
-``verdict`` runs before any intent is written (docs/design.md, guarantee 1): a call naming
-no tool, or with arguments that do not validate, is refused there and the model reads why.
+``admit`` runs before any intent is written (docs/design.md, guarantee 1): a call naming no
+tool, or with arguments that do not validate, is refused there and the model reads why.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from stead.core.builders import CallVerdict
+from stead.core.builders import CallAdmission
 from stead.core.decide import ToolSpec
 from stead.core.messages import ToolCall, ToolSchema
 from stead.errors import UserError
@@ -62,19 +62,19 @@ class ToolRegistry:
         """The tools as the model sees them, in registration order."""
         return [t.schema() for t in self._tools.values()]
 
-    def verdict(self, call: ToolCall) -> CallVerdict:
+    def admit(self, call: ToolCall) -> CallAdmission:
         """May this call run? Canonical arguments if so, the model-facing reason if not."""
         t = self._tools.get(call.name)
         if t is None:
             available = ", ".join(self._tools) or "none"
-            return CallVerdict(
+            return CallAdmission(
                 tool_call_id=call.id,
                 arguments=call.arguments,
                 effect_class=None,
                 rejection=f"unknown tool {call.name!r}; available tools: {available}",
             )
         arguments, rejection = t.validate(call.arguments)
-        return CallVerdict(
+        return CallAdmission(
             tool_call_id=call.id,
             arguments=arguments,
             effect_class=t.effect_class,

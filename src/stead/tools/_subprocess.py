@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stead._signal import AbortSignal
-from stead.errors import RunCancelled
+from stead.errors import Aborted
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -62,7 +62,7 @@ class Child:
 async def run_subprocess(
     child: Child, abort: AbortSignal, grace: float
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``child`` to completion unless the run is cancelled (then raise ``RunCancelled``)."""
+    """Run ``child`` to completion unless the run is cancelled (then raise ``Aborted``)."""
     proc = await asyncio.create_subprocess_exec(*child.args, **child.options())
     work = asyncio.ensure_future(proc.communicate(child.input))
     stop = asyncio.ensure_future(abort.wait())
@@ -72,7 +72,7 @@ async def run_subprocess(
             out, err = work.result()
             return child.completed(proc.returncode or 0, out, err)
         await _terminate(proc.pid, work, grace)
-        raise RunCancelled(abort.reason)
+        raise Aborted(abort.reason)
     except asyncio.CancelledError:
         await _terminate(proc.pid, work, 0)
         raise
@@ -106,6 +106,6 @@ def run_subprocess_sync(
                 proc.wait(timeout=grace)
             _kill_group(proc.pid, _signal.SIGKILL)
             proc.wait()
-            raise RunCancelled(abort.reason)
+            raise Aborted(abort.reason)
     out, err = proc.communicate()
     return child.completed(proc.returncode, out, err)

@@ -117,7 +117,6 @@ class Tool(Generic[P, R]):
             )
         shape = describe_handler(fn, what)
         self._fn: Callable[P, R] = fn
-        self._call: Callable[..., Any] = fn
         self._name = name
         self._description = _first_paragraph(fn) if description is None else description
         self._effect: EffectClass = effect
@@ -226,7 +225,7 @@ class Tool(Generic[P, R]):
     async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolSucceeded | ToolFailed:
         """Run the handler once; its exception becomes ``ToolFailed``.
 
-        Cancellation (``asyncio.CancelledError``, ``stead.errors.RunCancelled``) is not an
+        Cancellation (``asyncio.CancelledError``, ``stead.errors.Aborted``) is not an
         outcome and propagates. A sync handler runs in a worker thread, which cannot be
         interrupted: it should poll ``ctx.aborted`` if it runs long.
         """
@@ -236,7 +235,7 @@ class Tool(Generic[P, R]):
             return ToolFailed(failure=str(exc))
         args, kwargs = bind(self._shape.params, values, ctx)
         try:
-            result = await _call(self._call, args, kwargs)
+            result = await _call(self._fn, args, kwargs)
         except Exception as exc:
             text = str(exc)
             return ToolFailed(

@@ -1,4 +1,6 @@
 """Event builders: turn an answer into the events to append, validated against the state.
+The only code outside ``stead.core`` that makes events is a caller of these (``_run`` holds
+the ones that make a single run-level event; they are re-exported here).
 
 An answer is a model reply, a reconcile verdict, a person's decision, a cancel, or the passing
 of a deadline. Each builder is pure (tokens and times are passed in) and refuses what does not
@@ -12,8 +14,21 @@ import hmac
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
+from stead.core.builders._run import (
+    MODEL_MESSAGE_LIMIT,
+    STEP_MESSAGE_LIMIT,
+    cancel_request_event,
+    created_event,
+    model_failed_event,
+    recovered_event,
+    requeue_event,
+    resumed_turn_event,
+    run_failed_event,
+    started_run_event,
+    step_failed_event,
+)
 from stead.core.canonical import canonical_json, effect_id, idempotency_key
 from stead.core.events import (
     ApprovalDecided,
@@ -26,7 +41,6 @@ from stead.core.events import (
     ResultSource,
     RunCancelled,
     RunTimedOut,
-    StepFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -39,10 +53,39 @@ from stead.core.messages import AssistantMessage, Usage
 from stead.core.states import RunStatus
 from stead.errors import ApprovalError
 
+__all__ = [
+    "MODEL_MESSAGE_LIMIT",
+    "STEP_MESSAGE_LIMIT",
+    "CallAdmission",
+    "Consent",
+    "ask_human_events",
+    "cancel_events",
+    "cancel_request_event",
+    "consent_events",
+    "created_event",
+    "decision_events",
+    "executed_result",
+    "model_failed_event",
+    "needs_start_record",
+    "reconcile_events",
+    "recovered_event",
+    "reply_events",
+    "requeue_event",
+    "resumed_turn_event",
+    "run_failed_event",
+    "started_event",
+    "started_run_event",
+    "step_failed_event",
+    "timeout_events",
+    "unique_call_ids",
+]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CallVerdict:
-    """The runtime's validation of one requested call, before any intent is written."""
+class CallAdmission:
+    """Whether one requested call may run, as the registry and the tool's policy judge it
+    before any intent is written (not a reconcile verdict: that says whether a call that ran
+    took effect)."""
 
     tool_call_id: str
     """The call."""
@@ -125,28 +168,16 @@ def unique_call_ids(
     return dataclasses.replace(message, tool_calls=tuple(calls))
 
 
-STEP_MESSAGE_LIMIT: Final = 1000
-"""Characters of an exception's text a ``step_failed`` event keeps."""
-
-
-def _storable(text: str, limit: int) -> str:
-    """Text any store takes: at most ``limit`` characters, valid UTF-8 (a lone surrogate
-    becomes ``?``), no NUL (PostgreSQL's jsonb refuses it)."""
-    text = text[: limit * 2].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
-    return text[:limit]
-
-
-def step_failed_event(step: str, error: BaseException) -> StepFailed:
-    """Record that ``step`` raised ``error``: small and plain, so it can be stored even when
-    what the step meant to write could not."""
-    try:
-        text = str(error)
-    except Exception:  # an exception whose __str__ raises still gets recorded
-        text = f"<{type(error).__name__} that cannot be printed>"
-    return StepFailed(
-        step=_storable(step, 200),
-        error_type=_storable(type(error).__name__, 200),
-        message=_storable(text, STEP_MESSAGE_LIMIT),
+def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
+    """The result of running ``attempt`` of ``call``'s handler."""
+    return _result(
+        call.turn_index,
+        call.tool_call_id,
+        call.name,
+        content,
+        is_error=is_error,
+        source="executed",
+        attempt=attempt,
     )
 
 
@@ -156,7 +187,7 @@ def reply_events(
     message: AssistantMessage,
     usage: Usage,
     model: str,
-    verdicts: Mapping[str, CallVerdict],
+    admissions: Mapping[str, CallAdmission],
     limits: Limits | None = None,
     consent: Consent | None = None,
     *,
@@ -164,7 +195,7 @@ def reply_events(
 ) -> list[Event]:
     """The write-ahead intent of one reply, all to be appended in one transaction.
 
-    The message (its call ids made unique in the run by ``unique_call_ids``: ``verdicts``,
+    The message (its call ids made unique in the run by ``unique_call_ids``: ``admissions``,
     ``consent`` and ``start_now`` name calls by those ids); one request per call; then, for
     each call that may not run, its error result: refused by validation, beyond
     ``max_tool_calls_per_turn``, asked for in the final turn, or the ``repeat_threshold``-th
@@ -194,7 +225,7 @@ def reply_events(
     recent = list(state.recent_calls)
     final = turn_index >= limits.max_turns - 1
     for i, call in enumerate(message.tool_calls):
-        v = verdicts.get(call.id) or verdicts[original[i].id]
+        v = admissions.get(call.id) or admissions[original[i].id]
         digest = call_digest(call.name, v.arguments)
         repeats = 1
         for prior in reversed(recent):

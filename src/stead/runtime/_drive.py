@@ -1,0 +1,272 @@
+"""Claiming a run and driving it: the lease (claimed, taken over at once from an owner that
+died on this machine, released at the end), the heartbeat that renews it while the drive
+goes on, and the watcher that hears a cancel request another process wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
+
+from stead._crash import CrashHook
+from stead._signal import AbortSignal
+from stead.core.builders import (
+    recovered_event,
+    timeout_events,
+)
+from stead.core.decide import RunTools, next_step
+from stead.core.events import (
+    Event,
+    RunCancelRequested,
+)
+from stead.core.fold import RunState
+from stead.core.progress import (
+    ProgressSink,
+    ProgressWindow,
+)
+from stead.core.states import AT_REST, RunStatus
+from stead.errors import (
+    Fenced,
+    LeaseHeld,
+    StoreError,
+)
+from stead.runtime._agent import Agent
+from stead.runtime._backoff import Backoff
+from stead.runtime._executor import Executor
+from stead.runtime._loop import RunLoop
+from stead.runtime._session import RunSession
+from stead.runtime._view import RunView
+from stead.store import Claim, RunRecord, Store
+
+log = logging.getLogger("stead.runtime")
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def dead_local_owner(owner: str | None) -> bool:
+    """True when ``owner`` names a process on this host that no longer exists."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@asynccontextmanager
+async def lease(
+    store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
+) -> AsyncIterator[int]:
+    """Hold ``owner``'s lease on the run for the block and yield its epoch: claimed (taken
+    over at once when ``record`` names an owner on this host that no longer exists), then
+    released, best effort (an unreleased lease lapses after ``ttl``)."""
+    takeover = record.lease_owner if dead_local_owner(record.lease_owner) else None
+    epoch = await store.claim(run_id, owner=owner, now=now, ttl=ttl, takeover_from=takeover)
+    try:
+        yield epoch
+    finally:
+        with contextlib.suppress(Exception):
+            await store.release(run_id, owner=owner, epoch=epoch)
+
+
+class Driving:
+    """``Runtime.run`` and what it runs beside the drive."""
+
+    store: Store
+    agents: dict[str, Agent]
+    owner: str
+    lease_ttl: float
+    clock: Callable[[], float]
+    snapshot_every: int
+    progress: ProgressWindow
+    backoff: Backoff
+    watch_interval: float
+    _driving: set[str]
+    _crash: CrashHook
+    _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
+
+    if TYPE_CHECKING:
+
+        async def _append_external(
+            self,
+            run_id: str,
+            build: Callable[[RunState], list[Event]],
+            *,
+            epoch: int | None = None,
+        ) -> RunState: ...
+
+        def _agent_named(self, name: str, run_id: str) -> Agent: ...
+
+    async def run(self, run_id: str, *, claim: Claim | None = None) -> RunView:
+        """Drive the run until it completes, fails, or waits on a person; return its view.
+
+        With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
+        that lease instead of claiming one; the caller keeps it and releases it.
+
+        A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
+        returned) is refused with ``LeaseHeld``, as another process would be.
+        """
+        record = await self.store.get_run(run_id)
+        if record.status in AT_REST:
+            state, _ = await RunSession.load_state(self.store, run_id)
+            if timeout_events(state, self.clock()):
+                state = await self._append_external(
+                    run_id, lambda s: timeout_events(s, self.clock())
+                )
+            if not self._has_work_while_waiting(state, record.agent):
+                return RunView.of(state)
+        agent = self._agent_named(record.agent, run_id)
+        # Checked and marked with no await in between: of two concurrent calls, one drives.
+        if run_id in self._driving:
+            raise LeaseHeld(
+                f"run {run_id} is already being driven by this Runtime ({self.owner}); "
+                "wait for that call to return"
+            )
+        self._driving.add(run_id)
+        try:
+            return await self._claim_and_drive(run_id, record, agent, claim)
+        finally:
+            self._driving.discard(run_id)
+
+    async def _claim_and_drive(
+        self, run_id: str, record: RunRecord, agent: Agent, claim: Claim | None
+    ) -> RunView:
+        if claim is not None:
+            return await self._drive(run_id, agent, claim.epoch, claim.previous_owner)
+        async with self._lease(run_id, record) as epoch:
+            return await self._drive(run_id, agent, epoch, record.lease_owner)
+
+    def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]:
+        """This process's lease on the run for the ``async with`` block (see ``lease``)."""
+        return lease(
+            self.store, run_id, record, owner=self.owner, now=self.clock(), ttl=self.lease_ttl
+        )
+
+    async def _drive(
+        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+    ) -> RunView:
+        state, snap_seq = await RunSession.load_state(self.store, run_id)
+        session = RunSession(
+            self.store,
+            state,
+            epoch=epoch,
+            owner=self.owner,
+            clock=self.clock,
+            tools=agent.registry.specs(),
+            limits=agent.limits,
+            snapshot_every=self.snapshot_every,
+            snapshot_seq=snap_seq,
+        )
+        if state.status not in (RunStatus.QUEUED,) and previous_owner:
+            await session.append(
+                [recovered_event(self.owner, epoch, previous_owner)],
+                automatic=False,
+            )
+        signal = AbortSignal()
+        executor = self._executor_factory(agent, self.progress)
+        loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
+        # The lease heartbeat and the cancel watcher start a moment after the drive: a
+        # run that rests sooner (most turns on a fast model) never pays for two tasks.
+        # The watcher's first look then still sees a cancel written in that moment.
+        helpers: list[asyncio.Task[None]] = []
+        aio = asyncio.get_running_loop()
+
+        def start_helpers() -> None:
+            helpers.append(aio.create_task(self._heartbeat(session, signal)))
+            helpers.append(aio.create_task(self._watch(session, signal)))
+
+        timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
+        try:
+            await loop.drive()
+        finally:
+            timer.cancel()
+            for h in helpers:
+                h.cancel()
+            # Wait for the helpers without swallowing a cancellation of *this* task:
+            # gather collects theirs, and an outer cancel still propagates.
+            if helpers:
+                await asyncio.gather(*helpers, return_exceptions=True)
+        return RunView.of(session.state)
+
+    def _has_work_while_waiting(self, state: RunState, agent_name: str) -> bool:
+        """A run waiting on a person may still have calls that need none (a sibling its
+        worker died running): those are driven now, not after the decision."""
+        agent = self.agents.get(agent_name)
+        if state.status is not RunStatus.AWAITING_APPROVAL or agent is None:
+            return False
+        return isinstance(next_step(state, agent.registry.specs(), agent.limits), RunTools)
+
+    async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
+        """Renew the lease every third of its TTL until the run rests.
+
+        A renewal the store could not make (the database restarting, a dropped connection)
+        is tried again at the next beat rather than given up: the lease is still ours until it
+        expires, and a heartbeat that stopped would let it lapse under a live worker, so that
+        another worker took the run over while its tools still ran. If the lease did lapse
+        and someone claimed the run meanwhile, the next renewal that reaches the store is
+        refused, and the run stops as fenced.
+        """
+        run_id = session.state.run_id
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                await self.store.renew(
+                    run_id,
+                    owner=self.owner,
+                    epoch=session.epoch,
+                    now=self.clock(),
+                    ttl=self.lease_ttl,
+                )
+            except Fenced:
+                session.fenced = True
+                signal.abort("lease lost: another worker took this run over")
+                return
+            except StoreError as exc:
+                log.warning("renewing the lease of run %s failed (retrying): %s", run_id, exc)
+
+    async def _watch(self, session: RunSession, signal: AbortSignal) -> None:
+        """Notice, within ``watch_interval``, a cancel request another process appended.
+
+        A read the store could not make (the database restarting, a locked file) is tried
+        again after ``watch_interval``, as the heartbeat does: a watcher that stopped would
+        leave the run deaf to cancel requests for the rest of its drive.
+        """
+        run_id = session.state.run_id
+        seen = session.state.seq
+        while not signal.aborted:
+            # Our own appends advance the session before the store, so they never wake us:
+            # only another process's write does.
+            seen = max(seen, session.state.seq)
+            try:
+                last = await self.store.wait_changed(run_id, seen, self.watch_interval)
+                if last <= max(seen, session.state.seq):
+                    continue
+                for stored in await self.store.read_events(run_id, after=seen):
+                    if isinstance(stored.event, RunCancelRequested):
+                        signal.abort(stored.event.reason or "cancelled")
+                        return
+            except StoreError as exc:
+                log.warning(
+                    "watching run %s for cancel requests failed (retrying): %s", run_id, exc
+                )
+                await asyncio.sleep(self.watch_interval)
+                continue
+            seen = last

@@ -1,0 +1,244 @@
+"""Steering a run from any process: a person's decision, a cancel, a requeue, the passing
+of an approval deadline. Each is validated against the run's current state and appended
+through ``RunSession`` like the owner's own events; none of them drives the run."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, get_args
+
+from stead._crash import CrashHook
+from stead.core.builders import (
+    cancel_events,
+    cancel_request_event,
+    decision_events,
+    requeue_event,
+    timeout_events,
+)
+from stead.core.canonical import canonical_json
+from stead.core.events import (
+    Decision,
+    Event,
+)
+from stead.core.fold import RunState, apply
+from stead.core.states import RESUMABLE, RunStatus
+from stead.errors import (
+    ApprovalError,
+    UserError,
+)
+from stead.runtime import _checks as checks
+from stead.runtime._agent import Agent
+from stead.runtime._drive import dead_local_owner
+from stead.runtime._session import RunSession
+from stead.runtime._view import RunView
+from stead.store import RunRecord, Store
+
+DECISIONS = get_args(Decision)
+"""What ``decide`` takes."""
+
+
+def _arguments_text(arguments: object) -> str:
+    """Edited arguments as the JSON text the tool validates: a JSON string as it is, or a
+    dict (any value ``json`` cannot carry exactly is the caller's ``ApprovalError``)."""
+    if isinstance(arguments, str):
+        return checks.text("the edited arguments", arguments)
+    if not isinstance(arguments, dict):
+        raise ApprovalError(
+            "edited arguments are a dict (or a JSON object as a str), not "
+            f"{type(arguments).__name__}"
+        )
+    try:
+        return canonical_json(arguments)
+    except ValueError as exc:
+        raise ApprovalError(
+            "edited arguments must hold only JSON (str keys; str, int, finite float, bool, "
+            f"None, list, dict values): {exc}"
+        ) from None
+
+
+def _with(state: RunState, event: Event) -> RunState:
+    """``state`` with ``event`` applied, leaving ``state`` untouched."""
+    probe = state.copy()
+    apply(probe, event)
+    return probe
+
+
+class Steering:
+    """``Runtime.decide``, ``cancel``, ``requeue`` and ``expire_approvals``."""
+
+    store: Store
+    owner: str
+    clock: Callable[[], float]
+    snapshot_every: int
+    _driving: set[str]
+    _crash: CrashHook
+
+    if TYPE_CHECKING:
+
+        async def state(self, run_id: str) -> RunState: ...
+
+        def _agent_for(self, state: RunState) -> Agent: ...
+
+        def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]: ...
+
+    async def decide(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        decision: Decision,
+        *,
+        token: str | None = None,
+        result: str | None = None,
+        reason: str = "",
+        arguments: Any = None,
+        by: str = "",
+    ) -> RunView:
+        """Record a person's decision on a pending call (validated; nothing written if not).
+
+        Edited ``arguments`` are validated against the tool's schema (this Runtime must know
+        the run's agent for that). A decision after the approval's deadline is refused and the
+        run moves to ``timed_out``. The run is not driven here: call ``run`` (or let a worker
+        pick it up) to continue it.
+        """
+        checks.identifier("run_id", run_id)
+        checks.identifier("tool_call_id", tool_call_id)
+        if not isinstance(decision, str) or decision not in DECISIONS:
+            raise UserError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+        checks.optional_text("token", token)
+        checks.optional_text("result", result)
+        checks.text("reason", reason)
+        checks.text("by", by)
+        edited: str | None = None
+        if arguments is not None:
+            raw = _arguments_text(arguments)
+            state = await self.state(run_id)
+            call = state.calls.get(tool_call_id)
+            tool = self._agent_for(state).registry.get(call.name) if call else None
+            if tool is None:
+                raise ApprovalError(f"no pending call {tool_call_id!r} with a known tool")
+            edited, problem = tool.validate(raw)
+            if problem is not None:
+                raise ApprovalError(f"the edited arguments do not fit the tool: {problem}")
+        now = self.clock()
+        timed_out = await self._append_external(run_id, lambda s: timeout_events(s, now))
+        if timed_out.status is RunStatus.TIMED_OUT:
+            raise ApprovalError(
+                f"run {run_id}: the approval deadline passed, so the run timed out; "
+                "`stead resume` asks again"
+            )
+        state = await self._append_external(
+            run_id,
+            lambda s: decision_events(
+                s,
+                tool_call_id,
+                decision,
+                token=token,
+                by=by,
+                reason=reason,
+                result=result,
+                arguments=edited,
+                now=now,
+            ),
+        )
+        self._crash("after_approval_commit", None)
+        return RunView.of(state)
+
+    async def approve(self, run_id: str, tool_call_id: str, **kw: Any) -> RunView:
+        """Approve a policy-gated call (optionally with edited ``arguments``)."""
+        return await self.decide(run_id, tool_call_id, "approve", **kw)
+
+    async def deny(self, run_id: str, tool_call_id: str, reason: str, **kw: Any) -> RunView:
+        """Deny a call; the model reads ``reason`` as an error result."""
+        return await self.decide(run_id, tool_call_id, "deny", reason=reason, **kw)
+
+    async def cancel(self, run_id: str, reason: str = "cancelled", *, by: str = "") -> RunView:
+        """Cancel a run from any process.
+
+        With a live owner, the request is recorded and the owner (which watches for it)
+        aborts the model stream and the tools, gives them ``Limits.cancel_grace`` seconds,
+        closes every open call with a ``cancelled`` result and ends the run. Without one,
+        this process takes the lease (fencing out any zombie) and does that itself.
+        """
+        checks.identifier("run_id", run_id)
+        checks.text("reason", reason)
+        checks.text("by", by)
+        record = await self.store.get_run(run_id)
+        request = cancel_request_event(reason, by)
+        if run_id in self._driving or self._live_owner(record):
+            # A run this Runtime drives is cancelled by its own driver (which watches for the
+            # request), even if its lease lapsed: claiming it here would fence that driver
+            # out from under a tool it is running.
+            state = await self._append_external(run_id, lambda s: [request])
+            self._crash("after_cancel_commit", None)
+            return RunView.of(state)
+        async with self._lease(run_id, record) as epoch:
+            state = await self._append_external(
+                run_id,
+                lambda s: [request, *cancel_events(_with(s, request), reason)],
+                epoch=epoch,
+            )
+        return RunView.of(state)
+
+    def _live_owner(self, record: RunRecord) -> bool:
+        return (
+            record.lease_owner is not None
+            and (record.lease_expires_at or 0) > self.clock()
+            and not dead_local_owner(record.lease_owner)
+        )
+
+    async def expire_approvals(self) -> list[str]:
+        """Move every run whose approval deadline passed to ``timed_out``; returns their ids.
+
+        Waiting runs have no worker; call this periodically (a worker does) so deadlines
+        fire without anyone touching the run.
+        """
+        expired = []
+        for record in await self.store.list_runs(status=RunStatus.AWAITING_APPROVAL, limit=10_000):
+            state = await self.state(record.run_id)
+            now = self.clock()
+            if timeout_events(state, now):
+                await self._append_external(
+                    record.run_id, functools.partial(timeout_events, now=now)
+                )
+                expired.append(record.run_id)
+        return expired
+
+    async def _append_external(
+        self,
+        run_id: str,
+        build: Callable[[RunState], list[Event]],
+        *,
+        epoch: int | None = None,
+    ) -> RunState:
+        """Append from outside the owning worker, through the same session code the owner
+        uses (``RunSession.steering``): validated against the current state, written at the
+        current epoch (or ``epoch``, when this process holds the lease), rebuilt and tried
+        again on a concurrent write. Returns the new state (unchanged if ``build`` gives
+        nothing)."""
+        session = await RunSession.steering(
+            self.store,
+            run_id,
+            clock=self.clock,
+            epoch=epoch,
+            owner=self.owner,
+            snapshot_every=self.snapshot_every,
+        )
+        return await session.append(build, automatic=False)
+
+    async def requeue(self, run_id: str, reason: str = "resumed") -> RunView:
+        """``resume`` without driving: send a failed, cancelled or timed-out run back to
+        ``queued`` for a worker to claim (a server must not drive runs in a request).
+
+        A run whose worker crashed is already claimable once its lease lapses; it is left
+        as it is. A completed run, or one waiting on a person, is refused.
+        """
+        state, _ = await RunSession.load_state(self.store, run_id)
+        if state.status is RunStatus.COMPLETED:
+            raise UserError(f"run {run_id} is completed; there is nothing to resume")
+        if state.status is RunStatus.AWAITING_APPROVAL:
+            raise UserError(f"run {run_id} waits on a person: approve or deny its pending calls")
+        if state.status in RESUMABLE:
+            state = await self._append_external(run_id, lambda s: [requeue_event(reason)])
+        return RunView.of(state)
