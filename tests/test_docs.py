@@ -74,7 +74,10 @@ def _file(named: str) -> Path:
     head, slash, tail = named.rpartition("/")
     if "." in tail and not tail.endswith((".py", ".md", ".toml", ".json", ".sql")):
         tail = tail.split(".")[0] + ".py"
-    return ROOT / head / tail if slash else ROOT / named
+    path = ROOT / head / tail if slash else ROOT / named
+    if path.suffix == ".py" and not path.exists() and path.with_suffix("").is_dir():
+        return path.with_suffix("") / "__init__.py"  # a module that grew into a package
+    return path
 
 
 @pytest.mark.parametrize("named", sorted(set(NAMED)))
