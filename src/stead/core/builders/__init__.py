@@ -9,13 +9,13 @@ fit the state before anything is written.
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from stead.core.builders._ids import unique_call_ids
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
     STEP_MESSAGE_LIMIT,
@@ -130,44 +130,6 @@ def _result(
     )
 
 
-def unique_call_ids(
-    state: RunState, turn_index: int, message: AssistantMessage
-) -> AssistantMessage:
-    """The reply with every tool call id unique in the run: the id the log, the idempotency
-    key and the model's next request all use.
-
-    Providers mostly give unique ids (``toolu_...``, ``call_...``), and those are kept as
-    they are. Some servers do not: OpenAI-compatible ones that number calls per reply
-    (``call_0`` in every turn), or a reply with two calls of one id, or none. Such an id
-    (empty, repeated in the reply, or seen in an earlier turn of the run) becomes
-    ``{id}_t{turn}_{position}`` (``call_t{turn}_{position}`` for an empty one), plus ``_{n}``
-    should even that be taken: deterministic, so the same reply gets the same ids after a
-    crash, and a suffix of letters, digits and ``_`` only, which both providers accept in
-    ids. The recorded
-    message carries the new ids, so its calls and their results always match in the
-    history sent back. Returns ``message`` itself when nothing had to change.
-    """
-    taken = state.call_ids
-    if not message.tool_calls:
-        return message
-    ids = [c.id for c in message.tool_calls]
-    if len(set(ids)) == len(ids) and all(ids) and taken.isdisjoint(ids):
-        return message
-    used: set[str] = set()
-    calls = []
-    for i, call in enumerate(message.tool_calls):
-        cid = call.id
-        if not cid or cid in used or cid in taken:
-            base = f"{cid or 'call'}_t{turn_index}_{i}"
-            cid, n = base, 1
-            while cid in used or cid in taken:
-                cid, n = f"{base}_{n}", n + 1
-            call = dataclasses.replace(call, id=cid)
-        used.add(cid)
-        calls.append(call)
-    return dataclasses.replace(message, tool_calls=tuple(calls))
-
-
 def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
     """The result of running ``attempt`` of ``call``'s handler."""
     return _result(
@@ -233,34 +195,10 @@ def reply_events(
                 break
             repeats += 1
         recent.append(digest)
-        source: ResultSource = "rejected"
-        rejection = v.rejection
-        if rejection is None and final:
-            rejection, source = (
-                (
-                    f"not run: the run reached its limit of {limits.max_turns} turns and tools are "
-                    "no longer available; answer with what you have"
-                ),
-                "limit",
-            )
-        elif rejection is None and i >= limits.max_tool_calls_per_turn:
-            rejection, source = (
-                (
-                    f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured "
-                    "per turn; ask for the rest in your next turn"
-                ),
-                "limit",
-            )
-        elif repeats >= limits.repeat_threshold:
-            # Refused calls count too: a model that repeats an unknown tool or arguments that
-            # fail the schema is in a loop as much as one repeating a call that runs.
-            looped = (
-                f"not run: this is the same call ({call.name} with the same arguments) "
-                f"{repeats} times in a row, which looks like a loop. It will not produce a "
-                "different result; try a different strategy or different arguments."
-            )
-            rejection = looped if rejection is None else f"{rejection}\n\n{looped}"
-            source = "loop"
+        rejection, source, loop = _bounded(
+            call.id, call.name, v.rejection, i, repeats, final, limits
+        )
+        if loop:
             refused.append(
                 LoopDetected(
                     turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
@@ -304,22 +242,68 @@ def reply_events(
                     consent.deadline,
                 )
             )
-    started: list[Event] = []
-    if start_now and not asks:
-        started = [
-            ToolCallStarted(
-                turn_index=turn_index,
-                tool_call_id=e.tool_call_id,
-                attempt=1,
-                effect_id=effect_id(state.run_id, turn_index, e.tool_call_id, 1),
-            )
-            for e in events
-            if isinstance(e, ToolCallRequested)
-            and e.rejection is None
-            and e.effect_class == "non_idempotent"
-            and e.tool_call_id in start_now
-        ]
+    started = _early_starts(state.run_id, turn_index, events, start_now) if not asks else []
     return events + refused + started + asks
+
+
+def _bounded(
+    call_id: str,
+    name: str,
+    rejection: str | None,
+    position: int,
+    repeats: int,
+    final: bool,
+    limits: Limits,
+) -> tuple[str | None, ResultSource, bool]:
+    """Whether the limits refuse a call: (its rejection or None, the result's source, whether
+    it is the ``repeat_threshold``-th identical call in a row, a loop). A call refused by
+    validation keeps its rejection; a loop is added to it (refused calls count too: a model
+    that repeats an unknown tool or arguments that fail the schema is in a loop as much as
+    one repeating a call that runs)."""
+    if rejection is None and final:
+        return (
+            f"not run: the run reached its limit of {limits.max_turns} turns and tools are "
+            "no longer available; answer with what you have",
+            "limit",
+            False,
+        )
+    if rejection is None and position >= limits.max_tool_calls_per_turn:
+        return (
+            f"not run: at most {limits.max_tool_calls_per_turn} tool calls are honoured "
+            "per turn; ask for the rest in your next turn",
+            "limit",
+            False,
+        )
+    if repeats >= limits.repeat_threshold:
+        looped = (
+            f"not run: this is the same call ({name} with the same arguments) "
+            f"{repeats} times in a row, which looks like a loop. It will not produce a "
+            "different result; try a different strategy or different arguments."
+        )
+        return (looped if rejection is None else f"{rejection}\n\n{looped}", "loop", True)
+    return rejection, "rejected", False
+
+
+def _early_starts(
+    run_id: str, turn_index: int, events: list[Event], start_now: Collection[str]
+) -> list[Event]:
+    """The ``tool_call_started`` records that ride in the intent's commit (see
+    ``reply_events``): attempt 1 of each admitted ``non_idempotent`` call in ``start_now``."""
+    if not start_now:
+        return []
+    return [
+        ToolCallStarted(
+            turn_index=turn_index,
+            tool_call_id=e.tool_call_id,
+            attempt=1,
+            effect_id=effect_id(run_id, turn_index, e.tool_call_id, 1),
+        )
+        for e in events
+        if isinstance(e, ToolCallRequested)
+        and e.rejection is None
+        and e.effect_class == "non_idempotent"
+        and e.tool_call_id in start_now
+    ]
 
 
 def _consent_request(
@@ -446,6 +430,47 @@ def decision_events(
     the token does not match, the deadline passed, or the decision does not fit the question.
     ``arguments`` must already be validated against the tool's schema by the caller.
     """
+    _check_decision(state, tool_call_id, decision, token, now)
+    call = state.calls[tool_call_id]
+    edited: str | None = None
+    if arguments is not None:
+        if decision != "approve":
+            raise ApprovalError("edited arguments only go with approve")
+        try:
+            edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
+        except ValueError as exc:
+            raise ApprovalError(f"edited arguments are not JSON: {exc}") from exc
+    if decision == "deny" and not reason:
+        raise ApprovalError("a denial needs a reason: the model reads it")
+    if decision == "happened" and result is None:
+        raise ApprovalError("'happened' needs the call's result (what the model should read)")
+    events: list[Event] = [
+        ApprovalDecided(
+            turn_index=call.turn_index,
+            tool_call_id=tool_call_id,
+            decision=decision,
+            by=by,
+            reason=reason,
+            arguments=edited,
+        )
+    ]
+    if decision == "happened":
+        assert result is not None
+        events.append(_decided_result(call, result, is_error=False))
+    elif decision == "deny":
+        events.append(_decided_result(call, f"A person denied this call: {reason}", is_error=True))
+    elif decision == "skip":
+        text = f"A person chose to skip this call: {reason or 'no reason given'}"
+        events.append(_decided_result(call, text, is_error=True))
+    return events
+
+
+def _check_decision(
+    state: RunState, tool_call_id: str, decision: Decision, token: str | None, now: float | None
+) -> None:
+    """Refuse a decision that does not fit the pending approval (``ApprovalError``): none
+    pending for the call, a token that does not match (compared in constant time), a passed
+    deadline, or an answer to another question."""
     pending = state.approvals.get(tool_call_id)
     if state.status is not RunStatus.AWAITING_APPROVAL or pending is None:
         waiting = ", ".join(state.approvals) or "none"
@@ -458,7 +483,6 @@ def decision_events(
         raise ApprovalError("the resume token does not match the pending approval")
     if now is not None and pending.deadline is not None and now > pending.deadline:
         raise ApprovalError("the approval's deadline has passed; the run times out instead")
-    call = state.calls[tool_call_id]
     unknown = pending.reason == "outcome_unknown"
     allowed = {"happened", "not_happened", "skip"} if unknown else {"approve", "deny"}
     if decision not in allowed:
@@ -466,58 +490,19 @@ def decision_events(
             f"this approval asks {'whether the call happened' if unknown else 'for consent'}; "
             f"answer one of {sorted(allowed)}, not {decision!r}"
         )
-    edited: str | None = None
-    if arguments is not None:
-        if decision != "approve":
-            raise ApprovalError("edited arguments only go with approve")
-        try:
-            edited = arguments if isinstance(arguments, str) else canonical_json(arguments)
-        except ValueError as exc:
-            raise ApprovalError(f"edited arguments are not JSON: {exc}") from exc
-    if decision == "deny" and not reason:
-        raise ApprovalError("a denial needs a reason: the model reads it")
-    events: list[Event] = [
-        ApprovalDecided(
-            turn_index=call.turn_index,
-            tool_call_id=tool_call_id,
-            decision=decision,
-            by=by,
-            reason=reason,
-            arguments=edited,
-        )
-    ]
-    if decision == "happened":
-        if result is None:
-            raise ApprovalError("'happened' needs the call's result (what the model should read)")
-        events.append(
-            _result(
-                call.turn_index,
-                tool_call_id,
-                call.name,
-                result,
-                is_error=False,
-                source="approval",
-                attempt=call.attempts,
-            )
-        )
-    elif decision in ("deny", "skip"):
-        text = (
-            f"A person denied this call: {reason}"
-            if decision == "deny"
-            else f"A person chose to skip this call: {reason or 'no reason given'}"
-        )
-        events.append(
-            _result(
-                call.turn_index,
-                tool_call_id,
-                call.name,
-                text,
-                is_error=True,
-                source="approval",
-                attempt=call.attempts,
-            )
-        )
-    return events
+
+
+def _decided_result(call: CallState, content: str, *, is_error: bool) -> ToolResultRecorded:
+    """The result a person's decision gives a call (source ``approval``)."""
+    return _result(
+        call.turn_index,
+        call.tool_call_id,
+        call.name,
+        content,
+        is_error=is_error,
+        source="approval",
+        attempt=call.attempts,
+    )
 
 
 def cancel_events(state: RunState, reason: str) -> list[Event]:
