@@ -384,7 +384,9 @@ def test_a_v2_snapshot_is_upcast_to_the_state_it_held() -> None:
     """v3 added the step-failure counter (and call_ids, rebuilt from the messages): a v2
     snapshot, written before step_failed existed, loads with no failed step."""
     state = fold(A_DONE)
-    v2 = {k: v for k, v in state.to_json().items() if k not in ("step_failures", "last_step_failure")}
+    v2 = {
+        k: v for k, v in state.to_json().items() if k not in ("step_failures", "last_step_failure")
+    }
     restored = RunState.from_json(json.loads(json.dumps(v2 | {"v": 2})))
     assert restored == state
     assert restored.call_ids == state.call_ids and restored.call_ids

@@ -379,7 +379,7 @@ class Record(Node):
         super().__init__(
             ok=ok,
             why=self._why,
-            dec=_compile_dec(cls, table, self.label, tag, self.tag_value),
+            dec=_compile_dec(cls, table, self.label, (tag, self.tag_value), check),
             enc=_compile_enc(table, written),
         )
         _RECORDS[cls] = self
@@ -431,10 +431,12 @@ def _compile_dec(
     cls: type[Any],
     table: list[tuple[str, Node, bool, Any]],
     label: str,
-    tag: str | None,
-    tag_value: Any,
+    tagged: tuple[str | None, Any],
+    rule: Callable[[Any], Problem] | None,
 ) -> Callable[[Any], Any]:
-    """The reader: every field by its node, missing required and unknown fields refused."""
+    """The reader: every field by its node, missing required and unknown fields refused,
+    then the rule across fields."""
+    tag, tag_value = tagged
     decs = [(name, node.dec, required) for name, node, required, _ in table]
     names = {name for name, *_ in table}
     expected = f"expected {_a(_words(cls.__name__))}"
@@ -456,9 +458,13 @@ def _compile_dec(
         if len(kwargs) != len(data):
             raise ValueError(f"{label}: unknown fields {sorted(map(str, set(data) - names))}")
         try:
-            return cls(**kwargs)
+            value = cls(**kwargs)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{label}: {exc}") from None
+        problem = None if rule is None else rule(value)
+        if problem is not None:
+            raise ValueError(f"{label}: {problem}")
+        return value
 
     return decode
 
