@@ -16,7 +16,7 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from stead.core.events import AssistantMessageRecorded, decode, encode, problem
+from stead.core.events import AssistantMessageRecorded, encode, problem
 from stead.core.messages import AssistantMessage, ToolCall, Usage
 from stead.store._base import decode_row, event_row
 
@@ -30,10 +30,10 @@ def _events() -> list[tuple[str, Any]]:
         ToolCall(id=f"toolu_{i}", name="lookup", arguments=json.dumps({"order_id": i}))
         for i in range(5)
     )
-    reply = AssistantMessage(text="Looking up five orders. " * 8, tool_calls=calls, stop_reason="tool_use")
-    out.append(
-        ("assistant_message(5 calls)", AssistantMessageRecorded(turn_index=3, message=reply, usage=Usage(input_tokens=900, output_tokens=80)))
-    )
+    reply = AssistantMessage(text="Five orders. " * 8, tool_calls=calls, stop_reason="tool_use")
+    usage = Usage(input_tokens=900, output_tokens=80)
+    event = AssistantMessageRecorded(turn_index=3, message=reply, usage=usage)
+    out.append(("assistant_message(5 calls)", event))
     return out
 
 
@@ -48,12 +48,14 @@ def main() -> None:
     args = parser.parse_args()
     rows = {}
     for name, event in _events():
-        kind, version, turn, call, text = event_row(event)
+        kind, version, _, _, text = event_row(event)
         rows[name] = {
             "encode": _time(lambda e=event: encode(e), args.number),
             "check": _time(lambda e=event: problem(e), args.number),
             "row": _time(lambda e=event: event_row(e), args.number),
-            "decode": _time(lambda k=kind, v=version, t=text: decode_row("r", 1, k, v, t), args.number),
+            "decode": _time(
+                lambda k=kind, v=version, t=text: decode_row("r", 1, k, v, t), args.number
+            ),
         }
     total = {k: sum(r[k] for r in rows.values()) for k in ("encode", "check", "row", "decode")}
     if args.json:
@@ -62,7 +64,8 @@ def main() -> None:
     print(f"{'kind':28} {'encode':>8} {'check':>8} {'row':>8} {'decode':>8}   (µs per call)")
     for name, r in rows.items():
         print(f"{name:28} {r['encode']:8.2f} {r['check']:8.2f} {r['row']:8.2f} {r['decode']:8.2f}")
-    print(f"{'SUM':28} {total['encode']:8.2f} {total['check']:8.2f} {total['row']:8.2f} {total['decode']:8.2f}")
+    r = total
+    print(f"{'SUM':28} {r['encode']:8.2f} {r['check']:8.2f} {r['row']:8.2f} {r['decode']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def test_replay_policy_must_follow_the_effect_class(effect: str, policy: str) ->
     }
     # a policy that exists is checked against the class; one that does not, by its type
     with pytest.raises(
-        ValueError, match="replay policy does not match the effect class|'yolo' not one of"
+        ValueError, match=r"replay policy does not match the effect class|'yolo' not one of"
     ):
         assignment_from_json(data)
 

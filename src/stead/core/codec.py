@@ -373,7 +373,7 @@ class Record(Node):
         self.tag_value = defaults.get(tag, MISSING) if tag else None
         assert self.tag_value is not MISSING, f"the tag {tag!r} of {cls} needs a default"
         self.label = label or _words(cls.__name__)
-        written = {tag, *always} if omit_defaults else {name for name, *_ in table}
+        written: set[str | None] = {tag, *always} if omit_defaults else {name for name, *_ in table}
         ok = _compile_ok(cls, table, check, trusted)
         self.field_problem = _compile_explain(table, check)
         super().__init__(
