@@ -10,9 +10,9 @@ refuses what a store cannot hold or would not read back equal (an integer beyond
 NUL in a column, NaN, a tuple where a list belongs), while the reader takes every value of
 the type, so rows written before a rule existed still load.
 
-A ``Record`` is the node of one dataclass, compiled once from its field table into source
-written out for the class (the encoder, a dict display that leaves fields at their default
-out; the check, a chain of inlined type tests), as ``dataclasses`` builds ``__init__``. A
+A ``Record`` is the node of one dataclass, compiled once from its field table (the encoder
+reads the fields it always writes with one C-level ``attrgetter`` and leaves the others out
+at their default; the check runs the plain type tests as one C-level loop). A
 ``Tagged`` union tells records apart by a tag field (a message's ``role``, a thinking block's
 ``kind``). ``node_for`` turns a type hint into its node, finding registered records. A
 ``Versions`` is a schema's current version and the upcasters that bring an older row to it:
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, Literal, get_type_hints
 
-from stead.core.canonical import JSON
+from stead.core.canonical import JSON, json_problem
 
 Problem = str | None
 """What is wrong with a value, or None."""
@@ -39,8 +39,6 @@ Problem = str | None
 MAX_INT = 2**63
 """Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
 _MAX_EXACT_FLOAT = 2**53
-_MAX_DEPTH = 64
-"""JSON nesting deeper than this is refused (the JSON reader recurses)."""
 
 
 class Node:
@@ -148,31 +146,6 @@ def _float_dec(v: Any) -> float:
 
 FLOAT: typing.Final = Node(ok=lambda v: _float_why(v) is None, why=_float_why, dec=_float_dec)
 """A double; an integer it holds exactly is a number too (and reads back as a float)."""
-
-
-def json_problem(value: Any, depth: int = 0) -> Problem:
-    """What keeps ``value`` from being JSON that reads back equal, or None."""
-    t = type(value)
-    if value is None or t is bool or isinstance(value, str):
-        return None
-    if t is int:
-        return None if -MAX_INT < value < MAX_INT else f"integer {value} is out of range"
-    if t is float:
-        return None if math.isfinite(value) else f"{value!r} is not a finite number"
-    if isinstance(value, dict | list):
-        if depth >= _MAX_DEPTH:
-            return f"nested more than {_MAX_DEPTH} levels deep"
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for k, v in items:
-            if isinstance(value, dict) and not isinstance(k, str):
-                return f"key {k!r} is not a string"
-            p = json_problem(v, depth + 1)
-            if p is not None:
-                return f"[{k!r}]: {p}"
-        return None
-    if isinstance(value, tuple):
-        return "a tuple would read back as a list; pass a list"
-    return f"{t.__name__} is not a JSON value"
 
 
 JSON_OBJECT: typing.Final = Node(
@@ -391,40 +364,41 @@ class Record(Node):
         return None if p is None else f"{p[0]}: {p[1]}"
 
 
-def _generate(name: str, lines: list[str], namespace: dict[str, Any]) -> Callable[[Any], Any]:
-    """Compile one function from source lines, as ``dataclasses`` builds ``__init__``.
-
-    An encoder or a check written out for its class (a dict display, attribute loads,
-    inlined ``isinstance`` tests) runs two to three times faster than a generic loop over
-    the field table, and every append runs both for every event."""
-    exec("\n".join(lines), namespace)  # our own source, written from a field table
-    return typing.cast(Callable[[Any], Any], namespace[name])
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """One C-level ``attrgetter`` reading ``names``, always as a tuple."""
+    if len(names) >= 2:
+        return typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names))
+    if names:
+        one = operator.attrgetter(names[0])
+        return lambda v: (one(v),)
+    return lambda v: ()
 
 
 def _compile_enc(
     table: list[tuple[str, Node, bool, Any]], written: set[str | None]
 ) -> Callable[[Any], JSON]:
-    """The encoder: a dict display of the fields always written, then one comparison with
-    its default for each of the others (left out when equal: the reader restores them);
-    only fields whose node converts (a nested record) go through that node's ``enc``."""
-    namespace: dict[str, Any] = {}
-    shown, rest = [], []
-    for i, (name, node, required, default) in enumerate(table):
-        value = f"v.{name}"
-        if node.enc is not None:
-            namespace[f"enc{i}"] = node.enc
-        if required or name in written:
-            shown.append(f"{name!r}: {value if node.enc is None else f'enc{i}({value})'}")
-            continue
-        namespace[f"default{i}"] = default
-        differs = "x is not None" if default is None else f"x != default{i}"
-        rest += [
-            f"    x = {value}",
-            f"    if {differs}:",
-            f"        d[{name!r}] = {'x' if node.enc is None else f'enc{i}(x)'}",
-        ]
-    lines = ["def encode(v):", f"    d = {{{', '.join(shown)}}}", *rest, "    return d"]
-    return _generate("encode", lines, namespace)
+    """The encoder: the fields always written are read by one ``attrgetter`` (C), the others
+    compared with their defaults (left out when equal: the reader restores them); only
+    fields whose node converts (a nested record) go through that node's ``enc``."""
+    names = [name for name, _, required, _ in table if required or name in written]
+    rest = [(name, default) for name, _, required, default in table if name not in names]
+    convert = [(name, node.enc) for name, node, _, _ in table if node.enc is not None]
+    get, get_rest = _getter(names), _getter([name for name, _ in rest])
+    if not rest and not convert:  # a tool call: no loop at all
+        return lambda value: dict(zip(names, get(value)))  # noqa: B905 - same length
+    # zip(strict=True) would double the cost of a small record: the lengths agree by design
+
+    def encode(value: Any) -> dict[str, JSON]:
+        d = dict(zip(names, get(value)))  # noqa: B905
+        for (name, default), v in zip(rest, get_rest(value)):  # noqa: B905
+            if v != default:
+                d[name] = v
+        for name, enc in convert:
+            if name in d:
+                d[name] = enc(d[name])
+        return d
+
+    return encode
 
 
 def _compile_dec(
@@ -477,24 +451,28 @@ def _compile_ok(
 ) -> Callable[[Any], bool]:
     """The write check, a yes/no that builds nothing: every append runs it.
 
-    Written out for the class: a field whose node is a plain type test is an inlined
-    ``isinstance``; any other calls its node's ``ok`` (a range, a literal, a nested value);
-    a rule across fields comes last."""
+    The fields whose node is a plain type test are read by one ``attrgetter`` and tested by
+    ``all(map(isinstance, ...))``, a loop in C; the others call their node's ``ok`` (a
+    range, a literal, a nested value); a rule across fields comes last."""
     if trusted:
         return lambda v: type(v) is cls
-    namespace: dict[str, Any] = {"cls": cls, "rule": rule}
-    tests = ["type(v) is cls"]
-    for i, (name, node, _, _) in enumerate(table):
-        if node.simple is not None:
-            namespace[f"t{i}"] = node.simple
-            tests.append(f"isinstance(v.{name}, t{i})")
-        else:
-            namespace[f"ok{i}"] = node.ok
-            tests.append(f"ok{i}(v.{name})")
-    if rule is not None:
-        tests.append("rule(v) is None")
-    lines = ["def ok(v):", f"    return {' and '.join(tests)}"]
-    return _generate("ok", lines, namespace)
+    plain = [(name, node.simple) for name, node, _, _ in table if node.simple is not None]
+    other = [(name, node.ok) for name, node, _, _ in table if node.simple is None]
+    get_plain, kinds = _getter([n for n, _ in plain]), tuple(t for _, t in plain)
+    get_other, preds = _getter([n for n, _ in other]), tuple(p for _, p in other)
+    call = operator.call
+    if rule is None:
+        return lambda v: (
+            type(v) is cls
+            and all(map(isinstance, get_plain(v), kinds))
+            and all(map(call, preds, get_other(v)))
+        )
+    return lambda v: (
+        type(v) is cls
+        and all(map(isinstance, get_plain(v), kinds))
+        and all(map(call, preds, get_other(v)))
+        and rule(v) is None
+    )
 
 
 def _compile_explain(
