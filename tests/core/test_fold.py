@@ -804,3 +804,11 @@ def test_conversation_asked_after_every_event_equals_one_built_from_scratch(log:
             twin = live.copy()
             restored = RunState.from_json(live.to_json())
             assert twin.conversation() == restored.conversation() == live.conversation()
+
+
+def test_a_snapshot_missing_a_field_is_refused_not_defaulted() -> None:
+    """A snapshot writes every field, so one missing (here the conversation) is damage: read
+    as its default, the run would resume with no messages."""
+    snap = {k: v for k, v in fold(A_DONE).to_json().items() if k != "messages"}
+    with pytest.raises(ValueError, match="missing field 'messages'"):
+        RunState.from_json(snap)

@@ -308,7 +308,8 @@ class Record(Node):
 
     ``nodes`` overrides the node of a field (otherwise ``node_for`` of its hint); ``exclude``
     names fields that are not written (derived ones); ``omit_defaults`` leaves fields at their
-    default out of the JSON (lossless: the reader restores them); ``always`` are written even
+    default out of the JSON (lossless: the reader restores them; without it, every field is
+    written and a missing one is refused); ``always`` are written even
     at their default; ``tag`` names the field a ``Tagged`` union tells the record by (always
     written, checked first on reading); ``check`` is a rule across fields (None or what is
     wrong); ``trusted``: the class's constructor already enforces every field's rule, so an
@@ -340,7 +341,8 @@ class Record(Node):
             default = f.default
             if default is MISSING and f.default_factory is not MISSING:
                 default = f.default_factory()
-            table.append((f.name, node, default is MISSING, default))
+            # A record that writes every field reads every field: one missing is damage
+            table.append((f.name, node, default is MISSING or not omit_defaults, default))
         self.cls, self.tag = cls, tag
         defaults = {name: default for name, _, _, default in table}
         self.tag_value = defaults.get(tag, MISSING) if tag else None
