@@ -380,6 +380,8 @@ def _display(names: list[str]) -> Callable[[Any], dict[str, Any]]:
     """``{name: value.name, ...}`` for ``names``: a dict display for up to three fields
     (twice as fast as ``dict(zip(...))``, and most records have that few), else zip."""
     get = _getter(names)
+    if not names:
+        return lambda v: {}
     if len(names) == 1:
         (a,) = names
         return lambda v: {a: get(v)[0]}
@@ -401,19 +403,20 @@ def _compile_enc(
     fields whose node converts (a nested record) go through that node's ``enc``."""
     names = [name for name, _, required, _ in table if required or name in written]
     rest = [(name, default) for name, _, required, default in table if name not in names]
-    convert = [(name, node.enc) for name, node, _, _ in table if node.enc is not None]
+    shown_convert = [(n, node.enc) for n, node, _, _ in table if node.enc and n in names]
+    rest_convert = {n: node.enc for n, node, _, _ in table if node.enc and n not in names}
     shown, get_rest = _display(names), _getter([name for name, _ in rest])
-    if not rest and not convert:  # a tool call: no loop at all
+    if not rest and not shown_convert:  # a tool call: no loop at all
         return shown
 
     def encode(value: Any) -> dict[str, JSON]:
         d = shown(value)
+        for name, to_json in shown_convert:
+            d[name] = to_json(d[name])
         for (name, default), v in zip(rest, get_rest(value)):  # noqa: B905
             if v != default:
-                d[name] = v
-        for name, enc in convert:
-            if name in d:
-                d[name] = enc(d[name])
+                convert = rest_convert.get(name)
+                d[name] = v if convert is None else convert(v)
         return d
 
     return encode
@@ -479,6 +482,8 @@ def _compile_ok(
     get_plain, kinds = _getter([n for n, _ in plain]), tuple(t for _, t in plain)
     get_other, preds = _getter([n for n, _ in other]), tuple(p for _, p in other)
     call = operator.call
+    if not other and rule is None:  # a tool call: type tests only
+        return lambda v: type(v) is cls and all(map(isinstance, get_plain(v), kinds))
     if rule is None:
         return lambda v: (
             type(v) is cls
