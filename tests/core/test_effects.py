@@ -150,13 +150,16 @@ def test_replay_policy_must_follow_the_effect_class(effect: str, policy: str) ->
         "key": KEY,
         "tool": TOOL | {"effect_class": effect, "replay_policy": policy},
     }
-    with pytest.raises(ValueError, match="replay policy does not match the effect class"):
+    # a policy that exists is checked against the class; one that does not, by its type
+    with pytest.raises(
+        ValueError, match=r"replay policy does not match the effect class|'yolo' not one of"
+    ):
         assignment_from_json(data)
 
 
 def test_unknown_effect_class() -> None:
     data = {"kind": "tool", "key": KEY, "tool": TOOL | {"effect_class": "mostly_harmless"}}
-    with pytest.raises(ValueError, match="unknown effect class 'mostly_harmless'"):
+    with pytest.raises(ValueError, match="field 'effect_class': 'mostly_harmless' not one of"):
         assignment_from_json(data)
 
 

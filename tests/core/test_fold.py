@@ -372,10 +372,42 @@ def test_cancel_request_is_remembered_until_the_cancel() -> None:
 def test_snapshot_of_another_version_is_refused() -> None:
     snap = fold(A_DONE).to_json()
     assert snap["v"] == STATE_VERSION
-    with pytest.raises(ValueError, match="snapshot version"):
+    with pytest.raises(ValueError, match=f"snapshot v{STATE_VERSION + 1} is newer"):
         RunState.from_json(snap | {"v": STATE_VERSION + 1})
-    with pytest.raises(ValueError, match="snapshot version"):
+    with pytest.raises(ValueError, match="snapshot version None is not a version number"):
         RunState.from_json({k: v for k, v in snap.items() if k != "v"})
+    with pytest.raises(ValueError, match="no upgrade from snapshot v1"):
+        RunState.from_json(snap | {"v": 1})
+
+
+def test_a_v2_snapshot_is_upcast_to_the_state_it_held() -> None:
+    """v3 added the step-failure counter (and call_ids, rebuilt from the messages): a v2
+    snapshot, written before step_failed existed, loads with no failed step."""
+    state = fold(A_DONE)
+    v2 = {
+        k: v for k, v in state.to_json().items() if k not in ("step_failures", "last_step_failure")
+    }
+    restored = RunState.from_json(json.loads(json.dumps(v2 | {"v": 2})))
+    assert restored == state
+    assert restored.call_ids == state.call_ids and restored.call_ids
+    assert restored.to_json() == state.to_json()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"seq": "7"}, "field 'seq': expected an integer"),
+        ({"status": "exploded"}, "field 'status'"),
+        ({"messages": [{"role": "robot"}]}, "field 'messages': \\[0\\]: unknown message role"),
+        ({"calls": [{"tool_call_id": "a"}]}, "field 'calls': \\[0\\]: call state: missing field"),
+        ({"surprise": 1}, "unknown fields \\['surprise'\\]"),
+    ],
+)
+def test_a_malformed_snapshot_is_refused_naming_the_field(
+    change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunState.from_json(fold(A_DONE).to_json() | change)
 
 
 def test_snapshot_keeps_approvals_and_results() -> None:
@@ -772,3 +804,11 @@ def test_conversation_asked_after_every_event_equals_one_built_from_scratch(log:
             twin = live.copy()
             restored = RunState.from_json(live.to_json())
             assert twin.conversation() == restored.conversation() == live.conversation()
+
+
+def test_a_snapshot_missing_a_field_is_refused_not_defaulted() -> None:
+    """A snapshot writes every field, so one missing (here the conversation) is damage: read
+    as its default, the run would resume with no messages."""
+    snap = {k: v for k, v in fold(A_DONE).to_json().items() if k != "messages"}
+    with pytest.raises(ValueError, match="missing field 'messages'"):
+        RunState.from_json(snap)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,35 @@ JSON = Any
 
 
 _MAX_SAFE_INT = 2**53 - 1
+_MAX_INT = 2**63
+"""Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
+_MAX_DEPTH = 64
+"""JSON nesting deeper than this is refused (the JSON reader recurses)."""
+
+
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """What keeps ``value`` from being JSON that reads back equal, or None."""
+    t = type(value)
+    if value is None or t is bool or isinstance(value, str):
+        return None
+    if t is int:
+        return None if -_MAX_INT < value < _MAX_INT else f"integer {value} is out of range"
+    if t is float:
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if isinstance(value, dict | list):
+        if depth >= _MAX_DEPTH:
+            return f"nested more than {_MAX_DEPTH} levels deep"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            if isinstance(value, dict) and not isinstance(k, str):
+                return f"key {k!r} is not a string"
+            p = json_problem(v, depth + 1)
+            if p is not None:
+                return f"[{k!r}]: {p}"
+        return None
+    if isinstance(value, tuple):
+        return "a tuple would read back as a list; pass a list"
+    return f"{t.__name__} is not a JSON value"
 
 
 def _plain(value: Any) -> bool:

@@ -3,7 +3,8 @@
 An ``Assignment`` is immutable and process-independent: everything an executor in another
 process (or on another machine) needs to perform the effect, keyed by (session, run, effect
 id). On the wire it is JSON with ``kind`` = ``model`` | ``tool`` and exactly the matching body;
-``assignment_from_json`` refuses a mismatch rather than guessing.
+``assignment_from_json`` refuses a mismatch rather than guessing. Its parts are records of the
+one codec (``stead.core.codec``), as events and messages are.
 
 An ``Outcome`` is how the effect settled. ``tool_unknown`` means it may or may not have
 happened and is never re-run automatically.
@@ -12,10 +13,11 @@ happened and is never re-run automatically.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, Final, Literal, TypeAlias, assert_never
 
 from stead.core.canonical import JSON
-from stead.core.events import EFFECT_CLASSES, EffectClass
+from stead.core.codec import Record
+from stead.core.events import EffectClass
 from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
 from stead.core.messages import Usage
 
@@ -92,91 +94,41 @@ class Assignment:
         return "model" if isinstance(self.body, ModelBody) else "tool"
 
 
+def _policy_follows(body: ToolBody) -> str | None:
+    if body.replay_policy != REPLAY_POLICY.get(body.effect_class):
+        return "replay policy does not match the effect class"
+    return None
+
+
+_KEY: Final = Record(AssignmentKey, label="assignment key")
+_BODIES: Final = {
+    "model": Record(ModelBody, label="model body"),
+    "tool": Record(ToolBody, label="tool body", check=_policy_follows),
+}
+"""The one codec's records of an assignment's parts. On the wire the body sits under the key
+its kind names (``{"kind": "tool", "key": {...}, "tool": {...}}``)."""
+
+
 def assignment_to_json(a: Assignment) -> dict[str, JSON]:
     """Encode for the wire."""
-    key = {"session_id": a.key.session_id, "run_id": a.key.run_id, "effect_id": a.key.effect_id}
-    body = a.body
-    if isinstance(body, ModelBody):
-        return {
-            "kind": "model",
-            "key": key,
-            "model": {
-                "model": body.model,
-                "request": body.request,
-                "request_digest": body.request_digest,
-            },
-        }
-    return {
-        "kind": "tool",
-        "key": key,
-        "tool": {
-            "tool_name": body.tool_name,
-            "definition_digest": body.definition_digest,
-            "arguments": body.arguments,
-            "effect_class": body.effect_class,
-            "replay_policy": body.replay_policy,
-            "tool_call_id": body.tool_call_id,
-            "turn_index": body.turn_index,
-            "idempotency_key": body.idempotency_key,
-            "attempt": body.attempt,
-        },
-    }
+    kind = a.kind
+    return {"kind": kind, "key": _KEY.enc(a.key), kind: _BODIES[kind].enc(a.body)}  # type: ignore[misc]
 
 
 def assignment_from_json(data: dict[str, Any]) -> Assignment:
     """Decode; ``ValueError`` when ``kind`` and body disagree or a field is wrong."""
-    try:
-        return _assignment_from_json(data)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"malformed assignment: missing or mistyped field {exc!r}") from exc
-
-
-def _field(body: dict[str, Any], key: str, kind: type) -> Any:
-    value = body[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ValueError(f"assignment field {key!r} must be {kind.__name__}, got {value!r}")
-    return value
-
-
-def _assignment_from_json(data: dict[str, Any]) -> Assignment:
+    if not isinstance(data, dict):
+        raise ValueError("an assignment is a JSON object")
     kind = data.get("kind")
-    bodies = {k for k in ("model", "tool") if k in data}
-    if kind not in ("model", "tool") or bodies != {kind}:
+    bodies = {k for k in _BODIES if k in data}
+    if kind not in _BODIES or bodies != {kind}:
         raise ValueError(f"assignment kind {kind!r} does not match its body {sorted(bodies)}")
-    k = data["key"]
-    key = AssignmentKey(
-        session_id=_field(k, "session_id", str),
-        run_id=_field(k, "run_id", str),
-        effect_id=_field(k, "effect_id", str),
-    )
-    b = data[kind]
-    if kind == "model":
-        return Assignment(
-            key=key,
-            body=ModelBody(
-                model=_field(b, "model", str),
-                request=_field(b, "request", dict),
-                request_digest=_field(b, "request_digest", str),
-            ),
-        )
-    if b["effect_class"] not in EFFECT_CLASSES:
-        raise ValueError(f"unknown effect class {b['effect_class']!r}")
-    if b["replay_policy"] != REPLAY_POLICY[b["effect_class"]]:
-        raise ValueError("replay policy does not match the effect class")
-    return Assignment(
-        key=key,
-        body=ToolBody(
-            tool_name=_field(b, "tool_name", str),
-            definition_digest=_field(b, "definition_digest", str),
-            arguments=_field(b, "arguments", str),
-            effect_class=b["effect_class"],
-            replay_policy=b["replay_policy"],
-            tool_call_id=_field(b, "tool_call_id", str),
-            turn_index=_field(b, "turn_index", int),
-            idempotency_key=_field(b, "idempotency_key", str),
-            attempt=_field(b, "attempt", int),
-        ),
-    )
+    unknown = set(data) - {"kind", "key", kind}
+    if unknown:
+        raise ValueError(f"assignment: unknown fields {sorted(map(str, unknown))}")
+    if "key" not in data:
+        raise ValueError("assignment: missing field 'key'")
+    return Assignment(key=_KEY.dec(data["key"]), body=_BODIES[kind].dec(data[kind]))
 
 
 # -- outcomes --------------------------------------------------------------------------------

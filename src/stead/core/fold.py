@@ -14,12 +14,15 @@ conversation 10,000 times); treat a state you did not fold yourself as read-only
 from __future__ import annotations
 
 import copy as _copy
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
 from stead.core.canonical import sha256_hex
+from stead.core.codec import Record, Versions, keyed
 from stead.core.events import (
+    RECORDS,
     ApprovalRequested,
     Decision,
     EffectClass,
@@ -27,23 +30,19 @@ from stead.core.events import (
     RunRecovered,
     StepFailed,
     ToolResultRecorded,
-    decode,
-    encode,
 )
 from stead.core.messages import (
     AssistantMessage,
     Message,
     ToolResultMessage,
     Usage,
-    message_from_json,
-    message_to_json,
 )
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
 STATE_VERSION: Final = 3
-"""Bumped whenever RunState's snapshot shape changes; older snapshots are ignored and the
-log is folded from the start instead."""
+"""Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
+version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -230,117 +229,47 @@ class RunState:
     # -- snapshots -------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """The whole state as JSON, for a snapshot row."""
-        return {
-            "v": STATE_VERSION,
-            "run_id": self.run_id,
-            "agent": self.agent,
-            "input": self.input,
-            "session_id": self.session_id,
-            "correlation_id": self.correlation_id,
-            "config": self.config,
-            "status": self.status.value if self.status else None,
-            "seq": self.seq,
-            "messages": [message_to_json(m) for m in self.messages],
-            "turn_index": self.turn_index,
-            "turn_has_reply": self.turn_has_reply,
-            "calls": [_call_to_json(c) for c in self.calls.values()],
-            "model_failures": self.model_failures,
-            "approvals": [encode(a)[2] for a in self.approvals.values()],
-            "usage": self.usage.to_json(),
-            "tool_calls_total": self.tool_calls_total,
-            "output": self.output,
-            "stop_reason": self.stop_reason,
-            "error": self.error,
-            "owner": self.owner,
-            "epoch": self.epoch,
-            "cancel_requested": self.cancel_requested,
-            "recent_calls": self.recent_calls,
-            "step_failures": self.step_failures,
-            "last_step_failure": (
-                encode(self.last_step_failure)[2] if self.last_step_failure else None
-            ),
-        }
+        """The whole state as JSON, for a snapshot row: ``v`` (its version), then every field
+        by the one codec (``SNAPSHOT``)."""
+        return {"v": STATE_VERSION, **typing.cast(dict[str, Any], _STATE.enc(self))}  # type: ignore[misc]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunState:
-        """Rebuild a snapshot; ``ValueError`` if it is from another state version."""
-        if data.get("v") != STATE_VERSION:
-            raise ValueError(f"snapshot version {data.get('v')} != {STATE_VERSION}")
-        calls = [_call_from_json(c) for c in data["calls"]]
-        approvals = [decode("approval_requested", 1, a) for a in data["approvals"]]
-        messages = [message_from_json(m) for m in data["messages"]]
-        failure = data["last_step_failure"]
-        last_failure = decode("step_failed", 1, failure) if failure is not None else None
-        return cls(
-            run_id=data["run_id"],
-            agent=data["agent"],
-            input=data["input"],
-            session_id=data["session_id"],
-            correlation_id=data["correlation_id"],
-            config=data["config"],
-            status=RunStatus(data["status"]) if data["status"] else None,
-            seq=data["seq"],
-            messages=messages,
-            turn_index=data["turn_index"],
-            turn_has_reply=data["turn_has_reply"],
-            calls={c.tool_call_id: c for c in calls},
-            model_failures=data["model_failures"],
-            approvals={a.tool_call_id: a for a in approvals if isinstance(a, ApprovalRequested)},
-            usage=Usage.from_json(data["usage"]),
-            tool_calls_total=data["tool_calls_total"],
-            output=data["output"],
-            stop_reason=data["stop_reason"],
-            error=data["error"],
-            owner=data["owner"],
-            epoch=data["epoch"],
-            cancel_requested=data["cancel_requested"],
-            recent_calls=list(data["recent_calls"]),
-            call_ids={
-                c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls
-            },
-            step_failures=data["step_failures"],
-            last_step_failure=last_failure if isinstance(last_failure, StepFailed) else None,
-        )
+        """Rebuild a snapshot, upgrading an older version first; ``ValueError`` for a newer
+        or unknown version or a malformed field (the caller then folds the log instead)."""
+        if not isinstance(data, dict):
+            raise ValueError("a snapshot is a JSON object")
+        body = SNAPSHOT.upcast(data.get("v"), {k: v for k, v in data.items() if k != "v"})
+        state: RunState = _STATE.dec(body)
+        state.call_ids = {
+            c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls
+        }
+        return state
 
 
-def _call_to_json(c: CallState) -> dict[str, Any]:
-    return {
-        "turn_index": c.turn_index,
-        "tool_call_id": c.tool_call_id,
-        "name": c.name,
-        "arguments": c.arguments,
-        "effect_class": c.effect_class,
-        "idempotency_key": c.idempotency_key,
-        "rejection": c.rejection,
-        "requires_approval": c.requires_approval,
-        "attempts": c.attempts,
-        "result": encode(c.result)[2] if c.result else None,
-        "unknown": c.unknown,
-        "verdict": c.verdict,
-        "decision": c.decision,
-        "edited_arguments": c.edited_arguments,
-    }
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """v3 counts failed steps: a v2 state was written before ``step_failed`` existed, so
+    none had failed. (``call_ids`` arrived too, but it is rebuilt from the messages.)"""
+    return {**data, "step_failures": 0, "last_step_failure": None}
 
 
-def _call_from_json(d: dict[str, Any]) -> CallState:
-    result = decode("tool_result_recorded", 1, d["result"]) if d["result"] else None
-    return CallState(
-        turn_index=d["turn_index"],
-        tool_call_id=d["tool_call_id"],
-        name=d["name"],
-        arguments=d["arguments"],
-        effect_class=d["effect_class"],
-        idempotency_key=d["idempotency_key"],
-        rejection=d["rejection"],
-        requires_approval=d["requires_approval"],
-        attempts=d["attempts"],
-        result=result if isinstance(result, ToolResultRecorded) else None,
-        unknown=d["unknown"],
-        verdict=d["verdict"],
-        decision=d["decision"],
-        edited_arguments=d["edited_arguments"],
-    )
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3})
+"""The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
+with no path to today (v1) is refused, and the log is folded from the start instead."""
+
+_CALL: Final = Record(CallState, omit_defaults=False)
+_STATE: Final = Record(
+    RunState,
+    omit_defaults=False,
+    exclude=("call_ids",),  # rebuilt from the messages
+    nodes={
+        "calls": keyed(_CALL, "tool_call_id"),
+        "approvals": keyed(RECORDS["approval_requested"], "tool_call_id"),
+    },
+)
+"""The whole state, every field written (a snapshot is one row per run, not one per event):
+calls and approvals as lists, events (a call's result, an approval, the last step failure)
+as their rows' data."""
 
 
 # -- applying events ---------------------------------------------------------------------

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from stead.core.canonical import JSON
+from stead.core.codec import COUNT, Record, Tagged
 
 _USAGE_KEYS = (
     "input_tokens",
@@ -103,22 +104,12 @@ class Usage:
 
     def to_json(self) -> dict[str, int]:
         """Only the non-zero counts: most calls have no cache tokens, and logs stay small."""
-        full = {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-        }
-        return {k: v for k, v in full.items() if v}
+        return USAGE.enc(self)  # type: ignore[no-any-return,misc]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
         """Decode; ``ValueError`` for unknown keys or counts that are not whole numbers."""
-        if not isinstance(data, dict):
-            raise ValueError(f"usage must be an object, got {data!r}")
-        if set(data) - set(_USAGE_KEYS):
-            raise ValueError(f"usage has unknown keys: {sorted(set(data) - set(_USAGE_KEYS))}")
-        return cls(**{k: data.get(k, 0) for k in _USAGE_KEYS})  # the constructor checks
+        return USAGE.dec(data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,12 +124,13 @@ class ToolCall:
     """The raw argument text the model produced; may not even be JSON (a model mistake)."""
 
     def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+        """``{"id", "name", "arguments"}``."""
+        return TOOL_CALL.enc(self)  # type: ignore[no-any-return,misc]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ToolCall:
         """Decode; ``ValueError`` unless id, name and arguments are strings."""
-        return cls(id=_str(data, "id"), name=_str(data, "name"), arguments=_str(data, "arguments"))
+        return TOOL_CALL.dec(data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,24 +157,12 @@ class RedactedThinking:
 
 ThinkingBlock: TypeAlias = Thinking | RedactedThinking
 
-
-def thinking_to_json(block: ThinkingBlock) -> dict[str, JSON]:
-    """Encode one thinking block as plain JSON."""
-    match block:
-        case Thinking():
-            return {"kind": "thinking", "text": block.text, "signature": block.signature}
-        case RedactedThinking():
-            return {"kind": "redacted_thinking", "data": block.data}
-
-
-def thinking_from_json(data: dict[str, Any]) -> ThinkingBlock:
-    """Decode one thinking block; ``ValueError`` naming the field on a malformed one."""
-    kind = _str(data, "kind")
-    if kind == "thinking":
-        return Thinking(text=_str(data, "text"), signature=_str(data, "signature"))
-    if kind == "redacted_thinking":
-        return RedactedThinking(data=_str(data, "data"))
-    raise ValueError(f"unknown thinking block kind {kind!r}")
+USAGE: Final = Record(Usage, nodes=dict.fromkeys(_USAGE_KEYS, COUNT), trusted=True)
+"""Trusted: its constructor checks every count, so a Usage is well formed by its type."""
+TOOL_CALL: Final = Record(ToolCall, label="tool call")
+THINKING: Final = Tagged(
+    "thinking block", "kind", Record(Thinking, tag="kind"), Record(RedactedThinking, tag="kind")
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -323,75 +303,28 @@ class NoticeMessage:
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | NoticeMessage
 
 
+MESSAGE: Final = Tagged(
+    "message",
+    "role",
+    Record(UserMessage, tag="role"),
+    # text is written even when empty, as it always was: request digests hash this JSON
+    Record(AssistantMessage, tag="role", always=("text",)),
+    Record(ToolResultMessage, tag="role"),
+    Record(NoticeMessage, tag="role"),
+)
+"""The one codec of a message: its JSON in the log, in snapshots, and in model requests (whose
+digest is over it, so a message's JSON must never change shape without a new version)."""
+
+
 def message_to_json(m: Message) -> dict[str, JSON]:
-    """Encode a message as plain JSON."""
-    match m:
-        case UserMessage():
-            return {"role": "user", "content": m.content}
-        case NoticeMessage():
-            return {"role": "notice", "content": m.content}
-        case AssistantMessage():
-            out: dict[str, JSON] = {"role": "assistant", "text": m.text}
-            if m.tool_calls:
-                out["tool_calls"] = [c.to_json() for c in m.tool_calls]
-            if m.stop_reason != "end_turn":
-                out["stop_reason"] = m.stop_reason
-            if m.thinking:  # absent when empty: older logs and digests stay as they were
-                out["thinking"] = [thinking_to_json(b) for b in m.thinking]
-            return out
-        case ToolResultMessage():
-            res: dict[str, JSON] = {
-                "role": "tool",
-                "tool_call_id": m.tool_call_id,
-                "name": m.name,
-                "content": m.content,
-            }
-            if m.is_error:
-                res["is_error"] = True
-            return res
-
-
-def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
-    if not isinstance(data, dict):
-        raise ValueError("expected an object")
-    value = data.get(key, default)
-    if not isinstance(value, str):
-        raise ValueError(f"{key!r} must be a string, got {value!r}")
-    return value
+    """Encode a message as plain JSON (fields at their default left out, its role first)."""
+    return MESSAGE.enc(m)  # type: ignore[no-any-return,misc]
 
 
 def message_from_json(data: dict[str, Any]) -> Message:
     """Decode a message; ``ValueError`` naming the field on a malformed one (no coercion:
     a number where text belongs is corruption, not something to paper over)."""
-    role = _str(data, "role")
-    if role == "user":
-        return UserMessage(content=_str(data, "content"))
-    if role == "notice":
-        return NoticeMessage(content=_str(data, "content"))
-    if role == "assistant":
-        calls = data.get("tool_calls", [])
-        if not isinstance(calls, list):
-            raise ValueError("'tool_calls' must be a list")
-        thinking = data.get("thinking", [])  # absent in logs written before it existed
-        if not isinstance(thinking, list):
-            raise ValueError("'thinking' must be a list")
-        return AssistantMessage(
-            text=_str(data, "text", ""),
-            tool_calls=tuple(ToolCall.from_json(c) for c in calls),
-            stop_reason=_str(data, "stop_reason", "end_turn"),
-            thinking=tuple(thinking_from_json(b) for b in thinking),
-        )
-    if role == "tool":
-        is_error = data.get("is_error", False)
-        if not isinstance(is_error, bool):
-            raise ValueError(f"'is_error' must be a boolean, got {is_error!r}")
-        return ToolResultMessage(
-            tool_call_id=_str(data, "tool_call_id"),
-            name=_str(data, "name"),
-            content=_str(data, "content"),
-            is_error=is_error,
-        )
-    raise ValueError(f"unknown message role {role!r}")
+    return MESSAGE.dec(data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

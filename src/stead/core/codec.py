@@ -1,0 +1,599 @@
+"""One codec for core data: frozen dataclasses to plain JSON and back, by one set of rules.
+
+Every type a field can have is a ``Node``, which holds both directions of its rules: how a
+value is written (``enc``), how JSON is read back (``dec``, which refuses with ``ValueError``),
+and the check the writer runs before it writes (``ok``: a fast yes/no that builds nothing;
+``why``: the explanation when ``ok`` says no). Because the reader and the writer use the same
+node, what the writer accepts reads back equal: the guarantee the store relies on (it refuses
+before the commit whatever ``ok`` refuses). The writer is the stricter of the two: it also
+refuses what a store cannot hold or would not read back equal (an integer beyond 64 bits, a
+NUL in a column, NaN, a tuple where a list belongs), while the reader takes every value of
+the type, so rows written before a rule existed still load.
+
+A ``Record`` is the node of one dataclass, compiled once from its field table (the encoder
+reads the fields it always writes with one C-level ``attrgetter`` and leaves the others out
+at their default; the check runs the plain type tests as one C-level loop). A
+``Tagged`` union tells records apart by a tag field (a message's ``role``, a thinking block's
+``kind``). ``node_for`` turns a type hint into its node, finding registered records. A
+``Versions`` is a schema's current version and the upcasters that bring an older row to it:
+events (one per kind) and the run-state snapshot use the same one.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import operator
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any, Literal, get_type_hints
+
+from stead.core.canonical import JSON, json_problem
+
+Problem = str | None
+"""What is wrong with a value, or None."""
+
+MAX_INT = 2**63
+"""Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
+_MAX_EXACT_FLOAT = 2**53
+
+
+class Node:
+    """One type's rules, both ways. ``enc`` is None when a value is its own JSON; ``simple``
+    is the type (or types) whose ``isinstance`` is the whole check, if there is one: a
+    record's check inlines it."""
+
+    __slots__ = ("dec", "enc", "ok", "simple", "why")
+
+    def __init__(
+        self,
+        *,
+        ok: Callable[[Any], bool],
+        why: Callable[[Any], Problem],
+        dec: Callable[[Any], Any] | None = None,
+        enc: Callable[[Any], JSON] | None = None,
+        simple: type[Any] | tuple[type[Any], ...] | None = None,
+    ) -> None:
+        self.ok, self.why, self.enc, self.simple = ok, why, enc, simple
+        self.dec = dec if dec is not None else _identity_dec(ok, why)
+
+
+def _identity_dec(ok: Callable[[Any], bool], why: Callable[[Any], Problem]) -> Callable[[Any], Any]:
+    def dec(value: Any) -> Any:
+        if ok(value):
+            return value
+        raise ValueError(why(value))
+
+    return dec
+
+
+# -- scalars ---------------------------------------------------------------------------------
+
+
+def _plain(kind: type[Any], name: str) -> Node:
+    """A node whose check is ``isinstance(v, kind)``."""
+    check = kind.__instancecheck__
+    return Node(
+        ok=check,
+        why=lambda v: None if check(v) else f"expected {name}, got {v!r:.80}",
+        simple=kind,
+    )
+
+
+STR: typing.Final = _plain(str, "a string")
+BOOL: typing.Final = _plain(bool, "a boolean")
+NONE: typing.Final = Node(
+    ok=lambda v: v is None,
+    why=lambda v: None if v is None else f"expected null, got {v!r:.80}",
+    simple=type(None),
+)
+NUL_FREE_STR: typing.Final = Node(
+    ok=lambda v: isinstance(v, str) and "\x00" not in v,
+    dec=STR.dec,
+    why=lambda v: STR.why(v) or ("a NUL character cannot be stored here" if "\x00" in v else None),
+)
+"""Text also stored in a text column of its own: PostgreSQL text cannot hold NUL."""
+
+
+def integer(lo: int = -MAX_INT + 1, hi: int = MAX_INT) -> Node:
+    """Integers in ``lo <= v < hi`` (by default, what 64 bits hold)."""
+
+    def ok(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+
+    def why(v: Any) -> Problem:
+        if not isinstance(v, int) or isinstance(v, bool):
+            return f"expected an integer, got {v!r:.80}"
+        if ok(v):
+            return None
+        if lo == 0 and hi == MAX_INT:
+            return f"must be a non-negative integer, got {v}"
+        if lo == -MAX_INT + 1 and hi == MAX_INT:
+            return f"integer {v} is out of range"
+        return f"integer {v} is outside {lo}..{hi - 1}"
+
+    return Node(ok=ok, why=why, dec=_int_dec)
+
+
+def _int_dec(v: Any) -> int:
+    """Reading takes any integer: a range is the writer's rule (what the stores hold)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    raise ValueError(f"expected an integer, got {v!r:.80}")
+
+
+INT: typing.Final = integer()
+COUNT: typing.Final = integer(0)
+
+
+def _float_why(v: Any) -> Problem:
+    if isinstance(v, float):
+        return None if math.isfinite(v) else f"{v!r} is not a finite number"
+    if isinstance(v, int) and not isinstance(v, bool):
+        ok = -_MAX_EXACT_FLOAT <= v <= _MAX_EXACT_FLOAT
+        return None if ok else f"{v} is not exactly a number (double)"
+    return f"expected a number, got {v!r:.80}"
+
+
+def _float_dec(v: Any) -> float:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError(f"expected a number, got {v!r:.80}")
+
+
+FLOAT: typing.Final = Node(ok=lambda v: _float_why(v) is None, why=_float_why, dec=_float_dec)
+"""A double; an integer it holds exactly is a number too (and reads back as a float)."""
+
+
+JSON_OBJECT: typing.Final = Node(
+    ok=lambda v: isinstance(v, dict) and json_problem(v) is None,
+    why=lambda v: json_problem(v) if isinstance(v, dict) else f"expected an object, got {v!r:.80}",
+    dec=lambda v: v if isinstance(v, dict) else _refuse(f"expected an object, got {v!r:.80}"),
+)
+
+
+def _refuse(message: str) -> Any:
+    raise ValueError(message)
+
+
+def literal(allowed: tuple[str, ...]) -> Node:
+    """One of a fixed set of strings."""
+    return Node(
+        ok=lambda v: isinstance(v, str) and v in allowed,
+        why=lambda v: (
+            None if isinstance(v, str) and v in allowed else f"{v!r:.80} not one of {allowed}"
+        ),
+    )
+
+
+def enum_of(cls: type[enum.Enum]) -> Node:
+    """A member of an enum, written as its value."""
+
+    def dec(v: Any) -> Any:
+        try:
+            return cls(v)
+        except ValueError:
+            raise ValueError(f"{v!r:.80} is not a {cls.__name__}") from None
+
+    return Node(
+        ok=lambda v: type(v) is cls,
+        why=lambda v: None if type(v) is cls else f"expected a {cls.__name__}, got {v!r:.80}",
+        enc=operator.attrgetter("value"),
+        dec=dec,
+    )
+
+
+# -- containers and unions -------------------------------------------------------------------
+
+
+def union(arms: list[Node], label: str) -> Node:
+    """Any of ``arms``; ``X | None`` reads, writes and explains itself as an X."""
+    if all(a.simple is not None for a in arms):
+        simple = tuple(t for a in arms for t in _types(a.simple))
+        return Node(
+            ok=lambda v: isinstance(v, simple),
+            why=lambda v: None if isinstance(v, simple) else f"{v!r:.80} matches none of {label}",
+            simple=simple,
+        )
+    rest = [a for a in arms if a is not NONE]
+    if len(rest) == 1 and len(arms) == 2:
+        (x,) = rest
+        x_ok, x_why, x_dec, x_enc = x.ok, x.why, x.dec, x.enc
+        return Node(
+            ok=lambda v: v is None or x_ok(v),
+            why=lambda v: None if v is None else x_why(v),
+            dec=lambda v: None if v is None else x_dec(v),
+            enc=None if x_enc is None else (lambda v: None if v is None else x_enc(v)),
+        )
+    # Two records are a Tagged union; other mixes (str | int) no core field has
+    raise TypeError(f"no codec for the union {label}")  # pragma: no cover
+
+
+def _types(simple: type[Any] | tuple[type[Any], ...] | None) -> tuple[type[Any], ...]:
+    return simple if isinstance(simple, tuple) else (simple,) if simple is not None else ()
+
+
+def sequence(item: Node, live: type[list[Any]] | type[tuple[Any, ...]]) -> Node:
+    """A tuple or a list of ``item`` (a JSON list either way, so the live type is checked)."""
+    item_ok, item_why, item_dec, item_enc = item.ok, item.why, item.dec, item.enc
+
+    def why(v: Any) -> Problem:
+        if type(v) is not live:
+            return f"expected a {live.__name__}, got {v!r:.80}"
+        for i, x in enumerate(v):
+            p = item_why(x)
+            if p is not None:
+                return f"[{i}]: {p}"
+        return None
+
+    def dec(v: Any) -> Any:
+        if not isinstance(v, list):
+            raise ValueError(f"expected a list, got {v!r:.80}")
+        try:
+            return live(map(item_dec, v))
+        except ValueError:
+            for i, x in enumerate(v):
+                try:
+                    item_dec(x)
+                except ValueError as exc:
+                    raise ValueError(f"[{i}]: {exc}") from None
+            raise  # pragma: no cover - the loop finds the item
+
+    return Node(
+        ok=lambda v: type(v) is live and all(map(item_ok, v)),
+        why=why,
+        dec=dec,
+        enc=list if item_enc is None else (lambda v: [item_enc(x) for x in v]),
+    )
+
+
+def keyed(item: Node, key: str) -> Node:
+    """A dict of ``item`` by its attribute ``key``, written as the list of its values."""
+    get = operator.attrgetter(key)
+    inner = sequence(item, list)
+
+    def ok(v: Any) -> bool:
+        return (
+            type(v) is dict
+            and inner.ok(list(v.values()))
+            and all(get(x) == k for k, x in v.items())
+        )
+
+    def why(v: Any) -> Problem:
+        if type(v) is not dict:
+            return f"expected a dict, got {v!r:.80}"
+        return inner.why(list(v.values())) or (None if ok(v) else f"a value's {key} is not its key")
+
+    def dec(v: Any) -> dict[str, Any]:
+        return {get(x): x for x in inner.dec(v)}
+
+    enc = typing.cast(Callable[[Any], JSON], inner.enc)
+    return Node(ok=ok, why=why, dec=dec, enc=lambda v: enc(list(v.values())))
+
+
+# -- records ---------------------------------------------------------------------------------
+
+_RECORDS: dict[type[Any], Record] = {}
+_TAGGED: dict[frozenset[type[Any]], Tagged] = {}
+
+
+def _words(name: str) -> str:
+    """``AssistantMessage`` -> ``assistant message``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", name).lower()
+
+
+def _a(words: str) -> str:
+    """``assistant message`` -> ``an assistant message``."""
+    return f"{'an' if words[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {words}"
+
+
+class Record(Node):
+    """The node of one dataclass, compiled once from its field table.
+
+    ``nodes`` overrides the node of a field (otherwise ``node_for`` of its hint); ``exclude``
+    names fields that are not written (derived ones); ``omit_defaults`` leaves fields at their
+    default out of the JSON (lossless: the reader restores them; without it, every field is
+    written and a missing one is refused); ``always`` are written even
+    at their default; ``tag`` names the field a ``Tagged`` union tells the record by (always
+    written, checked first on reading); ``check`` is a rule across fields (None or what is
+    wrong); ``trusted``: the class's constructor already enforces every field's rule, so an
+    instance passes on its type alone.
+    """
+
+    __slots__ = ("cls", "field_problem", "label", "tag", "tag_value")
+
+    def __init__(
+        self,
+        cls: type[Any],
+        *,
+        nodes: Mapping[str, Node] | None = None,
+        exclude: Iterable[str] = (),
+        omit_defaults: bool = True,
+        always: Iterable[str] = (),
+        tag: str | None = None,
+        label: str | None = None,
+        check: Callable[[Any], Problem] | None = None,
+        trusted: bool = False,
+    ) -> None:
+        hints = get_type_hints(cls)
+        skip = set(exclude)
+        table: list[tuple[str, Node, bool, Any]] = []
+        for f in fields(cls):
+            if not f.init or f.name in skip:
+                continue
+            node = (nodes or {}).get(f.name) or node_for(hints[f.name])
+            default = f.default
+            if default is MISSING and f.default_factory is not MISSING:
+                default = f.default_factory()
+            # A record that writes every field reads every field: one missing is damage
+            table.append((f.name, node, default is MISSING or not omit_defaults, default))
+        self.cls, self.tag = cls, tag
+        defaults = {name: default for name, _, _, default in table}
+        self.tag_value = defaults.get(tag, MISSING) if tag else None
+        assert self.tag_value is not MISSING, f"the tag {tag!r} of {cls} needs a default"
+        self.label = label or _words(cls.__name__)
+        written: set[str | None] = {tag, *always} if omit_defaults else {name for name, *_ in table}
+        ok = _compile_ok(cls, table, check, trusted)
+        self.field_problem = _compile_explain(table, check)
+        super().__init__(
+            ok=ok,
+            why=self._why,
+            dec=_compile_dec(cls, table, self.label, (tag, self.tag_value), check),
+            enc=_compile_enc(table, written),
+        )
+        _RECORDS[cls] = self
+
+    def _why(self, value: Any) -> Problem:
+        if type(value) is not self.cls:
+            return f"expected {_a(_words(self.cls.__name__))}, got {value!r:.80}"
+        p = self.field_problem(value)
+        return None if p is None else f"{p[0]}: {p[1]}"
+
+
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """One C-level ``attrgetter`` reading ``names``, always as a tuple."""
+    if len(names) >= 2:
+        return typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names))
+    if names:
+        one = operator.attrgetter(names[0])
+        return lambda v: (one(v),)
+    return lambda v: ()
+
+
+def _display(names: list[str]) -> Callable[[Any], dict[str, Any]]:
+    """``{name: value.name, ...}`` for ``names``: a dict display for up to three fields
+    (twice as fast as ``dict(zip(...))``, and most records have that few), else zip."""
+    get = _getter(names)
+    if not names:
+        return lambda v: {}
+    if len(names) == 1:
+        (a,) = names
+        return lambda v: {a: get(v)[0]}
+    if len(names) == 2:
+        a, b = names
+        return lambda v: {a: (x := get(v))[0], b: x[1]}
+    if len(names) == 3:
+        a, b, c = names
+        return lambda v: {a: (x := get(v))[0], b: x[1], c: x[2]}
+    # zip(strict=True) would double the cost: the lengths agree by construction
+    return lambda v: dict(zip(names, get(v)))  # noqa: B905
+
+
+def _compile_enc(
+    table: list[tuple[str, Node, bool, Any]], written: set[str | None]
+) -> Callable[[Any], JSON]:
+    """The encoder: the fields always written are read by one ``attrgetter`` (C), the others
+    compared with their defaults (left out when equal: the reader restores them); only
+    fields whose node converts (a nested record) go through that node's ``enc``."""
+    names = [name for name, _, required, _ in table if required or name in written]
+    rest = [(name, default) for name, _, required, default in table if name not in names]
+    shown_convert = [(n, node.enc) for n, node, _, _ in table if node.enc and n in names]
+    rest_convert = {n: node.enc for n, node, _, _ in table if node.enc and n not in names}
+    shown, get_rest = _display(names), _getter([name for name, _ in rest])
+    if not rest and not shown_convert:  # a tool call: no loop at all
+        return shown
+
+    def encode(value: Any) -> dict[str, JSON]:
+        d = shown(value)
+        for name, to_json in shown_convert:
+            d[name] = to_json(d[name])
+        for (name, default), v in zip(rest, get_rest(value)):  # noqa: B905
+            if v != default:
+                convert = rest_convert.get(name)
+                d[name] = v if convert is None else convert(v)
+        return d
+
+    return encode
+
+
+def _compile_dec(
+    cls: type[Any],
+    table: list[tuple[str, Node, bool, Any]],
+    label: str,
+    tagged: tuple[str | None, Any],
+    rule: Callable[[Any], Problem] | None,
+) -> Callable[[Any], Any]:
+    """The reader: every field by its node, missing required and unknown fields refused,
+    then the rule across fields."""
+    tag, tag_value = tagged
+    decs = [(name, node.dec, required) for name, node, required, _ in table]
+    names = {name for name, *_ in table}
+    expected = f"expected {_a(_words(cls.__name__))}"
+
+    def decode(data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object, got {data!r:.80}")
+        if tag is not None and data.get(tag) != tag_value:
+            raise ValueError(f"{expected} ({tag} {tag_value!r}), got {tag} {data.get(tag)!r:.80}")
+        kwargs = {}
+        for name, dec, required in decs:
+            if name in data:
+                try:
+                    kwargs[name] = dec(data[name])
+                except ValueError as exc:
+                    raise ValueError(f"field {name!r}: {exc}") from None
+            elif required:
+                raise ValueError(f"{label}: missing field {name!r}")
+        if len(kwargs) != len(data):
+            raise ValueError(f"{label}: unknown fields {sorted(map(str, set(data) - names))}")
+        try:
+            value = cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{label}: {exc}") from None
+        problem = None if rule is None else rule(value)
+        if problem is not None:
+            raise ValueError(f"{label}: {problem}")
+        return value
+
+    return decode
+
+
+def _compile_ok(
+    cls: type[Any],
+    table: list[tuple[str, Node, bool, Any]],
+    rule: Callable[[Any], Problem] | None,
+    trusted: bool,
+) -> Callable[[Any], bool]:
+    """The write check, a yes/no that builds nothing: every append runs it.
+
+    The fields whose node is a plain type test are read by one ``attrgetter`` and tested by
+    ``all(map(isinstance, ...))``, a loop in C; the others call their node's ``ok`` (a
+    range, a literal, a nested value); a rule across fields comes last."""
+    if trusted:
+        return lambda v: type(v) is cls
+    plain = [(name, node.simple) for name, node, _, _ in table if node.simple is not None]
+    other = [(name, node.ok) for name, node, _, _ in table if node.simple is None]
+    get_plain, kinds = _getter([n for n, _ in plain]), tuple(t for _, t in plain)
+    get_other, preds = _getter([n for n, _ in other]), tuple(p for _, p in other)
+    call = operator.call
+    if not other and rule is None:  # a tool call: type tests only
+        return lambda v: type(v) is cls and all(map(isinstance, get_plain(v), kinds))
+    if rule is None:
+        return lambda v: (
+            type(v) is cls
+            and all(map(isinstance, get_plain(v), kinds))
+            and all(map(call, preds, get_other(v)))
+        )
+    return lambda v: (
+        type(v) is cls
+        and all(map(isinstance, get_plain(v), kinds))
+        and all(map(call, preds, get_other(v)))
+        and rule(v) is None
+    )
+
+
+def _compile_explain(
+    table: list[tuple[str, Node, bool, Any]], rule: Callable[[Any], Problem] | None
+) -> Callable[[Any], tuple[str, str] | None]:
+    """``(field, what is wrong)`` for a refused value: the slow path, field by field."""
+    whys = [(name, node.why) for name, node, _, _ in table]
+
+    def explain(v: Any) -> tuple[str, str] | None:
+        for name, why in whys:
+            p = why(getattr(v, name))
+            if p is not None:
+                return name, p
+        p = rule(v) if rule is not None else None
+        return None if p is None else ("?", p)
+
+    return explain
+
+
+class Tagged(Node):
+    """A union of records told apart by their ``tag`` field (its value is the record's)."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, tag: str, *records: Record) -> None:
+        by_type = {r.cls: r for r in records}
+        by_value = {r.tag_value: r for r in records}
+        assert all(r.tag == tag for r in records), "every record of a tagged union has its tag"
+
+        def enc(v: Any) -> JSON:
+            return by_type[type(v)].enc(v)  # type: ignore[misc]
+
+        def dec(v: Any) -> Any:
+            if not isinstance(v, dict):
+                raise ValueError(f"expected an object, got {v!r:.80}")
+            r = by_value.get(v.get(tag))
+            if r is None:
+                raise ValueError(f"unknown {name} {tag} {v.get(tag)!r:.80}")
+            return r.dec(v)
+
+        def ok(v: Any) -> bool:
+            r = by_type.get(type(v))
+            return r is not None and r.ok(v)
+
+        def why(v: Any) -> Problem:
+            r = by_type.get(type(v))
+            if r is None:
+                return f"expected {_a(name)}, got {v!r:.80}"
+            return r.why(v)
+
+        super().__init__(ok=ok, why=why, dec=dec, enc=enc)
+        _TAGGED[frozenset(by_type)] = self
+
+
+def node_for(hint: Any) -> Node:
+    """The node of a type hint: scalars, ``Literal`` of strings, unions, ``dict[str, Any]``
+    (a JSON object), ``tuple[X, ...]``, ``list[X]``, enums, registered records and tagged
+    unions of them."""
+    simple = {str: STR, bool: BOOL, int: INT, float: FLOAT, type(None): NONE}
+    if hint in simple:
+        return simple[hint]
+    if hint in _RECORDS:
+        return _RECORDS[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return literal(args)
+    if origin in (types.UnionType, typing.Union):
+        records = frozenset(a for a in args if a is not type(None))
+        if len(records) > 1 and records in _TAGGED:
+            tagged = _TAGGED[records]
+            return tagged if len(records) == len(args) else union([tagged, NONE], str(hint))
+        return union([node_for(a) for a in args], str(hint))
+    if (origin is dict or hint is dict) and args in ((), (str, Any)):
+        return JSON_OBJECT
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return sequence(node_for(args[0]), tuple)
+    if origin is list and len(args) == 1:
+        return sequence(node_for(args[0]), list)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return enum_of(hint)
+    raise TypeError(f"no codec for {hint!r}")
+
+
+# -- versions --------------------------------------------------------------------------------
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+"""Turns a row of one version into a row of the next."""
+
+
+class Versions:
+    """A schema's current version and the upcasters from each older one: an old row is
+    upgraded step by step before it is read; a newer one is refused rather than guessed at."""
+
+    __slots__ = ("current", "name", "upgrades")
+
+    def __init__(self, name: str, current: int, upgrades: Mapping[int, Upcaster]) -> None:
+        self.name, self.current, self.upgrades = name, current, dict(upgrades)
+
+    def upcast(self, version: Any, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` of ``version`` as the current version; ``ValueError`` if that cannot be."""
+        if version == self.current and type(version) is int:
+            return data
+        if type(version) is not int:
+            raise ValueError(f"{self.name} version {version!r:.40} is not a version number")
+        if version > self.current:
+            raise ValueError(
+                f"{self.name} v{version} is newer than this stead understands (v{self.current})"
+            )
+        while version < self.current:
+            upgrade = self.upgrades.get(version)
+            if upgrade is None:
+                raise ValueError(f"no upgrade from {self.name} v{version}")
+            data, version = upgrade(data), version + 1
+        return data
