@@ -49,7 +49,7 @@ from stead.core.events import (
 )
 from stead.core.fold import CallState, RunState, call_digest
 from stead.core.limits import Limits
-from stead.core.messages import AssistantMessage, Usage
+from stead.core.messages import AssistantMessage, ToolCall, Usage
 from stead.core.states import RunStatus
 from stead.errors import ApprovalError
 
@@ -195,55 +195,68 @@ def reply_events(
                 break
             repeats += 1
         recent.append(digest)
-        rejection, source, loop = _bounded(
-            call.id, call.name, v.rejection, i, repeats, final, limits
+        bounded = _bounded(call.id, call.name, v.rejection, i, repeats, final, limits)
+        request, results, ask = _call_intent(
+            state.run_id, turn_index, call, v, bounded, repeats, consent
         )
-        if loop:
-            refused.append(
-                LoopDetected(
-                    turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
-                )
-            )
-        needs = rejection is None and v.needs_approval
-        events.append(
-            ToolCallRequested(
-                turn_index=turn_index,
-                tool_call_id=call.id,
-                name=call.name,
-                arguments=v.arguments,
-                effect_class=v.effect_class,
-                idempotency_key=idempotency_key(state.run_id, call.id),
-                rejection=rejection,
-                requires_approval=needs,
-            )
-        )
-        if rejection is not None:
-            refused.append(
-                _result(
-                    turn_index,
-                    call.id,
-                    call.name,
-                    rejection,
-                    is_error=True,
-                    source=source,
-                    attempt=0,
-                )
-            )
-        elif needs:
-            if consent is None or call.id not in consent.tokens:
-                raise ValueError(f"call {call.id} needs consent but no token was given")
-            asks.append(
-                _consent_request(
-                    turn_index,
-                    call.id,
-                    call.name,
-                    v.arguments,
-                    consent.tokens[call.id],
-                    consent.deadline,
-                )
-            )
+        events.append(request)
+        refused.extend(results)
+        if ask is not None:
+            asks.append(ask)
     started = _early_starts(state.run_id, turn_index, events, start_now) if not asks else []
     return events + refused + started + asks
+
+
+def _call_intent(
+    run_id: str,
+    turn_index: int,
+    call: ToolCall,
+    admission: CallAdmission,
+    bounded: tuple[str | None, ResultSource, bool],
+    repeats: int,
+    consent: Consent | None,
+) -> tuple[ToolCallRequested, list[Event], Event | None]:
+    """One call's part of the intent: its request; the loop record and error result of a
+    call that may not run; or the consent request of one whose tool asks a person."""
+    rejection, source, loop = bounded
+    needs = rejection is None and admission.needs_approval
+    request = ToolCallRequested(
+        turn_index=turn_index,
+        tool_call_id=call.id,
+        name=call.name,
+        arguments=admission.arguments,
+        effect_class=admission.effect_class,
+        idempotency_key=idempotency_key(run_id, call.id),
+        rejection=rejection,
+        requires_approval=needs,
+    )
+    refused: list[Event] = []
+    if loop:
+        refused.append(
+            LoopDetected(
+                turn_index=turn_index, tool_call_id=call.id, name=call.name, repeats=repeats
+            )
+        )
+    if rejection is not None:
+        refused.append(
+            _result(
+                turn_index, call.id, call.name, rejection, is_error=True, source=source, attempt=0
+            )
+        )
+        return request, refused, None
+    if not needs:
+        return request, refused, None
+    if consent is None or call.id not in consent.tokens:
+        raise ValueError(f"call {call.id} needs consent but no token was given")
+    ask = _consent_request(
+        turn_index,
+        call.id,
+        call.name,
+        admission.arguments,
+        consent.tokens[call.id],
+        consent.deadline,
+    )
+    return request, refused, ask
 
 
 def _bounded(
