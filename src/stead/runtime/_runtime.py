@@ -200,8 +200,7 @@ class Runtime(Driving, Steering, Following):
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """The run's log, after sequence ``after``."""
         checks.identifier("run_id", run_id)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            raise UserError(f"after is a sequence number (an int of at least 0), not {after!r}")
+        checks.count("after (a sequence number)", after, 0)
         return await self.store.read_events(run_id, after)
 
     def _agent_for(self, state: RunState) -> Agent:
