@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak fuzz check lint format bench throughput compare clean serve-demo chromium screenshots
+.PHONY: demo test soak fuzz check lint format bench throughput compare concurrent clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -72,6 +72,11 @@ throughput: $(STAMP)
 compare: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[compare]'
 	$(BIN)/python bench/vs_langgraph.py
+
+# Many runs in flight in one process, beside LangGraph and DBOS (installs the `compare` extra).
+concurrent: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[compare]'
+	$(BIN)/python bench/concurrent.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

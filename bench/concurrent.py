@@ -1,0 +1,384 @@
+"""Many runs in flight in one process: durable steps a second, against the latency-bound ideal.
+
+    .venv/bin/python bench/concurrent.py                 # 100 and 1,000 in flight, every side
+    .venv/bin/python bench/concurrent.py --quick         # 20 in flight, fewer sides: does it work
+    .venv/bin/python bench/concurrent.py --in-flight 100 --sides stead-sqlite,langgraph
+    .venv/bin/python bench/concurrent.py --json          # the same figures, machine-readable
+
+(``make concurrent`` installs the optional ``compare`` extra, LangGraph and DBOS, and runs the
+first line; without them their rows say so.)
+
+**The workload** is the one of issue 15, the same for every system: each run is 10 tool turns
+(a model call that asks for one ``read_only`` lookup, the lookup) and a final model turn, so
+21 *durable steps* (one model call or one tool call, its outcome persisted before the next
+step). The model takes ``--latency`` (50 ms) a call and does nothing else; the tool is an async
+function with no latency of its own. Everything runs in this one process, on one event loop.
+
+**In flight**: ``--in-flight N`` runs are kept going at once (a semaphore of N) until
+``--waves`` x N runs have completed; the clock runs from the first start to the last
+completion, and includes starting each run (for stead, its durable ``run_created``; for DBOS,
+its enqueue). The *ideal* is latency-bound: a run cannot take less than 11 model calls, so
+``waves x 11 x latency`` seconds for them all; ``wall / ideal`` is how far from it each side
+is, and ``steps/s`` is ``runs x 21 / wall``.
+
+**Sides.**
+- ``stead-sqlite``: a ``Runtime`` on a fresh SQLite file (WAL, ``synchronous=FULL``); runs
+  started with ``rt.start`` and driven with ``rt.run``, all at once.
+- ``stead-postgres``: the same on a throwaway PostgreSQL server from the machine's binaries
+  (``temporary_postgres``, fsync on), or ``STEAD_BENCH_POSTGRES_URL``.
+- ``stead-*-effects``: the same in the ``effects`` durability mode of issue 15, once it exists
+  (until then the row says it is not there).
+- ``langgraph``: a ``StateGraph`` (an async ``agent`` node sleeping the model latency, a
+  ``ToolNode`` with the same async lookup) compiled with ``AsyncSqliteSaver`` on a fresh file
+  and invoked with ``durability="sync"`` (each super-step's checkpoint written before the next).
+- ``dbos``: a DBOS workflow on its SQLite system database, one ``@DBOS.step`` per model call and
+  per tool call, the runs enqueued on a ``Queue`` without a concurrency limit and awaited through
+  their handles (DBOS's own queue polling, default settings).
+
+Figures move with the machine; compare sides measured in the same run only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder comes first on sys.path and its name shadows the
+# standard library's ``concurrent`` package (which asyncio imports): drop the folder.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import stead
+from stead.testing import Reply, ScriptedModel, temporary_postgres
+
+TOOL_TURNS = 10
+STEPS_PER_RUN = 2 * TOOL_TURNS + 1
+MODEL_CALLS = TOOL_TURNS + 1
+INPUT = "Check the ten open orders and tell me which have shipped."
+ANSWER = "All ten orders have shipped."
+SIDES = (
+    "stead-sqlite",
+    "stead-sqlite-effects",
+    "stead-postgres",
+    "stead-postgres-effects",
+    "langgraph",
+    "dbos",
+)
+
+
+class Unavailable(Exception):
+    """A side that cannot run here (an optional package missing, a mode not built yet)."""
+
+
+async def lookup(order_id: int) -> dict[str, Any]:
+    """Look up an order by id (no latency of its own)."""
+    return {"order_id": order_id, "status": "shipped", "carrier": "ups"}
+
+
+async def in_flight(n: int, total: int, one: Callable[[int], Awaitable[None]]) -> float:
+    """Seconds to complete ``total`` runs with at most ``n`` in flight at once."""
+    gate = asyncio.Semaphore(n)
+
+    async def gated(i: int) -> None:
+        async with gate:
+            await one(i)
+
+    gc.collect()
+    start = time.perf_counter()
+    await asyncio.gather(*(gated(i) for i in range(total)))
+    return time.perf_counter() - start
+
+
+# -- stead ------------------------------------------------------------------------------------
+
+
+def stead_agent(latency: float, durability: str | None) -> stead.Agent:
+    turns: list[Reply | str] = [
+        Reply(tool_calls=[("lookup", {"order_id": 1000 + i})]) for i in range(TOOL_TURNS)
+    ]
+    turns.append(ANSWER)
+    tool = stead.tool(effect="read_only", name="lookup")(lookup)
+    options: dict[str, Any] = {}
+    if durability is not None:
+        options["durability"] = durability
+    try:
+        return stead.Agent("bench", ScriptedModel(turns, delay=latency), [tool], **options)
+    except TypeError as e:
+        raise Unavailable(f"no durability={durability!r} mode in this stead ({e})") from e
+
+
+async def stead_side(url: str, n: int, total: int, latency: float, mode: str | None) -> float:
+    agent = stead_agent(latency, mode)
+    rt = stead.Runtime(url, agents=[agent])
+    try:
+
+        async def one(i: int) -> None:
+            rid = await rt.start(agent, INPUT)
+            view = await rt.run(rid)
+            if view.status is not stead.RunStatus.COMPLETED or view.turns != MODEL_CALLS:
+                raise SystemExit(f"stead run {rid} ended {view.status} after {view.turns} turns")
+
+        await one(-1)  # warm-up, untimed
+        return await in_flight(n, total, one)
+    finally:
+        await rt.close()
+
+
+# -- LangGraph ------------------------------------------------------------------------------
+
+
+try:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool as lc_tool
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+except ImportError as e:  # pragma: no cover - an optional comparison
+    LANGGRAPH: str | None = f"needs the compare extra: pip install -e '.[compare]' ({e})"
+else:
+    LANGGRAPH = None
+
+
+def langgraph_graph(latency: float) -> Any:
+    """The loop as a graph: an async agent node (the model latency) and a ToolNode."""
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        await asyncio.sleep(latency)
+        turn = sum(1 for m in state["messages"] if isinstance(m, AIMessage))
+        if turn < TOOL_TURNS:
+            call = {"name": "lookup", "args": {"order_id": 1000 + turn}, "id": f"call_{turn}"}
+            return {"messages": [AIMessage(content="", tool_calls=[call])]}
+        return {"messages": [AIMessage(content=ANSWER)]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([lc_tool(lookup)]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", langgraph_route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+def langgraph_route(state: MessagesState) -> str:
+    last = state["messages"][-1]
+    return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+
+async def langgraph_side(path: str, n: int, total: int, latency: float) -> float:
+    if LANGGRAPH is not None:
+        raise Unavailable(LANGGRAPH)
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        app = langgraph_graph(latency).compile(checkpointer=saver)
+
+        async def one(i: int) -> None:
+            config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+            out = await app.ainvoke(
+                {"messages": [HumanMessage(content=INPUT)]}, config, durability="sync"
+            )
+            ais = [m for m in out["messages"] if isinstance(m, AIMessage)]
+            if len(ais) != MODEL_CALLS:
+                raise SystemExit(f"langgraph run took {len(ais)} model turns")
+
+        await one(-1)
+        return await in_flight(n, total, one)
+
+
+# -- DBOS -------------------------------------------------------------------------------------
+
+
+try:
+    from dbos import DBOS
+except ImportError as e:  # pragma: no cover - an optional comparison
+    DBOS_MISSING: str | None = f"needs the compare extra: pip install -e '.[compare]' ({e})"
+else:
+    DBOS_MISSING = None
+    LATENCY = {"s": 0.05}
+
+    @DBOS.step()
+    async def dbos_model(turn: int) -> dict[str, Any]:
+        await asyncio.sleep(LATENCY["s"])
+        if turn < TOOL_TURNS:
+            return {"tool": "lookup", "args": {"order_id": 1000 + turn}}
+        return {"text": ANSWER}
+
+    @DBOS.step()
+    async def dbos_tool(args: dict[str, Any]) -> dict[str, Any]:
+        return await lookup(**args)
+
+    @DBOS.workflow()
+    async def dbos_run(prompt: str) -> str:
+        for turn in range(MODEL_CALLS):
+            reply = await dbos_model(turn)
+            if "text" in reply:
+                return str(reply["text"])
+            await dbos_tool(reply["args"])
+        raise RuntimeError("no answer")
+
+
+@contextlib.asynccontextmanager
+async def dbos_app(path: str, latency: float) -> AsyncIterator[Callable[[], Awaitable[Any]]]:
+    """DBOS launched on a fresh SQLite system database; yields enqueue-and-await-one-run."""
+    if DBOS_MISSING is not None:
+        raise Unavailable(DBOS_MISSING)
+    LATENCY["s"] = latency
+    url = f"sqlite:///{path}"
+    DBOS(config={"name": "stead-bench", "system_database_url": url, "log_level": "WARNING"})
+    DBOS.launch()
+    try:
+        await DBOS.register_queue_async(
+            "stead-bench"
+        )  # no concurrency limit; DBOS's default polling
+
+        async def enqueue_and_wait() -> Any:
+            handle = await DBOS.enqueue_workflow_async("stead-bench", dbos_run, INPUT)
+            return await handle.get_result()
+
+        yield enqueue_and_wait
+    finally:
+        DBOS.destroy()
+
+
+async def dbos_side(path: str, n: int, total: int, latency: float) -> float:
+    async with dbos_app(path, latency) as enqueue_and_wait:
+
+        async def one(i: int) -> None:
+            if await enqueue_and_wait() != ANSWER:
+                raise SystemExit("dbos run did not answer")
+
+        await one(-1)
+        return await in_flight(n, total, one)
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    url = os.environ.get("STEAD_BENCH_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    with temporary_postgres(durable=True, max_connections=300) as url:
+        yield url
+
+
+async def measure(side: str, n: int, args: argparse.Namespace, tmp: str, pg: str | None) -> float:
+    total = n * args.waves
+    path = os.path.join(tmp, f"{side}-{uuid.uuid4().hex}.db")
+    if side.startswith("stead-"):
+        mode = "effects" if side.endswith("-effects") else None
+        if side.startswith("stead-postgres"):
+            if pg is None:
+                raise Unavailable("no PostgreSQL here")
+            url = fresh_schema(pg)
+        else:
+            url = f"sqlite:///{path}"
+        return await stead_side(url, n, total, args.latency, mode)
+    if side == "langgraph":
+        return await langgraph_side(path, n, total, args.latency)
+    if side == "dbos":
+        return await dbos_side(path, n, total, args.latency)
+    raise SystemExit(f"unknown side {side!r}: choose from {', '.join(SIDES)}")
+
+
+def fresh_schema(pg: str) -> str:
+    """A URL of the server with a search_path of a new schema (each measurement its own)."""
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in pg else "?"
+    return f"{pg}{sep}options=-csearch_path%3D{schema}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'in flight':>9}  {'side':<24} {'runs':>6} {'wall s':>8} {'steps/s':>9} {'x ideal':>8}"
+    ]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(
+                f"{r['in_flight']:>9}  {r['side']:<24} {'':>6} {'':>8} {'':>9} {'':>8}  "
+                f"n/a: {r['skipped']}"
+            )
+            continue
+        lines.append(
+            f"{r['in_flight']:>9}  {r['side']:<24} {r['runs']:>6} {r['wall_s']:>8.2f} "
+            f"{r['steps_per_s']:>9.0f} {r['x_ideal']:>7.1f}x"
+        )
+    return "\n".join(lines)
+
+
+async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
+    sides = args.sides.split(",") if args.sides else list(SIDES)
+    rows: list[dict[str, Any]] = []
+    tmp = tempfile.mkdtemp(prefix="stead-concurrent-", dir=args.dir)
+    pg_cm = postgres() if any(s.startswith("stead-postgres") for s in sides) else None
+    try:
+        with pg_cm if pg_cm is not None else contextlib.nullcontext() as pg:
+            for n in args.in_flight:
+                ideal = args.waves * MODEL_CALLS * args.latency
+                for side in sides:
+                    row: dict[str, Any] = {"in_flight": n, "side": side}
+                    try:
+                        wall = await measure(side, n, args, tmp, pg)
+                    except Unavailable as e:
+                        row["skipped"] = str(e)
+                    else:
+                        runs = n * args.waves
+                        row.update(
+                            runs=runs,
+                            wall_s=wall,
+                            ideal_s=ideal,
+                            steps_per_s=runs * STEPS_PER_RUN / wall,
+                            x_ideal=wall / ideal,
+                        )
+                    rows.append(row)
+                    if not args.json:
+                        print(table([row]).splitlines()[-1], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--waves", type=int, default=2, help="runs = waves x in-flight")
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds a model call")
+    parser.add_argument("--sides", help=f"comma-separated, from {', '.join(SIDES)}")
+    parser.add_argument("--dir", help="where the SQLite files go (default: the temp dir)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="20 in flight, one wave")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.in_flight, args.waves = [20], 1
+    return args
+
+
+if __name__ == "__main__":
+    ns = parse(None)
+    if not ns.json:
+        print(
+            f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+            f"{ns.latency * 1000:.0f} ms a model call, {ns.waves} waves; one process"
+        )
+        print(table([]))
+    result = asyncio.run(main(ns))
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    sys.exit(0)
