@@ -45,7 +45,7 @@ from stead.core.failures import ModelFailureCode
 from stead.core.messages import Usage
 from stead.errors import ProviderError, ProviderHTTPError, UserError
 from stead.providers._abort import call_abortable
-from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers._base import ModelCall, ModelRequest, ModelResponse, ProgressCallback
 from stead.providers._failures import (
     MalformedReply,
     code_for_exception,
@@ -299,16 +299,12 @@ class SDKModel(Generic[ClientT]):
     def _call(self, request: ModelRequest) -> tuple[OpenStream[ClientT], Reply]:
         raise NotImplementedError  # pragma: no cover - every adapter defines it
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         """Stream one reply; ``ProviderError`` with a stable code on any failure."""
-        open_stream, reply = self._call(request)
-        return await self._caller.stream(open_stream, reply, signal=signal, on_progress=on_progress)
+        open_stream, reply = self._call(call.request)
+        return await self._caller.stream(
+            open_stream, reply, signal=call.signal, on_progress=call.on_progress
+        )
 
 
 def _event_dict(event: object) -> Mapping[str, Any]:

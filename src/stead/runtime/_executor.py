@@ -28,8 +28,9 @@ from stead.core.effects import (
 )
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
+from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
-from stead.providers import ModelProvider, ModelRequest
+from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
 
 Attachment = Literal["active", "terminal", "missing", "aborted"]
@@ -89,7 +90,7 @@ def request_from_json(data: dict[str, object]) -> ModelRequest:
         ),
         max_output_tokens=data["max_output_tokens"],  # type: ignore[arg-type]
         turn_index=int(data["turn_index"]),  # type: ignore[call-overload]
-        settings=dict(data["settings"]),  # type: ignore[call-overload]
+        settings=ModelSettings.from_json(data["settings"]),
     )
 
 
@@ -206,7 +207,7 @@ class InProcessExecutor:
                     if self._progress
                     else None
                 )
-                response = await self._model.complete(request, signal=signal, on_progress=sink)
+                response = await self._model.complete(ModelCall(request, signal, sink))
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
