@@ -64,7 +64,14 @@ def test_a_golden_snapshot_plus_its_tail_means_the_same(path: Path) -> None:
 def test_every_kind_of_row_decodes_to_the_same_fields() -> None:
     doc = _doc(LOGS / "every_kind.json")
     decoded = [plain(e) for _, e in _events(doc)]
-    assert decoded == doc["fields"]
+    assert len(decoded) == len(doc["fields"])
+    for got, want in zip(decoded, doc["fields"], strict=True):
+        # A field added since the file was written (RunCompleted.data, an assistant
+        # message's settings) reads as its default, None; every other field is as written.
+        assert {k: v for k, v in got.items() if k in want} == want
+        assert {k: v for k, v in got.items() if k not in want} == dict.fromkeys(
+            set(got) - set(want)
+        )
     assert len({row[1] for row in doc["rows"]}) == len(doc["rows"])
 
 

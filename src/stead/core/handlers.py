@@ -123,7 +123,7 @@ def _completed(state: RunState, e: RunCompleted) -> RunStatus:
 
 @after(RunCompleted)
 def _after_completed(state: RunState, e: RunCompleted) -> None:
-    state.output, state.stop_reason = e.output, e.stop_reason
+    state.output, state.stop_reason, state.data = e.output, e.stop_reason, e.data
 
 
 @after(RunFailed)
