@@ -187,6 +187,9 @@ class ToolCallRequested:
     """Why the call may not run (unknown tool, bad JSON, schema failure); None when valid."""
     requires_approval: bool = False
     """The tool's policy wants a person's consent before this call runs."""
+    final: bool = False
+    """The agent's accepted final result (``output_type``): answered in this commit, never
+    awaited, so, like a refused call, it leaves the run where it is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

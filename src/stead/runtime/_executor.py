@@ -12,7 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from stead._signal import AbortSignal
 from stead.core.effects import (
@@ -104,8 +104,11 @@ class InProcessExecutor:
         progress: ProgressSink | None = None,
         *,
         cancel_grace: float = 5.0,
+        deps: Any = None,
     ) -> None:
         self._cancel_grace = cancel_grace
+        self.deps = deps
+        """``ctx.deps`` of the tools this executor runs (the Runtime's, never recorded)."""
         self._model = model
         self._tools = tools
         self._progress = progress
@@ -244,6 +247,7 @@ class InProcessExecutor:
             tool_name=body.tool_name,
             signal=signal,
             cancel_grace=self._cancel_grace,
+            deps=self.deps,
         )
         return await tool.invoke(body.arguments, ctx)
 
