@@ -32,6 +32,8 @@ passes its own classes in.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -275,6 +277,24 @@ def resolve_key(provider: str, model: str, given: str | None, env: str, client: 
     if client is None and not key:
         raise UserError(f"no API key for {provider}:{model}: set {env} or pass api_key=...")
     return key
+
+
+def fit_params(create: Callable[..., object], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` for an SDK's ``create``: the ones it does not name go in ``extra_body``,
+    which the SDK merges into the JSON body as they are. SDK versions differ in what they
+    name (Anthropic's 2.x dropped ``temperature`` and ``top_p`` from ``messages.create``,
+    older ones lack newer fields): a setting is sent either way, never a ``TypeError``."""
+    known = _named(create)
+    out = {k: v for k, v in params.items() if k in known or k == "extra_body"}
+    moved = {k: v for k, v in params.items() if k not in out}
+    if moved:
+        out["extra_body"] = {**moved, **out.get("extra_body", {})}
+    return out
+
+
+@functools.cache
+def _named(create: Callable[..., object]) -> frozenset[str]:
+    return frozenset(inspect.signature(create).parameters)
 
 
 OpenStream = Callable[[ClientT], Awaitable[EventStream]]
