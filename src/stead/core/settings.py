@@ -58,6 +58,8 @@ class ModelSettings:
     """False asks for at most one tool call per reply."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific body parameters, sent as given."""
+    _json: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
+    """``to_json``, computed once: a run's requests are encoded every turn."""
 
     def __post_init__(self) -> None:
         _number("temperature", self.temperature, 0.0, 2.0)
@@ -94,6 +96,13 @@ class ModelSettings:
         problem = json_problem(self.extra)
         if problem is not None or not all(isinstance(k, str) for k in self.extra):
             raise UserError(f"ModelSettings.extra must be plain JSON: {problem or 'keys'}")
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "_json" or value is None or (f.name == "extra" and not value):
+                continue
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        object.__setattr__(self, "_json", out)
 
     def merged(self, over: ModelSettings | None) -> ModelSettings:
         """These settings with every field ``over`` sets taken from it (``extra`` merged)."""
@@ -102,19 +111,13 @@ class ModelSettings:
         changes: dict[str, Any] = {
             f.name: getattr(over, f.name)
             for f in fields(over)
-            if f.name != "extra" and getattr(over, f.name) is not None
+            if f.name not in ("extra", "_json") and getattr(over, f.name) is not None
         }
         return replace(self, **changes, extra={**self.extra, **over.extra})
 
     def to_json(self) -> dict[str, Any]:
         """The fields that are set, as plain JSON (empty for the defaults)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None or (f.name == "extra" and not value):
-                continue
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-        return out
+        return dict(self._json)
 
     @classmethod
     def from_json(cls, data: object) -> ModelSettings:
@@ -123,7 +126,7 @@ class ModelSettings:
             return cls()
         if not isinstance(data, dict):
             raise UserError(f"model settings are a JSON object, not {_show(data)}")
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls) if f.init}
         unknown = sorted(set(data) - known)
         if unknown:
             raise UserError(f"unknown model settings {unknown}; known: {sorted(known)}")

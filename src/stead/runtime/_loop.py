@@ -127,6 +127,7 @@ class RunLoop:
         self.specs = agent.registry.specs()
         self._schemas = tuple(agent.registry.schemas()) + output_schemas(agent.output)
         self._settings = run_settings(agent.settings, session.state.config)
+        self._sent = self._settings.to_json() or None  # recorded on each reply
         self._fixed_chars = len(agent.system) + sum(
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
@@ -311,7 +312,7 @@ class RunLoop:
                 self.limits,
                 Consent(tokens=tokens, deadline=deadline),
                 start_now=eager,
-                settings=self._settings.to_json() or None,
+                settings=self._sent,
             )
             built.extend(judged.settle(st, response.usage, self.limits))
             return built
