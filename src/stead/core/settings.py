@@ -119,6 +119,20 @@ class ModelSettings:
         """The fields that are set, as plain JSON (empty for the defaults)."""
         return dict(self._json)
 
+    def sampling(self, *, stop: str) -> dict[str, Any]:
+        """What every API names alike: temperature, top_p; and the stop sequences under the
+        API's ``stop`` name. The adapters add what differs (``stead.providers._wire_*``)."""
+        params: dict[str, Any] = {
+            k: v for k in ("temperature", "top_p") if (v := getattr(self, k)) is not None
+        }
+        if self.stop_sequences:
+            params[stop] = list(self.stop_sequences)
+        return params
+
+    def with_extra(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with ``extra`` as the SDK's ``extra_body`` (merged into the JSON body)."""
+        return {**params, "extra_body": dict(self.extra)} if self.extra else params
+
     @classmethod
     def from_json(cls, data: object) -> ModelSettings:
         """The inverse of ``to_json`` (a ``UserError`` for what it could not have written)."""

@@ -132,13 +132,7 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
     carries ``disable_parallel_tool_use`` for ``parallel_tool_calls=False``; both are left out
     of a request without tools, which the API would refuse. ``extra`` goes in the body as is
     (the SDK's ``extra_body``)."""
-    params: dict[str, Any] = {}
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        params["top_p"] = settings.top_p
-    if settings.stop_sequences:
-        params["stop_sequences"] = list(settings.stop_sequences)
+    params = settings.sampling(stop="stop_sequences")
     if has_tools:
         choice = settings.tool_choice
         block: dict[str, Any] | None = None
@@ -149,9 +143,7 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
             block = {**(block or {"type": "auto"}), "disable_parallel_tool_use": True}
         if block is not None:
             params["tool_choice"] = block
-    if settings.extra:
-        params["extra_body"] = dict(settings.extra)
-    return params
+    return settings.with_extra(params)
 
 
 def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:

@@ -124,13 +124,7 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
     ``tool_choice`` as the API's strings, a tool's name as ``{"type": "function", ...}``;
     ``parallel_tool_calls``; the last two only with tools (the API refuses them without).
     ``extra`` goes in the body as is (the SDK's ``extra_body``)."""
-    params: dict[str, Any] = {}
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        params["top_p"] = settings.top_p
-    if settings.stop_sequences:
-        params["stop"] = list(settings.stop_sequences)
+    params = settings.sampling(stop="stop")
     if has_tools:
         choice = settings.tool_choice
         if choice in ("auto", "none", "required"):
@@ -139,9 +133,7 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
             params["tool_choice"] = {"type": "function", "function": {"name": choice}}
         if settings.parallel_tool_calls is not None:
             params["parallel_tool_calls"] = settings.parallel_tool_calls
-    if settings.extra:
-        params["extra_body"] = dict(settings.extra)
-    return params
+    return settings.with_extra(params)
 
 
 def wire_messages(
