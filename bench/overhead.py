@@ -52,7 +52,7 @@ from typing import Any
 
 import stead
 from stead.core.messages import Message, ToolResultMessage, UserMessage, message_to_json
-from stead.providers import ModelRequest
+from stead.providers import ModelCall, ModelRequest
 from stead.testing import Reply, ScriptedModel
 
 TOOL_TURNS = 10
@@ -258,7 +258,7 @@ async def floor_run(
             tools=schemas,
             turn_index=turn,
         )
-        response = await model.complete(request, signal=signal)
+        response = await model.complete(ModelCall(request, signal))
         steps += 1
         messages.append(response.message)
         write({"message": message_to_json(response.message), "usage": response.usage.to_json()})

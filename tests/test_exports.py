@@ -31,6 +31,7 @@ def test_public_api_is_pinned() -> None:
         "InvalidInput",
         "LeaseHeld",
         "Limits",
+        "ModelSettings",
         "NotDone",
         "PendingApproval",
         "ProviderError",

@@ -25,11 +25,23 @@ def _run(block: str, cwd: Path) -> str:
     return done.stdout.strip()
 
 
+BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+OUTPUT_DEPS_SETTINGS = 3
+"""Issue 12's sections (typed answers, deps, settings): the blocks after "Steering a run"."""
+
+
 def test_readme_examples_run(tmp_path: Path) -> None:
-    ten_lines, steering = re.findall(r"```python\n(.*?)```", README, re.S)
+    ten_lines, steering = BLOCKS[:2]
     assert _run(ten_lines, tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
     assert _run(steering, tmp_path) == "Refunded."
+
+
+def test_the_typed_answer_deps_and_settings_examples_run(tmp_path: Path) -> None:
+    typed, deps, settings = BLOCKS[2 : 2 + OUTPUT_DEPS_SETTINGS]
+    assert _run(typed, tmp_path) == "75007 2"
+    assert _run(deps, tmp_path) == "It shipped."
+    assert _run(settings, tmp_path) == "{'temperature': 0.9, 'stop_sequences': ['\\n\\n']}"
 
 
 def test_state_diagram_is_generated_from_the_table() -> None:

@@ -8,6 +8,7 @@ or handed to a person, never blindly retried.
 
 from stead._signal import AbortSignal
 from stead.core.messages import Usage
+from stead.core.settings import ModelSettings  # issue 12 (e-output): model settings
 from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidInput",
     "LeaseHeld",
     "Limits",
+    "ModelSettings",  # issue 12 (e-output): model settings
     "NotDone",
     "PendingApproval",
     "ProviderError",

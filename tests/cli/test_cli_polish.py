@@ -17,6 +17,7 @@ import pytest
 
 import stead
 from stead.cli import main
+from stead.providers import ModelCall, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
@@ -338,11 +339,11 @@ def test_watch_in_this_process_streams_the_text(tmp_path: Path) -> None:
             return n
 
     class Slow(ScriptedModel):
-        async def complete(self, request, *, signal, on_progress=None):  # type: ignore[no-untyped-def]
-            assert on_progress is not None
-            on_progress("streamed words")
+        async def complete(self, call: ModelCall) -> ModelResponse:
+            assert call.on_progress is not None
+            call.on_progress("streamed words")
             await asyncio.wait_for(seen.wait(), 30)
-            return await super().complete(request, signal=signal)
+            return await super().complete(call)
 
     agent = stead.Agent("streamer", Slow([Reply(text="final answer")]))
     screen = Screen()

@@ -112,6 +112,8 @@ def strategy_for_hint(hint: Any) -> st.SearchStrategy[Any]:
         return assistant_messages
     if hint is Usage:
         return usages
+    if hint is Any:  # JSON (RunCompleted.data): any JSON value
+        return json_values
     origin = get_origin(hint)
     if origin is Literal:
         return st.sampled_from(get_args(hint))
@@ -155,6 +157,8 @@ def sample_value(hint: Any) -> Any:
         return AssistantMessage(text="t", tool_calls=(ToolCall(id="c", name="n", arguments="{}"),))
     if hint is Usage:
         return Usage(input_tokens=1, output_tokens=2)
+    if hint is Any:  # JSON (RunCompleted.data)
+        return [{"k": 1}, "v"]
     origin = get_origin(hint)
     if origin is Literal:
         return get_args(hint)[-1]

@@ -10,7 +10,7 @@ from wire_shapes import anthropic_error, anthropic_error_event, anthropic_events
 
 from stead import Aborted, AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import ToolSchema, UserMessage
-from stead.providers import ModelRequest
+from stead.providers import ModelCall, ModelRequest
 from stead.providers.anthropic import AnthropicModel
 
 REQUEST = ModelRequest(
@@ -26,7 +26,7 @@ async def test_streams_text_deltas_and_sends_a_real_messages_request(
 ) -> None:
     server.push(anthropic_stream("Order 42 ", "has ", "shipped.", cache_read=1800))
     shown: list[str] = []
-    response = await claude.complete(REQUEST, signal=AbortSignal(), on_progress=shown.append)
+    response = await claude.complete(ModelCall(REQUEST, AbortSignal(), shown.append))
 
     assert shown == ["Order 42 ", "has ", "shipped."]
     assert response.message.text == "Order 42 has shipped."
@@ -68,7 +68,7 @@ async def test_each_error_status_maps_to_its_code_in_one_attempt(
 ) -> None:
     server.push(anthropic_error(status, kind, message, retry_after="3"))
     with pytest.raises(ProviderHTTPError) as caught:
-        await claude.complete(REQUEST, signal=AbortSignal())
+        await claude.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.status == status
     assert caught.value.code == code
     assert caught.value.retry_after == 3.0
@@ -80,7 +80,7 @@ async def test_an_error_event_inside_the_stream(server: WireServer, claude: Anth
     events = anthropic_events(["Partial "], input_tokens=40)[:4]
     server.push(Reply(events=[*events, anthropic_error_event("overloaded_error", "Overloaded")]))
     with pytest.raises(ProviderError) as caught:
-        await claude.complete(REQUEST, signal=AbortSignal())
+        await claude.complete(ModelCall(REQUEST, AbortSignal()))
     assert not isinstance(caught.value, ProviderHTTPError)
     assert caught.value.code == "provider_unavailable"
     assert caught.value.usage is not None and caught.value.usage.input_tokens == 40
@@ -92,7 +92,7 @@ async def test_a_stream_cut_mid_body_is_connection_failed_with_partial_usage(
     server.push(anthropic_stream("Order ", "42 ", "has ", "shipped.", input_tokens=77, cut_after=5))
     shown: list[str] = []
     with pytest.raises(ProviderError) as caught:
-        await claude.complete(REQUEST, signal=AbortSignal(), on_progress=shown.append)
+        await claude.complete(ModelCall(REQUEST, AbortSignal(), shown.append))
     assert caught.value.code == "connection_failed"
     assert shown == ["Order ", "42 "]
     assert caught.value.usage is not None and caught.value.usage.input_tokens == 77
@@ -103,7 +103,7 @@ async def test_a_stream_that_ends_cleanly_but_early_is_connection_failed(
 ) -> None:
     server.push(Reply(events=anthropic_events(["Order 42"])[:5]))  # no message_stop
     with pytest.raises(ProviderError) as caught:
-        await claude.complete(REQUEST, signal=AbortSignal())
+        await claude.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "connection_failed"
 
 
@@ -113,7 +113,7 @@ async def test_unparseable_event_data_is_malformed_result(
     events = anthropic_events(["Order 42"])
     server.push(Reply(events=[events[0], b"event: content_block_start\ndata: {not json\n\n"]))
     with pytest.raises(ProviderError) as caught:
-        await claude.complete(REQUEST, signal=AbortSignal())
+        await claude.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "malformed_result"
 
 
@@ -122,7 +122,7 @@ async def test_a_stalled_stream_hits_the_timeout(server: WireServer) -> None:
     reply = anthropic_stream("never", "finishes", stall_after=4)
     server.push(reply)
     with pytest.raises(ProviderError) as caught:
-        await model.complete(REQUEST, signal=AbortSignal())
+        await model.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "deadline_exceeded"
 
 
@@ -133,7 +133,7 @@ async def test_abort_closes_the_in_flight_stream(
     server.push(reply)
     signal = AbortSignal()
     shown: list[str] = []
-    call = asyncio.ensure_future(claude.complete(REQUEST, signal=signal, on_progress=shown.append))
+    call = asyncio.ensure_future(claude.complete(ModelCall(REQUEST, signal, shown.append)))
     assert await asyncio.to_thread(reply.stalled.wait, 10)
     for _ in range(1000):  # until the delta the server sent before stalling has arrived
         if shown:
@@ -153,5 +153,5 @@ async def test_an_already_aborted_signal_sends_nothing(
     signal = AbortSignal()
     signal.abort("gone")
     with pytest.raises(Aborted):
-        await claude.complete(REQUEST, signal=signal)
+        await claude.complete(ModelCall(REQUEST, signal))
     assert server.requests == []

@@ -28,7 +28,7 @@ from stead import AbortSignal, ProviderError
 from stead.core.events import AssistantMessageRecorded, ModelCallFailed, ToolResultRecorded
 from stead.core.messages import Usage, UserMessage
 from stead.core.states import RunStatus
-from stead.providers import ModelProvider, ModelRequest, ModelResponse
+from stead.providers import ModelCall, ModelProvider, ModelRequest, ModelResponse
 from stead.providers._failures import MalformedReply
 from stead.providers._lenient import MAX_COUNT, count
 from stead.providers._wire_anthropic import AnthropicReply
@@ -70,7 +70,7 @@ def reply_for(kind: str, mutate: Mutate, **kw: Any) -> Reply:
 
 async def complete(kind: str, server: WireServer, reply: Reply) -> ModelResponse:
     server.push(reply)
-    return await model_for(kind, server).complete(REQUEST, signal=AbortSignal())
+    return await model_for(kind, server).complete(ModelCall(REQUEST, AbortSignal()))
 
 
 async def fails(kind: str, server: WireServer, reply: Reply) -> ProviderError:
@@ -440,7 +440,7 @@ async def test_a_stream_cut_at_any_byte_is_connection_failed_or_the_whole_reply(
         for offset in cut_points(events):
             server.push(Reply(events=events, cut_at_byte=offset))
             try:
-                response = await model.complete(REQUEST, signal=AbortSignal())
+                response = await model.complete(ModelCall(REQUEST, AbortSignal()))
             except ProviderError as failure:
                 codes.add(failure.code)
                 continue

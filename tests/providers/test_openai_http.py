@@ -16,7 +16,7 @@ from stead.core.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from stead.providers import ModelRequest
+from stead.providers import ModelCall, ModelRequest
 from stead.providers.openai import OpenAIModel
 
 REQUEST = ModelRequest(
@@ -32,7 +32,7 @@ async def test_streams_text_deltas_and_asks_for_usage(server: WireServer, gpt: O
         openai_stream("Order 42 ", "has ", "shipped.", prompt_tokens=1300, cached_tokens=1024)
     )
     shown: list[str] = []
-    response = await gpt.complete(REQUEST, signal=AbortSignal(), on_progress=shown.append)
+    response = await gpt.complete(ModelCall(REQUEST, AbortSignal(), shown.append))
 
     assert shown == ["Order 42 ", "has ", "shipped."]
     assert response.message.text == "Order 42 has shipped."
@@ -82,7 +82,7 @@ async def test_each_error_status_maps_to_its_code_in_one_attempt(
 ) -> None:
     server.push(openai_error(status, message, kind, code, retry_after_ms="1500"))
     with pytest.raises(ProviderHTTPError) as caught:
-        await gpt.complete(REQUEST, signal=AbortSignal())
+        await gpt.complete(ModelCall(REQUEST, AbortSignal()))
     assert (caught.value.status, caught.value.code) == (status, stead_code)
     assert caught.value.retry_after == 1.5
     assert message in str(caught.value)
@@ -94,7 +94,7 @@ async def test_an_error_object_inside_the_stream(server: WireServer, gpt: OpenAI
     error = {"error": {"message": "The server had an error", "type": "server_error", "code": None}}
     server.push(Reply(events=[*events, sse(None, error)]))
     with pytest.raises(ProviderError) as caught:
-        await gpt.complete(REQUEST, signal=AbortSignal())
+        await gpt.complete(ModelCall(REQUEST, AbortSignal()))
     assert not isinstance(caught.value, ProviderHTTPError)
     assert caught.value.code == "provider_unavailable"
 
@@ -105,7 +105,7 @@ async def test_a_stream_cut_mid_body_is_connection_failed(
     server.push(openai_stream("Order ", "42 ", "has ", "shipped.", cut_after=3))
     shown: list[str] = []
     with pytest.raises(ProviderError) as caught:
-        await gpt.complete(REQUEST, signal=AbortSignal(), on_progress=shown.append)
+        await gpt.complete(ModelCall(REQUEST, AbortSignal(), shown.append))
     assert caught.value.code == "connection_failed"
     assert shown == ["Order ", "42 "]
 
@@ -115,14 +115,14 @@ async def test_a_stream_that_ends_before_a_finish_reason_is_connection_failed(
 ) -> None:
     server.push(Reply(events=openai_events(["Order 42"])[:2]))  # no finish_reason, no [DONE]
     with pytest.raises(ProviderError) as caught:
-        await gpt.complete(REQUEST, signal=AbortSignal())
+        await gpt.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "connection_failed"
 
 
 async def test_unparseable_chunk_is_malformed_result(server: WireServer, gpt: OpenAIModel) -> None:
     server.push(Reply(events=[openai_events(["a"])[0], b"data: {truncated\n\n"]))
     with pytest.raises(ProviderError) as caught:
-        await gpt.complete(REQUEST, signal=AbortSignal())
+        await gpt.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "malformed_result"
 
 
@@ -130,7 +130,7 @@ async def test_no_response_headers_in_time_is_deadline_exceeded(server: WireServ
     model = OpenAIModel("gpt-4.1", api_key="k", base_url=server.url + "/v1", timeout=0.2)
     server.push(Reply(events=openai_events(["late"]), delay=0.6))
     with pytest.raises(ProviderError) as caught:
-        await model.complete(REQUEST, signal=AbortSignal())
+        await model.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "deadline_exceeded"
 
 
@@ -139,7 +139,7 @@ async def test_abort_closes_the_in_flight_stream(server: WireServer, gpt: OpenAI
     server.push(reply)
     signal = AbortSignal()
     shown: list[str] = []
-    call = asyncio.ensure_future(gpt.complete(REQUEST, signal=signal, on_progress=shown.append))
+    call = asyncio.ensure_future(gpt.complete(ModelCall(REQUEST, signal, shown.append)))
     assert await asyncio.to_thread(reply.stalled.wait, 10)
     for _ in range(1000):  # until the delta the server sent before stalling has arrived
         if shown:
@@ -172,7 +172,7 @@ async def test_an_openai_compatible_server(
         ),
         max_output_tokens=64,
     )
-    response = await model.complete(request, signal=AbortSignal())
+    response = await model.complete(ModelCall(request, AbortSignal()))
     assert response.message.text == "Fine."
     assert response.usage.total_tokens == 0
     seen = server.requests[0]
@@ -201,5 +201,5 @@ async def test_vllm_error_shape_for_context_length(server: WireServer) -> None:
     }
     server.push(Reply(status=400, body=body))
     with pytest.raises(ProviderHTTPError) as caught:
-        await model.complete(REQUEST, signal=AbortSignal())
+        await model.complete(ModelCall(REQUEST, AbortSignal()))
     assert caught.value.code == "context_length_exceeded"

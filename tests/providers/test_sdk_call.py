@@ -19,7 +19,7 @@ from wire_shapes import anthropic_error, anthropic_stream, openai_error, openai_
 
 from stead import AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import Usage, UserMessage
-from stead.providers import ModelProvider, ModelRequest
+from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.providers._sdk import SDKCaller
 from stead.providers.anthropic import AnthropicModel
 from stead.providers.openai import OpenAIModel
@@ -147,8 +147,8 @@ async def test_a_shared_client_is_used_for_every_call_and_left_open(
         server.push(openai_stream("one"), openai_stream("two"))
     request = ModelRequest(model=model.model_name, system="", messages=(UserMessage(content="hi"),))
     try:
-        first = await model.complete(request, signal=AbortSignal())
-        second = await model.complete(request, signal=AbortSignal())
+        first = await model.complete(ModelCall(request, AbortSignal()))
+        second = await model.complete(ModelCall(request, AbortSignal()))
         assert (first.message.text, second.message.text) == ("one", "two")
         assert not client.is_closed()  # the owner closes it, not the adapter
         for seen in server.requests:  # sent with the shared client's key
@@ -185,7 +185,7 @@ async def test_a_shared_clients_own_retries_are_off(kind: str, server: WireServe
     request = ModelRequest(model=model.model_name, system="", messages=(UserMessage(content="hi"),))
     try:
         with pytest.raises(ProviderHTTPError) as caught:
-            await model.complete(request, signal=AbortSignal())
+            await model.complete(ModelCall(request, AbortSignal()))
         assert caught.value.code == "provider_unavailable"
         assert len(server.requests) == 1
         assert server.requests[0].headers["x-stainless-retry-count"] == "0"

@@ -36,6 +36,7 @@ from stead.core.messages import (
     UserMessage,
 )
 from stead.core.progress import ProgressFrame
+from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
 from stead.providers import _wire_openai as wire_openai
@@ -126,9 +127,10 @@ def test_the_thinking_parameter_is_sent_as_given_and_a_requests_settings_win() -
     assert request_params(request, max_tokens=10, cache=False, thinking=enabled)["thinking"] == (
         enabled
     )
-    off = replace(request, settings={"thinking": {"type": "disabled"}})
+    off = replace(request, settings=ModelSettings(extra={"thinking": {"type": "disabled"}}))
     params = request_params(off, max_tokens=10, cache=False, thinking=enabled)
-    assert params["thinking"] == {"type": "disabled"}
+    # extra_body is merged into the JSON body last, by the SDK: the request's setting wins
+    assert params["extra_body"]["thinking"] == {"type": "disabled"}
 
 
 def test_the_openai_mapping_ignores_thinking() -> None:
@@ -290,7 +292,7 @@ def _request(*, thinking: tuple[Thinking | RedactedThinking, ...] = ()) -> Model
         tools=TOOLS,
         max_output_tokens=1024,
         turn_index=2,
-        settings={"temperature": 0.2},
+        settings=ModelSettings(temperature=0.2),
     )
 
 

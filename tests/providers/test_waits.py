@@ -26,7 +26,7 @@ from stead import AbortSignal, ProviderError, UserError
 from stead.core.events import ModelCallFailed, RunFailed
 from stead.core.messages import UserMessage
 from stead.core.states import RunStatus
-from stead.providers import ModelProvider, ModelRequest
+from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.providers.anthropic import AnthropicModel
 from stead.providers.openai import OpenAIModel
 from stead.runtime import Backoff
@@ -136,7 +136,7 @@ async def test_a_stream_of_keepalives_ends_at_the_deadline(kind: str, server: Wi
     model = model_for(kind, server, timeout=10.0, deadline=1.0)
     shown: list[str] = []
     with pytest.raises(ProviderError) as caught:
-        await model.complete(REQUEST, signal=AbortSignal(), on_progress=shown.append)
+        await model.complete(ModelCall(REQUEST, AbortSignal(), shown.append))
     assert caught.value.code == "deadline_exceeded"
     assert "deadline of 1s" in str(caught.value)
     assert shown in ([], ["Thinking it over"])  # [] only on a machine slower than the deadline

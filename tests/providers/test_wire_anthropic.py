@@ -15,6 +15,7 @@ from stead.core.messages import (
     ToolSchema,
     UserMessage,
 )
+from stead.core.settings import ModelSettings
 from stead.providers import ModelRequest
 from stead.providers._failures import IncompleteReply, MalformedReply
 from stead.providers._wire_anthropic import (
@@ -86,7 +87,7 @@ def test_system_tools_settings_and_cache_breakpoints() -> None:
         system="You help.",
         messages=(*HISTORY[:4], AssistantMessage(text="Done."), UserMessage(content="Thanks!")),
         tools=(ToolSchema(name="lookup", description="Look up.", parameters={}),),
-        settings={"temperature": 0.2},
+        settings=ModelSettings(temperature=0.2),
     )
     params = request_params(request, max_tokens=1000, cache=True)
     assert params["model"] == "claude-sonnet-4-5"

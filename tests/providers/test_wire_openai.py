@@ -13,6 +13,7 @@ from stead.core.messages import (
     ToolSchema,
     UserMessage,
 )
+from stead.core.settings import ModelSettings
 from stead.providers import ModelRequest
 from stead.providers._failures import IncompleteReply
 from stead.providers._wire_openai import (
@@ -90,7 +91,7 @@ def test_request_params_for_openai_and_compatible_servers() -> None:
         messages=(UserMessage(content="hi"),),
         tools=(ToolSchema(name="lookup", description="Look up.", parameters={}),),
         max_output_tokens=300,
-        settings={"temperature": 0},
+        settings=ModelSettings(temperature=0),
     )
     params = request_params(request)
     assert params["stream"] is True

@@ -26,9 +26,8 @@ from collections.abc import Callable
 from _scenario import _messages, find_message, ledger
 
 import stead
-from stead._signal import AbortSignal
 from stead.core.messages import ToolCall
-from stead.providers import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers import ModelCall, ModelRequest, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 
@@ -182,13 +181,7 @@ class BrokenAdapter:
 
     model_name = "broken"
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         ledger().record("model_call", "broken", pid=os.getpid())
         return {"text": "hello"}  # type: ignore[return-value]
 

@@ -40,7 +40,7 @@ from stead.core.canonical import idempotency_key
 from stead.core.events import Event, RunCreated, RunRecovered, ToolReconciled, ToolResultRecorded
 from stead.core.states import RunStatus
 from stead.errors import StoreError
-from stead.providers import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers import ModelCall, ModelResponse
 from stead.store import Store
 from stead.store.postgres import PostgresStore
 from stead.testing import EffectLedger, PostgresServer, Reply, ScriptedModel, assert_valid_history
@@ -125,15 +125,10 @@ class HeldModel:
     def model_name(self) -> str:
         return self.script.model_name
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: stead.AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
+        request, signal, on_progress = call.request, call.signal, call.on_progress
         await HOLD.at(f"model#{request.turn_index}")
-        return await self.script.complete(request, signal=signal, on_progress=on_progress)
+        return await self.script.complete(ModelCall(request, signal, on_progress))
 
 
 def agent() -> stead.Agent:

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import stead
-from stead._signal import AbortSignal
 from stead.core.messages import AssistantMessage, ToolCall, Usage
 from stead.errors import Aborted
-from stead.providers import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers import ModelCall, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 STREAM_TEXT = "The refund policy allows returns within thirty days of delivery for every order."
@@ -71,13 +70,8 @@ class StreamingModel:
     def model_name(self) -> str:
         return "claude-sonnet-4-6"
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
+        request, signal, on_progress = call.request, call.signal, call.on_progress
         turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
         text, calls = self.turns[turn]
         for i, word in enumerate(text.split(" ")):

@@ -171,7 +171,9 @@ def _reply(e: AssistantMessageRecorded) -> Described:
     text = _short(e.message.text, 60) if e.message.text else ""
     detail = " ".join(p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p)
     u = e.usage
-    return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]", "white"
+    shown = ", ".join(f"{k}={v}" for k, v in (e.settings or {}).items())
+    sent = f"  {{{_short(shown, 120)}}}" if shown else ""
+    return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]{sent}", "white"
 
 
 @renders(ToolCallRequested)

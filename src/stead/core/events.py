@@ -32,6 +32,7 @@ from stead.core.messages import (
     repair_text,
     unstorable,
 )
+from stead.core.output import JSON_VALUE
 
 EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
@@ -160,6 +161,8 @@ class AssistantMessageRecorded:
     """Tokens this call consumed."""
     model: str = ""
     """Which model answered."""
+    settings: dict[str, Any] | None = None
+    """The ``ModelSettings`` the call was sent with (``to_json``), when any were set."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +187,9 @@ class ToolCallRequested:
     """Why the call may not run (unknown tool, bad JSON, schema failure); None when valid."""
     requires_approval: bool = False
     """The tool's policy wants a person's consent before this call runs."""
+    final: bool = False
+    """The agent's accepted final result (``output_type``): answered in this commit, never
+    awaited, so, like a refused call, it leaves the run where it is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -322,6 +328,8 @@ class RunCompleted:
     """Why it stopped."""
     usage: Usage = Usage()  # noqa: RUF009 - Usage is frozen, sharing one default is safe
     """Aggregated usage of the whole run."""
+    data: JSON = None
+    """The validated structured output (the agent's ``output_type``) as JSON; None for text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -447,6 +455,8 @@ def _record(cls: type[Any]) -> Record:
     nodes = {f.name: NUL_FREE_STR for f in fields(cls) if f.name in _COLUMNS}
     if "turn_index" in {f.name for f in fields(cls)}:
         nodes["turn_index"] = TURN_INDEX
+    if cls is RunCompleted:
+        nodes["data"] = JSON_VALUE  # any JSON value: no type hint says that
     return Record(cls, nodes=nodes, label=cls.kind)
 
 

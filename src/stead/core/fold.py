@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
-from stead.core.canonical import sha256_hex
+from stead.core.canonical import JSON, sha256_hex
 from stead.core.codec import Record, Versions, keyed
 from stead.core.events import (
     RECORDS,
@@ -37,10 +37,11 @@ from stead.core.messages import (
     ToolResultMessage,
     Usage,
 )
+from stead.core.output import JSON_VALUE
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 """Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
 version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
@@ -149,6 +150,8 @@ class RunState:
     """Final answer once completed."""
     stop_reason: str | None = None
     """Why it completed."""
+    data: JSON = None
+    """The validated structured output once completed (``RunCompleted.data``)."""
     error: dict[str, Any] | None = None
     """code/phase/message of the last failure, cancellation or timeout."""
     owner: str = ""
@@ -253,7 +256,12 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "step_failures": 0, "last_step_failure": None}
 
 
-SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3})
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 keeps a completed run's structured output: v3 had none."""
+    return {**data, "data": None}
+
+
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 
@@ -265,6 +273,7 @@ _STATE: Final = Record(
     nodes={
         "calls": keyed(_CALL, "tool_call_id"),
         "approvals": keyed(RECORDS["approval_requested"], "tool_call_id"),
+        "data": JSON_VALUE,
     },
 )
 """The whole state, every field written (a snapshot is one row per run, not one per event):

@@ -123,7 +123,7 @@ def _completed(state: RunState, e: RunCompleted) -> RunStatus:
 
 @after(RunCompleted)
 def _after_completed(state: RunState, e: RunCompleted) -> None:
-    state.output, state.stop_reason = e.output, e.stop_reason
+    state.output, state.stop_reason, state.data = e.output, e.stop_reason, e.data
 
 
 @after(RunFailed)
@@ -242,8 +242,9 @@ def _requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
     if e.tool_call_id in state.calls:
         raise Conflict(f"tool call {e.tool_call_id!r} is already requested")
     # A call refused on arrival is never awaited: its error result follows in the same
-    # commit, and the run stays where it is.
-    return RunStatus.AWAITING_TOOL if e.rejection is None else None
+    # commit, and the run stays where it is. So is an accepted final result (its result and
+    # run_completed follow in the same commit).
+    return RunStatus.AWAITING_TOOL if e.rejection is None and not e.final else None
 
 
 @after(ToolCallRequested)

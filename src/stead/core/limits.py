@@ -76,12 +76,16 @@ class Limits:
     max_step_failures: int = 3
     """A step that raises this many times in a row (counted in the log, across processes)
     ends the run ``failed`` with code ``step_failed``, instead of being retried forever."""
+    output_retries: int = 3
+    """Invalid structured answers (``Agent(output_type=...)``) sent back to the model with
+    their validation errors; the next invalid one fails the run ``output_invalid``."""
 
     def __post_init__(self) -> None:
         _count("Limits", "max_turns", self.max_turns, 1)
         _count("Limits", "max_tool_calls_per_turn", self.max_tool_calls_per_turn, 1)
         _count("Limits", "max_model_attempts", self.max_model_attempts, 1)
         _count("Limits", "max_step_failures", self.max_step_failures, 1)
+        _count("Limits", "output_retries", self.output_retries, 0)
         _count("Limits", "repeat_threshold", self.repeat_threshold, 2)
         if self.repeat_threshold > 32:
             raise UserError(

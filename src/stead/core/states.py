@@ -79,7 +79,7 @@ TABLE: Final[Mapping[RunStatus, Mapping[str, RunStatus]]] = MappingProxyType(
 
 CONDITIONAL: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "tool_call_requested": "unless the call is refused on arrival",
+        "tool_call_requested": "unless the call is refused, or is the final result, on arrival",
         "approval_decided": "when it decides the last pending approval",
     }
 )

@@ -7,11 +7,18 @@ The adapters live in ``stead.providers.anthropic`` and ``stead.providers.openai`
 their SDK (``pip install 'stead[anthropic]'``, ``'stead[openai]'``) only when used.
 """
 
-from stead.providers._base import ModelProvider, ModelRequest, ModelResponse, ProgressCallback
+from stead.providers._base import (
+    ModelCall,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProgressCallback,
+)
 from stead.providers._strings import LazyModel, ModelSpec, model_from_string, parse_model_string
 
 __all__ = [
     "LazyModel",
+    "ModelCall",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",

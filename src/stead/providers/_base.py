@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from stead._signal import AbortSignal
 from stead.core.canonical import digest, plain_canonical_json, sha256_hex
 from stead.core.messages import AssistantMessage, Message, ToolSchema, Usage, message_to_json
+from stead.core.settings import NO_SETTINGS, ModelSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,8 +29,8 @@ class ModelRequest:
     tools: tuple[ToolSchema, ...] = ()
     max_output_tokens: int | None = None
     turn_index: int = 0
-    settings: dict[str, Any] = field(default_factory=dict)
-    """Provider-specific extras (temperature...)."""
+    settings: ModelSettings = NO_SETTINGS
+    """Temperature, tool choice, provider extras... (each adapter maps them to its API)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (for assignments and inspection)."""
@@ -44,7 +45,7 @@ class ModelRequest:
                 "system": self.system,
                 "tools": [[t.name, t.description, t.parameters] for t in self.tools],
                 "max_output_tokens": self.max_output_tokens,
-                "settings": self.settings,
+                "settings": self.settings.to_json(),
             }
         )
 
@@ -119,7 +120,7 @@ def _body(request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, An
         ],
         "max_output_tokens": request.max_output_tokens,
         "turn_index": request.turn_index,
-        "settings": request.settings,
+        "settings": request.settings.to_json(),
     }
 
 
@@ -137,6 +138,19 @@ ProgressCallback = Callable[[str], None]
 """Receives provisional text deltas while a reply streams (lossy, not durable)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One call to make: the request, the signal that aborts it, and where streamed text
+    goes. One object, so ``complete``'s signature is declared once (here) and a new
+    argument of a call is a field, not an edit of every provider."""
+
+    request: ModelRequest
+    signal: AbortSignal = field(default_factory=AbortSignal)
+    """Aborting it ends the call at once (``Aborted``)."""
+    on_progress: ProgressCallback | None = None
+    """Receives the reply's text deltas as they stream, if given."""
+
+
 @runtime_checkable
 class ModelProvider(Protocol):
     """Anything that can answer a ``ModelRequest``."""
@@ -146,12 +160,6 @@ class ModelProvider(Protocol):
         """The model this provider calls (recorded with each reply)."""
         ...
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         """Make one call. Raise ``ProviderError`` with a stable code on failure."""
         ...

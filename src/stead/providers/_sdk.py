@@ -32,6 +32,8 @@ passes its own classes in.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -45,7 +47,7 @@ from stead.core.failures import ModelFailureCode
 from stead.core.messages import Usage
 from stead.errors import ProviderError, ProviderHTTPError, UserError
 from stead.providers._abort import call_abortable
-from stead.providers._base import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers._base import ModelCall, ModelRequest, ModelResponse, ProgressCallback
 from stead.providers._failures import (
     MalformedReply,
     code_for_exception,
@@ -277,6 +279,24 @@ def resolve_key(provider: str, model: str, given: str | None, env: str, client: 
     return key
 
 
+def fit_params(create: Callable[..., object], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` for an SDK's ``create``: the ones it does not name go in ``extra_body``,
+    which the SDK merges into the JSON body as they are. SDK versions differ in what they
+    name (Anthropic's 2.x dropped ``temperature`` and ``top_p`` from ``messages.create``,
+    older ones lack newer fields): a setting is sent either way, never a ``TypeError``."""
+    known = _named(create)
+    out = {k: v for k, v in params.items() if k in known or k == "extra_body"}
+    moved = {k: v for k, v in params.items() if k not in out}
+    if moved:
+        out["extra_body"] = {**moved, **out.get("extra_body", {})}
+    return out
+
+
+@functools.cache
+def _named(create: Callable[..., object]) -> frozenset[str]:
+    return frozenset(inspect.signature(create).parameters)
+
+
 OpenStream = Callable[[ClientT], Awaitable[EventStream]]
 """Opens one streamed call on a client: the adapter's ``messages.create(...)`` and the like."""
 
@@ -299,16 +319,12 @@ class SDKModel(Generic[ClientT]):
     def _call(self, request: ModelRequest) -> tuple[OpenStream[ClientT], Reply]:
         raise NotImplementedError  # pragma: no cover - every adapter defines it
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         """Stream one reply; ``ProviderError`` with a stable code on any failure."""
-        open_stream, reply = self._call(request)
-        return await self._caller.stream(open_stream, reply, signal=signal, on_progress=on_progress)
+        open_stream, reply = self._call(call.request)
+        return await self._caller.stream(
+            open_stream, reply, signal=call.signal, on_progress=call.on_progress
+        )
 
 
 def _event_dict(event: object) -> Mapping[str, Any]:

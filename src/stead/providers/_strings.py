@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stead._signal import AbortSignal
 from stead.errors import ProviderError, UserError
-from stead.providers._base import ModelProvider, ModelRequest, ModelResponse, ProgressCallback
+from stead.providers._base import ModelCall, ModelProvider, ModelResponse
 
 _COMPATIBLE = re.compile(r"^(?P<url>https?://[^/\s]+/[^:\s]*):(?P<model>.+)$")
 
@@ -132,13 +131,7 @@ class LazyModel:
             self._provider = model_from_string(self.spec, **self._options)
         return self._provider
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         """Make the provider if need be, then the call; a provider that cannot be made is a
         ``ProviderError`` (not retried), so the run fails with the reason instead of raising
         into whoever drives it."""
@@ -150,7 +143,7 @@ class LazyModel:
             missing_key = env is not None and not given and not os.environ.get(env)
             code = "authentication_failed" if missing_key else "bad_request"
             raise ProviderError(f"{exc}; then `stead resume` the run", code=code) from exc
-        return await provider.complete(request, signal=signal, on_progress=on_progress)
+        return await provider.complete(call)
 
 
 def _missing(extra: str, exc: ImportError) -> UserError:

@@ -67,6 +67,7 @@ from stead.core.messages import (
     Usage,
     UserMessage,
 )
+from stead.core.settings import ModelSettings
 from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
@@ -119,10 +120,30 @@ def request_params(
             }
             for t in request.tools
         ]
-    params.update(request.settings)
+    params.update(settings_params(request.settings, bool(request.tools)))
     if cache:
         _mark_cache(params)
     return params
+
+
+def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
+    """``ModelSettings`` as Messages API parameters. ``tool_choice`` is a block
+    (``required`` is ``{"type": "any"}``, a name ``{"type": "tool", "name": ...}``) that also
+    carries ``disable_parallel_tool_use`` for ``parallel_tool_calls=False``; both are left out
+    of a request without tools, which the API would refuse. ``extra`` goes in the body as is
+    (the SDK's ``extra_body``)."""
+    params = settings.sampling(stop="stop_sequences")
+    if has_tools:
+        choice = settings.tool_choice
+        block: dict[str, Any] | None = None
+        if choice is not None:
+            kinds = {"auto": "auto", "none": "none", "required": "any"}
+            block = {"type": kinds[choice]} if choice in kinds else {"type": "tool", "name": choice}
+        if settings.parallel_tool_calls is False:
+            block = {**(block or {"type": "auto"}), "disable_parallel_tool_use": True}
+        if block is not None:
+            params["tool_choice"] = block
+    return settings.with_extra(params)
 
 
 def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:

@@ -52,6 +52,7 @@ from stead.core.messages import (
     Usage,
     UserMessage,
 )
+from stead.core.settings import ModelSettings
 from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
@@ -114,8 +115,25 @@ def request_params(
         ]
     if request.max_output_tokens is not None:
         params[max_tokens_field] = request.max_output_tokens
-    params.update(request.settings)
+    params.update(settings_params(request.settings, bool(request.tools)))
     return params
+
+
+def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
+    """``ModelSettings`` as Chat Completions parameters: ``stop`` for the stop sequences;
+    ``tool_choice`` as the API's strings, a tool's name as ``{"type": "function", ...}``;
+    ``parallel_tool_calls``; the last two only with tools (the API refuses them without).
+    ``extra`` goes in the body as is (the SDK's ``extra_body``)."""
+    params = settings.sampling(stop="stop")
+    if has_tools:
+        choice = settings.tool_choice
+        if choice in ("auto", "none", "required"):
+            params["tool_choice"] = choice
+        elif choice is not None:
+            params["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if settings.parallel_tool_calls is not None:
+            params["parallel_tool_calls"] = settings.parallel_tool_calls
+    return settings.with_extra(params)
 
 
 def wire_messages(

@@ -32,6 +32,7 @@ from stead.providers._sdk import (
     Reply,
     SDKCaller,
     SDKModel,
+    fit_params,
     resolve_key,
 )
 from stead.providers._wire_anthropic import AnthropicReply, failure_code, request_params
@@ -85,8 +86,11 @@ class AnthropicModel(SDKModel[anthropic.AsyncAnthropic]):
         return f"AnthropicModel({self.model!r})"
 
     def _call(self, request: ModelRequest) -> tuple[OpenStream[anthropic.AsyncAnthropic], Reply]:
-        params = request_params(
-            request, max_tokens=self.max_tokens, cache=self.cache, thinking=self.thinking
+        params = fit_params(
+            anthropic.resources.messages.AsyncMessages.create,
+            request_params(
+                request, max_tokens=self.max_tokens, cache=self.cache, thinking=self.thinking
+            ),
         )
         return (
             lambda client: client.messages.create(**params, stream=True),

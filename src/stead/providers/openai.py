@@ -32,6 +32,7 @@ from stead.providers._sdk import (
     Reply,
     SDKCaller,
     SDKModel,
+    fit_params,
     resolve_key,
 )
 from stead.providers._wire_openai import (
@@ -104,8 +105,11 @@ class OpenAIModel(SDKModel[openai.AsyncOpenAI]):
         return f"OpenAIModel({self.model!r}{where})"
 
     def _call(self, request: ModelRequest) -> tuple[OpenStream[openai.AsyncOpenAI], Reply]:
-        params = request_params(
-            request, notice_role=self.notice_role, max_tokens_field=self.max_tokens_field
+        params = fit_params(
+            openai.resources.chat.completions.AsyncCompletions.create,
+            request_params(
+                request, notice_role=self.notice_role, max_tokens_field=self.max_tokens_field
+            ),
         )
         return (
             lambda client: client.chat.completions.create(**params),

@@ -11,10 +11,13 @@ from typing import Any, TypeVar
 
 from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
+from stead.core.settings import NO_SETTINGS, ModelSettings
 from stead.errors import UserError
 from stead.providers import LazyModel, ModelProvider
 from stead.providers._strings import FORMS
 from stead.runtime import _checks as checks
+from stead.runtime._deps import check_deps_type
+from stead.runtime._output import OUTPUT_TOOL, OutputSpec
 from stead.tools import Tool, ToolRegistry
 
 
@@ -41,7 +44,14 @@ class Agent:
         budget: Budget | None = None,
         max_output_tokens: int | None = None,
         prices: PriceTable | None = None,
+        output_type: Any = None,
+        deps_type: type[Any] | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
+        """``output_type`` (a pydantic model, dataclass, TypedDict, ``list[...]``...) makes the
+        run's answer a validated value (``RunView.data``) instead of text; ``deps_type`` is
+        the type of ``Runtime(deps=...)`` its tools read as ``ctx.deps``; ``settings`` are
+        its model settings (a run's own, ``Runtime.start(settings=...)``, win)."""
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
         checks.identifier("the Agent's name", name)
@@ -62,6 +72,15 @@ class Agent:
             )
         self.max_output_tokens = max_output_tokens
         self.prices = _instance(name, "prices", prices, PriceTable) or PriceTable()
+        self.settings = _instance(name, "settings", settings, ModelSettings) or NO_SETTINGS
+        self.output: OutputSpec[Any] | None = OutputSpec.of(name, output_type)
+        self.output_type = output_type
+        if self.output is not None and self.registry.get(OUTPUT_TOOL) is not None:
+            raise UserError(
+                f"Agent {name!r}: a tool is named {OUTPUT_TOOL!r}, the tool an output_type is "
+                "answered with; rename the tool"
+            )
+        self.deps_type = check_deps_type(name, deps_type, self.registry)
         if self.budget.max_usd is not None and self.prices.get(self.model.model_name) is None:
             raise UserError(
                 f"a dollar budget needs a price for model {self.model.model_name!r}; pass "

@@ -12,7 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from stead._signal import AbortSignal
 from stead.core.effects import (
@@ -28,8 +28,9 @@ from stead.core.effects import (
 )
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
+from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
-from stead.providers import ModelProvider, ModelRequest
+from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
 
 Attachment = Literal["active", "terminal", "missing", "aborted"]
@@ -89,7 +90,7 @@ def request_from_json(data: dict[str, object]) -> ModelRequest:
         ),
         max_output_tokens=data["max_output_tokens"],  # type: ignore[arg-type]
         turn_index=int(data["turn_index"]),  # type: ignore[call-overload]
-        settings=dict(data["settings"]),  # type: ignore[call-overload]
+        settings=ModelSettings.from_json(data["settings"]),
     )
 
 
@@ -103,8 +104,11 @@ class InProcessExecutor:
         progress: ProgressSink | None = None,
         *,
         cancel_grace: float = 5.0,
+        deps: Any = None,
     ) -> None:
         self._cancel_grace = cancel_grace
+        self.deps = deps
+        """``ctx.deps`` of the tools this executor runs (the Runtime's, never recorded)."""
         self._model = model
         self._tools = tools
         self._progress = progress
@@ -206,7 +210,7 @@ class InProcessExecutor:
                     if self._progress
                     else None
                 )
-                response = await self._model.complete(request, signal=signal, on_progress=sink)
+                response = await self._model.complete(ModelCall(request, signal, sink))
                 return ModelSucceeded(response=response)
             return await self._tool(a.key, body, signal)
         except ProviderError as exc:
@@ -243,6 +247,7 @@ class InProcessExecutor:
             tool_name=body.tool_name,
             signal=signal,
             cancel_grace=self._cancel_grace,
+            deps=self.deps,
         )
         return await tool.invoke(body.arguments, ctx)
 

@@ -79,6 +79,7 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
+from stead.runtime._output import judge, output_schemas, run_settings
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
 
@@ -124,7 +125,9 @@ class RunLoop:
         self.rand = rand or _RAND
         self.clock = clock or session.clock
         self.specs = agent.registry.specs()
-        self._schemas = tuple(agent.registry.schemas())
+        self._schemas = tuple(agent.registry.schemas()) + output_schemas(agent.output)
+        self._settings = run_settings(agent.settings, session.state.config)
+        self._sent = self._settings.to_json() or None  # recorded on each reply
         self._fixed_chars = len(agent.system) + sum(
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
@@ -224,8 +227,9 @@ class RunLoop:
             system=self.agent.system,
             messages=tuple(self.session.state.conversation()),
             tools=self._schemas,
-            max_output_tokens=self.agent.max_output_tokens,
+            max_output_tokens=self._settings.max_output_tokens or self.agent.max_output_tokens,
             turn_index=turn_index,
+            settings=self._settings,
         )
 
     async def _over_budget(self, request: ModelRequest) -> bool:
@@ -282,7 +286,8 @@ class RunLoop:
         response: ModelResponse = outcome.response
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
-        admissions = self._admissions(message)
+        judged = judge(self.agent.output, step.turn_index, message, self._admissions(message))
+        admissions = judged.admissions
         deadline = self._deadline()
         tokens = {
             cid: secrets.token_urlsafe(16) for cid, a in admissions.items() if a.needs_approval
@@ -307,7 +312,9 @@ class RunLoop:
                 self.limits,
                 Consent(tokens=tokens, deadline=deadline),
                 start_now=eager,
+                settings=self._sent,
             )
+            built.extend(judged.settle(st, response.usage, self.limits))
             return built
 
         await self.session.append(intent)
@@ -491,6 +498,7 @@ class RunLoop:
             tool_name=call.name,
             signal=self.signal,
             cancel_grace=self.limits.cancel_grace,
+            deps=getattr(self.executor, "deps", None),  # the Runtime's, via its executor
         )
 
     async def _execute(

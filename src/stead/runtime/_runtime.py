@@ -25,6 +25,7 @@ from stead.core.progress import (
     ProgressSink,
     ProgressWindow,
 )
+from stead.core.settings import ModelSettings
 from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import (
     UnknownAgent,
@@ -33,9 +34,11 @@ from stead.errors import (
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
+from stead.runtime._deps import check_deps
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
 from stead.runtime._view import PendingApproval, RunView
@@ -60,11 +63,14 @@ class Runtime(Driving, Steering, Following):
         backoff: Backoff | None = None,
         progress: ProgressWindow | None = None,
         crash: CrashHook = _crash.point,
+        deps: Any = None,
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
         ``crash`` is called at every named crash point a drive or a steering call reaches
-        (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing)."""
+        (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing).
+        ``deps`` are this process's live objects for tools (``ctx.deps``): never recorded,
+        checked against each agent's ``deps_type``."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -80,6 +86,7 @@ class Runtime(Driving, Steering, Following):
         for a in agents:
             if not isinstance(a, Agent):
                 raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
+        self.deps = deps
         checks.seconds("lease_ttl", lease_ttl)
         checks.count("snapshot_every", snapshot_every, 1)
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
@@ -102,7 +109,11 @@ class Runtime(Driving, Steering, Following):
         one process apart: this set does."""
         self._executor_factory = executor_factory or (
             lambda agent, sink: InProcessExecutor(
-                agent.model, agent.registry, sink, cancel_grace=agent.limits.cancel_grace
+                agent.model,
+                agent.registry,
+                sink,
+                cancel_grace=agent.limits.cancel_grace,
+                deps=self.deps,
             )
         )
 
@@ -112,6 +123,7 @@ class Runtime(Driving, Steering, Following):
             raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
+        check_deps(agent, self.deps)
         self.agents[agent.name] = agent
 
     async def __aenter__(self) -> Runtime:
@@ -135,11 +147,13 @@ class Runtime(Driving, Steering, Following):
         session_id: str = "",
         correlation_id: str = "",
         config: dict[str, Any] | None = None,
+        settings: ModelSettings | None = None,
     ) -> str:
         """Create a queued run and return its id (nothing runs until ``run``).
 
         Every argument is checked first: a wrong one is a ``UserError`` and nothing is written
-        (``input`` is the user's text, a ``str``; ids are non-empty plain text).
+        (``input`` is the user's text, a ``str``; ids are non-empty plain text). ``settings``
+        override the agent's model settings for this run (recorded in its config).
         """
         if not isinstance(agent, Agent | str):
             raise UserError(
@@ -152,6 +166,7 @@ class Runtime(Driving, Steering, Following):
         checks.label("session_id", session_id)
         checks.label("correlation_id", correlation_id)
         checks.json_object("config", config)
+        config = with_settings(config, settings)
         name = agent.name if isinstance(agent, Agent) else agent
         if isinstance(agent, Agent):
             self.register(agent)
@@ -189,7 +204,7 @@ class Runtime(Driving, Steering, Following):
         """The run's current view."""
         checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
-        return RunView.of(state)
+        return RunView.of(state, self.agents)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""

@@ -3,12 +3,20 @@ folded state."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import TypeAdapter
 
 from stead.core.fold import RunState
 from stead.core.messages import Usage
 from stead.core.states import RunStatus
+
+if TYPE_CHECKING:
+    from stead.runtime._agent import Agent
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,12 +59,32 @@ class RunView:
     """Events in the log."""
     approvals: tuple[PendingApproval, ...] = field(default=())
     """Pending approvals."""
+    data: Any = None
+    """The structured output of an agent with an ``output_type``, once completed: an
+    instance of that type when this process has the agent (``Runtime(agents=[...])``), its
+    JSON otherwise (``data_as`` types it anywhere). None for a text answer."""
+    data_json: Any = None
+    """The structured output as recorded on ``run_completed`` (plain JSON)."""
+
+    def data_as(self, output_type: type[T]) -> T:
+        """The structured output as ``output_type`` (for ``mypy``: ``view.data_as(City)`` is a
+        ``City``), validated from the recorded JSON; a ``ValueError`` if there is none."""
+        if self.data_json is None:
+            raise ValueError(f"run {self.run_id} has no structured output (status {self.status})")
+        return TypeAdapter(output_type).validate_python(self.data_json)
 
     @classmethod
-    def of(cls, state: RunState) -> RunView:
-        """Project a folded state."""
+    def of(cls, state: RunState, agents: Mapping[str, Agent] | None = None) -> RunView:
+        """Project a folded state; ``agents`` (by name) type its structured output."""
         assert state.status is not None
+        agent = agents.get(state.agent) if agents is not None else None
+        output = agent.output if agent is not None else None
+        data = state.data
+        if output is not None and data is not None:
+            data = output.load(data)
         return cls(
+            data=data,
+            data_json=state.data,
             run_id=state.run_id,
             agent=state.agent,
             status=state.status,

@@ -17,7 +17,7 @@ from typing import Any
 from stead._signal import AbortSignal
 from stead.core.messages import AssistantMessage, Message, ToolCall, Usage
 from stead.errors import Aborted, ProviderError
-from stead.providers import ModelRequest, ModelResponse, ProgressCallback
+from stead.providers import ModelCall, ModelRequest, ModelResponse
 
 CallSpec = ToolCall | tuple[str, dict[str, Any] | str]
 
@@ -61,14 +61,9 @@ class ScriptedModel:
         """The name recorded with each reply."""
         return self.name
 
-    async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        signal: AbortSignal,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelResponse:
+    async def complete(self, call: ModelCall) -> ModelResponse:
         """Answer turn N with script entry N."""
+        request, signal, on_progress = call.request, call.signal, call.on_progress
         self.calls += 1
         turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
         if turn >= len(self.replies):

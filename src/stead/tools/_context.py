@@ -2,8 +2,9 @@
 
 A handler (or a reconcile function) asks for it by annotating one parameter with
 ``ToolContext``; that parameter is left out of the model-facing schema and filled in by the
-runtime. It is how an idempotent write finds its idempotency key, and how a long handler
-notices that its run was cancelled.
+runtime. It is how an idempotent write finds its idempotency key, how a long handler
+notices that its run was cancelled, and how a tool reaches the worker's live objects (a
+database pool, an HTTP client): ``ctx.deps``, typed by annotating ``ToolContext[MyDeps]``.
 """
 
 from __future__ import annotations
@@ -11,14 +12,21 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from stead._signal import AbortSignal
 from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
 
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of ``ctx.deps``: ``ToolContext[MyDeps]``; a bare ``ToolContext`` reads it as Any."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolContext:
-    """The identity of one attempt of one tool call, and its cancellation signal."""
+class ToolContext(Generic[DepsT]):
+    """The identity of one attempt of one tool call, its cancellation signal, and the
+    worker's dependencies."""
 
     run_id: str
     tool_call_id: str
@@ -37,6 +45,9 @@ class ToolContext:
 
     cancel_grace: float = 5.0
     """Seconds a cancelled tool's subprocesses get between SIGTERM and SIGKILL."""
+    deps: DepsT = None  # type: ignore[assignment]
+    """``Runtime(deps=...)`` of the process running the call: live objects, never recorded,
+    so a run resumed elsewhere gets that process's own (None when none were given)."""
 
     @property
     def aborted(self) -> bool:

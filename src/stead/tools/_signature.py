@@ -74,7 +74,7 @@ class _ToolJsonSchema(GenerateJsonSchema):
 def _is_context(hint: object) -> bool:
     if typing.get_origin(hint) is Annotated:
         hint = typing.get_args(hint)[0]
-    return hint is ToolContext
+    return hint is ToolContext or typing.get_origin(hint) is ToolContext  # ToolContext[Deps]
 
 
 def _sets_alias(hint: object, default: object) -> bool:

@@ -97,6 +97,8 @@ class CallAdmission:
     """None when the call may run; otherwise the error the model will read."""
     needs_approval: bool = False
     """The tool's policy asks a person before this call runs."""
+    output: bool = False
+    """The agent's final-result call: the turn limits (which bound tools) do not refuse it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +156,7 @@ def reply_events(
     consent: Consent | None = None,
     *,
     start_now: Collection[str] = (),
+    settings: dict[str, Any] | None = None,
 ) -> list[Event]:
     """The write-ahead intent of one reply, all to be appended in one transaction.
 
@@ -163,6 +166,8 @@ def reply_events(
     ``max_tool_calls_per_turn``, asked for in the final turn, or the ``repeat_threshold``-th
     identical call in a row, refused or not (with a ``loop_detected`` event); and a consent
     request for each remaining call whose tool's policy asks a person.
+
+    ``settings``: the model settings the call was sent with, recorded on the message.
 
     ``start_now``: ids of ``non_idempotent`` calls the caller will run as soon as this
     commits; their ``tool_call_started`` (attempt 1) rides in the same commit instead of
@@ -180,7 +185,9 @@ def reply_events(
     original = message.tool_calls
     message = unique_call_ids(state, turn_index, message)
     events: list[Event] = [
-        AssistantMessageRecorded(turn_index=turn_index, message=message, usage=usage, model=model)
+        AssistantMessageRecorded(
+            turn_index=turn_index, message=message, usage=usage, model=model, settings=settings
+        )
     ]
     refused: list[Event] = []
     asks: list[Event] = []
@@ -195,7 +202,8 @@ def reply_events(
                 break
             repeats += 1
         recent.append(digest)
-        bounded = _bounded(call.id, call.name, v.rejection, i, repeats, final, limits)
+        position, last = (0, False) if v.output else (i, final)
+        bounded = _bounded(call.id, call.name, v.rejection, position, repeats, last, limits)
         request, results, ask = _call_intent(
             state.run_id, turn_index, call, v, bounded, repeats, consent
         )
@@ -229,6 +237,7 @@ def _call_intent(
         idempotency_key=idempotency_key(run_id, call.id),
         rejection=rejection,
         requires_approval=needs,
+        final=admission.output and rejection is None,
     )
     refused: list[Event] = []
     if loop:
