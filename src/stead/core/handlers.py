@@ -278,7 +278,7 @@ def _call_started(state: RunState, e: ToolCallStarted) -> None:
         raise _refuse(state, e, "the call waits on an approval decision")
     if e.attempt != call.attempts + 1:
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
-    call.attempts, call.verdict, call.decision, call.unknown = e.attempt, None, None, False
+    call.attempts, call.reconciled, call.decision, call.unknown = e.attempt, None, None, False
 
 
 @handles(ToolResultRecorded)
@@ -312,7 +312,7 @@ def _reconciled(state: RunState, e: ToolReconciled) -> None:
     call = _call(state, e)
     if not call.in_flight:
         raise _refuse(state, e, "only a started, unsettled call is reconciled")
-    call.verdict = e.verdict
+    call.reconciled = e.verdict
 
 
 @handles(ApprovalRequested)
