@@ -11,6 +11,7 @@ Adding an event: docs/adding-an-event.md.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, Final
 
 from stead.core.events import (
@@ -46,7 +47,14 @@ from stead.errors import Conflict, IllegalTransition
 
 _NO_CHECKS: Final = (RunStarted, RunFailed, RunTimedOut, RunRequeued)
 """Events that always move the run, from wherever the table allows, and check nothing more."""
-_SOLE_TARGET: Final = {c.kind: next(iter(targets(c.kind))) for c in _NO_CHECKS}
+_CLOSING: Final = {
+    RunCompleted.kind: "calls without results remain",
+    RunCancelled.kind: "every open call needs its cancelled result first",
+}
+"""Events that end a run where the table says once no call is left open (and why not)."""
+_SOLE_TARGET: Final = {
+    kind: next(iter(targets(kind))) for kind in (*(c.kind for c in _NO_CHECKS), *_CLOSING)
+}
 
 
 def by_the_table(state: RunState, event: Event) -> RunStatus:
@@ -56,6 +64,16 @@ def by_the_table(state: RunState, event: Event) -> RunStatus:
 
 for _cls in _NO_CHECKS:
     handles(_cls)(by_the_table)
+
+
+def _closing(state: RunState, event: Event) -> RunStatus:
+    """The handler of an event that ends the run: refused while a call is open."""
+    _refuse_open_calls(state, event, _CLOSING[event.kind])
+    return _SOLE_TARGET[event.kind]
+
+
+for _ending in (RunCompleted, RunCancelled):
+    handles(_ending)(_closing)
 
 
 def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
@@ -115,12 +133,6 @@ def _recovered(state: RunState, e: RunRecovered) -> None:
     state.owner, state.epoch = e.owner, e.epoch
 
 
-@handles(RunCompleted)
-def _completed(state: RunState, e: RunCompleted) -> RunStatus:
-    _refuse_open_calls(state, e, "calls without results remain")
-    return RunStatus.COMPLETED
-
-
 @after(RunCompleted)
 def _after_completed(state: RunState, e: RunCompleted) -> None:
     state.output, state.stop_reason = e.output, e.stop_reason
@@ -137,12 +149,6 @@ def _cancel_requested(state: RunState, e: RunCancelRequested) -> None:
     if state.status in FINISHED:
         raise _refuse(state, e, f"a {state.status} run cannot be cancelled")
     state.cancel_requested = e.reason
-
-
-@handles(RunCancelled)
-def _cancelled(state: RunState, e: RunCancelled) -> RunStatus:
-    _refuse_open_calls(state, e, "every open call needs its cancelled result first")
-    return RunStatus.CANCELLED
 
 
 @after(RunCancelled)
@@ -248,19 +254,16 @@ def _requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
 
 @after(ToolCallRequested)
 def _after_requested(state: RunState, e: ToolCallRequested) -> None:
-    state.calls[e.tool_call_id] = CallState(
-        turn_index=e.turn_index,
-        tool_call_id=e.tool_call_id,
-        name=e.name,
-        arguments=e.arguments,
-        effect_class=e.effect_class,
-        idempotency_key=e.idempotency_key,
-        rejection=e.rejection,
-        requires_approval=e.requires_approval,
-    )
+    state.calls[e.tool_call_id] = CallState(**{name: getattr(e, name) for name in _REQUESTED})
     state.tool_calls_total += 1
     state.recent_calls.append(call_digest(e.name, e.arguments))
     del state.recent_calls[:-RECENT_CALLS]
+
+
+_REQUESTED: Final = tuple(
+    f.name for f in fields(CallState) if f.name in {g.name for g in fields(ToolCallRequested)}
+)
+"""What a call's state starts as: every field of its request that it has too, by name."""
 
 
 @handles(LoopDetected)

@@ -3,8 +3,8 @@ folded state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 from stead.core.fold import RunState
 from stead.core.messages import Usage
@@ -57,15 +57,8 @@ class RunView:
         """Project a folded state."""
         assert state.status is not None
         return cls(
-            run_id=state.run_id,
-            agent=state.agent,
-            status=state.status,
-            output=state.output,
-            stop_reason=state.stop_reason,
-            error=state.error,
-            usage=state.usage,
+            **{name: getattr(state, name) for name in _AS_IN_STATE},
             turns=state.turn_index + 1,
-            seq=state.seq,
             approvals=tuple(
                 PendingApproval(
                     tool_call_id=a.tool_call_id,
@@ -77,3 +70,12 @@ class RunView:
                 for a in state.approvals.values()
             ),
         )
+
+
+_AS_IN_STATE: Final = tuple(
+    f.name
+    for f in fields(RunView)
+    if f.name in {g.name for g in fields(RunState)} and f.name != "approvals"
+)
+"""The fields of a view that are the folded state's own, by the same names (a view's
+approvals are its own shape)."""

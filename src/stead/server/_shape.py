@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 from stead.core.events import AssistantMessageRecorded, encode
 from stead.core.fold import RunState, apply
@@ -81,6 +81,10 @@ async def detail(rt: Runtime, run_id: str) -> RunDetail:
     )
 
 
+_AS_REQUESTED: Final = ("tool_call_id", "reason", "deadline", "turn_index")
+"""What an approval shows as its ``approval_requested`` event says it."""
+
+
 def approvals(rt: Runtime, state: RunState) -> list[ApprovalOut]:
     """The run's calls waiting on a person (without their tokens)."""
     agent = rt.agents.get(state.agent)
@@ -88,19 +92,17 @@ def approvals(rt: Runtime, state: RunState) -> list[ApprovalOut]:
     for a in state.approvals.values():
         call = state.calls[a.tool_call_id]
         tool = agent.registry.get(call.name) if agent else None
+        as_requested = {name: getattr(a, name) for name in _AS_REQUESTED}
         out.append(
             ApprovalOut(
                 run_id=state.run_id,
                 agent=state.agent,
-                tool_call_id=a.tool_call_id,
                 tool=call.name,
-                reason=a.reason,
                 payload=dict(a.payload or {}),
                 arguments=call.arguments,
                 effect_class=str(call.effect_class) if call.effect_class else None,
                 parameters=tool.parameters if tool else None,
-                deadline=a.deadline,
-                turn_index=a.turn_index,
+                **as_requested,
             )
         )
     return out
