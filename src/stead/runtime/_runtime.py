@@ -33,6 +33,7 @@ from stead.errors import (
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
+from stead.runtime._closing import Closing
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
@@ -44,7 +45,7 @@ from stead.store import Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following):
+class Runtime(Driving, Steering, Following, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -113,12 +114,6 @@ class Runtime(Driving, Steering, Following):
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
         self.agents[agent.name] = agent
-
-    async def __aenter__(self) -> Runtime:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the store."""

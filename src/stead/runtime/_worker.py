@@ -48,13 +48,14 @@ from typing import Any
 from stead.errors import Conflict, Fenced, SteadError, StoreError
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
+from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
 
 log = logging.getLogger("stead.worker")
 
 
-class Worker:
+class Worker(Closing):
     """Claims runs from a store and drives up to ``concurrency`` of them at a time."""
 
     def __init__(
@@ -105,12 +106,6 @@ class Worker:
         if self._stop.is_set():
             self._hurry.set()
         self._stop.set()
-
-    async def __aenter__(self) -> Worker:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the store."""
