@@ -11,7 +11,6 @@ Adding an event: docs/adding-an-event.md.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Final
 
 from stead.core.events import (
@@ -254,16 +253,19 @@ def _requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
 
 @after(ToolCallRequested)
 def _after_requested(state: RunState, e: ToolCallRequested) -> None:
-    state.calls[e.tool_call_id] = CallState(**{name: getattr(e, name) for name in _REQUESTED})
+    state.calls[e.tool_call_id] = CallState(
+        turn_index=e.turn_index,
+        tool_call_id=e.tool_call_id,
+        name=e.name,
+        arguments=e.arguments,
+        effect_class=e.effect_class,
+        idempotency_key=e.idempotency_key,
+        rejection=e.rejection,
+        requires_approval=e.requires_approval,
+    )
     state.tool_calls_total += 1
     state.recent_calls.append(call_digest(e.name, e.arguments))
     del state.recent_calls[:-RECENT_CALLS]
-
-
-_REQUESTED: Final = tuple(
-    f.name for f in fields(CallState) if f.name in {g.name for g in fields(ToolCallRequested)}
-)
-"""What a call's state starts as: every field of its request that it has too, by name."""
 
 
 @handles(LoopDetected)
