@@ -53,3 +53,15 @@ def test_a_kind_without_a_renderer_shows_every_field() -> None:
 
 def test_every_status_has_a_style() -> None:
     assert set(STATUS_STYLE) == set(RunStatus)
+
+
+def test_a_field_is_put_in_a_line_as_text_never_read_as_a_template() -> None:
+    # The table's lines are templates of the event; what a field holds (a prompt, a reason)
+    # is its value, shortened where the line says so, never a template itself.
+    from stead.core.events import RunCancelled, RunCreated
+
+    label, detail, _ = describe(RunCreated(run_id="r", agent="a", input="{e.agent} " * 20))
+    assert label == "created"
+    assert detail.startswith("agent a: {e.agent} {e.agent}")
+    assert detail.endswith("…") and len(detail) == len("agent a: ") + 80
+    assert describe(RunCancelled(reason="{0} {e.reason!r}"))[1] == "{0} {e.reason!r}"

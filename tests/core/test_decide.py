@@ -115,7 +115,7 @@ def call_state(
         effect_class=effect,
         idempotency_key=idempotency_key(RUN_ID, "c"),
         attempts=attempts,
-        verdict=verdict,
+        reconciled=verdict,
         decision=decision,
         unknown=unknown,
         requires_approval=gated,
@@ -626,7 +626,8 @@ def test_next_step_at_every_batch_boundary(log: RunLog) -> None:
                 if plan.action == "execute" and call.in_flight:
                     # Guarantee 3: an in-flight non_idempotent call runs again only on a word.
                     assert call.effect_class != "non_idempotent" or (
-                        call.verdict == "not_done" or call.decision in ("approve", "not_happened")
+                        call.reconciled == "not_done"
+                        or call.decision in ("approve", "not_happened")
                     )
         if isinstance(step, CallModel) and not step.turn_recorded:
             assert state.pending_calls() == []

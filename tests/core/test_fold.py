@@ -314,7 +314,7 @@ def test_call_state_flags() -> None:
     call = state.calls["a"]
     assert call.pending and call.in_flight
     assert call.attempts == 1
-    assert call.verdict == "unknown"
+    assert call.reconciled == "unknown"
     state = fold([*NI_STARTED, ToolOutcomeUnknown(turn_index=0, tool_call_id="a", reason="died")])
     assert state.calls["a"].unknown
     state = fold(
@@ -331,7 +331,7 @@ def test_call_state_flags() -> None:
     # A new start clears the last verdict and decision: they were about the previous attempt.
     state = fold([*NI_STARTED, ToolReconciled(turn_index=0, tool_call_id="a", verdict="not_done")])
     apply(state, start(0, "a", attempt=2))
-    assert (state.calls["a"].verdict, state.calls["a"].attempts) == (None, 2)
+    assert (state.calls["a"].reconciled, state.calls["a"].attempts) == (None, 2)
 
 
 def test_a_refused_call_is_never_awaited() -> None:
@@ -367,6 +367,25 @@ def test_cancel_request_is_remembered_until_the_cancel() -> None:
     assert snap.cancel_requested == "stop"
     state = fold([result(0, "b", "cancelled"), RunCancelled(reason="stop")], start=state)
     assert state.cancel_requested is None
+
+
+def test_a_v3_snapshot_keeps_its_reconcile_answer_under_the_new_name() -> None:
+    # v3 wrote a call's reconcile answer as "verdict"; v4 calls it "reconciled". A snapshot
+    # written before the rename loads with the answer kept (and says the same as the fold).
+    state = fold([*NI_STARTED, ToolReconciled(turn_index=0, tool_call_id="a", verdict="not_done")])
+    snap = json.loads(json.dumps(state.to_json()))
+    assert [c["reconciled"] for c in snap["calls"]] == ["not_done"]
+    v3 = {
+        **snap,
+        "v": 3,
+        "calls": [
+            {("verdict" if k == "reconciled" else k): v for k, v in c.items()}
+            for c in snap["calls"]
+        ],
+    }
+    loaded = RunState.from_json(v3)
+    assert loaded.calls["a"].reconciled == "not_done"
+    assert loaded.to_json() == state.to_json()
 
 
 def test_snapshot_of_another_version_is_refused() -> None:

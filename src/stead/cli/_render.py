@@ -8,40 +8,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import string
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from stead.core.events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    AssistantMessageRecorded,
-    Event,
-    LoopDetected,
-    ModelCallFailed,
-    NoticeInjected,
-    RunCancelled,
-    RunCancelRequested,
-    RunCompleted,
-    RunCreated,
-    RunFailed,
-    RunRecovered,
-    RunRequeued,
-    RunStarted,
-    RunTimedOut,
-    StepFailed,
-    ToolCallRequested,
-    ToolCallStarted,
-    ToolOutcomeUnknown,
-    ToolReconciled,
-    ToolResultRecorded,
-    TurnResumed,
-    TurnStarted,
-    encode,
-)
+from stead.core import events as ev
+from stead.core.events import Event, encode
 from stead.core.states import RunStatus
 from stead.runtime import RunView
 from stead.store import RunRecord, StoredEvent
@@ -117,56 +93,77 @@ def generic(event: Event) -> Described:
     return event.kind.replace("_", " "), _short(json.dumps(data, ensure_ascii=False), 160), "white"
 
 
-@renders(RunCreated)
-def _created(e: RunCreated) -> Described:
-    return "created", f"agent {e.agent}: {_short(e.input)}", "cyan"
+_LINES: Final[dict[type[Event], Described]] = {
+    ev.RunCreated: ("created", "agent {e.agent}: {e.input:80}", "cyan"),
+    ev.RunStarted: ("started", "worker {e.owner} (epoch {e.epoch})", "blue"),
+    ev.TurnStarted: ("turn {e.turn_index}", "model call", "blue"),
+    ev.TurnResumed: ("turn {e.turn_index}", "resumed with unfinished tool calls", "yellow"),
+    ev.NoticeInjected: ("notice", "{e.reason}: {e.content:70}", "yellow"),
+    ev.ModelCallFailed: ("model failed", "attempt {e.attempt}: {e.code} {e.message:60}", "red"),
+    ev.ToolCallStarted: ("tool start", "{e.tool_call_id} attempt {e.attempt}", "dim"),
+    ev.ToolOutcomeUnknown: ("unknown", "{e.tool_call_id}: {e.reason}", "bold red"),
+    ev.RunCompleted: ("completed", "{e.output:80}", "bold green"),
+    ev.RunFailed: ("failed", "{e.code} in {e.phase}: {e.message:160}", "bold red"),
+    ev.ApprovalRequested: (
+        "approval?",
+        "{e.tool_call_id} ({e.reason}) token {e.token}",
+        "bold yellow",
+    ),
+    ev.StepFailed: ("step failed", "{e.step}: {e.error_type}: {e.message:120}", "red"),
+    ev.RunCancelled: ("cancelled", "{e.reason}", "magenta"),
+    ev.RunTimedOut: ("timed out", "{e.reason}", "magenta"),
+    ev.RunRequeued: ("requeued", "{e.reason}", "cyan"),
+}
+"""Events whose line is only their fields in words: (label, detail, style), the first two
+templates of the event ``e`` for ``_WORDS`` (a field's value is put in, never read as a
+template; ``{e.field:N}`` is the text shortened to N characters on one line). An event whose
+words depend on its values has a ``@renders`` function below."""
 
 
-@renders(RunStarted)
-def _started(e: RunStarted) -> Described:
-    return "started", f"worker {e.owner} (epoch {e.epoch})", "blue"
+class _Words(string.Formatter):
+    """``str.format`` but for the width of a text field, which shortens it (``_short``)."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if isinstance(value, str) and format_spec.isdigit():
+            return _short(value, int(format_spec))
+        return super().format_field(value, format_spec)  # type: ignore[no-any-return]
 
 
-@renders(RunRecovered)
-def _recovered(e: RunRecovered) -> Described:
+_WORDS: Final = _Words()
+
+
+def _by(who: str) -> str:
+    """`` by WHO`` when a request or decision says who made it."""
+    return f" by {who}" if who else ""
+
+
+def _line(label: str, detail: str, style: str) -> Callable[[Any], Described]:
+    return lambda e: (_WORDS.format(label, e=e), _WORDS.format(detail, e=e), style)
+
+
+for _cls, _words in _LINES.items():
+    DESCRIBE[_cls.kind] = _line(*_words)
+
+
+@renders(ev.RunRecovered)
+def _recovered(e: ev.RunRecovered) -> Described:
     prev = f" from {e.previous_owner}" if e.previous_owner else ""
     return "recovered", f"worker {e.owner} took over{prev} (epoch {e.epoch})", "bold yellow"
 
 
-@renders(TurnStarted)
-def _turn_started(e: TurnStarted) -> Described:
-    return f"turn {e.turn_index}", "model call", "blue"
-
-
-@renders(TurnResumed)
-def _turn_resumed(e: TurnResumed) -> Described:
-    return f"turn {e.turn_index}", "resumed with unfinished tool calls", "yellow"
-
-
-@renders(NoticeInjected)
-def _notice(e: NoticeInjected) -> Described:
-    return "notice", f"{e.reason}: {_short(e.content, 70)}", "yellow"
-
-
-@renders(LoopDetected)
-def _loop(e: LoopDetected) -> Described:
+@renders(ev.LoopDetected)
+def _loop(e: ev.LoopDetected) -> Described:
     what = f"{e.name} called {e.repeats}× in a row with the same arguments; not run"
     return "loop", what, "bold red"
 
 
-@renders(RunCancelRequested)
-def _cancel_requested(e: RunCancelRequested) -> Described:
-    by = f" by {e.by}" if e.by else ""
-    return "cancel?", f"requested{by}: {e.reason}", "magenta"
+@renders(ev.RunCancelRequested)
+def _cancel_requested(e: ev.RunCancelRequested) -> Described:
+    return "cancel?", f"requested{_by(e.by)}: {e.reason}", "magenta"
 
 
-@renders(ModelCallFailed)
-def _model_failed(e: ModelCallFailed) -> Described:
-    return "model failed", f"attempt {e.attempt}: {e.code} {_short(e.message, 60)}", "red"
-
-
-@renders(AssistantMessageRecorded)
-def _reply(e: AssistantMessageRecorded) -> Described:
+@renders(ev.AssistantMessageRecorded)
+def _reply(e: ev.AssistantMessageRecorded) -> Described:
     calls = ", ".join(c.name for c in e.message.tool_calls)
     text = _short(e.message.text, 60) if e.message.text else ""
     detail = " ".join(p for p in (f'"{text}"' if text else "", f"→ {calls}" if calls else "") if p)
@@ -176,16 +173,11 @@ def _reply(e: AssistantMessageRecorded) -> Described:
     return "assistant", f"{detail}  [{u.input_tokens} in / {u.output_tokens} out]{sent}", "white"
 
 
-@renders(ToolCallRequested)
-def _requested(e: ToolCallRequested) -> Described:
+@renders(ev.ToolCallRequested)
+def _requested(e: ev.ToolCallRequested) -> Described:
     if e.rejection:
         return "intent", f"{e.name} refused: {_short(e.rejection, 60)}", "red"
     return "intent", f"{e.name}({_short(_args(e.arguments), 50)}) {e.effect_class}", "white"
-
-
-@renders(ToolCallStarted)
-def _call_started(e: ToolCallStarted) -> Described:
-    return "tool start", f"{e.tool_call_id} attempt {e.attempt}", "dim"
 
 
 _SOURCE = {
@@ -197,62 +189,21 @@ _SOURCE = {
 }
 
 
-@renders(ToolResultRecorded)
-def _result(e: ToolResultRecorded) -> Described:
+@renders(ev.ToolResultRecorded)
+def _result(e: ev.ToolResultRecorded) -> Described:
     how = _SOURCE.get(e.source, f" ({e.source})")
     style = "red" if e.is_error else "green"
     return "result", f"{e.name} → {_short(e.content, 60)}{how}", style
 
 
-@renders(ToolOutcomeUnknown)
-def _unknown(e: ToolOutcomeUnknown) -> Described:
-    return "unknown", f"{e.tool_call_id}: {e.reason}", "bold red"
-
-
-@renders(ToolReconciled)
-def _reconciled(e: ToolReconciled) -> Described:
+@renders(ev.ToolReconciled)
+def _reconciled(e: ev.ToolReconciled) -> Described:
     return "reconciled", f"{e.tool_call_id}: {e.verdict.replace('_', ' ')}", "yellow"
 
 
-@renders(ApprovalRequested)
-def _approval_requested(e: ApprovalRequested) -> Described:
-    return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
-
-
-@renders(ApprovalDecided)
-def _decided(e: ApprovalDecided) -> Described:
-    by = f" by {e.by}" if e.by else ""
-    return "decided", f"{e.tool_call_id}: {e.decision}{by} {e.reason}".rstrip(), "yellow"
-
-
-@renders(RunCompleted)
-def _completed(e: RunCompleted) -> Described:
-    return "completed", _short(e.output), "bold green"
-
-
-@renders(RunFailed)
-def _failed(e: RunFailed) -> Described:
-    return "failed", f"{e.code} in {e.phase}: {_short(e.message, 160)}", "bold red"
-
-
-@renders(StepFailed)
-def _step_failed(e: StepFailed) -> Described:
-    return "step failed", f"{e.step}: {e.error_type}: {_short(e.message, 120)}", "red"
-
-
-@renders(RunCancelled)
-def _cancelled(e: RunCancelled) -> Described:
-    return "cancelled", e.reason, "magenta"
-
-
-@renders(RunTimedOut)
-def _timed_out(e: RunTimedOut) -> Described:
-    return "timed out", e.reason, "magenta"
-
-
-@renders(RunRequeued)
-def _requeued(e: RunRequeued) -> Described:
-    return "requeued", e.reason, "cyan"
+@renders(ev.ApprovalDecided)
+def _decided(e: ev.ApprovalDecided) -> Described:
+    return "decided", f"{e.tool_call_id}: {e.decision}{_by(e.by)} {e.reason}".rstrip(), "yellow"
 
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:

@@ -6,23 +6,13 @@ import argparse
 import asyncio
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
 
 from stead.cli._args import LOG_FORMAT, add_claim_options, positive
+from stead.cli._command import command, load_agents
 from stead.errors import UserError
-from stead.runtime import Agent
 
 
-def add_serve_parser(sub: Any) -> None:
-    """Add ``serve`` to the ``stead`` subcommands."""
-    s = sub.add_parser(
-        "serve",
-        help="HTTP API, live stream and dashboard for the runs in the store",
-        description="Serve the API and the dashboard. Every route but /health needs "
-        "Authorization: Bearer TOKEN; without --token a random one is made (loopback only) "
-        "and printed in the dashboard's URL.",
-    )
+def _arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--agents", default=None, help="module:attr with the agents runs may start")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     s.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
@@ -41,12 +31,13 @@ def add_serve_parser(sub: Any) -> None:
     s.add_argument("--heartbeat", type=positive(float), default=15.0, help="SSE heartbeat, seconds")
 
 
-def run_serve(
-    args: argparse.Namespace,
-    agents: list[Agent],
-    say: Callable[[str], None] | None = None,
-) -> int:
-    """Serve until SIGTERM/SIGINT; 0 after a clean shutdown."""
+@command("serve", "HTTP API, live stream and dashboard for the runs in the store", _arguments)
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve the API and the dashboard. Every route but /health needs Authorization: Bearer
+    TOKEN; without --token a random one is made (loopback only) and printed in the
+    dashboard's URL."""
+    # Until SIGTERM/SIGINT; 0 after a clean shutdown.
+    agents = load_agents(args.agents)
     try:
         from stead.server import parse_tokens, serve
         from stead.server._security import check_bind, new_token
@@ -68,7 +59,7 @@ def run_serve(
     logging.basicConfig(level="INFO", format=LOG_FORMAT)
 
     def tell(line: str) -> None:
-        (say or (lambda text: print(text, flush=True)))(line)
+        print(line, flush=True)
 
     def ready(port: int) -> None:
         host = f"[{args.host}]" if ":" in args.host else args.host
@@ -78,19 +69,11 @@ def run_serve(
         else:
             tell(f"stead serve: {url}  (open it and paste a token)")
 
-    asyncio.run(
-        serve(
-            args.store,
-            agents,
-            host=args.host,
-            port=args.port,
-            tokens=tokens,
-            worker=args.worker,
-            concurrency=args.concurrency,
-            poll=args.poll,
-            max_body=args.max_body,
-            heartbeat=args.heartbeat,
-            ready=ready,
-        )
-    )
+    # The options that go to ``serve`` as they are, under their own names.
+    same = ("host", "port", "worker", "concurrency", "poll", "max_body", "heartbeat")
+    options = {name: getattr(args, name) for name in same}
+    asyncio.run(serve(args.store, agents, tokens=tokens, ready=ready, **options))
     return 0
+
+
+COMMANDS = (run_serve,)

@@ -5,22 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any
 
 from stead.cli._args import LOG_FORMAT, add_claim_options, not_negative, positive
+from stead.cli._command import command, load_agents
 from stead.errors import UserError
-from stead.runtime import Agent, Worker, serve
+from stead.runtime import Worker, serve
 
 
-def add_worker_parser(sub: Any) -> None:
-    """Add ``worker`` to the ``stead`` subcommands."""
-    w = sub.add_parser(
-        "worker",
-        help="claim runs from the store and drive them until SIGTERM",
-        description="Claim queued runs (and runs whose worker died) and drive up to "
-        "--concurrency of them at once. SIGTERM or Ctrl-C: stop claiming, let the runs in hand "
-        "finish for --grace seconds, release the rest; a second signal releases at once.",
-    )
+def _arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
     add_claim_options(w, concurrency=16)
     w.add_argument("--lease-ttl", type=positive(float), default=30.0, help="lease length, seconds")
@@ -38,8 +30,13 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 """What ``--log-level`` takes (any case)."""
 
 
-def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
-    """Serve until stopped; 0 after a clean shutdown."""
+@command("worker", "claim runs from the store and drive them until SIGTERM", _arguments)
+def run_worker(args: argparse.Namespace) -> int:
+    """Claim queued runs (and runs whose worker died) and drive up to --concurrency of them
+    at once. SIGTERM or Ctrl-C: stop claiming, let the runs in hand finish for --grace
+    seconds, release the rest; a second signal releases at once."""
+    # Until stopped; 0 after a clean shutdown.
+    agents = load_agents(args.agents)
     if not agents:
         raise UserError("stead worker needs --agents module:attr naming at least one Agent")
     if args.concurrency < 1:
@@ -55,3 +52,6 @@ def run_worker(args: argparse.Namespace, agents: list[Agent]) -> int:
     )
     asyncio.run(serve(worker))
     return 0
+
+
+COMMANDS = (run_worker,)

@@ -185,13 +185,13 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     if effect == "idempotent_write":
         return plan("execute", "idempotent_write: run again with the same idempotency key")
     # non_idempotent (or a tool that vanished): never blindly again.
-    if call.verdict == "not_done":
+    if call.reconciled == "not_done":
         return plan("execute", "reconcile said it did not happen")
-    if call.verdict is None and spec is not None and spec.has_reconcile:
+    if call.reconciled is None and spec is not None and spec.has_reconcile:
         return plan("reconcile", "in flight when its worker died; asking its reconcile function")
     why = (
         "reconcile could not tell whether it happened"
-        if call.verdict == "unknown"
+        if call.reconciled == "unknown"
         else "in flight when its worker died and it has no reconcile function"
     )
     return plan("ask_human", why)

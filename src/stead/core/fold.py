@@ -72,8 +72,9 @@ class CallState:
     """Its one result, once recorded."""
     unknown: bool = False
     """Its outcome was declared unknown after a crash."""
-    verdict: str | None = None
-    """Latest reconcile verdict since the last start."""
+    reconciled: str | None = None
+    """What the tool's reconciler found since the last start: done, not_done or unknown (the
+    ``tool_reconciled`` event's verdict); None when it has not been asked."""
     decision: Decision | None = None
     """Latest human decision since the last start."""
     edited_arguments: str | None = None
@@ -257,8 +258,19 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
-    """v4 keeps a completed run's structured output: v3 had none."""
-    return {**data, "data": None}
+    """v4 keeps a completed run's structured output (v3 had none), and names a call's
+    reconcile answer ``reconciled`` (it was ``verdict``, a word that also meant a tool's
+    admission and a person's decision)."""
+    calls = data.get("calls")
+    if not isinstance(calls, list):
+        return {**data, "data": None}  # malformed calls: the decoder says so
+    renamed = [
+        {("reconciled" if k == "verdict" else k): v for k, v in c.items()}
+        if isinstance(c, dict)
+        else c
+        for c in calls
+    ]
+    return {**data, "calls": renamed, "data": None}
 
 
 SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})
@@ -298,7 +310,9 @@ Handler: TypeAlias = Callable[[RunState, Any], RunStatus | None]
 After: TypeAlias = Callable[[RunState, Any], None]
 HANDLERS: Final[dict[str, tuple[Handler, After | None]]] = {}
 """event kind -> (handler, after): how each event is applied. Every kind has one
-(``tests/core/test_states.py`` says so)."""
+(``tests/core/test_states.py`` says so). ``stead.core.handlers`` fills it: it imports this
+module, never the other way round, and the ``stead.core`` package imports it, so the table is
+complete before any code of ``stead.core`` can run."""
 
 
 def handles(cls: type[E]) -> Callable[[Callable[[RunState, E], Any]], Callable[[RunState, E], Any]]:
@@ -375,8 +389,3 @@ def fold(events: Iterable[Event], start: RunState | None = None) -> RunState:
     for e in events:
         apply(state, e)
     return state
-
-
-# The handlers register themselves when imported; they import this module's classes, so
-# they come last (whichever of the two is imported first, both are complete after).
-from stead.core import handlers as _handlers  # noqa: E402, F401

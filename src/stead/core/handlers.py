@@ -46,7 +46,14 @@ from stead.errors import Conflict, IllegalTransition
 
 _NO_CHECKS: Final = (RunStarted, RunFailed, RunTimedOut, RunRequeued)
 """Events that always move the run, from wherever the table allows, and check nothing more."""
-_SOLE_TARGET: Final = {c.kind: next(iter(targets(c.kind))) for c in _NO_CHECKS}
+_CLOSING: Final = {
+    RunCompleted.kind: "calls without results remain",
+    RunCancelled.kind: "every open call needs its cancelled result first",
+}
+"""Events that end a run where the table says once no call is left open (and why not)."""
+_SOLE_TARGET: Final = {
+    kind: next(iter(targets(kind))) for kind in (*(c.kind for c in _NO_CHECKS), *_CLOSING)
+}
 
 
 def by_the_table(state: RunState, event: Event) -> RunStatus:
@@ -56,6 +63,16 @@ def by_the_table(state: RunState, event: Event) -> RunStatus:
 
 for _cls in _NO_CHECKS:
     handles(_cls)(by_the_table)
+
+
+def _closing(state: RunState, event: Event) -> RunStatus:
+    """The handler of an event that ends the run: refused while a call is open."""
+    _refuse_open_calls(state, event, _CLOSING[event.kind])
+    return _SOLE_TARGET[event.kind]
+
+
+for _ending in (RunCompleted, RunCancelled):
+    handles(_ending)(_closing)
 
 
 def _refuse(state: RunState, event: Event, detail: str) -> IllegalTransition:
@@ -115,12 +132,6 @@ def _recovered(state: RunState, e: RunRecovered) -> None:
     state.owner, state.epoch = e.owner, e.epoch
 
 
-@handles(RunCompleted)
-def _completed(state: RunState, e: RunCompleted) -> RunStatus:
-    _refuse_open_calls(state, e, "calls without results remain")
-    return RunStatus.COMPLETED
-
-
 @after(RunCompleted)
 def _after_completed(state: RunState, e: RunCompleted) -> None:
     state.output, state.stop_reason, state.data = e.output, e.stop_reason, e.data
@@ -137,12 +148,6 @@ def _cancel_requested(state: RunState, e: RunCancelRequested) -> None:
     if state.status in FINISHED:
         raise _refuse(state, e, f"a {state.status} run cannot be cancelled")
     state.cancel_requested = e.reason
-
-
-@handles(RunCancelled)
-def _cancelled(state: RunState, e: RunCancelled) -> RunStatus:
-    _refuse_open_calls(state, e, "every open call needs its cancelled result first")
-    return RunStatus.CANCELLED
 
 
 @after(RunCancelled)
@@ -279,7 +284,7 @@ def _call_started(state: RunState, e: ToolCallStarted) -> None:
         raise _refuse(state, e, "the call waits on an approval decision")
     if e.attempt != call.attempts + 1:
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
-    call.attempts, call.verdict, call.decision, call.unknown = e.attempt, None, None, False
+    call.attempts, call.reconciled, call.decision, call.unknown = e.attempt, None, None, False
 
 
 @handles(ToolResultRecorded)
@@ -313,7 +318,7 @@ def _reconciled(state: RunState, e: ToolReconciled) -> None:
     call = _call(state, e)
     if not call.in_flight:
         raise _refuse(state, e, "only a started, unsettled call is reconciled")
-    call.verdict = e.verdict
+    call.reconciled = e.verdict
 
 
 @handles(ApprovalRequested)

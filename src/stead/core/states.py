@@ -113,10 +113,7 @@ FINISHED: Final = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMED_OUT})
 RESUMABLE: Final = frozenset(s for s in FINISHED if "run_requeued" in TABLE[s])
 """Finished states an explicit resume may send back to ``queued``."""
 
-WAITING: Final = frozenset({S.AWAITING_APPROVAL})
-"""States in which the run waits for a person, not a worker."""
-
-AT_REST: Final = FINISHED | WAITING
+AT_REST: Final = FINISHED | {S.AWAITING_APPROVAL}
 """States in which no worker has anything to do: finished, or waiting on a person (a
 deadline may still time such a run out)."""
 

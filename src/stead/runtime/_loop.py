@@ -470,7 +470,7 @@ class RunLoop:
             if state.cancel_requested is not None:
                 return
             early = self._started_early.pop(call_id, None)
-            if early is not None and early == call.attempts and call.verdict is None:
+            if early is not None and early == call.attempts and call.reconciled is None:
                 await self._execute(call, early, start_recorded=True)
                 continue
             plan = plan_call(call, self.specs.get(call.name))

@@ -34,6 +34,7 @@ from stead.errors import (
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
+from stead.runtime._closing import Closing
 from stead.runtime._deps import check_deps
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
@@ -47,7 +48,7 @@ from stead.store import Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following):
+class Runtime(Driving, Steering, Following, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -125,12 +126,6 @@ class Runtime(Driving, Steering, Following):
             raise UserError(f"two different agents are named {agent.name!r}")
         check_deps(agent, self.deps)
         self.agents[agent.name] = agent
-
-    async def __aenter__(self) -> Runtime:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the store."""

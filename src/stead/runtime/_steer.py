@@ -128,19 +128,10 @@ class Steering:
                 f"run {run_id}: the approval deadline passed, so the run timed out; "
                 "`stead resume` asks again"
             )
+        said: dict[str, Any] = {"token": token, "by": by, "reason": reason, "result": result}
         state = await self._append_external(
             run_id,
-            lambda s: decision_events(
-                s,
-                tool_call_id,
-                decision,
-                token=token,
-                by=by,
-                reason=reason,
-                result=result,
-                arguments=edited,
-                now=now,
-            ),
+            lambda s: decision_events(s, tool_call_id, decision, arguments=edited, now=now, **said),
         )
         self._crash("after_approval_commit", None)
         return RunView.of(state)

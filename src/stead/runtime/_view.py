@@ -4,8 +4,8 @@ folded state."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -85,15 +85,8 @@ class RunView:
         return cls(
             data=data,
             data_json=state.data,
-            run_id=state.run_id,
-            agent=state.agent,
-            status=state.status,
-            output=state.output,
-            stop_reason=state.stop_reason,
-            error=state.error,
-            usage=state.usage,
+            **{name: getattr(state, name) for name in _AS_IN_STATE},
             turns=state.turn_index + 1,
-            seq=state.seq,
             approvals=tuple(
                 PendingApproval(
                     tool_call_id=a.tool_call_id,
@@ -105,3 +98,12 @@ class RunView:
                 for a in state.approvals.values()
             ),
         )
+
+
+_AS_IN_STATE: Final = tuple(
+    f.name
+    for f in fields(RunView)
+    if f.name in {g.name for g in fields(RunState)} and f.name not in ("approvals", "data")
+)
+"""The fields of a view that are the folded state's own, by the same names (a view's
+approvals are its own shape; its ``data`` is typed by the agent's output type)."""

@@ -48,13 +48,14 @@ from typing import Any
 from stead.errors import Conflict, Fenced, SteadError, StoreError
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
+from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
 
 log = logging.getLogger("stead.worker")
 
 
-class Worker:
+class Worker(Closing):
     """Claims runs from a store and drives up to ``concurrency`` of them at a time."""
 
     def __init__(
@@ -70,22 +71,19 @@ class Worker:
         clock: Callable[[], float] = time.time,
         **runtime_options: Any,
     ) -> None:
-        checks.count("concurrency", concurrency, 1)
-        checks.seconds("poll_interval", poll_interval)
-        checks.seconds("approval_sweep", approval_sweep)
-        checks.seconds("grace", grace, zero_ok=True)
+        # Checked before the runtime opens the store: a wrong argument leaves nothing open.
+        self.concurrency = checks.count("concurrency", concurrency, 1)
+        self.poll_interval = checks.seconds("poll_interval", poll_interval)
+        self.approval_sweep = checks.seconds("approval_sweep", approval_sweep)
+        """Seconds between sweeps that time out runs whose approval deadline passed."""
+        self.grace = checks.seconds("grace", grace, zero_ok=True)
         self.runtime = Runtime(
             store, agents=agents, lease_ttl=lease_ttl, clock=clock, **runtime_options
         )
         self.store: Store = self.runtime.store
         self.owner = self.runtime.owner
         """This worker's lease owner id (host:pid:random)."""
-        self.concurrency = concurrency
         self.lease_ttl = lease_ttl
-        self.poll_interval = poll_interval
-        self.grace = grace
-        self.approval_sweep = approval_sweep
-        """Seconds between sweeps that time out runs whose approval deadline passed."""
         self.clock = clock
         self._next_sweep = 0.0
         self.stats: Counter[str] = Counter()
@@ -105,12 +103,6 @@ class Worker:
         if self._stop.is_set():
             self._hurry.set()
         self._stop.set()
-
-    async def __aenter__(self) -> Worker:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the store."""

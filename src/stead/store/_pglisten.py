@@ -21,6 +21,8 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
+from stead.store._watch import stop_task
+
 log = logging.getLogger("stead.store")
 
 
@@ -65,11 +67,8 @@ class Listener:
 
     async def close(self) -> None:
         """Stop listening and close the connection."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         delay = 0.1

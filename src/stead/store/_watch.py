@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from stead.errors import RunNotFound, StoreError
 
@@ -190,11 +191,16 @@ class Watcher:
 
     async def close(self) -> None:
         """Stop the poller."""
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-            self._poller = None
+        await stop_task(self._poller)
+        self._poller = None
+
+
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task of ours and wait until it has ended (``None``: nothing)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _until_set(event: asyncio.Event, seconds: float) -> None:

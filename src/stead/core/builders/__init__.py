@@ -121,28 +121,23 @@ def _result(
     source: ResultSource,
     attempt: int,
 ) -> ToolResultRecorded:
+    where: dict[str, Any] = {"turn_index": call_turn, "tool_call_id": call_id, "name": name}
     return ToolResultRecorded(
-        turn_index=call_turn,
-        tool_call_id=call_id,
-        name=name,
-        content=content,
-        is_error=is_error,
-        source=source,
-        attempt=attempt,
+        content=content, is_error=is_error, source=source, attempt=attempt, **where
     )
+
+
+def _call_result(
+    call: CallState, content: str, *, is_error: bool, source: ResultSource, attempt: int
+) -> ToolResultRecorded:
+    """The result of a requested call (``call``'s turn, id and name)."""
+    where = (call.turn_index, call.tool_call_id, call.name)
+    return _result(*where, content, is_error=is_error, source=source, attempt=attempt)
 
 
 def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
     """The result of running ``attempt`` of ``call``'s handler."""
-    return _result(
-        call.turn_index,
-        call.tool_call_id,
-        call.name,
-        content,
-        is_error=is_error,
-        source="executed",
-        attempt=attempt,
-    )
+    return _call_result(call, content, is_error=is_error, source="executed", attempt=attempt)
 
 
 def reply_events(
@@ -419,15 +414,7 @@ def reconcile_events(
     ]
     if verdict == "done":
         events.append(
-            _result(
-                call.turn_index,
-                call.tool_call_id,
-                call.name,
-                content,
-                is_error=False,
-                source="reconciled",
-                attempt=call.attempts,
-            )
+            _call_result(call, content, is_error=False, source="reconciled", attempt=call.attempts)
         )
     elif verdict == "unknown":
         events.extend(ask_human_events(state, call, token, "reconcile could not tell", deadline))
@@ -516,15 +503,7 @@ def _check_decision(
 
 def _decided_result(call: CallState, content: str, *, is_error: bool) -> ToolResultRecorded:
     """The result a person's decision gives a call (source ``approval``)."""
-    return _result(
-        call.turn_index,
-        call.tool_call_id,
-        call.name,
-        content,
-        is_error=is_error,
-        source="approval",
-        attempt=call.attempts,
-    )
+    return _call_result(call, content, is_error=is_error, source="approval", attempt=call.attempts)
 
 
 def cancel_events(state: RunState, reason: str) -> list[Event]:
@@ -559,17 +538,8 @@ def cancel_events(state: RunState, reason: str) -> list[Event]:
         )
     for c in state.pending_calls():
         maybe = " It had started and may or may not have taken effect." if c.in_flight else ""
-        events.append(
-            _result(
-                c.turn_index,
-                c.tool_call_id,
-                c.name,
-                f"cancelled before it finished: {reason}.{maybe}",
-                is_error=True,
-                source="cancelled",
-                attempt=c.attempts,
-            )
-        )
+        text = f"cancelled before it finished: {reason}.{maybe}"
+        events.append(_call_result(c, text, is_error=True, source="cancelled", attempt=c.attempts))
     events.append(RunCancelled(reason=reason))
     return events
 

@@ -1,0 +1,165 @@
+"""What a ``stead`` subcommand is (``Command``), and what the commands share: loading
+``--agents`` and running a coroutine against the store's runtime.
+
+A command is a function made a ``Command`` by ``@command`` (or ``@runtime_command``, for
+one that reads or steers runs of the store); its docstring, if it has one, is the description
+``stead NAME --help`` shows. Each group of commands is a module with a ``COMMANDS`` tuple;
+``stead.cli.GROUPS`` lists those, and the parser is built from them, so adding a command
+touches its module and, for a new module, one line of ``GROUPS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from stead.cli._ids import resolve
+from stead.cli._render import console
+from stead.errors import UserError
+from stead.runtime import Agent, Runtime
+from stead.store import open_store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """One ``stead`` subcommand: its name and help, its options, and what it does; or a group
+    of subcommands (``stead runs ...``) when it has ``subcommands`` instead of ``run``."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    """Adds the command's own arguments and options to its parser."""
+    run: Callable[[argparse.Namespace], int] | None = None
+    """Does it, given the parsed arguments; returns the exit code."""
+    description: str | None = None
+    """Longer than ``help``: shown by ``stead NAME --help``."""
+    subcommands: tuple[Command, ...] = ()
+
+    def add_to(self, sub: Any) -> None:
+        """Add this command (and its subcommands) to an ``add_subparsers()`` action."""
+        parser = sub.add_parser(self.name, help=self.help, description=self.description)
+        if self.arguments is not None:
+            self.arguments(parser)
+        if self.subcommands:
+            children = parser.add_subparsers(dest=f"{self.name}_command", required=True)
+            for child in self.subcommands:
+                child.add_to(children)
+        else:
+            assert self.run is not None, f"command {self.name} does nothing"
+            parser.set_defaults(handler=self.run)
+
+
+Arguments = Callable[[argparse.ArgumentParser], None]
+RunFn = Callable[[argparse.Namespace], int]
+RuntimeFn = Callable[[Runtime, argparse.Namespace, Console], Awaitable[int]]
+"""A command's body that works on the store's runtime: (runtime, arguments, console)."""
+
+
+def _description(fn: Callable[..., Any]) -> str | None:
+    return " ".join(fn.__doc__.split()) if fn.__doc__ else None
+
+
+def command(name: str, help: str, arguments: Arguments | None = None) -> Callable[[RunFn], Command]:
+    """Make the function (parsed arguments -> exit code) the command ``name``."""
+
+    def make(fn: RunFn) -> Command:
+        return Command(
+            name=name, help=help, arguments=arguments, run=fn, description=_description(fn)
+        )
+
+    return make
+
+
+def runtime_command(
+    name: str, help: str, arguments: Arguments | None = None, *, run_id: bool = True
+) -> Callable[[RuntimeFn], Command]:
+    """Make the coroutine (runtime, arguments, console) -> exit code the command ``name``: its
+    ``--agents`` loaded (if it has the option), the store opened, the RUN argument resolved
+    (a prefix will do) when ``run_id``, then the coroutine."""
+
+    def make(fn: RuntimeFn) -> Command:
+        run = _on_runtime(fn, run_id=run_id)
+        return Command(
+            name=name, help=help, arguments=arguments, run=run, description=_description(fn)
+        )
+
+    return make
+
+
+def _on_runtime(fn: RuntimeFn, *, run_id: bool) -> RunFn:
+    def run(args: argparse.Namespace) -> int:
+        out = console()
+        agents = load_agents(getattr(args, "agents", None))
+
+        async def go(rt: Runtime) -> int:
+            if run_id:
+                args.run_id = await resolve(rt.store, args.run_id)
+            return await fn(rt, args, out)
+
+        return asyncio.run(with_runtime(args.store, agents, go))
+
+    return run
+
+
+async def with_runtime(
+    url: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]]
+) -> int:
+    # Every command run here reads or steers runs that exist: a SQLite file that does not
+    # exist is a mistyped path, not a new store to create (run/worker/serve/demo create one).
+    async with Runtime(open_store(url, create=False), agents=agents) as rt:
+        return await fn(rt)
+
+
+def load_agents(spec: str | None) -> list[Agent]:
+    """``module:attr`` naming an Agent, a list of Agents, or a function returning either.
+
+    Whatever goes wrong (the module does not import or raises while importing, the attribute
+    is missing, the factory raises, it gives something else) is one ``UserError`` line that
+    names the module or factory and the exception: a person fixing their module needs that,
+    not a traceback through stead.
+    """
+    if not spec:
+        return []
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UserError(f"--agents wants module:attribute, got {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise UserError(
+            f"--agents {spec}: importing module {module_name!r} failed: {one_line(exc)}"
+        ) from exc
+    try:
+        obj: Any = getattr(module, attr)
+    except AttributeError as exc:
+        raise UserError(f"--agents {spec}: module {module_name!r} has no {attr!r}") from exc
+    if callable(obj) and not isinstance(obj, Agent):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise UserError(f"--agents {spec}: {attr}() raised {one_line(exc)}") from exc
+    try:
+        agents = [obj] if isinstance(obj, Agent) else list(obj)
+    except TypeError:
+        agents = [obj]
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise UserError(
+            f"--agents {spec} is {type(obj).__name__}, not an Agent, a list of Agents, or a "
+            "function returning one"
+        )
+    return agents
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (a SyntaxError names its file and line)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,143 @@
+"""``stead resume|approve|deny|decide|cancel``: steer a run of the store, then say who
+drives it next."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from rich.console import Console
+from rich.text import Text
+
+from stead.cli._command import runtime_command
+from stead.cli._ids import short_id
+from stead.cli._render import plain, summary
+from stead.core.states import RESUMABLE, RunStatus
+from stead.errors import UserError
+from stead.runtime import Runtime, RunView
+from stead.store import CLAIMABLE
+
+_AGENTS_NOW = "module:attr with the run's agent(s): continue the run now"
+
+
+def _resume_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("--agents", required=True, help="module:attr with the run's agent(s)")
+    p.add_argument("--reason", default="resumed from the CLI")
+
+
+@runtime_command("resume", "continue a run", _resume_arguments)
+async def _resume(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    out.print(summary(await rt.resume(args.run_id, reason=args.reason)))
+    return 0
+
+
+def _gate_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``approve`` and ``deny`` share."""
+    p.add_argument("run_id")
+    p.add_argument("call_id")
+    p.add_argument("--token", default=None, help="the approval's resume token")
+    p.add_argument("--by", default=os.environ.get("USER", "cli"))
+    p.add_argument("--agents", default=None, help=_AGENTS_NOW)
+
+
+def _approve_arguments(p: argparse.ArgumentParser) -> None:
+    _gate_arguments(p)
+    p.add_argument("--args", default=None, help="edited arguments as JSON")
+
+
+def _deny_arguments(p: argparse.ArgumentParser) -> None:
+    _gate_arguments(p)
+    p.add_argument("--reason", required=True)
+
+
+@runtime_command("approve", "approve a gated call", _approve_arguments)
+async def _approve(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    import json
+
+    try:
+        edited = json.loads(args.args) if args.args else None
+    except ValueError as exc:
+        raise UserError(f"--args is not JSON: {exc}") from exc
+    view = await rt.approve(
+        args.run_id, args.call_id, token=args.token, by=args.by, arguments=edited
+    )
+    return await _then(rt, view, out, drive=True)
+
+
+@runtime_command("deny", "deny a gated call", _deny_arguments)
+async def _deny(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    view = await rt.deny(args.run_id, args.call_id, args.reason, token=args.token, by=args.by)
+    return await _then(rt, view, out, drive=True)
+
+
+def _decide_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("call_id")
+    p.add_argument("decision", choices=["happened", "not_happened", "skip"])
+    p.add_argument("--result", default=None, help="with happened: the call's result")
+    p.add_argument("--reason", default="")
+    p.add_argument("--token", default=None)
+    p.add_argument("--by", default=os.environ.get("USER", "cli"))
+    p.add_argument("--agents", default=None, help=_AGENTS_NOW)
+
+
+@runtime_command("decide", "settle a call whose outcome is unknown", _decide_arguments)
+async def _decide(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    options = {k: getattr(args, k) for k in ("token", "result", "reason", "by")}
+    view = await rt.decide(args.run_id, args.call_id, args.decision, **options)
+    return await _then(rt, view, out, drive=True)
+
+
+def _cancel_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("--reason", default="cancelled from the CLI")
+
+
+@runtime_command("cancel", "cancel a run", _cancel_arguments)
+async def _cancel(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    return await _then(rt, await rt.cancel(args.run_id, args.reason), out, cancel=True)
+
+
+async def _then(
+    rt: Runtime, view: RunView, out: Console, *, drive: bool = False, cancel: bool = False
+) -> int:
+    """After a decision or a cancel: the run's state, who drives it now, and with
+    ``--agents`` (``drive``) the run driven here at once."""
+    out.print(summary(view))
+    driving = drive and bool(rt.agents)
+    out.print(await _next_step(rt, view, driving, cancel=cancel))
+    if driving:
+        view = await rt.run(view.run_id)
+        out.print(summary(view))
+    return 0
+
+
+async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool) -> Text:
+    """Who drives the run now, in one line."""
+    rid = short_id(view.run_id)
+    status = view.status
+    if driving and status.value in CLAIMABLE:
+        why = "continuing now in this process"
+    elif status is RunStatus.AWAITING_APPROVAL:
+        why = "it still waits on a person for the calls above"
+    elif status.value in CLAIMABLE:
+        record = await rt.store.get_run(view.run_id)
+        owner = record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None
+        if owner is not None and cancel:
+            why = f"its worker {owner} stops it at its next step (`stead runs watch {rid}`)"
+        elif owner is not None:
+            why = f"its worker {owner} goes on with it (`stead runs watch {rid}` follows it)"
+        else:
+            why = (
+                "a worker (`stead worker --agents MOD:ATTR`) will pick it up, or run "
+                f"`stead resume {rid} --agents MOD:ATTR` to continue it here"
+            )
+    elif status in RESUMABLE:
+        why = f"nothing drives it; `stead resume {rid} --agents MOD:ATTR` would continue it"
+    else:
+        why = "nothing more to do"
+    return Text(f"next: {plain(why)}", style="dim")
+
+
+COMMANDS = (_resume, _approve, _deny, _decide, _cancel)

@@ -1,0 +1,172 @@
+"""The API's answers made from a runtime's runs: summaries, details, approvals, events, the
+live stream's frames and the list's cursors. Routes call these; they decide nothing."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from stead.core.events import AssistantMessageRecorded, encode
+from stead.core.fold import RunState, apply
+from stead.core.messages import Usage
+from stead.core.pricing import PriceTable
+from stead.core.progress import ProgressRead
+from stead.core.states import RunStatus
+from stead.errors import UserError
+from stead.runtime import Runtime, RunView
+from stead.server._models import ApprovalOut, EventOut, RunDetail, RunSummary, UsageOut
+from stead.store import RunRecord, StoredEvent
+
+_DEFAULT_PRICES = PriceTable()
+
+
+def prices(rt: Runtime, agent: str) -> PriceTable:
+    """The agent's prices, or the defaults for an agent this server does not have."""
+    known = rt.agents.get(agent)
+    return known.prices if known is not None else _DEFAULT_PRICES
+
+
+def _cost(rt: Runtime, agent: str, usage: Usage) -> float | None:
+    known = rt.agents.get(agent)
+    if known is None:
+        return None
+    return known.prices.cost(usage, known.model.model_name)
+
+
+async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
+    """A run as a row of the list."""
+    view = await rt.get(record.run_id)
+    return RunSummary(**_summary_fields(rt, record, view))
+
+
+def _summary_fields(rt: Runtime, record: RunRecord, view: RunView) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "agent": record.agent,
+        "status": view.status,
+        "session_id": record.session_id,
+        "correlation_id": record.correlation_id,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "seq": view.seq,
+        "turns": view.turns,
+        "usage": _usage(view.usage),
+        "cost_usd": _cost(rt, record.agent, view.usage),
+        "leased_by": record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None,
+    }
+
+
+async def detail(rt: Runtime, run_id: str) -> RunDetail:
+    """One run in full, with the path of states its log went through."""
+    record = await rt.store.get_run(run_id)
+    log_events = await rt.events(run_id)
+    path: list[RunStatus] = []
+    state = RunState()
+    for stored in log_events:
+        apply(state, stored.event)
+        if state.status is not None and (not path or path[-1] is not state.status):
+            path.append(state.status)
+    view = RunView.of(state)
+    return RunDetail(
+        **_summary_fields(rt, record, view),
+        input=state.input,
+        output=view.output,
+        stop_reason=view.stop_reason,
+        error=view.error,
+        approvals=approvals(rt, state),
+        path=path,
+    )
+
+
+_AS_REQUESTED: Final = ("tool_call_id", "reason", "deadline", "turn_index")
+"""What an approval shows as its ``approval_requested`` event says it."""
+
+
+def approvals(rt: Runtime, state: RunState) -> list[ApprovalOut]:
+    """The run's calls waiting on a person (without their tokens)."""
+    agent = rt.agents.get(state.agent)
+    out = []
+    for a in state.approvals.values():
+        call = state.calls[a.tool_call_id]
+        tool = agent.registry.get(call.name) if agent else None
+        as_requested = {name: getattr(a, name) for name in _AS_REQUESTED}
+        out.append(
+            ApprovalOut(
+                run_id=state.run_id,
+                agent=state.agent,
+                tool=call.name,
+                payload=dict(a.payload or {}),
+                arguments=call.arguments,
+                effect_class=str(call.effect_class) if call.effect_class else None,
+                parameters=tool.parameters if tool else None,
+                **as_requested,
+            )
+        )
+    return out
+
+
+async def sse(
+    rt: Runtime, run_id: str, after: int, table: PriceTable, heartbeat: float
+) -> AsyncIterator[str]:
+    """The run's live stream as server-sent events."""
+    yield "retry: 1000\n\n"
+    async for item in rt.follow(run_id, after, heartbeat=heartbeat):
+        if item is None:
+            yield ": heartbeat\n\n"
+        elif isinstance(item, ProgressRead):
+            yield f"event: progress\ndata: {json.dumps(_progress(item))}\n\n"
+        else:
+            data = event(item, table).model_dump_json()
+            yield f"id: {item.seq}\nevent: event\ndata: {data}\n\n"
+    yield "event: end\ndata: {}\n\n"
+
+
+def _usage(u: Usage) -> UsageOut:
+    return UsageOut(**{name: getattr(u, name) for name in UsageOut.model_fields})
+
+
+def event(stored: StoredEvent, table: PriceTable) -> EventOut:
+    """One stored event as the API shows it (an approval's token left out)."""
+    kind, version, data = encode(stored.event)
+    if kind == "approval_requested":
+        data.pop("token", None)  # single-use approval tokens never leave the store
+    cost = None
+    e = stored.event
+    if isinstance(e, AssistantMessageRecorded):
+        cost = table.cost(e.usage, e.model)
+    return EventOut(
+        seq=stored.seq, kind=kind, v=version, at=stored.created_at, data=data, cost_usd=cost
+    )
+
+
+def _progress(read: ProgressRead) -> dict[str, Any]:
+    frames = read.frames
+    return {
+        "turn_index": frames[0].turn_index if frames else None,
+        "generation": read.cursor.generation,
+        "first_sequence": frames[0].sequence if frames else None,
+        "sequence": read.cursor.sequence,
+        "text": "".join(f.text for f in frames),
+        "reset": read.reset,
+        "gap": read.gap,
+    }
+
+
+def decode_cursor(cursor: str | None) -> tuple[float, str] | None:
+    """A list cursor this server gave, back to (updated_at, run_id)."""
+    if cursor is None:
+        return None
+    try:
+        updated, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return float(updated), str(run_id)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise UserError("cursor is not one this server gave; start again without it") from exc
+
+
+def encode_cursor(record: RunRecord) -> str:
+    """The cursor of the page after ``record``."""
+    raw = json.dumps([record.updated_at, record.run_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()

@@ -1,0 +1,73 @@
+"""The ``stead`` parser is built from the command groups (``stead.cli.GROUPS``), and the API
+from its routers (``stead.server._app.ROUTERS``): a command or a route is added in one
+module, and nothing else has to know it."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from stead.cli import GROUPS, _parser
+from stead.cli._command import Command
+
+
+def _leaves(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
+    here = (*path, command.name)
+    if command.subcommands:
+        return [leaf for c in command.subcommands for leaf in _leaves(c, here)]
+    return [(here, command)]
+
+
+LEAVES = [leaf for group in GROUPS for command in group for leaf in _leaves(command)]
+
+
+def test_every_command_of_the_groups_is_in_the_parser_once() -> None:
+    names = [path for path, _ in LEAVES]
+    assert len(names) == len(set(names))
+    assert {p[0] for p in names} == {
+        *["demo", "run", "runs", "resume", "approve", "deny", "decide", "cancel", "worker", "serve"]
+    }
+    parser = _parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(subs.choices) == [c.name for group in GROUPS for c in group]
+
+
+@pytest.mark.parametrize("path", [p for p, _ in LEAVES], ids=" ".join)
+def test_each_command_parses_to_its_own_function(path: tuple[str, ...]) -> None:
+    command = dict(LEAVES)[path]
+    argv = list(path)
+    # Fill the positionals with placeholders: what is parsed is the command, not its values.
+    parser = _parser()
+    probe = argparse.ArgumentParser()
+    assert command.arguments is not None or command.name == "runs"
+    if command.arguments is not None:
+        command.arguments(probe)
+    needed = [a for a in probe._actions if not a.option_strings and a.dest != "help"]
+    values = {"decision": "skip"}
+    argv += [values.get(a.dest, "x") for a in needed]
+    argv += [
+        o
+        for a in probe._actions
+        if a.required and a.option_strings
+        for o in (a.option_strings[0], "x")
+    ]
+    args = parser.parse_args(argv)
+    assert args.handler is command.run
+
+
+def test_every_api_route_is_in_a_router() -> None:
+    from fastapi.routing import APIRoute
+
+    from stead.server._app import ROUTERS
+
+    paths = [
+        (r.path, m)
+        for router in ROUTERS
+        for r in router.routes
+        if isinstance(r, APIRoute)
+        for m in r.methods
+    ]
+    assert len(paths) == len(set(paths))
+    assert ("/runs/{run_id}/approvals/{call_id}/approve", "POST") in paths
+    assert ("/health", "GET") in paths
