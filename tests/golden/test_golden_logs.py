@@ -64,6 +64,12 @@ def test_a_golden_snapshot_plus_its_tail_means_the_same(path: Path) -> None:
 def test_every_kind_of_row_decodes_to_the_same_fields() -> None:
     doc = _doc(LOGS / "every_kind.json")
     decoded = [plain(e) for _, e in _events(doc)]
+    # A field added since the file was written (RunCreated.history, .attachments) reads
+    # back at its default from an old row; every field the file names means the same.
+    decoded = [
+        {k: v for k, v in d.items() if k in want or v != []}
+        for d, want in zip(decoded, doc["fields"], strict=True)
+    ]
     assert decoded == doc["fields"]
     assert len({row[1] for row in doc["rows"]}) == len(doc["rows"])
 

@@ -40,7 +40,7 @@ from stead.core.messages import (
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 """Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
 version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
@@ -93,6 +93,35 @@ class CallState:
         return self.edited_arguments if self.edited_arguments is not None else self.arguments
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnUsage:
+    """What one turn's model calls consumed (failed attempts included) and which model
+    answered it, so a view can price each turn by its own model."""
+
+    turn_index: int
+    """The turn (-1: turns folded by a stead that did not count per turn, summed)."""
+    model: str = ""
+    """The model its reply names ("" before a reply, or when unknown)."""
+    usage: Usage = Usage()  # noqa: RUF009 - Usage is frozen, sharing one default is safe
+    """Tokens of every attempt of the turn."""
+
+
+_TURN_USAGE: Final = Record(TurnUsage, label="turn usage")
+
+
+def count_turn(state: RunState, turn_index: int, usage: Usage, model: str = "") -> None:
+    """Add ``usage`` to the run's and to turn ``turn_index``'s (the handlers' one way)."""
+    state.usage = state.usage + usage
+    per = state.turn_usage
+    if per and per[-1].turn_index == turn_index:
+        last = per[-1]
+        per[-1] = TurnUsage(
+            turn_index=turn_index, model=model or last.model, usage=last.usage + usage
+        )
+    else:
+        per.append(TurnUsage(turn_index=turn_index, model=model, usage=usage))
+
+
 @dataclass(slots=True, kw_only=True)
 class _Conversation:
     """``RunState.conversation`` as placed so far: a cache, never compared or saved."""
@@ -143,6 +172,8 @@ class RunState:
     """Pending approvals by tool call id."""
     usage: Usage = field(default_factory=Usage)
     """Aggregated usage of the whole run."""
+    turn_usage: list[TurnUsage] = field(default_factory=list)
+    """Usage per turn, in turn order (``count_turn``); sums to ``usage``."""
     tool_calls_total: int = 0
     """Tool calls requested over the whole run."""
     output: str | None = None
@@ -253,7 +284,14 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "step_failures": 0, "last_step_failure": None}
 
 
-SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3})
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 counts usage per turn; a v3 state knows only the sum, kept as one entry of turn
+    -1 with no model (so its price is unknown rather than wrong)."""
+    usage = data.get("usage") or {}
+    return {**data, "turn_usage": [{"turn_index": -1, "usage": usage}] if usage else []}
+
+
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 
