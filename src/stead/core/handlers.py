@@ -112,7 +112,9 @@ def _after_created(state: RunState, e: RunCreated) -> None:
     state.config = dict(e.config or {})
     state.messages.extend(e.history)
     state.messages.append(UserMessage(content=e.input, attachments=e.attachments))
-    state.call_ids.update(c.id for m in e.history if isinstance(m, AssistantMessage) for c in m.tool_calls)
+    state.call_ids.update(
+        c.id for m in e.history if isinstance(m, AssistantMessage) for c in m.tool_calls
+    )
 
 
 @after(RunStarted)

@@ -33,9 +33,11 @@ from stead.errors import (
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
+from stead.runtime._conversation import Conversations
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
 from stead.runtime._view import PendingApproval, RunView
@@ -44,7 +46,7 @@ from stead.store import Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following):
+class Runtime(Driving, Steering, Following, Conversations):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -135,11 +137,15 @@ class Runtime(Driving, Steering, Following):
         session_id: str = "",
         correlation_id: str = "",
         config: dict[str, Any] | None = None,
+        history: Iterable[Any] | None = None,
+        attachments: Iterable[AttachmentInput] = (),
     ) -> str:
         """Create a queued run and return its id (nothing runs until ``run``).
 
         Every argument is checked first: a wrong one is a ``UserError`` and nothing is written
-        (``input`` is the user's text, a ``str``; ids are non-empty plain text).
+        (``input`` is the user's text, a ``str``; ids are non-empty plain text). ``history``:
+        the messages before ``input`` (``RunView.messages`` of another run, or message
+        dicts); ``attachments``: ``stead.Image`` / ``stead.Document`` sent with ``input``.
         """
         if not isinstance(agent, Agent | str):
             raise UserError(
@@ -157,6 +163,8 @@ class Runtime(Driving, Steering, Following):
             self.register(agent)
         elif name not in self.agents:
             raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        earlier = await checked_history(self.store, history)
+        refs = await store_attachments(self.store, attachments, self.clock())
         rid = run_id or f"run_{uuid.uuid4().hex}"
         await self.store.create_run(
             created_event(
@@ -166,6 +174,8 @@ class Runtime(Driving, Steering, Following):
                 session_id=session_id,
                 correlation_id=correlation_id,
                 config=config,
+                history=earlier,
+                attachments=refs,
             ),
             now=self.clock(),
         )
@@ -189,7 +199,8 @@ class Runtime(Driving, Steering, Following):
         """The run's current view."""
         checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
-        return RunView.of(state)
+        agent = self.agents.get(state.agent)
+        return RunView.of(state, agent.prices if agent is not None else None)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""

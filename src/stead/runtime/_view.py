@@ -7,8 +7,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stead.core.fold import RunState
-from stead.core.messages import Usage
+from stead.core.messages import Message, Usage
+from stead.core.pricing import PRICES, PriceTable
 from stead.core.states import RunStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCost:
+    """One turn's usage (its failed attempts included) and what it cost."""
+
+    turn_index: int
+    """The turn (-1: turns recorded before stead counted per turn, summed)."""
+    model: str
+    """The model its reply names ("" when unknown)."""
+    usage: Usage
+    """Its tokens."""
+    cost_usd: float | None
+    """Dollars by the price table; None when the table has no price for ``model``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,12 +66,41 @@ class RunView:
     """Events in the log."""
     approvals: tuple[PendingApproval, ...] = field(default=())
     """Pending approvals."""
+    conversation_id: str = ""
+    """The conversation the run answers a message of (its ``session_id``)."""
+    messages: tuple[Message, ...] = ()
+    """The whole conversation the model saw, in order: the history the run started from,
+    the input, and every reply and tool result since."""
+    turn_usage: tuple[TurnCost, ...] = ()
+    """Usage and cost per turn."""
+    cost_usd: float | None = None
+    """What the run cost in dollars (every attempt priced by the model that answered its
+    turn); None when a turn that used tokens has no known price."""
 
     @classmethod
-    def of(cls, state: RunState) -> RunView:
-        """Project a folded state."""
+    def of(cls, state: RunState, prices: PriceTable | None = None) -> RunView:
+        """Project a folded state; ``prices`` (default ``stead.core.pricing.PRICES``) for
+        the costs."""
         assert state.status is not None
+        table = prices or PRICES
+        # A turn whose every attempt failed names no model: its tokens are priced by the
+        # model the run used last (the agent's), else unknown.
+        known = next((t.model for t in reversed(state.turn_usage) if t.model), "")
+        turns = tuple(
+            TurnCost(
+                turn_index=t.turn_index,
+                model=t.model,
+                usage=t.usage,
+                cost_usd=table.cost(t.usage, t.model or known) if t.usage.total_tokens else 0.0,
+            )
+            for t in state.turn_usage
+        )
+        costs = [t.cost_usd for t in turns]
         return cls(
+            conversation_id=state.session_id,
+            messages=tuple(state.conversation()),
+            turn_usage=turns,
+            cost_usd=None if None in costs else sum(c for c in costs if c is not None),
             run_id=state.run_id,
             agent=state.agent,
             status=state.status,
