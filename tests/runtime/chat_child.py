@@ -32,10 +32,12 @@ def echo(request: ModelRequest) -> str:
 agent = stead.Agent("chat", ScriptedModel([echo] * 64), [])
 
 
-async def main(store: str, conversation: str, text: str, message_id: str, gate: str) -> None:
-    if gate:
-        while not os.path.exists(gate):
-            time.sleep(0.005)
+def wait_for(gate: str) -> None:
+    while gate and not os.path.exists(gate):
+        time.sleep(0.005)
+
+
+async def main(store: str, conversation: str, text: str, message_id: str) -> None:
     async with stead.Runtime(store, agents=[agent], lease_ttl=2.0) as rt:
         view = await rt.send(conversation, text, message_id=message_id, agent=agent)
         print(json.dumps({"run_id": view.run_id, "status": view.status, "output": view.output}))
@@ -43,4 +45,5 @@ async def main(store: str, conversation: str, text: str, message_id: str, gate: 
 
 if __name__ == "__main__":
     args = sys.argv[1:] + [""] * (5 - len(sys.argv[1:]))
-    asyncio.run(main(*args[:5]))
+    wait_for(args[4])
+    asyncio.run(main(*args[:4]))

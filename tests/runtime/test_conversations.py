@@ -263,7 +263,7 @@ def test_a_second_message_survives_a_sigkill_between_send_and_the_reply(
     its run exists) or while the model answers it; the message is not lost: sent again under
     its id from a new process, it is answered, once, from the whole conversation."""
     first = _child(url, "first", "m1")
-    out, err = first.communicate(timeout=60)
+    _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     killed = _child(url, "second", "m2", crash=crash)
     _, err = killed.communicate(timeout=60)
@@ -292,7 +292,7 @@ async def test_a_later_message_answers_an_earlier_one_left_unanswered(url: str) 
     a = chat_agent()
     async with stead.Runtime(url, agents=[a]) as rt:
         await rt.send("c", "one", agent=a)
-        entry, _ = await rt.store.record_message(  # type: ignore[attr-defined]
+        await rt.store.record_message(  # type: ignore[attr-defined]
             "c",
             message_id="orphan",
             run_id="run_orphan",
