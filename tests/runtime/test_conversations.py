@@ -304,3 +304,25 @@ async def test_a_later_message_answers_an_earlier_one_left_unanswered(url: str) 
         assert view.output == "answer to 'three' after 2 messages, 2 answers"
         orphan = await rt.get("run_orphan")
         assert orphan.output == "answer to 'two' after 1 messages, 1 answers"
+
+
+async def test_attachments_reach_the_model_from_the_store_in_every_later_turn(url: str) -> None:
+    """An image sent with a message is stored once and named by digest; each request of
+    this run and of the conversation's later runs carries its bytes (fetched from the
+    store, in any process) for the provider to send."""
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    seen: list[dict[str, bytes]] = []
+
+    def look(request: Any) -> str:
+        seen.append(dict(request.attachments))
+        return "a picture"
+
+    a = stead.Agent("chat", ScriptedModel([look, look]), [])
+    async with stead.Runtime(url, agents=[a]) as rt:
+        first = await rt.send("c", "what is this?", agent=a, attachments=[stead.Image(png)])
+        (ref,) = first.messages[0].attachments  # type: ignore[union-attr]
+        assert (ref.kind, ref.media_type) == ("image", "image/png")
+        await rt.send("c", "sure?")
+    async with stead.Runtime(url, agents=[a]) as fresh:  # a new process reads it back
+        assert (await fresh.get(first.run_id)).messages == first.messages
+    assert seen == [{ref.digest: png}, {ref.digest: png}]
