@@ -60,6 +60,8 @@ async def test_a_blob_is_stored_once(backend: Backend) -> None:
     chat = _chat(backend.open())
     for _ in range(3):
         await chat.put_blob("sha256:ab", "image/png", b"\x89PNG\x00\xff", now=1.0)
-    assert await chat.get_blobs(["sha256:ab", "sha256:missing"]) == {"sha256:ab": b"\x89PNG\x00\xff"}
+    assert await chat.get_blobs(["sha256:ab", "sha256:missing"]) == {
+        "sha256:ab": b"\x89PNG\x00\xff"
+    }
     assert await chat.get_blobs([]) == {}
     assert backend.sql("SELECT COUNT(*) FROM blobs") == [(1,)]

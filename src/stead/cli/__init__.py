@@ -4,7 +4,7 @@
     stead run MOD:AGENT PROMPT [--model M]
                                         run an agent, streaming its text; M is a model
                                         string such as anthropic:claude-sonnet-4-6
-    stead runs list [--status S] [--agent A] [--since 2h] [--json]
+    stead runs list [--status S] [--agent A] [--conversation C] [--since 2h] [--json]
                                         runs in the store, most recently active first
     stead runs show RUN [--json]        one run's timeline
     stead runs events RUN [--json]      one run's raw events
@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     lst = rsub.add_parser("list", help="runs, newest first")
     lst.add_argument("--status", default=None, choices=STATUSES, help="only runs in this status")
     lst.add_argument("--agent", default=None, help="only runs of the agent with this name")
+    lst.add_argument(
+        "--conversation", default=None, help="the runs answering a conversation, in its order"
+    )
     lst.add_argument(
         "--since",
         default=None,
@@ -336,9 +339,14 @@ async def _runs_list(rt: Runtime, args: argparse.Namespace, out: Console) -> int
 
     now = time.time()
     cutoff = since(args.since, now) if args.since is not None else None
-    records = await rt.list_runs(
-        status=args.status, agent=args.agent, limit=args.limit if cutoff is None else 10_000
-    )
+    if args.conversation is not None:
+        from stead.cli._list import conversation_records
+
+        records = await conversation_records(rt, args.conversation, args.status, args.agent)
+    else:
+        records = await rt.list_runs(
+            status=args.status, agent=args.agent, limit=args.limit if cutoff is None else 10_000
+        )
     if cutoff is not None:
         records = [r for r in records if r.updated_at >= cutoff][: args.limit]
     rows = [await load_row(rt, r) for r in records]

@@ -119,7 +119,12 @@ def generic(event: Event) -> Described:
 
 @renders(RunCreated)
 def _created(e: RunCreated) -> Described:
-    return "created", f"agent {e.agent}: {_short(e.input)}", "cyan"
+    said = f"agent {e.agent}: {_short(e.input)}"
+    if e.attachments:
+        said += f" (+{len(e.attachments)} attachment{'s' if len(e.attachments) > 1 else ''})"
+    if e.session_id:  # a conversation's message: which one, after how much
+        said += f" [conversation {e.session_id}, after {len(e.history)} messages]"
+    return "created", said, "cyan"
 
 
 @renders(RunStarted)
