@@ -41,7 +41,7 @@ from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
 from stead.runtime._loop import RunLoop
 from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime._view import RunView, view_of
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -132,7 +132,7 @@ class Driving:
                     run_id, lambda s: timeout_events(s, self.clock())
                 )
             if not self._has_work_while_waiting(state, record.agent):
-                return RunView.of(state)
+                return view_of(state, self.agents)
         agent = self._agent_named(record.agent, run_id)
         # Checked and marked with no await in between: of two concurrent calls, one drives.
         if run_id in self._driving:
@@ -204,7 +204,7 @@ class Driving:
             # gather collects theirs, and an outer cancel still propagates.
             if helpers:
                 await asyncio.gather(*helpers, return_exceptions=True)
-        return RunView.of(session.state)
+        return view_of(session.state, self.agents)
 
     def _has_work_while_waiting(self, state: RunState, agent_name: str) -> bool:
         """A run waiting on a person may still have calls that need none (a sibling its

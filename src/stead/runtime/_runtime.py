@@ -40,7 +40,7 @@ from stead.runtime._follow import Following
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
-from stead.runtime._view import PendingApproval, RunView
+from stead.runtime._view import PendingApproval, RunView, view_of
 from stead.store import Store, StoredEvent, open_store
 
 __all__ = ["PendingApproval", "RunView", "Runtime"]
@@ -199,8 +199,7 @@ class Runtime(Driving, Steering, Following, Conversations):
         """The run's current view."""
         checks.identifier("run_id", run_id)
         state, _ = await RunSession.load_state(self.store, run_id)
-        agent = self.agents.get(state.agent)
-        return RunView.of(state, agent.prices if agent is not None else None)
+        return view_of(state, self.agents)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""

@@ -3,6 +3,7 @@ folded state."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,3 +122,10 @@ class RunView:
                 for a in state.approvals.values()
             ),
         )
+
+
+def view_of(state: RunState, agents: Mapping[str, Any]) -> RunView:
+    """``RunView.of`` priced by the table of the run's agent when ``agents`` has it (an
+    ``Agent``'s ``prices``), else by the default table."""
+    agent = agents.get(state.agent)
+    return RunView.of(state, getattr(agent, "prices", None))
