@@ -26,7 +26,14 @@ def _run(block: str, cwd: Path) -> str:
 
 
 def test_readme_examples_run(tmp_path: Path) -> None:
-    ten_lines, steering = re.findall(r"```python\n(.*?)```", README, re.S)
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    ten_lines, steering = (b for b in blocks if "rt.send(" not in b)
+    (chat,) = (b for b in blocks if "rt.send(" in b)
+    assert _run(chat, tmp_path).splitlines() == [
+        "It ships to 94110.",
+        "['user', 'assistant', 'user', 'assistant']",
+        "0.0",
+    ]
     assert _run(ten_lines, tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
     assert _run(steering, tmp_path) == "Refunded."
