@@ -43,7 +43,7 @@ from stead.core.events import (
     encode,
 )
 from stead.core.fold import RunState, apply
-from stead.core.messages import AssistantMessage, ToolCall, Usage
+from stead.core.messages import AssistantMessage, Attachment, ToolCall, Usage, UserMessage
 from stead.store import Store
 
 T0 = 1_700_000_000.0
@@ -218,6 +218,9 @@ async def seeded(
     return b
 
 
+PICTURE = Attachment(kind="image", media_type="image/png", digest="sha256:00ff", name="p.png")
+
+
 def every_kind() -> list[Event]:
     """One event of every kind, with every optional field set away from its default.
 
@@ -233,7 +236,15 @@ def every_kind() -> list[Event]:
     )
     return [
         created(
-            "run-kinds", session_id="s", correlation_id="corr", config={"limits": {"turns": 3}}
+            "run-kinds",
+            session_id="s",
+            correlation_id="corr",
+            config={"limits": {"turns": 3}},
+            history=(
+                UserMessage(content="earlier", attachments=(PICTURE,)),
+                AssistantMessage(text="an answer"),
+            ),
+            attachments=(PICTURE,),
         ),
         RunStarted(owner="w", epoch=1),
         RunRecovered(owner="w2", epoch=2, previous_owner="w"),
