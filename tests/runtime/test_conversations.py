@@ -326,3 +326,13 @@ async def test_attachments_reach_the_model_from_the_store_in_every_later_turn(ur
     async with stead.Runtime(url, agents=[a]) as fresh:  # a new process reads it back
         assert (await fresh.get(first.run_id)).messages == first.messages
     assert seen == [{ref.digest: png}, {ref.digest: png}]
+
+
+async def test_many_sends_at_once_from_one_runtime_are_answered_in_order(url: str) -> None:
+    a = chat_agent()
+    async with stead.Runtime(url, agents=[a]) as rt:
+        await asyncio.gather(*(rt.send("c", f"m{i}", agent=a) for i in range(4)))
+        for n, e in enumerate(await rt.conversation("c")):
+            said = e.input["content"]
+            view = await rt.get(e.run_id)
+            assert view.output == f"answer to {said!r} after {n} messages, {n} answers"
