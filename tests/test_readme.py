@@ -25,20 +25,31 @@ def _run(block: str, cwd: Path) -> str:
     return done.stdout.strip()
 
 
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
-OUTPUT_DEPS_SETTINGS = 3
-"""Issue 12's sections (typed answers, deps, settings): the blocks after "Steering a run"."""
+def block(marker: str) -> str:
+    """The one ```python block of the README that holds ``marker`` (in its code, or in the
+    heading line just before it): found by what it shows, so sections can move and grow."""
+    parts = re.findall(r"((?:^#+ [^\n]*\n\n)?)```python\n(.*?)```", README, re.S | re.M)
+    found = [code for heading, code in parts if marker in heading or marker in code]
+    assert len(found) == 1, f"{len(found)} README blocks hold {marker!r}"
+    return found[0]
 
 
 def test_readme_examples_run(tmp_path: Path) -> None:
-    ten_lines, steering = BLOCKS[:2]
+    ten_lines, steering = block("## Ten lines"), block("## Steering a run")
+    assert _run(block("rt.send("), tmp_path).splitlines() == [
+        "It ships to 94110.",
+        "['user', 'assistant', 'user', 'assistant']",
+        "0.0",
+    ]
     assert _run(ten_lines, tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
     assert _run(steering, tmp_path) == "Refunded."
 
 
 def test_the_typed_answer_deps_and_settings_examples_run(tmp_path: Path) -> None:
-    typed, deps, settings = BLOCKS[2 : 2 + OUTPUT_DEPS_SETTINGS]
+    typed = block("output_type=City")
+    deps = block("class Db:")
+    settings = block("stead.ModelSettings(temperature=0.2)")
     assert _run(typed, tmp_path) == "75007 2"
     assert _run(deps, tmp_path) == "It shipped."
     assert _run(settings, tmp_path) == "{'temperature': 0.9, 'stop_sequences': ['\\n\\n']}"

@@ -7,13 +7,20 @@ or handed to a person, never blindly retried.
 """
 
 from stead._signal import AbortSignal
-from stead.core.messages import Usage
+from stead.core.messages import (  # conversations and attachments (issue 12)
+    AssistantMessage,
+    Attachment,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from stead.core.settings import ModelSettings  # issue 12 (e-output): model settings
 from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
     ApprovalError,
     Conflict,
+    ConversationBusy,
     CorruptEvent,
     Fenced,
     IllegalTransition,
@@ -26,9 +33,12 @@ from stead.errors import (
     SteadError,
     StoreError,
     UnknownAgent,
+    UnknownConversation,
     UserError,
 )
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
+from stead.runtime._inputs import Document, Image  # conversations and attachments (issue 12)
+from stead.runtime._view import TurnCost  # cost on the view (issue 12)
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, tool
 
 __version__ = "0.1.0"
@@ -38,12 +48,17 @@ __all__ = [
     "Aborted",
     "Agent",
     "ApprovalError",
+    "AssistantMessage",  # issue 12: conversations, attachments, cost
+    "Attachment",  # issue 12: conversations, attachments, cost
     "Budget",
     "Conflict",
+    "ConversationBusy",  # issue 12: conversations, attachments, cost
     "CorruptEvent",
+    "Document",  # issue 12: conversations, attachments, cost
     "Done",
     "Fenced",
     "IllegalTransition",
+    "Image",  # issue 12: conversations, attachments, cost
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
@@ -61,10 +76,14 @@ __all__ = [
     "StoreError",
     "Tool",
     "ToolContext",
+    "ToolResultMessage",  # issue 12: conversations, attachments, cost
+    "TurnCost",  # issue 12: conversations, attachments, cost
     "Unknown",
     "UnknownAgent",
+    "UnknownConversation",  # issue 12: conversations, attachments, cost
     "Usage",
     "UserError",
+    "UserMessage",  # issue 12: conversations, attachments, cost
     "__version__",
     "tool",
 ]

@@ -30,6 +30,7 @@ POINTS: Final = (
     "after_result_commit",
     "after_approval_commit",
     "after_cancel_commit",
+    "after_message_recorded",
 )
 """Every boundary the runtime exposes, in the order a turn reaches them."""
 

@@ -56,6 +56,15 @@ class UnknownAgent(UserError):
     """A run was created by an agent this runtime was not given, so it cannot continue it."""
 
 
+class UnknownConversation(UserError):
+    """``Runtime.send`` to a conversation that has no message yet, without an agent."""
+
+
+class ConversationBusy(UserError):
+    """A message was recorded, but the one before it waits on a person: it is answered once
+    that run is decided (``send`` it again under its ``message_id`` then)."""
+
+
 class ApprovalError(UserError):
     """A decision that does not match a pending approval (wrong call, token, or already decided)."""
 
@@ -199,6 +208,7 @@ __all__ = [
     "Aborted",
     "ApprovalError",
     "Conflict",
+    "ConversationBusy",
     "CorruptEvent",
     "Fenced",
     "IllegalTransition",
@@ -211,5 +221,6 @@ __all__ = [
     "SteadError",
     "StoreError",
     "UnknownAgent",
+    "UnknownConversation",
     "UserError",
 ]

@@ -49,7 +49,18 @@ from stead.core.events import (
     TurnResumed,
     TurnStarted,
 )
-from stead.core.messages import AssistantMessage, RedactedThinking, Thinking, ToolCall, Usage
+from stead.core.messages import (
+    AssistantMessage,
+    Attachment,
+    Message,
+    NoticeMessage,
+    RedactedThinking,
+    Thinking,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 # -- plain JSON ------------------------------------------------------------------------------
 
@@ -96,6 +107,32 @@ assistant_messages = st.builds(
 )
 
 
+attachments = st.builds(
+    Attachment,
+    kind=st.sampled_from(["image", "document"]),
+    media_type=st.sampled_from(["image/png", "application/pdf"]),
+    digest=st.text(max_size=12),
+    name=st.text(max_size=6),
+)
+user_messages = st.builds(
+    UserMessage,
+    content=st.text(max_size=20),
+    attachments=st.lists(attachments, max_size=2).map(tuple),
+)
+messages = st.one_of(
+    user_messages,
+    assistant_messages,
+    st.builds(
+        ToolResultMessage,
+        tool_call_id=st.text(max_size=8),
+        name=st.text(max_size=8),
+        content=st.text(max_size=12),
+        is_error=st.booleans(),
+    ),
+    st.builds(NoticeMessage, content=st.text(max_size=12)),
+)
+
+
 def strategy_for_hint(hint: Any) -> st.SearchStrategy[Any]:
     """A strategy for one event field's type hint; raises for a hint it does not know."""
     if hint is str:
@@ -115,6 +152,10 @@ def strategy_for_hint(hint: Any) -> st.SearchStrategy[Any]:
     if hint is Any:  # JSON (RunCompleted.data): any JSON value
         return json_values
     origin = get_origin(hint)
+    if origin is tuple and get_args(hint)[0] is Attachment:
+        return st.lists(attachments, max_size=2).map(tuple)
+    if origin is tuple and get_args(hint)[0] == Message:
+        return st.lists(messages, max_size=3).map(tuple)
     if origin is Literal:
         return st.sampled_from(get_args(hint))
     if origin in (types.UnionType, typing.Union):
@@ -160,6 +201,10 @@ def sample_value(hint: Any) -> Any:
     if hint is Any:  # JSON (RunCompleted.data)
         return [{"k": 1}, "v"]
     origin = get_origin(hint)
+    if origin is tuple and get_args(hint)[0] is Attachment:
+        return (Attachment(kind="image", media_type="image/png", digest="sha256:ab"),)
+    if origin is tuple and get_args(hint)[0] == Message:
+        return (UserMessage(content="u"), AssistantMessage(text="a"))
     if origin is Literal:
         return get_args(hint)[-1]
     if origin in (types.UnionType, typing.Union):

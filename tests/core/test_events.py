@@ -140,7 +140,7 @@ def _valid_data(cls: type[Any]) -> dict[str, Any]:
 
 def _wrong_value(hint: Any) -> Any:
     """A JSON value of the wrong type for ``hint``."""
-    if hint in (str, AssistantMessage, Usage) or get_origin(hint) is dict or hint is dict:
+    if hint in (str, AssistantMessage, Usage) or get_origin(hint) in (dict, tuple) or hint is dict:
         return 5
     if hint in (int, float):
         return "5"

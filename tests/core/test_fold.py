@@ -56,7 +56,15 @@ from stead.core.events import (
     TurnResumed,
     TurnStarted,
 )
-from stead.core.fold import RECENT_CALLS, STATE_VERSION, RunState, apply, call_digest, fold
+from stead.core.fold import (
+    RECENT_CALLS,
+    STATE_VERSION,
+    RunState,
+    TurnUsage,
+    apply,
+    call_digest,
+    fold,
+)
 from stead.core.messages import AssistantMessage, ToolResultMessage, Usage, UserMessage
 from stead.core.states import RunStatus
 from stead.errors import Conflict, IllegalTransition
@@ -376,7 +384,7 @@ def test_a_v3_snapshot_keeps_its_reconcile_answer_under_the_new_name() -> None:
     snap = json.loads(json.dumps(state.to_json()))
     assert [c["reconciled"] for c in snap["calls"]] == ["not_done"]
     v3 = {
-        **snap,
+        **{k: v for k, v in snap.items() if k not in ("turn_usage", "data")},  # new in v4
         "v": 3,
         "calls": [
             {("verdict" if k == "reconciled" else k): v for k, v in c.items()}
@@ -385,7 +393,8 @@ def test_a_v3_snapshot_keeps_its_reconcile_answer_under_the_new_name() -> None:
     }
     loaded = RunState.from_json(v3)
     assert loaded.calls["a"].reconciled == "not_done"
-    assert loaded.to_json() == state.to_json()
+    # v3 knew only the usage's sum: it comes back as one entry of turn -1.
+    assert {**loaded.to_json(), "turn_usage": None} == {**state.to_json(), "turn_usage": None}
 
 
 def test_snapshot_of_another_version_is_refused() -> None:
@@ -406,10 +415,28 @@ def test_a_v2_snapshot_is_upcast_to_the_state_it_held() -> None:
     v2 = {
         k: v for k, v in state.to_json().items() if k not in ("step_failures", "last_step_failure")
     }
+    v2.pop("turn_usage")
     restored = RunState.from_json(json.loads(json.dumps(v2 | {"v": 2})))
+    # v4's per-turn usage is not in a v2 snapshot: the sum is kept, as turn -1, model unknown
+    assert restored.turn_usage == [TurnUsage(turn_index=-1, usage=state.usage)]
+    restored.turn_usage = state.turn_usage
     assert restored == state
     assert restored.call_ids == state.call_ids and restored.call_ids
     assert restored.to_json() == state.to_json()
+
+
+def test_usage_is_counted_per_turn_and_a_v3_snapshot_keeps_the_sum() -> None:
+    """v4 records each turn's usage and model (``RunView.turn_usage``, ``cost_usd``); a v3
+    snapshot only knew the sum, which is kept as one entry whose model is unknown."""
+    state = fold(A_DONE)
+    assert [t.turn_index for t in state.turn_usage] == list(range(state.turn_index + 1))
+    total = Usage()
+    for t in state.turn_usage:
+        total = total + t.usage
+    assert total == state.usage
+    v3 = {k: v for k, v in state.to_json().items() if k != "turn_usage"} | {"v": 3}
+    restored = RunState.from_json(json.loads(json.dumps(v3)))
+    assert restored.turn_usage == [TurnUsage(turn_index=-1, usage=state.usage)]
 
 
 @pytest.mark.parametrize(

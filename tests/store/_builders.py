@@ -43,7 +43,7 @@ from stead.core.events import (
     encode,
 )
 from stead.core.fold import RunState, apply
-from stead.core.messages import AssistantMessage, ToolCall, Usage
+from stead.core.messages import AssistantMessage, Attachment, ToolCall, Usage, UserMessage
 from stead.store import Store
 
 T0 = 1_700_000_000.0
@@ -218,6 +218,9 @@ async def seeded(
     return b
 
 
+PICTURE = Attachment(kind="image", media_type="image/png", digest="sha256:00ff", name="p.png")
+
+
 def every_kind() -> list[Event]:
     """One event of every kind, with every optional field set away from its default.
 
@@ -233,7 +236,15 @@ def every_kind() -> list[Event]:
     )
     return [
         created(
-            "run-kinds", session_id="s", correlation_id="corr", config={"limits": {"turns": 3}}
+            "run-kinds",
+            session_id="s",
+            correlation_id="corr",
+            config={"limits": {"turns": 3}},
+            history=(
+                UserMessage(content="earlier", attachments=(PICTURE,)),
+                AssistantMessage(text="an answer"),
+            ),
+            attachments=(PICTURE,),
         ),
         RunStarted(owner="w", epoch=1),
         RunRecovered(owner="w2", epoch=2, previous_owner="w"),
@@ -247,7 +258,9 @@ def every_kind() -> list[Event]:
             message="slow down",
             usage=Usage(input_tokens=12),
         ),
-        AssistantMessageRecorded(turn_index=0, message=msg, usage=usage, model="m"),
+        AssistantMessageRecorded(
+            turn_index=0, message=msg, usage=usage, model="m", settings={"temperature": 0.5}
+        ),
         ToolCallRequested(
             turn_index=0,
             tool_call_id="c1",
@@ -257,6 +270,7 @@ def every_kind() -> list[Event]:
             idempotency_key=idempotency_key("run-kinds", "c1"),
             rejection="unknown tool",
             requires_approval=True,
+            final=True,
         ),
         LoopDetected(turn_index=0, tool_call_id="c1", name=TOOL, repeats=3),
         ToolCallStarted(turn_index=0, tool_call_id="c1", attempt=3, effect_id="e" * 32),
@@ -287,7 +301,9 @@ def every_kind() -> list[Event]:
             reason="ok",
             arguments='{"q":"y"}',
         ),
-        RunCompleted(output="done", stop_reason="max_tokens", usage=usage),
+        RunCompleted(
+            output="done", stop_reason="max_tokens", usage=usage, data={"city": ["Paris", 1]}
+        ),
         RunFailed(
             code="budget_exceeded",
             phase="runtime",

@@ -4,7 +4,7 @@
     stead run MOD:AGENT PROMPT [--model M]
                                         run an agent, streaming its text; M is a model
                                         string such as anthropic:claude-sonnet-4-6
-    stead runs list [--status S] [--agent A] [--since 2h] [--json]
+    stead runs list [--status S] [--agent A] [--conversation C] [--since 2h] [--json]
                                         runs in the store, most recently active first
     stead runs show RUN [--json]        one run's timeline
     stead runs events RUN [--json]      one run's raw events

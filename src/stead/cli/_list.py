@@ -23,7 +23,7 @@ from stead.cli._render import STATUS_STYLE, plain
 from stead.core.events import AssistantMessageRecorded
 from stead.core.fold import RunState, apply
 from stead.core.pricing import PRICES
-from stead.errors import UserError
+from stead.errors import RunNotFound, UserError
 from stead.runtime import Runtime, RunView
 from stead.store import RunRecord
 
@@ -49,6 +49,28 @@ async def load_row(rt: Runtime, record: RunRecord) -> Row:
             dollars = PRICES.cost(e.usage, e.model)
             cost = None if dollars is None else cost + dollars
     return Row(record=record, view=RunView.of(state), state=state, cost=cost)
+
+
+async def conversation_records(
+    rt: Runtime, conversation: str, status: str | None, agent: str | None
+) -> list[RunRecord]:
+    """``--conversation``: the runs answering its messages, in the conversation's order (a
+    message whose run is not created yet, because the one before is being answered, is not
+    a run yet and is left out)."""
+    out = []
+    for entry in await rt.conversation(conversation):
+        try:
+            record = await rt.store.get_run(entry.run_id)
+        except RunNotFound:
+            continue
+        if (status is None or record.status == status) and (agent is None or record.agent == agent):
+            out.append(record)
+    if not out and not await rt.conversation(conversation):
+        raise UserError(
+            f"no conversation {conversation!r} in this store; `stead runs list --json` shows "
+            "each run's session_id, which is its conversation"
+        )
+    return out
 
 
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")

@@ -94,7 +94,6 @@ def generic(event: Event) -> Described:
 
 
 _LINES: Final[dict[type[Event], Described]] = {
-    ev.RunCreated: ("created", "agent {e.agent}: {e.input:80}", "cyan"),
     ev.RunStarted: ("started", "worker {e.owner} (epoch {e.epoch})", "blue"),
     ev.TurnStarted: ("turn {e.turn_index}", "model call", "blue"),
     ev.TurnResumed: ("turn {e.turn_index}", "resumed with unfinished tool calls", "yellow"),
@@ -143,6 +142,16 @@ def _line(label: str, detail: str, style: str) -> Callable[[Any], Described]:
 
 for _cls, _words in _LINES.items():
     DESCRIBE[_cls.kind] = _line(*_words)
+
+
+@renders(ev.RunCreated)
+def _created(e: ev.RunCreated) -> Described:
+    said = f"agent {e.agent}: {_short(e.input)}"
+    if e.attachments:
+        said += f" (+{len(e.attachments)} attachment{'s' if len(e.attachments) > 1 else ''})"
+    if e.session_id:  # a conversation's message: which one, after how much
+        said += f" [conversation {e.session_id}, after {len(e.history)} messages]"
+    return "created", said, "cyan"
 
 
 @renders(ev.RunRecovered)

@@ -24,6 +24,9 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", default=None, choices=STATUSES, help="only runs in this status")
     p.add_argument("--agent", default=None, help="only runs of the agent with this name")
     p.add_argument(
+        "--conversation", default=None, help="the runs answering a conversation, in its order"
+    )
+    p.add_argument(
         "--since",
         default=None,
         help="only runs active since: a span (90s, 15m, 2h, 3d, 1w) or an ISO date or time",
@@ -41,9 +44,14 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 
     now = time.time()
     cutoff = since(args.since, now) if args.since is not None else None
-    records = await rt.list_runs(
-        status=args.status, agent=args.agent, limit=args.limit if cutoff is None else 10_000
-    )
+    if args.conversation is not None:
+        from stead.cli._list import conversation_records
+
+        records = await conversation_records(rt, args.conversation, args.status, args.agent)
+    else:
+        records = await rt.list_runs(
+            status=args.status, agent=args.agent, limit=args.limit if cutoff is None else 10_000
+        )
     if cutoff is not None:
         records = [r for r in records if r.updated_at >= cutoff][: args.limit]
     rows = [await load_row(rt, r) for r in records]

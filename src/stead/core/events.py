@@ -27,6 +27,8 @@ from stead.core.canonical import JSON
 from stead.core.codec import NUL_FREE_STR, Record, Upcaster, Versions, integer
 from stead.core.messages import (
     AssistantMessage,
+    Attachment,
+    Message,
     Usage,
     repair_note,
     repair_text,
@@ -71,6 +73,10 @@ class RunCreated:
     """The caller's id for tracing this run through their systems."""
     config: dict[str, Any] | None = None
     """Per-run settings (limits, model overrides), JSON."""
+    history: tuple[Message, ...] = ()
+    """Messages before ``input`` (a conversation's earlier turns): the model reads them first."""
+    attachments: tuple[Attachment, ...] = ()
+    """Images and documents sent with ``input``, by digest (their bytes are stored once)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -95,6 +95,35 @@ class CallState:
         return self.edited_arguments if self.edited_arguments is not None else self.arguments
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnUsage:
+    """What one turn's model calls consumed (failed attempts included) and which model
+    answered it, so a view can price each turn by its own model."""
+
+    turn_index: int
+    """The turn (-1: turns folded by a stead that did not count per turn, summed)."""
+    model: str = ""
+    """The model its reply names ("" before a reply, or when unknown)."""
+    usage: Usage = Usage()  # noqa: RUF009 - Usage is frozen, sharing one default is safe
+    """Tokens of every attempt of the turn."""
+
+
+_TURN_USAGE: Final = Record(TurnUsage, label="turn usage")
+
+
+def count_turn(state: RunState, turn_index: int, usage: Usage, model: str = "") -> None:
+    """Add ``usage`` to the run's and to turn ``turn_index``'s (the handlers' one way)."""
+    state.usage = state.usage + usage
+    per = state.turn_usage
+    if per and per[-1].turn_index == turn_index:
+        last = per[-1]
+        per[-1] = TurnUsage(
+            turn_index=turn_index, model=model or last.model, usage=last.usage + usage
+        )
+    else:
+        per.append(TurnUsage(turn_index=turn_index, model=model, usage=usage))
+
+
 @dataclass(slots=True, kw_only=True)
 class _Conversation:
     """``RunState.conversation`` as placed so far: a cache, never compared or saved."""
@@ -145,6 +174,8 @@ class RunState:
     """Pending approvals by tool call id."""
     usage: Usage = field(default_factory=Usage)
     """Aggregated usage of the whole run."""
+    turn_usage: list[TurnUsage] = field(default_factory=list)
+    """Usage per turn, in turn order (``count_turn``); sums to ``usage``."""
     tool_calls_total: int = 0
     """Tool calls requested over the whole run."""
     output: str | None = None
@@ -258,19 +289,25 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
-    """v4 keeps a completed run's structured output (v3 had none), and names a call's
-    reconcile answer ``reconciled`` (it was ``verdict``, a word that also meant a tool's
-    admission and a person's decision)."""
+    """v4 keeps a completed run's structured output (v3 had none); names a call's reconcile
+    answer ``reconciled`` (it was ``verdict``, a word that also meant a tool's admission and
+    a person's decision); and counts usage per turn: a v3 state knows only the sum, kept as
+    one entry of turn -1 with no model (so its price is unknown rather than wrong)."""
+    usage = data.get("usage") or {}
+    out = {
+        **data,
+        "data": None,
+        "turn_usage": [{"turn_index": -1, "usage": usage}] if usage else [],
+    }
     calls = data.get("calls")
-    if not isinstance(calls, list):
-        return {**data, "data": None}  # malformed calls: the decoder says so
-    renamed = [
-        {("reconciled" if k == "verdict" else k): v for k, v in c.items()}
-        if isinstance(c, dict)
-        else c
-        for c in calls
-    ]
-    return {**data, "calls": renamed, "data": None}
+    if isinstance(calls, list):  # malformed calls: the decoder says so
+        out["calls"] = [
+            {("reconciled" if k == "verdict" else k): v for k, v in c.items()}
+            if isinstance(c, dict)
+            else c
+            for c in calls
+        ]
+    return out
 
 
 SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})

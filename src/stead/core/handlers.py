@@ -39,8 +39,16 @@ from stead.core.events import (
     TurnResumed,
     TurnStarted,
 )
-from stead.core.fold import RECENT_CALLS, CallState, RunState, after, call_digest, handles
-from stead.core.messages import NoticeMessage, ToolResultMessage, UserMessage
+from stead.core.fold import (
+    RECENT_CALLS,
+    CallState,
+    RunState,
+    after,
+    call_digest,
+    count_turn,
+    handles,
+)
+from stead.core.messages import AssistantMessage, NoticeMessage, ToolResultMessage, UserMessage
 from stead.core.states import FINISHED, RunStatus, targets
 from stead.errors import Conflict, IllegalTransition
 
@@ -119,7 +127,11 @@ def _after_created(state: RunState, e: RunCreated) -> None:
     state.run_id, state.agent, state.input = e.run_id, e.agent, e.input
     state.session_id, state.correlation_id = e.session_id, e.correlation_id
     state.config = dict(e.config or {})
-    state.messages.append(UserMessage(content=e.input))
+    state.messages.extend(e.history)
+    state.messages.append(UserMessage(content=e.input, attachments=e.attachments))
+    state.call_ids.update(
+        c.id for m in e.history if isinstance(m, AssistantMessage) for c in m.tool_calls
+    )
 
 
 @after(RunStarted)
@@ -213,7 +225,7 @@ def _model_failed(state: RunState, e: ModelCallFailed) -> None:
     _refuse_after_reply(state, e, "no model call in progress for that turn")
     state.model_failures += 1
     if e.usage is not None:
-        state.usage = state.usage + e.usage
+        count_turn(state, e.turn_index, e.usage)
 
 
 @handles(AssistantMessageRecorded)
@@ -229,7 +241,7 @@ def _reply(state: RunState, e: AssistantMessageRecorded) -> None:
         raise _refuse(state, e, "duplicate tool call ids in one reply")
     state.turn_has_reply = True
     state.messages.append(e.message)
-    state.usage = state.usage + e.usage
+    count_turn(state, e.turn_index, e.usage, e.model)
     state.call_ids.update(ids)
 
 

@@ -166,6 +166,25 @@ THINKING: Final = Tagged(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """An image or a document in a user message, by reference: its bytes are stored once
+    (the store's ``blobs``, keyed by ``digest``) and every message, event and request that
+    carries it holds only this, so a long conversation does not copy an image per turn."""
+
+    kind: Literal["image", "document"]
+    """What the provider is told it is (a document is Anthropic's PDF block)."""
+    media_type: str
+    """``image/png``, ``image/jpeg``, ``image/gif``, ``image/webp`` or ``application/pdf``."""
+    digest: str
+    """``sha256:<hex>`` of the bytes."""
+    name: str = ""
+    """A file name, for a document (shown to the model by providers that take one)."""
+
+
+ATTACHMENT: Final = Record(Attachment, label="attachment")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """Input from the person or program that started the run."""
 
@@ -173,6 +192,9 @@ class UserMessage:
     """Discriminator."""
     content: str
     """The text."""
+    attachments: tuple[Attachment, ...] = ()
+    """Images and documents sent with the text, by digest (left out of its JSON when none,
+    so the digest of every request without one is what it always was)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

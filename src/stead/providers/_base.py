@@ -8,7 +8,7 @@ the stable codes in ``stead.core.failures``; the runtime decides about retries f
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +31,9 @@ class ModelRequest:
     turn_index: int = 0
     settings: ModelSettings = NO_SETTINGS
     """Temperature, tool choice, provider extras... (each adapter maps them to its API)."""
+    attachments: Mapping[str, bytes] = field(default_factory=dict, compare=False)
+    """The bytes of the messages' attachments by digest, for the provider to send; not part
+    of the request's JSON or digest (the messages name each attachment by its digest)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (for assignments and inspection)."""

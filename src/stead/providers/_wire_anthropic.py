@@ -50,6 +50,7 @@ show and join into the reply as it grows, and reasoning text is not part of the 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -57,6 +58,7 @@ from typing import Any
 from stead.core.failures import ModelFailureCode
 from stead.core.messages import (
     AssistantMessage,
+    Attachment,
     Message,
     NoticeMessage,
     RedactedThinking,
@@ -105,7 +107,7 @@ def request_params(
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_output_tokens or max_tokens,
-        "messages": wire_messages(request.messages),
+        "messages": wire_messages(request.messages, request.attachments),
     }
     if thinking is not None:
         params["thinking"] = dict(thinking)
@@ -146,8 +148,12 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
     return settings.with_extra(params)
 
 
-def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:
-    """Our messages as Anthropic ``messages``: alternating user and assistant turns."""
+def wire_messages(
+    messages: Sequence[Message], attachments: Mapping[str, bytes] | None = None
+) -> list[WireMessage]:
+    """Our messages as Anthropic ``messages``: alternating user and assistant turns. A user
+    message's attachments (their bytes from ``attachments``, by digest) come before its
+    text, as base64 ``image`` and ``document`` blocks."""
     out: list[WireMessage] = []
     results: list[Block] = []
     texts: list[Block] = []
@@ -161,6 +167,7 @@ def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:
     for m in messages:
         match m:
             case UserMessage():
+                texts.extend(_attachment_block(a, attachments) for a in m.attachments)
                 texts.append({"type": "text", "text": m.content})
             case NoticeMessage():
                 texts.append({"type": "text", "text": NOTICE_PREFIX + m.content})
@@ -178,6 +185,23 @@ def wire_messages(messages: Sequence[Message]) -> list[WireMessage]:
                 out.append({"role": "assistant", "content": _assistant_blocks(m)})
     flush()
     return out
+
+
+def _attachment_block(a: Attachment, attachments: Mapping[str, bytes] | None) -> Block:
+    source = {"type": "base64", "media_type": a.media_type, "data": base64_of(a, attachments)}
+    block: Block = {"type": a.kind, "source": source}
+    if a.kind == "document" and a.name:
+        block["title"] = a.name
+    return block
+
+
+def base64_of(a: Attachment, attachments: Mapping[str, bytes] | None) -> str:
+    """The attachment's bytes as base64; ``ValueError`` when the request lacks them (the
+    run loop loads them from the store for every request that refers to one)."""
+    data = (attachments or {}).get(a.digest)
+    if data is None:
+        raise ValueError(f"the request holds no bytes for attachment {a.digest}")
+    return base64.b64encode(data).decode("ascii")
 
 
 def _assistant_blocks(m: AssistantMessage) -> list[Block]:

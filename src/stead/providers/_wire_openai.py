@@ -62,6 +62,7 @@ from stead.providers._failures import (
     is_context_overflow,
 )
 from stead.providers._lenient import count, missing_call_id, text
+from stead.providers._wire_anthropic import base64_of
 
 ERROR_PREFIX = "ERROR: "
 """Prefixed to the content of a tool result whose ``is_error`` is set."""
@@ -83,6 +84,19 @@ _STOP_REASONS = {
 WireMessage = dict[str, Any]
 
 
+def _user_content(m: UserMessage, attachments: Mapping[str, bytes] | None) -> Any:
+    if not m.attachments:
+        return m.content
+    parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}]
+    for a in m.attachments:
+        url = f"data:{a.media_type};base64,{base64_of(a, attachments)}"
+        if a.kind == "image":
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "file", "file": {"filename": a.name, "file_data": url}})
+    return parts
+
+
 # -- request ----------------------------------------------------------------------------------
 
 
@@ -96,7 +110,12 @@ def request_params(
     """Keyword arguments for ``client.chat.completions.create`` (streaming)."""
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": wire_messages(request.system, request.messages, notice_role=notice_role),
+        "messages": wire_messages(
+            request.system,
+            request.messages,
+            notice_role=notice_role,
+            attachments=request.attachments,
+        ),
         "stream": True,
     }
     if include_usage:
@@ -137,9 +156,15 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
 
 
 def wire_messages(
-    system: str, messages: Sequence[Message], *, notice_role: NoticeRole = "system"
+    system: str,
+    messages: Sequence[Message],
+    *,
+    notice_role: NoticeRole = "system",
+    attachments: Mapping[str, bytes] | None = None,
 ) -> list[WireMessage]:
-    """Our messages as Chat Completions ``messages``."""
+    """Our messages as Chat Completions ``messages``. A user message with attachments is a
+    list of parts: its text, then each image as an ``image_url`` data URL and each document
+    as a ``file`` part (``file_data``, a data URL)."""
     out: list[WireMessage] = []
     if system:
         out.append({"role": "system", "content": system})
@@ -154,7 +179,7 @@ def wire_messages(
         match m:
             case UserMessage():
                 release()
-                out.append({"role": "user", "content": m.content})
+                out.append({"role": "user", "content": _user_content(m, attachments)})
             case NoticeMessage():
                 notice = (
                     {"role": "system", "content": m.content}

@@ -79,6 +79,7 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
+from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, output_schemas, run_settings
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
@@ -138,6 +139,7 @@ class RunLoop:
         self._abort_future: asyncio.Future[str] | None = None
         self._crash = crash
         self._mid_call_pending = False
+        self._blobs: dict[str, bytes] | None = None
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -230,6 +232,7 @@ class RunLoop:
             max_output_tokens=self._settings.max_output_tokens or self.agent.max_output_tokens,
             turn_index=turn_index,
             settings=self._settings,
+            attachments=self._blobs or {},
         )
 
     async def _over_budget(self, request: ModelRequest) -> bool:
@@ -250,6 +253,8 @@ class RunLoop:
 
     async def _model_turn(self, step: CallModel) -> None:
         state = self.session.state
+        if self._blobs is None:  # once a drive: only user messages carry attachments
+            self._blobs = await attachment_bytes(self.session.store, state.messages)
         request = self._request(step.turn_index)
         if await self._over_budget(request):
             return

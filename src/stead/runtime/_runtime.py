@@ -35,10 +35,12 @@ from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._closing import Closing
+from stead.runtime._conversation import Conversations
 from stead.runtime._deps import check_deps
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
@@ -48,7 +50,7 @@ from stead.store import Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -143,12 +145,16 @@ class Runtime(Driving, Steering, Following, Closing):
         correlation_id: str = "",
         config: dict[str, Any] | None = None,
         settings: ModelSettings | None = None,
+        history: Iterable[Any] | None = None,
+        attachments: Iterable[AttachmentInput] = (),
     ) -> str:
         """Create a queued run and return its id (nothing runs until ``run``).
 
         Every argument is checked first: a wrong one is a ``UserError`` and nothing is written
         (``input`` is the user's text, a ``str``; ids are non-empty plain text). ``settings``
         override the agent's model settings for this run (recorded in its config).
+        ``history``: the messages before ``input`` (``RunView.messages`` of another run, or
+        message dicts); ``attachments``: ``stead.Image`` / ``stead.Document`` sent with ``input``.
         """
         if not isinstance(agent, Agent | str):
             raise UserError(
@@ -167,6 +173,8 @@ class Runtime(Driving, Steering, Following, Closing):
             self.register(agent)
         elif name not in self.agents:
             raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        earlier = await checked_history(self.store, history)
+        refs = await store_attachments(self.store, attachments, self.clock())
         rid = run_id or f"run_{uuid.uuid4().hex}"
         await self.store.create_run(
             created_event(
@@ -176,6 +184,8 @@ class Runtime(Driving, Steering, Following, Closing):
                 session_id=session_id,
                 correlation_id=correlation_id,
                 config=config,
+                history=earlier,
+                attachments=refs,
             ),
             now=self.clock(),
         )

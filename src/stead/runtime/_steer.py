@@ -5,7 +5,7 @@ through ``RunSession`` like the owner's own events; none of them drives the run.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -69,6 +69,7 @@ class Steering:
     """``Runtime.decide``, ``cancel``, ``requeue`` and ``expire_approvals``."""
 
     store: Store
+    agents: Mapping[str, Any]
     owner: str
     clock: Callable[[], float]
     snapshot_every: int
@@ -134,7 +135,7 @@ class Steering:
             lambda s: decision_events(s, tool_call_id, decision, arguments=edited, now=now, **said),
         )
         self._crash("after_approval_commit", None)
-        return RunView.of(state)
+        return RunView.of(state, self.agents)
 
     async def approve(self, run_id: str, tool_call_id: str, **kw: Any) -> RunView:
         """Approve a policy-gated call (optionally with edited ``arguments``)."""
@@ -163,14 +164,14 @@ class Steering:
             # out from under a tool it is running.
             state = await self._append_external(run_id, lambda s: [request])
             self._crash("after_cancel_commit", None)
-            return RunView.of(state)
+            return RunView.of(state, self.agents)
         async with self._lease(run_id, record) as epoch:
             state = await self._append_external(
                 run_id,
                 lambda s: [request, *cancel_events(_with(s, request), reason)],
                 epoch=epoch,
             )
-        return RunView.of(state)
+        return RunView.of(state, self.agents)
 
     def _live_owner(self, record: RunRecord) -> bool:
         return (
@@ -232,4 +233,4 @@ class Steering:
             raise UserError(f"run {run_id} waits on a person: approve or deny its pending calls")
         if state.status in RESUMABLE:
             state = await self._append_external(run_id, lambda s: [requeue_event(reason)])
-        return RunView.of(state)
+        return RunView.of(state, self.agents)

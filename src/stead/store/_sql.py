@@ -45,6 +45,7 @@ from stead.store._base import (
     snapshot_state,
     snapshot_text,
 )
+from stead.store._chat import ChatRows
 
 RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -202,7 +203,7 @@ class Session(Protocol):
         ...
 
 
-class SQLStore:
+class SQLStore(ChatRows):
     """The ``Store`` contract over SQL, for a dialect to complete (see the module docstring).
 
     Statements are written once with ``?`` placeholders; a dialect whose driver wants another

@@ -19,7 +19,7 @@ from stead.core.events import (
 )
 from stead.core.failures import FailurePhase
 from stead.core.fold import RunState
-from stead.core.messages import Usage
+from stead.core.messages import Attachment, Message, Usage
 
 STEP_MESSAGE_LIMIT: Final = 1000
 """Characters of an exception's text a ``step_failed`` event keeps."""
@@ -47,9 +47,17 @@ def step_failed_event(step: str, error: BaseException) -> StepFailed:
 
 
 def created_event(
-    run_id: str, agent: str, input: str, *, session_id: str, correlation_id: str, config: Any
+    run_id: str,
+    agent: str,
+    input: str,
+    *,
+    session_id: str,
+    correlation_id: str,
+    config: Any,
+    history: tuple[Message, ...] = (),
+    attachments: tuple[Attachment, ...] = (),
 ) -> RunCreated:
-    """A new run (``correlation_id`` defaults to the run's id)."""
+    """A new run (``correlation_id`` defaults to the run's id), after ``history``."""
     return RunCreated(
         run_id=run_id,
         agent=agent,
@@ -57,6 +65,8 @@ def created_event(
         session_id=session_id,
         correlation_id=correlation_id or run_id,
         config=config,
+        history=history,
+        attachments=attachments,
     )
 
 

@@ -1,0 +1,23 @@
+-- Conversations: the messages sent to one, in order (a new run answers each), and the bytes
+-- of images and documents, stored once by digest and referenced from messages.
+CREATE TABLE conversation_messages (
+    conversation_id TEXT NOT NULL,
+    position        BIGINT NOT NULL,
+    message_id      TEXT NOT NULL,
+    run_id          TEXT NOT NULL,
+    agent           TEXT NOT NULL,
+    input           TEXT NOT NULL,  -- JSON: {"content": ..., "attachments": [...]}
+    created_at      DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (conversation_id, position)
+);
+
+-- A message sent again under its id is the same message (idempotent send).
+CREATE UNIQUE INDEX conversation_message_ids ON conversation_messages (conversation_id, message_id);
+CREATE UNIQUE INDEX conversation_message_runs ON conversation_messages (run_id);
+
+CREATE TABLE blobs (
+    digest     TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    data       BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
