@@ -195,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
     from stead.cli._worker import add_worker_parser
 
     add_worker_parser(sub)
+    from stead.cli._executor import add_executor_parser
+
+    add_executor_parser(sub)
     from stead.cli._serve import add_serve_parser
 
     add_serve_parser(sub)
@@ -245,6 +248,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from stead.cli._worker import run_worker
 
         return run_worker(args, _load_agents(args.agents))
+    if cmd == "executor":
+        from stead.cli._executor import run_executor
+
+        return run_executor(args, _load_agents(args.agents))
 
     async def go(rt: Runtime) -> int:
         if cmd == "runs" and args.runs_command == "list":

@@ -1,0 +1,52 @@
+"""``stead executor``: parse the options, set up logging, perform effects until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from stead.cli._args import LOG_FORMAT, not_negative, positive
+from stead.errors import UserError
+
+
+def add_executor_parser(sub: Any) -> None:
+    """Add ``executor`` to the ``stead`` subcommands."""
+    e = sub.add_parser(
+        "executor",
+        help="perform effects (tool calls routed to --queues) from the store until SIGTERM",
+        description="Claim accepted effects of --queues from the store's execution ledger (and "
+        "effects whose executor died), perform up to --concurrency at once with the tools and "
+        "models of --agents, and settle them. A tool goes to a queue with "
+        "@stead.tool(queue='gpu'); while no executor serves its queue it runs in the worker's "
+        "own process. SIGTERM: claim nothing more, finish for --grace seconds, then cancel "
+        "and give back the rest.",
+    )
+    e.add_argument("--agents", required=True, help="module:attr with the agents whose tools run")
+    e.add_argument("--queues", required=True, help="comma-separated queues to serve")
+    e.add_argument("--concurrency", type=positive(int, 10_000), default=8, help="effects at once")
+    e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
+    e.add_argument("--lease-ttl", type=positive(float), default=15.0, help="lease, seconds")
+    e.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
+    e.add_argument("--log-level", default="INFO", type=str.upper, help="logging level")
+
+
+def run_executor(args: argparse.Namespace, agents: list[Any]) -> int:
+    """Serve until stopped; 0 after a clean shutdown."""
+    from stead.runtime._pool import Pool, serve_pool
+
+    if not agents:
+        raise UserError("stead executor needs --agents module:attr naming at least one Agent")
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
+    pool = Pool(
+        args.store,
+        agents,
+        queues=[q.strip() for q in args.queues.split(",")],
+        concurrency=args.concurrency,
+        lease_ttl=args.lease_ttl,
+        poll_interval=args.poll,
+        grace=args.grace,
+    )
+    asyncio.run(serve_pool(pool))
+    return 0
