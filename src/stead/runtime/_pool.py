@@ -211,7 +211,7 @@ class Pool:
                 sig.abort("this executor's lease lapsed and another took the effect over")
 
     async def _heartbeats(self) -> None:
-        period = min(self.lease_ttl / 3, max(self.poll_interval, 0.05))
+        period = self.lease_ttl / 3
         while True:
             await asyncio.sleep(period)
             try:

@@ -449,6 +449,15 @@ class Ledger:
             )
         return [event_of(k, d) for k, d in rows]
 
+    async def keys(self, run_id: str) -> list[str]:
+        """The effect ids of a run's keys, oldest first."""
+        async with self._reading() as s:
+            rows = await s.all(
+                self._q("SELECT effect_id FROM ledger_keys WHERE run_id = ? ORDER BY created_at"),
+                (run_id,),
+            )
+        return [r[0] for r in rows]
+
     async def serves(self, queue: str, *, now: float) -> bool:
         """Whether an executor with a live lease serves ``queue``."""
         async with self._reading() as s:
