@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,7 +35,7 @@ from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
 from stead.core.ledger import LedgerState as _State
 from stead.errors import RunNotFound, StoreError
 from stead.store._sql import Row, Session, SQLStore
-from stead.store._watch import Watcher, _until_set
+from stead.store._watch import Watcher
 
 KEY_COLUMNS = "phase, epoch, executor, position, outcome, cancel, run_id"
 _LIVE = (
@@ -496,105 +496,6 @@ class SQLiteLedger(Ledger):
     from a claim's select to its updates; waiters poll."""
 
 
-class PostgresLedger(Ledger):
-    """PostgreSQL: an explicit transaction; claims skip each other's locked rows; settles
-    and new work are notified (a second LISTEN connection, the store's ``Listener``)."""
-
-    LOCK = " FOR UPDATE OF k SKIP LOCKED"
-
-    def __init__(self, store: Any, *, poll_interval: float) -> None:
-        super().__init__(store, poll_interval=poll_interval)
-        from stead.store._pglisten import Listener
-
-        self._pg = store
-        self._watched: dict[str, set[str]] = {}
-        """Channel -> the keys waited on whose run it is."""
-        self._queues: dict[str, str] = {}
-        """Channel -> queue name, for the queues an executor waits on."""
-        self._work = asyncio.Event()
-        self.listener = Listener(store.url, on_notice=self._notice, on_listening=self._listening)
-
-    def _channel(self, key: str) -> str:
-        from stead.store.postgres import _channel
-
-        return _channel(self._pg._schema, key)
-
-    @contextlib.asynccontextmanager
-    async def _tx_cm(self) -> AsyncIterator[Session]:
-        from stead.store.postgres import _Session
-
-        async with self._pg._conn() as conn, conn.transaction():
-            yield _Session(conn)
-
-    def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
-        return self._tx_cm()
-
-    async def _settled_notice(self, s: Session, run_id: str, effect_id: str, pos: int) -> None:
-        await s.one(
-            "SELECT pg_notify(%s, %s)", (self._channel(f"effects:{run_id}"), f"{effect_id}:{pos}")
-        )
-
-    async def _work_notice(self, s: Session, queue: str | None) -> None:
-        if queue is not None:
-            await s.one("SELECT pg_notify(%s, '')", (self._channel(f"queue:{queue}"),))
-
-    def _on_watch(self, effect_id: str) -> None:
-        channel = self._channel(f"effects:{self._run_of[effect_id]}")
-        self._watched.setdefault(channel, set()).add(effect_id)
-        self.listener.want(channel)
-
-    def _on_unwatch(self, effect_id: str) -> None:
-        run_id = self._run_of.pop(effect_id, None)
-        if run_id is None:
-            return
-        channel = self._channel(f"effects:{run_id}")
-        keys = self._watched.get(channel, set())
-        keys.discard(effect_id)
-        self.watch.forget(effect_id)
-        if not keys:
-            self._watched.pop(channel, None)
-            self.listener.drop(channel)
-
-    def _notice(self, channel: str, payload: str) -> None:
-        if channel in self._queues:
-            self._work.set()
-            return
-        effect_id, _, pos = payload.rpartition(":")
-        if effect_id in self._watched.get(channel, ()):
-            self.watch.changed(effect_id, int(pos) if pos.isdigit() else None)
-
-    def _listening(self, channels: set[str] | None) -> None:
-        if channels is None:  # (re)connected: anything may have settled meanwhile
-            self.watch.changed_all()
-            self._work.set()
-            channels = set(self._watched)
-        self.watch.heard(k for c in channels for k in self._watched.get(c, ()))
-
-    async def wait_work(self, queues: Sequence[str], timeout: float) -> None:  # noqa: ASYNC109
-        for q in queues:
-            channel = self._channel(f"queue:{q}")
-            if channel not in self._queues:
-                self._queues[channel] = q
-                self.listener.want(channel)
-        if not self._work.is_set():
-            await _until_set(self._work, max(0.0, timeout))
-        self._work.clear()
-
-    def read_sync(self, effect_id: str, *, now: float) -> KeyRow | None:
-        import psycopg
-
-        try:
-            with psycopg.connect(self._pg.url, autocommit=True) as conn:
-                row = conn.execute(self._q(_READ).encode(), (now, effect_id)).fetchone()
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed at {self._pg.where}: {exc}") from exc
-        return None if row is None else _key_row(row, bool(row[7]))
-
-    async def close(self) -> None:
-        await self.listener.close()
-        await super().close()
-
-
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
     """The execution ledger of a SQL store (``UserError``-free: the stores are ours)."""
     if not isinstance(store, SQLStore):
@@ -602,5 +503,7 @@ def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
             f"the execution ledger needs a SQLite or PostgreSQL store, not {type(store).__name__}"
         )
     if store.dialect == "postgres":
+        from stead.store._pgledger import PostgresLedger
+
         return PostgresLedger(store, poll_interval=poll_interval or 1.0)
     return SQLiteLedger(store, poll_interval=poll_interval or 0.05)
