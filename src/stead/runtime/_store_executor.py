@@ -222,6 +222,14 @@ class RoutingExecutor:
         self._served: dict[str, tuple[float, bool]] = {}
         self._where: dict[str, Executor] = {}
         """Effect id -> the executor it went to (for outcome, cancel, attach, abort)."""
+        self._unacked: list[AssignmentKey] = []
+        """Keys the pool settled and ``run`` returned. The run loop records an outcome
+        before it asks for its next effect, so the next ``run`` acknowledges them."""
+
+    async def _acknowledge(self) -> None:
+        keys, self._unacked = self._unacked, []
+        for key in keys:
+            await self.remote.acknowledge(key)
 
     async def _target(self, a: Assignment) -> Executor:
         body = a.body
@@ -238,6 +246,8 @@ class RoutingExecutor:
     async def dispatch(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> bool:
+        if self._unacked:
+            await self._acknowledge()
         target = await self._target(assignment)
         self._where[assignment.key.effect_id] = target
         return await target.dispatch(assignment, signal=signal, local=local)
@@ -245,13 +255,18 @@ class RoutingExecutor:
     async def run(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> Outcome:
+        if self._unacked:
+            await self._acknowledge()
         target = await self._target(assignment)
         k = assignment.key.effect_id
         self._where[k] = target
         try:
-            return await target.run(assignment, signal=signal, local=local)
+            outcome = await target.run(assignment, signal=signal, local=local)
         finally:
             self._where.pop(k, None)
+        if target is self.remote and outcome.kind != "tool_unknown":
+            self._unacked.append(assignment.key)
+        return outcome
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
         return await self._where.get(key.effect_id, self.remote).outcome(key)
