@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from stead.cli._args import LOG_FORMAT, not_negative, positive
+from stead.cli._worker import LOG_LEVELS
 from stead.errors import UserError
 
 
@@ -29,7 +30,9 @@ def add_executor_parser(sub: Any) -> None:
     e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
     e.add_argument("--lease-ttl", type=positive(float), default=15.0, help="lease, seconds")
     e.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
-    e.add_argument("--log-level", default="INFO", type=str.upper, help="logging level")
+    e.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level"
+    )
 
 
 def run_executor(args: argparse.Namespace, agents: list[Any]) -> int:
