@@ -58,5 +58,15 @@ def agent(tool: str = "index_doc") -> stead.Agent:
     return stead.Agent("pooled", model, tools=[charge, index_doc, local_lookup])
 
 
+MODEL_QUEUE = "model-m1"
+
+
+def model_agent(url: str) -> stead.Agent:
+    """An agent whose model calls go to queue ``model-m1`` (a local OpenAI-compatible server
+    at ``url``); its runs make one model call each."""
+    return stead.Agent("modeled", f"openai-compatible:{url}/v1:m1", model_queue=MODEL_QUEUE)
+
+
 def agents() -> list[stead.Agent]:
-    return [agent()]
+    url = os.environ.get("POOL_MODEL_URL")
+    return [agent()] + ([model_agent(url)] if url else [])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _pool_scenario import QUEUE, agents
+from _pool_scenario import MODEL_QUEUE, QUEUE, agents
 
 from stead.runtime._pool import Pool, serve_pool
 
@@ -29,9 +29,11 @@ def hook(point: str, tool: str | None) -> None:
 
 def main(url: str, ttl: float) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    limit = os.environ.get("POOL_MAX_CONCURRENT")
+    queues = [MODEL_QUEUE] if limit else [QUEUE]
     pool = Pool(
-        url, agents(), queues=[QUEUE], concurrency=4, lease_ttl=ttl, poll_interval=0.05,
-        grace=2.0, hook=hook,
+        url, agents(), queues=queues, concurrency=4, lease_ttl=ttl, poll_interval=0.05,
+        grace=2.0, hook=hook, max_concurrent=int(limit) if limit else None,
     )  # fmt: skip
     asyncio.run(serve_pool(pool))
     print(f"performed={pool.performed} refused={pool.refused}", flush=True)

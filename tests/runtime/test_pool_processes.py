@@ -42,9 +42,9 @@ class Executors:
         self.url = url
         self.procs: list[subprocess.Popen[str]] = []
 
-    def spawn(self, **env: str) -> subprocess.Popen[str]:
+    def spawn(self, ttl: float = TTL, **env: str) -> subprocess.Popen[str]:
         p = subprocess.Popen(
-            [sys.executable, str(CHILD), self.url, str(TTL)],
+            [sys.executable, str(CHILD), self.url, str(ttl)],
             env={**os.environ, **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -213,3 +213,45 @@ async def test_a_waiter_sees_a_settle_by_another_connection(backend: Backend) ->
     finally:
         await owner.close()
         await executor.close()
+
+
+async def test_a_queue_limit_holds_across_executors(backend: Backend) -> None:
+    """Limit 2: three executors (three connections) claiming at once take 2 keys between
+    them; a settle frees a slot; a held key whose executor's lease lapsed does not count."""
+    from stead.store import _limits
+
+    leds = [ledger_for(backend.open()) for _ in range(3)]
+    try:
+        await _limits.set_limit(leds[0], "q", 2)
+        for i in range(6):
+            await accept(leds[0], f"e{i}")
+        for i, led in enumerate(leds):
+            await led.heartbeat(f"x{i}", ["q"], ttl=10, now=T0)
+        got = await asyncio.gather(
+            *(led.claim(f"x{i}", ["q"], limit=4, now=T0) for i, led in enumerate(leds))
+        )
+        claimed = [c for cs in got for c in cs]
+        assert len(claimed) == 2
+        first = claimed[0]
+        await leds[0].settle(
+            first.effect_id, epoch=first.epoch, outcome={"kind": "cancelled"}, now=T0
+        )
+        assert len(await leds[1].claim("x1", ["q"], limit=4, now=T0)) == 1
+        assert await leds[2].claim("x2", ["q"], limit=4, now=T0) == []
+        # Every holder's lease lapses: nothing counts, the orphans and the rest are claimable.
+        await leds[2].heartbeat("x3", ["q"], ttl=10, now=T0 + 11)
+        assert len(await leds[2].claim("x3", ["q"], limit=4, now=T0 + 11)) == 2
+    finally:
+        for led in leds:
+            await led.close()
+
+
+async def test_a_paused_queue_is_not_claimed_until_the_pause_ends(ledger: Ledger) -> None:
+    from stead.store import _limits
+
+    await accept(ledger, "e1")
+    await _limits.pause(ledger, "q", T0 + 5)
+    await _limits.pause(ledger, "q", T0 + 2)  # an earlier pause does not shorten it
+    await ledger.heartbeat("x", ["q"], ttl=100, now=T0)
+    assert await ledger.claim("x", ["q"], limit=1, now=T0 + 4) == []
+    assert len(await ledger.claim("x", ["q"], limit=1, now=T0 + 5.5)) == 1

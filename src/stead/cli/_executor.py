@@ -27,6 +27,12 @@ def add_executor_parser(sub: Any) -> None:
     e.add_argument("--agents", required=True, help="module:attr with the agents whose tools run")
     e.add_argument("--queues", required=True, help="comma-separated queues to serve")
     e.add_argument("--concurrency", type=positive(int, 10_000), default=8, help="effects at once")
+    e.add_argument(
+        "--max-concurrent",
+        type=positive(int, 10_000),
+        default=None,
+        help="hold each queue to N effects at once across every executor (a model's limit)",
+    )
     e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
     e.add_argument("--lease-ttl", type=positive(float), default=15.0, help="lease, seconds")
     e.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
@@ -50,6 +56,7 @@ def run_executor(args: argparse.Namespace, agents: list[Any]) -> int:
         lease_ttl=args.lease_ttl,
         poll_interval=args.poll,
         grace=args.grace,
+        max_concurrent=args.max_concurrent,
     )
     asyncio.run(serve_pool(pool))
     return 0

@@ -41,6 +41,7 @@ class Agent:
         budget: Budget | None = None,
         max_output_tokens: int | None = None,
         prices: PriceTable | None = None,
+        model_queue: str | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
@@ -62,6 +63,11 @@ class Agent:
             )
         self.max_output_tokens = max_output_tokens
         self.prices = _instance(name, "prices", prices, PriceTable) or PriceTable()
+        if model_queue is not None:
+            checks.identifier(f"Agent {name!r}: model_queue", model_queue)
+        self.model_queue = model_queue
+        """The executor queue of this agent's model calls (``stead executor --queues``),
+        while a pool serves it; None: in the run's own process."""
         if self.budget.max_usd is not None and self.prices.get(self.model.model_name) is None:
             raise UserError(
                 f"a dollar budget needs a price for model {self.model.model_name!r}; pass "

@@ -38,12 +38,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stead._signal import AbortSignal
-from stead.core.effects import Assignment, ModelBody, assignment_from_json
+from stead.core.effects import (
+    Assignment,
+    ModelBody,
+    ModelFailed,
+    ToolFailed,
+    assignment_from_json,
+)
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime._agent import Agent
 from stead.runtime._executor import InProcessExecutor
 from stead.runtime._store_executor import outcome_to_json
-from stead.store import open_store
+from stead.store import _limits, open_store
 from stead.store._ledger import Claimed, ledger_for
 
 log = logging.getLogger("stead.executor")
@@ -75,9 +81,12 @@ class Pool:
         lease_ttl: float = 15.0,
         poll_interval: float = 0.5,
         grace: float = 30.0,
+        max_concurrent: int | None = None,
         clock: Callable[[], float] = time.time,
         hook: PoolHook = _nothing,
     ) -> None:
+        """``max_concurrent``: hold each of ``queues`` to that many effects at once across
+        every executor of the fleet (the store keeps the count; ``store._limits``)."""
         self.queues = [q for q in queues if q]
         if not self.queues:
             raise UserError("an executor needs --queues naming at least one queue")
@@ -87,6 +96,7 @@ class Pool:
         self.ledger = ledger_for(self.store, poll_interval=min(poll_interval, 1.0))
         self.id = f"executor-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.concurrency = concurrency
+        self.max_concurrent = max_concurrent
         self.lease_ttl = lease_ttl
         self.poll_interval = poll_interval
         self.grace = grace
@@ -116,6 +126,10 @@ class Pool:
 
     async def run(self) -> None:
         """Serve until ``stop``; then finish or release what is in hand and retire."""
+        await self._warm()
+        if self.max_concurrent is not None:
+            for q in self.queues:
+                await _limits.set_limit(self.ledger, q, self.max_concurrent)
         await self._beat()
         beat = asyncio.ensure_future(self._heartbeats())
         try:
@@ -141,6 +155,17 @@ class Pool:
                 await beat
             with contextlib.suppress(StoreError):
                 await self.ledger.retire(self.id)
+
+    async def _warm(self) -> None:
+        """Make the model providers now, in a thread: the first one imports its SDK, which
+        takes seconds and would otherwise block the loop inside the first call, long
+        enough for this executor's lease to lapse under it. A provider that cannot be made
+        here (a missing key) fails at its first call, as in a worker."""
+        for here in {id(e): e for e in self._models.values()}.values():
+            resolve = getattr(here._model, "resolve", None)
+            if callable(resolve):
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(resolve)
 
     async def _idle(self) -> None:
         """Wait for work (slots free), a finished effect (none free), or stop."""
@@ -175,8 +200,6 @@ class Pool:
             return  # taken over or cancelled meanwhile
         self._hook("after_start", tool)
         if here is None:
-            from stead.core.effects import ModelFailed, ToolFailed
-
             what = "model" if tool is None else "tool"
             outcome: Any = (
                 ToolFailed(failure=f"tool {tool!r} is not registered in executor {self.id}")
@@ -186,6 +209,12 @@ class Pool:
         else:
             outcome = await here.run(a, signal=sig)
         self._hook("before_settle", tool)
+        if isinstance(outcome, ModelFailed) and outcome.code == "rate_limited":
+            # The provider is slowing the fleet down, not this call: pause the queue for
+            # every executor, for as long as it asked (a second if it did not say).
+            wait = outcome.retry_after if outcome.retry_after is not None else 1.0
+            with contextlib.suppress(StoreError):
+                await _limits.pause(self.ledger, c.queue, self.clock() + wait)
         if await self.ledger.settle(
             c.effect_id, epoch=c.epoch, outcome=outcome_to_json(outcome), now=self.clock()
         ):

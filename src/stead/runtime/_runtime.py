@@ -112,6 +112,7 @@ class Runtime(Driving, Steering, Following):
                 agent.registry,
                 self.store,
                 self._ledgers,
+                agent.model_queue,
             )
         )
 

@@ -212,12 +212,15 @@ class RoutingExecutor:
         remote: StoreExecutor,
         queues: dict[str, str],
         *,
+        model_queue: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.local = local
         self.remote = remote
         self._queues = queues
         """Tool name -> queue, for the tools that name one."""
+        self._model_queue = model_queue
+        """The queue of the agent's model calls, if it names one."""
         self._clock = clock
         self._served: dict[str, tuple[float, bool]] = {}
         self._where: dict[str, Executor] = {}
@@ -233,7 +236,9 @@ class RoutingExecutor:
 
     async def _target(self, a: Assignment) -> Executor:
         body = a.body
-        queue = self._queues.get(body.tool_name) if isinstance(body, ToolBody) else None
+        queue = (
+            self._queues.get(body.tool_name) if isinstance(body, ToolBody) else self._model_queue
+        )
         if queue is None:
             return self.local
         now = self._clock()
@@ -292,22 +297,27 @@ class RoutingExecutor:
 
 
 def routed(
-    local: InProcessExecutor, tools: object, store: object, ledgers: dict[int, Ledger]
+    local: InProcessExecutor,
+    tools: object,
+    store: object,
+    ledgers: dict[int, Ledger],
+    model_queue: str | None = None,
 ) -> Executor:
-    """``local`` itself when no tool names a queue (the in-process path unchanged), else a
-    ``RoutingExecutor`` on the store's ledger (one per store, kept in ``ledgers``)."""
+    """``local`` itself when no tool (and not the model) names a queue: the in-process path
+    unchanged; else a ``RoutingExecutor`` on the store's ledger (one per store, in
+    ``ledgers``)."""
     queues = {t.name: t.queue for t in tools if getattr(t, "queue", None)}  # type: ignore[attr-defined]
-    if not queues:
+    if not queues and model_queue is None:
         return local
     ledger = ledgers.get(id(store))
     if ledger is None:
         ledger = ledgers[id(store)] = ledger_for(store)
-    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues), ledger=ledger)
-    return RoutingExecutor(local, remote, queues)
+    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger)
+    return RoutingExecutor(local, remote, queues, model_queue=model_queue)
 
 
-def _queue(a: Assignment, queues: dict[str, str]) -> str:
+def _queue(a: Assignment, queues: dict[str, str], model_queue: str | None) -> str:
     body = a.body
     if isinstance(body, ToolBody):
         return queues.get(body.tool_name, "default")
-    return f"model:{body.model}"
+    return model_queue or f"model:{body.model}"

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
 from stead.core.ledger import LedgerState as _State
 from stead.errors import RunNotFound, StoreError
+from stead.store import _limits
 from stead.store._sql import Row, Session, SQLStore
 from stead.store._watch import Watcher
 
@@ -72,6 +73,8 @@ class Claimed:
     assignment: dict[str, Any]
     restarted: bool
     """It had been held before by an executor whose lease lapsed (or that released it)."""
+    queue: str = ""
+    """The queue it was claimed from."""
 
 
 def _key_row(r: Row, live: bool) -> KeyRow:
@@ -120,6 +123,8 @@ class Ledger:
 
     LOCK: ClassVar[str] = ""
     """What a claim's select appends to lock the rows it picks (PostgreSQL)."""
+    LOCK_LIMIT: ClassVar[str] = ""
+    """What a claim's read of a queue's limit appends to serialise claimers (PostgreSQL)."""
 
     def __init__(self, store: SQLStore, *, poll_interval: float) -> None:
         self.store = store
@@ -342,19 +347,22 @@ class Ledger:
         non_idempotent tool that had started is settled ``tool_unknown``, not returned."""
         if limit < 1 or not queues:
             return []
-        marks = ", ".join("?" * len(queues))
         out: list[Claimed] = []
         async with self._tx() as s:
-            rows = await s.all(
-                self._q(
-                    "SELECT k.effect_id, k.phase, k.epoch, k.assignment, k.cancel, k.executor "
-                    f"FROM ledger_keys k WHERE k.phase IN {_OPEN} AND k.queue IN ({marks}) "
-                    f"AND (k.phase = 'accepted' OR NOT {_LIVE}) ORDER BY k.updated_at "
-                    f"LIMIT ?{self.LOCK}"
-                ),
-                (*queues, now, limit),
-            )
-            for effect_id, phase, epoch, text, cancel, held_by in rows:
+            rows: list[Row] = []
+            for queue in queues:
+                take = await _limits.room(self, s, queue, now, limit - len(rows))
+                if take > 0:
+                    rows += await s.all(
+                        self._q(
+                            "SELECT k.effect_id, k.phase, k.epoch, k.assignment, k.cancel, "
+                            f"k.executor, k.queue FROM ledger_keys k WHERE k.phase IN {_OPEN} "
+                            f"AND k.queue = ? AND (k.phase = 'accepted' OR NOT {_LIVE}) "
+                            f"ORDER BY k.updated_at LIMIT ?{self.LOCK}"
+                        ),
+                        (queue, now, take),
+                    )
+            for effect_id, phase, epoch, text, cancel, held_by, queue in rows:
                 assignment = json.loads(text)
                 restarted = phase != "accepted"
                 if restarted:
@@ -393,7 +401,7 @@ class Ledger:
                         (json.dumps(out_json), new_epoch), now,
                     )  # fmt: skip
                     continue
-                out.append(Claimed(effect_id, new_epoch, assignment, restarted))
+                out.append(Claimed(effect_id, new_epoch, assignment, restarted, queue))
         return out
 
     async def heartbeat(

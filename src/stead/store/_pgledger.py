@@ -31,6 +31,7 @@ class PostgresLedger(Ledger):
     and new work are notified (a second LISTEN connection, the store's ``Listener``)."""
 
     LOCK = " FOR UPDATE OF k SKIP LOCKED"
+    LOCK_LIMIT = " FOR UPDATE"
 
     def __init__(self, store: Any, *, poll_interval: float) -> None:
         super().__init__(store, poll_interval=poll_interval)

@@ -42,3 +42,11 @@ CREATE TABLE executors (
     lease_expires_at DOUBLE PRECISION NOT NULL,
     started_at       DOUBLE PRECISION NOT NULL
 );
+
+-- Fleet-wide limits (store/_limits.py): at most max_concurrent keys of a queue held at once
+-- across every executor; none claimed before paused_until (a rate_limited answer).
+CREATE TABLE queue_limits (
+    queue          TEXT PRIMARY KEY,
+    max_concurrent INTEGER,
+    paused_until   DOUBLE PRECISION NOT NULL DEFAULT 0
+);

@@ -42,3 +42,11 @@ CREATE TABLE executors (
     lease_expires_at REAL NOT NULL,
     started_at       REAL NOT NULL
 );
+
+-- Fleet-wide limits (store/_limits.py): at most max_concurrent keys of a queue held at once
+-- across every executor; none claimed before paused_until (a rate_limited answer).
+CREATE TABLE queue_limits (
+    queue          TEXT PRIMARY KEY,
+    max_concurrent INTEGER,
+    paused_until   REAL NOT NULL DEFAULT 0
+);
