@@ -282,3 +282,28 @@ async def test_completions_survive_a_killed_listen_connection(
         ex.kill_all()
         await led.close()
         await store.close()
+
+
+async def test_sigterm_lets_the_effect_in_hand_finish(
+    url: str, executors: Executors, ledger: Ledger
+) -> None:
+    """SIGTERM while a tool runs: the executor claims nothing more, lets the effect finish
+    within its grace, settles it, ends its lease and exits 0; the run completes with that
+    executor's result."""
+    proc = executors.spawn(POOL_TOOL_DELAY="0.5")
+    await served(ledger)
+    owner = asyncio.ensure_future(drive(url, "index_doc", "run-sigterm"))
+
+    async def started() -> bool:
+        return bool(await ledger.keys("run-sigterm")) and "started" in await history(
+            ledger, "run-sigterm"
+        )
+
+    await until(started)
+    proc.send_signal(signal.SIGTERM)
+    view, results = await asyncio.wait_for(owner, 60)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "performed=1 refused=0" in out
+    assert view.status == stead.RunStatus.COMPLETED and str(proc.pid) in results[0]
+    assert not await ledger.serves(QUEUE, now=time.time())

@@ -206,3 +206,38 @@ def test_tool_queue_is_checked() -> None:
         @stead.tool(queue=3)  # type: ignore[arg-type]
         def f() -> None:
             """F."""
+
+
+async def test_a_rate_limited_answer_pauses_the_queue_for_every_executor(
+    url: str, store: Any, ledger: Ledger
+) -> None:
+    """The pool settles the call ``rate_limited`` and pauses its queue (a second, as the
+    provider named no retry-after): no executor claims from it until the pause ends."""
+    from stead.core.effects import ModelBody, ModelFailed
+    from stead.core.messages import UserMessage, message_to_json
+    from stead.testing import Reply
+
+    model = ScriptedModel([Reply(error="rate_limited")], name="limited")
+    a = stead.Agent("rl", model, model_queue=QUEUE)
+    request = {
+        "model": "limited", "system": "", "messages": [message_to_json(UserMessage(content="hi"))],
+        "tools": [], "max_output_tokens": None, "turn_index": 0, "settings": {},
+    }  # fmt: skip
+    job = Assignment(
+        key=AssignmentKey(session_id="s", run_id="r1", effect_id="m1"),
+        body=ModelBody(model="limited", request=request, request_digest=""),
+    )
+    ex = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)
+    async with pool_running(url, [a]):
+        outcome = await asyncio.wait_for(ex.run(job, signal=stead.AbortSignal()), 30)
+        assert isinstance(outcome, ModelFailed) and outcome.code == "rate_limited"
+    async with ledger._reading() as s:
+        row = await s.one(
+            ledger._q("SELECT paused_until FROM queue_limits WHERE queue = ?"), (QUEUE,)
+        )
+    assert row is not None
+    until = float(row[0])
+    await ex.dispatch(assignment("t1"), signal=stead.AbortSignal())
+    await ledger.heartbeat("other", [QUEUE], ttl=100, now=until - 1)
+    assert await ledger.claim("other", [QUEUE], limit=1, now=until - 0.01) == []
+    assert len(await ledger.claim("other", [QUEUE], limit=1, now=until + 0.01)) == 1
