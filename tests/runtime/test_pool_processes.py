@@ -154,12 +154,19 @@ async def test_executor_killed_before_the_effect_another_runs_it_once(
     if point == "after_claim":
         assert view.status == stead.RunStatus.COMPLETED
         assert pids("charge") == [second.pid]  # ran once, in the second executor
-        assert kinds == ["accepted", "claimed", "restarted", "claimed", "started", "settled"]
+        assert kinds == [
+            "accepted", "claimed", "restarted", "claimed", "started", "settled", "acknowledged"
+        ]  # fmt: skip
     else:
         # It started: it may have happened (here it had not), so it is never rerun blindly.
         assert pids("charge") == []
         assert kinds == ["accepted", "claimed", "started", "restarted", "claimed", "settled"]
         assert view.status == stead.RunStatus.AWAITING_APPROVAL and results == []
+
+
+FULL = bool(os.environ.get("STEAD_FULL_POOL_TESTS"))
+"""Set (``make soak`` does): every crash point on both stores. Unset: each point on SQLite
+and one of them on PostgreSQL, to keep the suite fast (each case starts two processes)."""
 
 
 @pytest.mark.parametrize("when", ["mid_effect", "before_settle"])
@@ -172,6 +179,8 @@ async def test_executor_killed_after_the_effect(
     executor reruns an idempotent_write (same idempotency key, twice in the world, as its
     class allows) and settles it; a non_idempotent charge is settled ``tool_unknown`` and
     never charged a second time."""
+    if url.startswith("postgres") and not FULL and (when, tool) != ("before_settle", "charge"):
+        pytest.skip("STEAD_FULL_POOL_TESTS=1 runs every case on PostgreSQL too")
     env = {"POOL_DIE_IN": tool} if when == "mid_effect" else {"POOL_CRASH_AT": "before_settle"}
     first = executors.spawn(**env)
     await served(ledger)
@@ -227,7 +236,7 @@ async def test_a_zombie_executors_settle_is_refused(
     out, err = zombie.communicate(timeout=30)
     assert "refused=1" in out, err
     kinds = await history(ledger, "run-zombie")
-    assert kinds.count("settled") == 1 and kinds[-1] == "settled"
+    assert kinds.count("settled") == 1 and kinds[-2:] == ["settled", "acknowledged"]
 
 
 def tool_assignment(run_id: str, i: int) -> Assignment:

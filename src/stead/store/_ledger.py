@@ -213,6 +213,19 @@ class Ledger:
             await self._work_notice(s, row[3])
         return row
 
+    async def _one_transition(
+        self,
+        effect_id: str,
+        event: LedgerEvent,
+        sets: str,
+        guard: str,
+        params: Sequence[Any],
+        now: float,
+    ) -> bool:
+        """``_transition`` in a transaction of its own (PostgreSQL makes it one statement)."""
+        async with self._tx() as s:
+            return await self._transition(s, effect_id, event, sets, guard, params, now) is not None
+
     async def _origin(
         self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float
     ) -> bool:
@@ -273,12 +286,10 @@ class Ledger:
     async def start(self, effect_id: str, *, epoch: int, now: float) -> bool:
         """The holder at ``epoch`` begins the effect; False when it no longer holds it."""
         e = LedgerEvent(kind="started", epoch=epoch)
-        async with self._tx() as s:
-            row = await self._transition(
-                s, effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
-                (epoch,), now,
-            )  # fmt: skip
-        return row is not None
+        return await self._one_transition(
+            effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
+            (epoch,), now,
+        )  # fmt: skip
 
     async def settle(
         self, effect_id: str, *, epoch: int, outcome: dict[str, Any], now: float
@@ -287,12 +298,10 @@ class Ledger:
         settled already; the check is the update's own ``WHERE``."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
-        async with self._tx() as s:
-            row = await self._transition(
-                s, effect_id, e, "phase = 'settled', outcome = ?",
-                f"phase IN {_OPEN} AND epoch = ?", (text, epoch), now,
-            )  # fmt: skip
-        return row is not None
+        return await self._one_transition(
+            effect_id, e, "phase = 'settled', outcome = ?",
+            f"phase IN {_OPEN} AND epoch = ?", (text, epoch), now,
+        )  # fmt: skip
 
     async def release(
         self, effect_id: str, *, executor: str, epoch: int, reason: str, now: float
@@ -301,13 +310,11 @@ class Ledger:
         an executor stopping. A started one is not given back: it may have happened, so it
         is recovered by its class once the lease lapses (``claim``)."""
         e = LedgerEvent(kind="restarted", epoch=epoch, reason=reason)
-        async with self._tx() as s:
-            row = await self._transition(
-                s, effect_id, e, "phase = 'accepted', epoch = epoch + 1, executor = NULL",
-                "phase = 'claimed' AND epoch = ? AND executor = ?",
-                (epoch, executor), now,
-            )  # fmt: skip
-        return row is not None
+        return await self._one_transition(
+            effect_id, e, "phase = 'accepted', epoch = epoch + 1, executor = NULL",
+            "phase = 'claimed' AND epoch = ? AND executor = ?",
+            (epoch, executor), now,
+        )  # fmt: skip
 
     async def request_cancel(self, effect_id: str, *, reason: str, now: float) -> KeyRow | None:
         """Ask the key's executor to stop (once); a key nobody holds is settled cancelled
@@ -333,11 +340,9 @@ class Ledger:
     async def acknowledge(self, effect_id: str, *, now: float) -> bool:
         """The run recorded the outcome: the key is done with."""
         e = LedgerEvent(kind="acknowledged")
-        async with self._tx() as s:
-            row = await self._transition(
-                s, effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", (), now
-            )
-        return row is not None
+        return await self._one_transition(
+            effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", (), now
+        )
 
     async def claim(
         self, executor: str, queues: Sequence[str], *, limit: int, now: float

@@ -18,12 +18,32 @@ from typing import Any
 
 import psycopg
 
+from stead.core.ledger import LedgerEvent
 from stead.errors import StoreError
-from stead.store._ledger import _READ, KeyRow, Ledger, _key_row
+from stead.store._ledger import _READ, KeyRow, Ledger, _key_row, event_data
 from stead.store._pglisten import Listener
 from stead.store._sql import Session
 from stead.store._watch import _until_set
 from stead.store.postgres import PostgresStore, _channel, _Session
+
+
+def _channel_sql(key: str) -> str:
+    """``postgres._channel(schema, key)`` as SQL, the schema a parameter and ``key`` an
+    expression of the updated row ``u``."""
+    return (
+        "'stead_' || left(encode(sha256(convert_to(?, 'UTF8') || '\\x00'::bytea || "
+        f"convert_to({key}, 'UTF8')), 'hex'), 32)"
+    )
+
+
+_EFFECTS = _channel_sql("'effects:' || run_id")
+_QUEUE = _channel_sql("'queue:' || queue")
+_NOTICES = {
+    "settled": f", pg_notify({_EFFECTS}, ? || ':' || position)",
+    "restarted": f", pg_notify({_QUEUE}, left(?, 0))",
+}
+"""What a one-statement transition notifies, by its event's kind (the last parameter is
+the effect id: the settle's payload is ``effect_id:position``, never the outcome)."""
 
 
 class PostgresLedger(Ledger):
@@ -53,6 +73,36 @@ class PostgresLedger(Ledger):
 
     def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._tx_cm()
+
+    async def _one_transition(
+        self,
+        effect_id: str,
+        event: LedgerEvent,
+        sets: str,
+        guard: str,
+        params: Sequence[Any],
+        now: float,
+    ) -> bool:
+        """One autocommitted statement, one round trip: the row's conditional update, the
+        event at the position it returned, and the notice (a settle's on the run's effects
+        channel, a release's on its queue's), each only when the update matched. The
+        channel is ``postgres._channel`` computed in SQL from the row's run or queue."""
+        notice = _NOTICES.get(event.kind, "")
+        n = sets.count("?")
+        args: list[Any] = [*params[:n], now, effect_id, *params[n:]]
+        args += [effect_id, event.kind, event_data(event), now]
+        if notice:
+            args += [self._pg._schema, effect_id]
+        statement = self._q(
+            f"WITH u AS (UPDATE ledger_keys SET {sets}, position = position + 1, "
+            f"updated_at = ? WHERE effect_id = ? AND {guard} "
+            "RETURNING position, run_id, queue), "
+            "i AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
+            f"SELECT ?, position, ?, ?, ? FROM u) SELECT position{notice} FROM u"
+        )
+        async with self._pg._conn() as conn:
+            cur = await conn.execute(statement, args)
+            return await cur.fetchone() is not None
 
     async def _settled_notice(self, s: Session, run_id: str, effect_id: str, pos: int) -> None:
         await s.one(
