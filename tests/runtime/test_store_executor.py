@@ -241,3 +241,25 @@ async def test_a_rate_limited_answer_pauses_the_queue_for_every_executor(
     await ledger.heartbeat("other", [QUEUE], ttl=100, now=until - 1)
     assert await ledger.claim("other", [QUEUE], limit=1, now=until - 0.01) == []
     assert len(await ledger.claim("other", [QUEUE], limit=1, now=until + 0.01)) == 1
+
+
+async def test_a_new_owner_sees_a_previous_owners_key_in_the_ledger(
+    url: str, store: Any, ledger: Ledger
+) -> None:
+    """What a takeover asks: the routing executor of a new process has never seen the key,
+    and answers from the ledger (orphaned here: its executor's lease lapsed), not "missing"."""
+    from stead.runtime._executor import InProcessExecutor
+    from stead.runtime._store_executor import routed
+
+    a = agent()
+    first = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)
+    job = assignment("e1")
+    await first.dispatch(job, signal=stead.AbortSignal())
+    await ledger.heartbeat("x", [QUEUE], ttl=0.5, now=time.time())
+    [c] = await ledger.claim("x", [QUEUE], limit=1, now=time.time())
+    await ledger.start("e1", epoch=c.epoch, now=time.time())
+    fresh = routed(InProcessExecutor(a.model, a.registry), a.registry, store, {id(store): ledger})
+    assert fresh.attach(job.key) == "active"
+    await asyncio.sleep(0.6)
+    assert fresh.attach(job.key) == "orphaned"
+    assert fresh.attach(assignment("never").key) == "missing"

@@ -277,8 +277,10 @@ class RoutingExecutor:
         return await self._where.get(key.effect_id, self.remote).outcome(key)
 
     def attach(self, key: AssignmentKey) -> Attachment:
-        target = self._where.get(key.effect_id, self.local)
-        return target.attach(key)
+        # A key not dispatched from here may be a previous owner's, in the ledger.
+        if self._where.get(key.effect_id) is self.local:
+            return self.local.attach(key)
+        return self.remote.attach(key)
 
     async def attachment(self, key: AssignmentKey) -> Attachment:
         """Where the key is known: here, else the ledger."""
