@@ -183,9 +183,22 @@ class Pool:
 
     def _start(self, c: Claimed) -> None:
         sig = AbortSignal()
-        task = asyncio.ensure_future(self._perform(c, sig))
+        task = asyncio.ensure_future(self._guarded(c, sig))
         self._running[c.effect_id] = (task, sig, c)
         task.add_done_callback(functools.partial(_drop, self._running, c.effect_id))
+
+    async def _guarded(self, c: Claimed, sig: AbortSignal) -> None:
+        """``_perform``, with a store failure logged: the key stays held until this
+        executor's lease lapses, then the next holder recovers it by its class."""
+        try:
+            await self._perform(c, sig)
+        except StoreError as exc:
+            log.warning("effect %s: the store failed: %s", c.effect_id, exc)
+            with contextlib.suppress(StoreError):  # never started: give it back
+                await self.ledger.release(
+                    c.effect_id, executor=self.id, epoch=c.epoch,
+                    reason=f"executor {self.id}: the store failed", now=self.clock(),
+                )  # fmt: skip
 
     async def _perform(self, c: Claimed, sig: AbortSignal) -> None:
         try:
@@ -215,13 +228,27 @@ class Pool:
             wait = outcome.retry_after if outcome.retry_after is not None else 1.0
             with contextlib.suppress(StoreError):
                 await _limits.pause(self.ledger, c.queue, self.clock() + wait)
-        if await self.ledger.settle(
-            c.effect_id, epoch=c.epoch, outcome=outcome_to_json(outcome), now=self.clock()
-        ):
+        if await self._settle(c, outcome_to_json(outcome)):
             self.performed += 1
         else:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)
+
+    async def _settle(self, c: Claimed, outcome: dict[str, Any]) -> bool:
+        """Settle, retrying a failed write with backoff for about half a minute: the effect
+        happened, so its outcome is worth waiting for the store. A retry of a settle that
+        did commit is refused (already settled), which loses nothing."""
+        for attempt in range(6):
+            try:
+                return await self.ledger.settle(
+                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock()
+                )
+            except StoreError as exc:
+                if attempt == 5:
+                    raise
+                log.warning("effect %s: settle failed (retrying): %s", c.effect_id, exc)
+                await asyncio.sleep(0.5 * 2**attempt)
+        return False
 
     def _executor_for(self, a: Assignment) -> InProcessExecutor | None:
         body = a.body
