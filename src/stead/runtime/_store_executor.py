@@ -122,6 +122,7 @@ class StoreExecutor:
         ledger: Ledger | None = None,
     ) -> None:
         self.ledger = ledger if ledger is not None else ledger_for(store)
+        self._owns_ledger = ledger is None
         self._queue_of = queue_of or _default_queue
         self._clock = clock
         self._round = wait_round
@@ -192,6 +193,12 @@ class StoreExecutor:
 
     async def cancel(self, key: AssignmentKey, reason: str) -> None:
         await self.ledger.request_cancel(key.effect_id, reason=reason, now=self._clock())
+
+    async def close(self) -> None:
+        """Stop the ledger's watcher and listener, if this executor made the ledger (the
+        store stays open: it is the caller's)."""
+        if self._owns_ledger:
+            await self.ledger.close()
 
     async def acknowledge(self, key: AssignmentKey) -> bool:
         """The run recorded the key's outcome (``acknowledged``)."""
