@@ -255,3 +255,29 @@ async def test_a_paused_queue_is_not_claimed_until_the_pause_ends(ledger: Ledger
     await ledger.heartbeat("x", ["q"], ttl=100, now=T0)
     assert await ledger.claim("x", ["q"], limit=1, now=T0 + 4) == []
     assert len(await ledger.claim("x", ["q"], limit=1, now=T0 + 5.5)) == 1
+
+
+async def test_a_racing_stale_settle_and_takeover_never_both_land(backend: Backend) -> None:
+    """The holder's lease has lapsed; it settles at the very moment another executor takes
+    the key over (two connections, concurrently, 20 keys). Each time exactly one of the two
+    wins, and the stored history always folds: the fence is in the write itself."""
+    zombie, other = ledger_for(backend.open()), ledger_for(backend.open())
+    try:
+        for i in range(20):
+            k = f"z{i}"
+            await accept(zombie, k)
+            await zombie.heartbeat("z", ["q"], ttl=10, now=T0)
+            [c] = await zombie.claim("z", ["q"], limit=1, now=T0)
+            await zombie.start(k, epoch=c.epoch, now=T0)
+            await other.heartbeat("o", ["q"], ttl=10, now=T0 + 11)
+            settled, took = await asyncio.gather(
+                zombie.settle(k, epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0 + 11),
+                other.claim("o", ["q"], limit=1, now=T0 + 11),
+            )
+            assert settled != bool(took), (k, settled, took)
+            kinds = [e.kind for e in await other.history(k)]
+            assert kinds.count("settled") == int(settled)
+            await consistent(other, k)
+    finally:
+        await zombie.close()
+        await other.close()
