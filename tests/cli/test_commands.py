@@ -26,7 +26,19 @@ def test_every_command_of_the_groups_is_in_the_parser_once() -> None:
     names = [path for path, _ in LEAVES]
     assert len(names) == len(set(names))
     assert {p[0] for p in names} == {
-        *["demo", "run", "runs", "resume", "approve", "deny", "decide", "cancel", "worker", "serve"]
+        *[
+            "demo",
+            "run",
+            "runs",
+            "resume",
+            "approve",
+            "deny",
+            "decide",
+            "cancel",
+            "worker",
+            "executor",
+            "serve",
+        ]
     }
     parser = _parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

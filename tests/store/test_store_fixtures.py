@@ -136,3 +136,20 @@ async def test_a_postgres_schema_written_by_earlier_code_still_loads(pg_url: str
     with psycopg.connect(pg_url, autocommit=True) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
     assert versions == [v for v, _, _ in migrations("postgres")]  # 0002 and every later one
+
+
+def test_every_migration_has_a_version_of_its_own() -> None:
+    """Two branches can each add a ``0003_*.sql``: the runner would then fail on a fresh
+    store with a bare IntegrityError. Each dialect's versions are unique, and the two
+    dialects hold the same versions."""
+    from pathlib import Path
+
+    import stead.store
+
+    root = Path(stead.store.__file__).parent / "migrations"
+    versions = {}
+    for dialect in ("sqlite", "postgres"):
+        numbers = [int(p.name.split("_", 1)[0]) for p in sorted((root / dialect).glob("*.sql"))]
+        assert len(numbers) == len(set(numbers)), f"{dialect}: {numbers}"
+        versions[dialect] = numbers
+    assert versions["sqlite"] == versions["postgres"]

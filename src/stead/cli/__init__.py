@@ -39,7 +39,7 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from stead.cli import _run, _runs, _serve, _steer, _worker
+from stead.cli import _executor, _run, _runs, _serve, _steer, _worker
 from stead.cli._command import Command
 from stead.cli._render import plain
 from stead.errors import SteadError, UserError
@@ -49,6 +49,7 @@ GROUPS: Final[tuple[tuple[Command, ...], ...]] = (
     _runs.COMMANDS,  # runs list|show|events|watch
     _steer.COMMANDS,  # resume, approve, deny, decide, cancel
     _worker.COMMANDS,  # worker
+    _executor.COMMANDS,  # executor
     _serve.COMMANDS,  # serve
 )
 """Every subcommand, by the module of its group, in the order ``stead --help`` lists them.

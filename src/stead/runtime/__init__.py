@@ -5,8 +5,10 @@ from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._loop import RunLoop
+from stead.runtime._pool import Pool, serve_pool
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
 from stead.runtime._session import RunSession
+from stead.runtime._store_executor import StoreExecutor
 from stead.runtime._worker import Worker, serve
 
 __all__ = [
@@ -17,10 +19,13 @@ __all__ = [
     "InProcessExecutor",
     "Limits",
     "PendingApproval",
+    "Pool",
     "RunLoop",
     "RunSession",
     "RunView",
     "Runtime",
+    "StoreExecutor",
     "Worker",
     "serve",
+    "serve_pool",
 ]

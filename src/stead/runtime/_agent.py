@@ -47,6 +47,7 @@ class Agent:
         output_type: Any = None,
         deps_type: type[Any] | None = None,
         settings: ModelSettings | None = None,
+        model_queue: str | None = None,
     ) -> None:
         """``output_type`` (a pydantic model, dataclass, TypedDict, ``list[...]``...) makes the
         run's answer a validated value (``RunView.data``) instead of text; ``deps_type`` is
@@ -81,6 +82,11 @@ class Agent:
                 "answered with; rename the tool"
             )
         self.deps_type = check_deps_type(name, deps_type, self.registry)
+        if model_queue is not None:
+            checks.identifier(f"Agent {name!r}: model_queue", model_queue)
+        self.model_queue = model_queue
+        """The executor queue of this agent's model calls (``stead executor --queues``),
+        while a pool serves it; None: in the run's own process."""
         if self.budget.max_usd is not None and self.prices.get(self.model.model_name) is None:
             raise UserError(
                 f"a dollar budget needs a price for model {self.model.model_name!r}; pass "

@@ -12,7 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from stead._signal import AbortSignal
 from stead.core.effects import (
@@ -26,14 +26,13 @@ from stead.core.effects import (
     ToolBody,
     ToolFailed,
 )
+from stead.core.ledger import Attachment
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
-
-Attachment = Literal["active", "terminal", "missing", "aborted"]
 
 
 class Executor(Protocol):
@@ -63,7 +62,9 @@ class Executor(Protocol):
         ...
 
     def attach(self, key: AssignmentKey) -> Attachment:
-        """Is the effect active, settled, unknown here, or aborted?"""
+        """Is the effect active, orphaned (held by an executor whose lease lapsed), settled,
+        unknown here, or aborted? Synchronous: an executor on a store reads it blocking (it
+        is asked on recovery paths only); ``StoreExecutor.attachment`` is the awaitable."""
         ...
 
     async def abort(self, key: AssignmentKey) -> bool:

@@ -44,8 +44,10 @@ from stead.runtime._inputs import AttachmentInput, checked_history, store_attach
 from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
+from stead.runtime._store_executor import routed
 from stead.runtime._view import PendingApproval, RunView
 from stead.store import Store, StoredEvent, open_store
+from stead.store._ledger import Ledger
 
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
@@ -110,13 +112,21 @@ class Runtime(Driving, Steering, Following, Conversations, Closing):
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in
         one process apart: this set does."""
+        self._ledgers: dict[int, Ledger] = {}
+        """The store's execution ledger, once an agent routes a tool to a queue."""
         self._executor_factory = executor_factory or (
-            lambda agent, sink: InProcessExecutor(
-                agent.model,
+            lambda agent, sink: routed(
+                InProcessExecutor(
+                    agent.model,
+                    agent.registry,
+                    sink,
+                    cancel_grace=agent.limits.cancel_grace,
+                    deps=self.deps,
+                ),
                 agent.registry,
-                sink,
-                cancel_grace=agent.limits.cancel_grace,
-                deps=self.deps,
+                self.store,
+                self._ledgers,
+                agent.model_queue,
             )
         )
 
@@ -131,6 +141,8 @@ class Runtime(Driving, Steering, Following, Conversations, Closing):
 
     async def close(self) -> None:
         """Close the store."""
+        for ledger in self._ledgers.values():
+            await ledger.close()
         await self.store.close()
 
     # -- lifecycle --------------------------------------------------------------------------

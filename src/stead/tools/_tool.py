@@ -68,6 +68,13 @@ def _check_options(effect: object, reconcile: object, requires_approval: object,
         )
 
 
+def _check_queue(queue: object, what: str) -> None:
+    if queue is not None and (not isinstance(queue, str) or not _NAME.match(queue)):
+        raise UserError(
+            f"{what}: queue must be 1-64 letters, digits, '_' or '-' (or None), not {queue!r}"
+        )
+
+
 @functools.lru_cache(maxsize=1024)
 def _is_async(fn: Callable[..., Any]) -> bool:
     """``inspect.iscoroutinefunction``, asked once per function (it is on every call's path)."""
@@ -97,6 +104,7 @@ class Tool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         requires_approval: bool | ApprovalPolicy = False,
+        queue: str | None = None,
     ) -> None:
         if isinstance(fn, Tool):
             raise UserError(f"{fn.name!r} is already a tool; apply @tool once")
@@ -109,6 +117,7 @@ class Tool(Generic[P, R]):
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
         _check_options(effect, reconcile, requires_approval, what)
+        _check_queue(queue, what)
         name = fn.__name__ if name is None else name
         if not isinstance(name, str) or not _NAME.match(name):
             raise UserError(
@@ -125,6 +134,7 @@ class Tool(Generic[P, R]):
             None if reconcile is None else describe_reconcile(reconcile, shape, what)
         )
         self._requires_approval = requires_approval
+        self._queue = queue
         self._shape = shape
         self._parser = ArgumentParser(name, shape.model, shape.parameters)
         self._digest = digest(
@@ -173,6 +183,12 @@ class Tool(Generic[P, R]):
     def requires_approval(self) -> bool | ApprovalPolicy:
         """True, False, or a policy of the validated arguments (see ``needs_approval``)."""
         return self._requires_approval
+
+    @property
+    def queue(self) -> str | None:
+        """The executor queue its calls go to while a pool (``stead executor --queues``)
+        serves it; None (the default): always in the run's own process."""
+        return self._queue
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -287,6 +303,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
+    queue: str | None = None,
 ) -> Tool[P, R]: ...
 
 
@@ -298,6 +315,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
+    queue: str | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -310,6 +328,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
+    queue: str | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a tool: ``@tool`` or ``@tool(effect=..., reconcile=..., ...)``.
 
@@ -327,10 +346,12 @@ def tool(
             name=name,
             description=description,
             requires_approval=requires_approval,
+            queue=queue,
         )
 
     if fn is not None:
         return decorate(fn)
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
     _check_options(effect, reconcile, requires_approval, "@tool(...)")
+    _check_queue(queue, "@tool(...)")
     return decorate

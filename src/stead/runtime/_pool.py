@@ -1,0 +1,319 @@
+"""``Pool``: an executor process (``stead executor``) performing effects from the ledger.
+
+    stead executor --store postgresql://db/stead --agents myapp.agents:registry \\
+        --queues gpu,default --concurrency 8
+
+A pool claims accepted assignments of its queues (and orphaned ones: held by an executor
+whose lease lapsed) from the execution ledger, performs each with the same tool registry and
+model providers a worker would (an ``InProcessExecutor`` of the agent that has the tool or
+the model), and settles it under the epoch its claim made:
+
+    free slots? ── claim (each claim makes a new epoch) → start → perform → settle{outcome}
+        └─ wait for work: a notice on the queue's channel (PostgreSQL) or the poll interval
+
+A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
+still holds: one it no longer holds was taken over (this process was frozen past its lease),
+so its copy of the run's signal fires and its settle, if it comes, is refused by the store;
+one whose run asked to cancel fires the signal too (a subprocess group gets SIGTERM then
+SIGKILL, as in process).
+
+Stopping (SIGTERM): claim nothing more, let the effects in hand finish for ``grace``
+seconds, then fire their signals and settle what they return (a cancelled tool settles
+``cancelled``); a key whose effect never started goes back to the queue (``restarted``) at
+once; the lease ends (``retire``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal as signals
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stead._signal import AbortSignal
+from stead.core.effects import (
+    Assignment,
+    ModelBody,
+    ModelFailed,
+    ToolFailed,
+    assignment_from_json,
+)
+from stead.errors import SteadError, StoreError, UserError
+from stead.runtime._agent import Agent
+from stead.runtime._executor import InProcessExecutor
+from stead.runtime._store_executor import outcome_to_json
+from stead.store import _limits, open_store
+from stead.store._ledger import Claimed, ledger_for
+
+log = logging.getLogger("stead.executor")
+
+PoolHook = Callable[[str, str | None], None]
+"""``hook(point, tool or None)`` at ``after_claim``, ``after_start`` and ``before_settle``:
+nothing in production; a test SIGKILLs the process there."""
+
+
+def _drop(running: dict[str, Any], key: str, _: object) -> None:
+    running.pop(key, None)
+
+
+def _nothing(point: str, tool: str | None) -> None:
+    return None
+
+
+class Pool:
+    """Claims effects of ``queues`` from the store's ledger and performs up to
+    ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        store: Any,
+        agents: Iterable[Agent],
+        *,
+        queues: Iterable[str],
+        concurrency: int = 8,
+        lease_ttl: float = 15.0,
+        poll_interval: float = 0.5,
+        grace: float = 30.0,
+        max_concurrent: int | None = None,
+        clock: Callable[[], float] = time.time,
+        hook: PoolHook = _nothing,
+    ) -> None:
+        """``max_concurrent``: hold each of ``queues`` to that many effects at once across
+        every executor of the fleet (the store keeps the count; ``store._limits``)."""
+        self.queues = [q for q in queues if q]
+        if not self.queues:
+            raise UserError("an executor needs --queues naming at least one queue")
+        if concurrency < 1:
+            raise UserError("--concurrency must be at least 1")
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.ledger = ledger_for(self.store, poll_interval=min(poll_interval, 1.0))
+        self.id = f"executor-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.concurrency = concurrency
+        self.max_concurrent = max_concurrent
+        self.lease_ttl = lease_ttl
+        self.poll_interval = poll_interval
+        self.grace = grace
+        self.clock = clock
+        self._hook = hook
+        self._tools: dict[str, InProcessExecutor] = {}
+        self._models: dict[str, InProcessExecutor] = {}
+        for agent in agents:
+            here = InProcessExecutor(
+                agent.model, agent.registry, None, cancel_grace=agent.limits.cancel_grace
+            )
+            for t in agent.registry:
+                self._tools.setdefault(t.name, here)
+            self._models.setdefault(agent.model.model_name, here)
+        self._running: dict[str, tuple[asyncio.Task[None], AbortSignal, Claimed]] = {}
+        self._stopping = asyncio.Event()
+        self._stops = 0
+        self.performed = 0
+        """Effects this pool settled (for tests and metrics)."""
+        self.refused = 0
+        """Settles the store refused: a stale epoch (taken over) or already settled."""
+
+    def stop(self) -> None:
+        """Claim nothing more; a second call cuts the grace short."""
+        self._stops += 1
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve until ``stop``; then finish or release what is in hand and retire."""
+        await self._warm()
+        if self.max_concurrent is not None:
+            for q in self.queues:
+                await _limits.set_limit(self.ledger, q, self.max_concurrent)
+        await self._beat()
+        beat = asyncio.ensure_future(self._heartbeats())
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(self._running)
+                claims = []
+                if free > 0:
+                    try:
+                        claims = await self.ledger.claim(
+                            self.id, self.queues, limit=free, now=self.clock()
+                        )
+                    except StoreError as exc:
+                        log.warning("claiming effects failed (will retry): %s", exc)
+                for c in claims:
+                    self._start(c)
+                if claims and len(self._running) < self.concurrency:
+                    continue
+                await self._idle()
+            await self._shutdown()
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            with contextlib.suppress(StoreError):
+                await self.ledger.retire(self.id)
+
+    async def _warm(self) -> None:
+        """Make the model providers now, in a thread: the first one imports its SDK, which
+        takes seconds and would otherwise block the loop inside the first call, long
+        enough for this executor's lease to lapse under it. A provider that cannot be made
+        here (a missing key) fails at its first call, as in a worker."""
+        for here in {id(e): e for e in self._models.values()}.values():
+            resolve = getattr(here._model, "resolve", None)
+            if callable(resolve):
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(resolve)
+
+    async def _idle(self) -> None:
+        """Wait for work (slots free), a finished effect (none free), or stop."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._stopping.wait())}
+        if len(self._running) < self.concurrency:
+            waits.add(asyncio.ensure_future(self.ledger.wait_work(self.queues, self.poll_interval)))
+        else:
+            waits.update(t for t, _, _ in self._running.values())
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                if not any(w is t for t, _, _ in self._running.values()):
+                    w.cancel()
+
+    def _start(self, c: Claimed) -> None:
+        sig = AbortSignal()
+        task = asyncio.ensure_future(self._guarded(c, sig))
+        self._running[c.effect_id] = (task, sig, c)
+        task.add_done_callback(functools.partial(_drop, self._running, c.effect_id))
+
+    async def _guarded(self, c: Claimed, sig: AbortSignal) -> None:
+        """``_perform``, with a store failure logged: the key stays held until this
+        executor's lease lapses, then the next holder recovers it by its class."""
+        try:
+            await self._perform(c, sig)
+        except StoreError as exc:
+            log.warning("effect %s: the store failed: %s", c.effect_id, exc)
+            with contextlib.suppress(StoreError):  # never started: give it back
+                await self.ledger.release(
+                    c.effect_id, executor=self.id, epoch=c.epoch,
+                    reason=f"executor {self.id}: the store failed", now=self.clock(),
+                )  # fmt: skip
+
+    async def _perform(self, c: Claimed, sig: AbortSignal) -> None:
+        try:
+            a = assignment_from_json(c.assignment)
+        except ValueError as exc:
+            log.error("effect %s: undecodable assignment: %s", c.effect_id, exc)
+            return
+        tool = None if isinstance(a.body, ModelBody) else a.body.tool_name
+        here = self._executor_for(a)
+        self._hook("after_claim", tool)
+        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock()):
+            return  # taken over or cancelled meanwhile
+        self._hook("after_start", tool)
+        if here is None:
+            what = "model" if tool is None else "tool"
+            outcome: Any = (
+                ToolFailed(failure=f"tool {tool!r} is not registered in executor {self.id}")
+                if tool is not None
+                else ModelFailed(code="executor_error", message=f"no {what} here")
+            )
+        else:
+            outcome = await here.run(a, signal=sig)
+        self._hook("before_settle", tool)
+        if isinstance(outcome, ModelFailed) and outcome.code == "rate_limited":
+            # The provider is slowing the fleet down, not this call: pause the queue for
+            # every executor, for as long as it asked (a second if it did not say).
+            wait = outcome.retry_after if outcome.retry_after is not None else 1.0
+            with contextlib.suppress(StoreError):
+                await _limits.pause(self.ledger, c.queue, self.clock() + wait)
+        if await self._settle(c, outcome_to_json(outcome)):
+            self.performed += 1
+        else:
+            self.refused += 1
+            log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)
+
+    async def _settle(self, c: Claimed, outcome: dict[str, Any]) -> bool:
+        """Settle, retrying a failed write with backoff for about half a minute: the effect
+        happened, so its outcome is worth waiting for the store. A retry of a settle that
+        did commit is refused (already settled), which loses nothing."""
+        for attempt in range(6):
+            try:
+                return await self.ledger.settle(
+                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock()
+                )
+            except StoreError as exc:
+                if attempt == 5:
+                    raise
+                log.warning("effect %s: settle failed (retrying): %s", c.effect_id, exc)
+                await asyncio.sleep(0.5 * 2**attempt)
+        return False
+
+    def _executor_for(self, a: Assignment) -> InProcessExecutor | None:
+        body = a.body
+        if isinstance(body, ModelBody):
+            return self._models.get(body.model) or next(iter(self._models.values()), None)
+        return self._tools.get(body.tool_name)
+
+    async def _beat(self) -> None:
+        held, cancelled = await self.ledger.heartbeat(
+            self.id, self.queues, ttl=self.lease_ttl, now=self.clock()
+        )
+        for key, (_task, sig, c) in list(self._running.items()):
+            if key in cancelled:
+                sig.abort("the run asked to cancel this effect")
+            elif key not in held and c.epoch and not sig.aborted:
+                sig.abort("this executor's lease lapsed and another took the effect over")
+
+    async def _heartbeats(self) -> None:
+        period = self.lease_ttl / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self._beat()
+            except StoreError as exc:
+                log.warning("executor heartbeat failed (will retry): %s", exc)
+
+    async def _shutdown(self) -> None:
+        tasks = [t for t, _, _ in self._running.values()]
+        if tasks:
+            deadline = asyncio.get_running_loop().time() + self.grace
+            while self._stops < 2 and any(not t.done() for t in tasks):
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                await asyncio.wait(tasks, timeout=min(left, 0.1))
+        for _task, sig, _c in list(self._running.values()):
+            sig.abort("the executor is stopping")
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+        for task, _sig, c in list(self._running.values()):
+            # Still running after its signal: give back what never started; a started
+            # effect's lease lapses and the next holder recovers it by its class.
+            task.cancel()
+            with contextlib.suppress(SteadError):
+                await self.ledger.release(
+                    c.effect_id, executor=self.id, epoch=c.epoch,
+                    reason=f"executor {self.id} stopped", now=self.clock(),
+                )  # fmt: skip
+
+    async def close(self) -> None:
+        """Close the ledger and the store."""
+        await self.ledger.close()
+        await self.store.close()
+
+
+async def serve_pool(pool: Pool) -> None:
+    """Run ``pool`` until SIGTERM or SIGINT (a second one cuts the grace short)."""
+    loop = asyncio.get_running_loop()
+    stops = (signals.SIGTERM, signals.SIGINT)
+    for s in stops:
+        loop.add_signal_handler(s, pool.stop)
+    try:
+        await pool.run()
+    finally:
+        for s in stops:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(s)
+        await pool.close()

@@ -1,0 +1,332 @@
+"""``StoreExecutor``: the ``Executor`` port on the execution ledger, and the routing to it.
+
+The run's owner dispatches an assignment by accepting its key in the ledger (idempotent by
+key; refused once the key is aborted); an executor process (``stead executor``, ``Pool``)
+claims it, performs it and settles it; the owner waits for the settle through the ledger's
+watcher (a notice is a wake-up to re-read, polls besides) and reads the durable outcome.
+Waiters on one key share one read of it.
+
+``routed`` is what a ``Runtime`` builds for an agent: its ``InProcessExecutor`` itself when
+no tool of the agent names a queue (nothing changes for users who never start a pool), else a
+``RoutingExecutor`` that sends a queued tool's calls to the ledger while a live executor
+serves that queue, and runs everything else in process as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from stead._signal import AbortSignal
+from stead.core.effects import (
+    Assignment,
+    AssignmentKey,
+    Cancelled,
+    ModelFailed,
+    ModelSucceeded,
+    Outcome,
+    ToolBody,
+    ToolFailed,
+    ToolSucceeded,
+    ToolUnknown,
+    assignment_to_json,
+)
+from stead.core.ledger import Attachment, attachment_of
+from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.providers import ModelResponse
+from stead.runtime._executor import Executor, InProcessExecutor
+from stead.store._ledger import Ledger, ledger_for
+
+# -- outcomes on the wire ----------------------------------------------------------------------
+
+
+def outcome_to_json(o: Outcome) -> dict[str, Any]:
+    """An outcome as the ledger stores it (``settled{outcome}``)."""
+    if isinstance(o, ModelSucceeded):
+        r: ModelResponse = o.response
+        return {
+            "kind": o.kind,
+            "message": message_to_json(r.message),
+            "usage": r.usage.to_json(),
+            "model": r.model,
+        }
+    if isinstance(o, ModelFailed):
+        out: dict[str, Any] = {"kind": o.kind, "code": o.code, "message": o.message}
+        if o.retry_after is not None:
+            out["retry_after"] = o.retry_after
+        if o.usage is not None:
+            out["usage"] = o.usage.to_json()
+        return out
+    if isinstance(o, ToolSucceeded):
+        return {"kind": o.kind, "content": o.content}
+    if isinstance(o, ToolFailed):
+        return {"kind": o.kind, "failure": o.failure, "retry": o.retry}
+    return {"kind": o.kind, "reason": o.reason}
+
+
+def outcome_from_json(d: dict[str, Any]) -> Outcome:
+    """Decode ``outcome_to_json``; ``ValueError`` for anything else."""
+    kind = d.get("kind")
+    if kind == "model_succeeded":
+        message = message_from_json(d["message"])
+        if not isinstance(message, AssistantMessage):
+            raise ValueError("a model outcome carries an assistant message")
+        usage = Usage.from_json(d.get("usage") or {})
+        return ModelSucceeded(
+            response=ModelResponse(message=message, usage=usage, model=str(d.get("model", "")))
+        )
+    if kind == "model_failed":
+        usage_json = d.get("usage")
+        return ModelFailed(
+            code=str(d["code"]),
+            message=str(d.get("message", "")),
+            retry_after=d.get("retry_after"),
+            usage=None if usage_json is None else Usage.from_json(usage_json),
+        )
+    if kind == "tool_succeeded":
+        return ToolSucceeded(content=str(d["content"]))
+    if kind == "tool_failed":
+        return ToolFailed(failure=str(d["failure"]), retry=bool(d.get("retry", False)))
+    if kind == "tool_unknown":
+        return ToolUnknown(reason=str(d.get("reason", "")))
+    if kind == "cancelled":
+        return Cancelled(reason=str(d.get("reason", "")))
+    raise ValueError(f"unknown outcome kind {kind!r}")
+
+
+def _forget(reads: dict[str, Any], key: str, _: object) -> None:
+    reads.pop(key, None)
+
+
+def _key(k: AssignmentKey) -> tuple[str, str, str]:
+    return (k.effect_id, k.run_id, k.session_id)
+
+
+class StoreExecutor:
+    """The ``Executor`` port on the ledger of a SQL store: effects run in executor processes.
+
+    ``queue_of(assignment)`` names the queue an assignment goes to (a tool's ``queue=``);
+    ``clock`` gives the times every ledger write is stamped with and leases are judged by.
+    """
+
+    def __init__(
+        self,
+        store: object,
+        *,
+        queue_of: Callable[[Assignment], str] | None = None,
+        clock: Callable[[], float] = time.time,
+        wait_round: float = 5.0,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.ledger = ledger if ledger is not None else ledger_for(store)
+        self._owns_ledger = ledger is None
+        self._queue_of = queue_of or _default_queue
+        self._clock = clock
+        self._round = wait_round
+        self._reads: dict[str, asyncio.Future[Outcome]] = {}
+        """One read loop per key, shared by every waiter on it."""
+
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
+        return await self.ledger.accept(
+            _key(assignment.key),
+            kind=assignment.kind,
+            queue=self._queue_of(assignment),
+            assignment=assignment_to_json(assignment),
+            now=self._clock(),
+        )
+
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Outcome:
+        if not await self.dispatch(assignment, signal=signal, local=local):
+            return Cancelled(reason="the effect was aborted before it started")
+        # The run loop tells a running effect to stop with ``cancel`` (after its grace):
+        # that writes cancel_requested, and the executor's copy of the signal fires.
+        return await self.outcome(assignment.key)
+
+    async def outcome(self, key: AssignmentKey) -> Outcome:
+        """Wait for the key to settle and read how (a plain read once it has)."""
+        shared = self._reads.get(key.effect_id)
+        if shared is None or shared.done():
+            shared = self._reads[key.effect_id] = asyncio.ensure_future(self._settled(key))
+            shared.add_done_callback(functools.partial(_forget, self._reads, key.effect_id))
+        return await asyncio.shield(shared)
+
+    async def _settled(self, key: AssignmentKey) -> Outcome:
+        position = 0
+        while True:
+            row = await self.ledger.read(key.effect_id, now=self._clock())
+            if row is None:
+                raise KeyError(f"effect {key.effect_id} was never dispatched to the ledger")
+            if row.phase == "aborted":
+                return Cancelled(reason="the effect was aborted before it started")
+            if row.outcome is not None:
+                return outcome_from_json(row.outcome)
+            position = max(position, row.position)
+            position = await self.ledger.wait_changed(
+                key.effect_id, key.run_id, position, self._round
+            )
+
+    async def attachment(self, key: AssignmentKey) -> Attachment:
+        """``attach``, read from the store now (active / orphaned / terminal / missing /
+        aborted; orphaned = held by an executor whose lease lapsed)."""
+        row = await self.ledger.read(key.effect_id, now=self._clock())
+        if row is None:
+            return "missing"
+        return attachment_of(row.phase, row.lease_live)
+
+    def attach(self, key: AssignmentKey) -> Attachment:
+        """The port's synchronous ``attach``: one short blocking read of the store (it is
+        asked on recovery paths only); code that can await prefers ``attachment``."""
+        row = self.ledger.read_sync(key.effect_id, now=self._clock())
+        if row is None:
+            return "missing"
+        return attachment_of(row.phase, row.lease_live)
+
+    async def abort(self, key: AssignmentKey) -> bool:
+        return await self.ledger.abort(_key(key), now=self._clock())
+
+    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+        await self.ledger.request_cancel(key.effect_id, reason=reason, now=self._clock())
+
+    async def close(self) -> None:
+        """Stop the ledger's watcher and listener, if this executor made the ledger (the
+        store stays open: it is the caller's)."""
+        if self._owns_ledger:
+            await self.ledger.close()
+
+    async def acknowledge(self, key: AssignmentKey) -> bool:
+        """The run recorded the key's outcome (``acknowledged``)."""
+        return await self.ledger.acknowledge(key.effect_id, now=self._clock())
+
+
+def _default_queue(a: Assignment) -> str:
+    return "default" if isinstance(a.body, ToolBody) else f"model:{a.body.model}"
+
+
+class RoutingExecutor:
+    """Queued tools' calls to the ledger while a pool serves their queue; all else in
+    process. Whether a queue is served is read at most once a second per queue."""
+
+    def __init__(
+        self,
+        local: InProcessExecutor,
+        remote: StoreExecutor,
+        queues: dict[str, str],
+        *,
+        model_queue: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.local = local
+        self.remote = remote
+        self._queues = queues
+        """Tool name -> queue, for the tools that name one."""
+        self._model_queue = model_queue
+        """The queue of the agent's model calls, if it names one."""
+        self._clock = clock
+        self._served: dict[str, tuple[float, bool]] = {}
+        self._where: dict[str, Executor] = {}
+        """Effect id -> the executor it went to (for outcome, cancel, attach, abort)."""
+        self._unacked: list[AssignmentKey] = []
+        """Keys the pool settled and ``run`` returned. The run loop records an outcome
+        before it asks for its next effect, so the next ``run`` acknowledges them."""
+
+    async def _acknowledge(self) -> None:
+        keys, self._unacked = self._unacked, []
+        for key in keys:
+            await self.remote.acknowledge(key)
+
+    async def _target(self, a: Assignment) -> Executor:
+        body = a.body
+        queue = (
+            self._queues.get(body.tool_name) if isinstance(body, ToolBody) else self._model_queue
+        )
+        if queue is None:
+            return self.local
+        now = self._clock()
+        seen = self._served.get(queue)
+        if seen is None or now - seen[0] > 1.0:
+            seen = (now, await self.remote.ledger.serves(queue, now=now))
+            self._served[queue] = seen
+        return self.remote if seen[1] else self.local
+
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
+        if self._unacked:
+            await self._acknowledge()
+        target = await self._target(assignment)
+        self._where[assignment.key.effect_id] = target
+        return await target.dispatch(assignment, signal=signal, local=local)
+
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Outcome:
+        if self._unacked:
+            await self._acknowledge()
+        target = await self._target(assignment)
+        k = assignment.key.effect_id
+        self._where[k] = target
+        try:
+            outcome = await target.run(assignment, signal=signal, local=local)
+        finally:
+            self._where.pop(k, None)
+        if target is self.remote and outcome.kind != "tool_unknown":
+            self._unacked.append(assignment.key)
+        return outcome
+
+    async def outcome(self, key: AssignmentKey) -> Outcome:
+        return await self._where.get(key.effect_id, self.remote).outcome(key)
+
+    def attach(self, key: AssignmentKey) -> Attachment:
+        # A key not dispatched from here may be a previous owner's, in the ledger.
+        if self._where.get(key.effect_id) is self.local:
+            return self.local.attach(key)
+        return self.remote.attach(key)
+
+    async def attachment(self, key: AssignmentKey) -> Attachment:
+        """Where the key is known: here, else the ledger."""
+        if key.effect_id in self._where and self._where[key.effect_id] is self.local:
+            return self.local.attach(key)
+        return await self.remote.attachment(key)
+
+    async def abort(self, key: AssignmentKey) -> bool:
+        # A key never dispatched from here may be in the ledger (a previous owner's).
+        return await self._where.get(key.effect_id, self.remote).abort(key)
+
+    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+        target = self._where.get(key.effect_id)
+        if target is not None:
+            await target.cancel(key, reason)
+
+
+def routed(
+    local: InProcessExecutor,
+    tools: object,
+    store: object,
+    ledgers: dict[int, Ledger],
+    model_queue: str | None = None,
+) -> Executor:
+    """``local`` itself when no tool (and not the model) names a queue: the in-process path
+    unchanged; else a ``RoutingExecutor`` on the store's ledger (one per store, in
+    ``ledgers``)."""
+    queues = {t.name: t.queue for t in tools if getattr(t, "queue", None)}  # type: ignore[attr-defined]
+    if not queues and model_queue is None:
+        return local
+    ledger = ledgers.get(id(store))
+    if ledger is None:
+        ledger = ledgers[id(store)] = ledger_for(store)
+    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger)
+    return RoutingExecutor(local, remote, queues, model_queue=model_queue)
+
+
+def _queue(a: Assignment, queues: dict[str, str], model_queue: str | None) -> str:
+    body = a.body
+    if isinstance(body, ToolBody):
+        return queues.get(body.tool_name, "default")
+    return model_queue or f"model:{body.model}"

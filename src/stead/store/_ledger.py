@@ -1,0 +1,522 @@
+"""The execution ledger on the SQL stores (migration 0004_ledger), written once for both.
+
+One row per effect key in ``ledger_keys`` (its origin, acceptance or tombstone, is fixed by
+the key's primary key: the database refuses the other one ever after), the key's events in
+``ledger_events``, and the executors' leases in ``executors``. The row keeps the fold of the
+events (phase, epoch, holder, position), so every transition of ``core/ledger.py`` is one
+conditional ``UPDATE`` of the row whose ``WHERE`` is the check (the phase it must be in, the
+epoch it must be written under): a stale executor's settle changes nothing, decided in the
+write's own statement, under the row lock, never read-then-write. The event is inserted in the
+same transaction, at the position the ``UPDATE`` returned.
+
+A key is *orphaned* when it is held (claimed or started) by an executor whose lease lapsed:
+its row in ``executors`` is gone or expired. Another executor serving the queue takes it over
+in one transaction (``restarted`` then ``claimed``; a non_idempotent tool that had started is
+settled ``tool_unknown`` instead of run twice, ``core.ledger.recovery_of``).
+
+Dialects differ in little: the transaction (SQLite's ``BEGIN IMMEDIATE``; an explicit
+transaction on a pooled PostgreSQL connection), the row lock of a claim (``FOR UPDATE SKIP
+LOCKED``), and notices: PostgreSQL ``NOTIFY``-s a settle (key and position on the run's
+effects channel, never the outcome) and new work (on the queue's channel), SQLite polls. A
+notice is only a wake-up: ``wait_settled`` re-reads, and polls besides, through the stores'
+``Watcher``, so a lost notice or a dropped LISTEN connection costs at most a poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
+from stead.core.ledger import LedgerState as _State
+from stead.errors import RunNotFound, StoreError
+from stead.store import _limits
+from stead.store._sql import Row, Session, SQLStore
+from stead.store._watch import Watcher
+
+KEY_COLUMNS = "phase, epoch, executor, position, outcome, cancel, run_id"
+_LIVE = (
+    "EXISTS (SELECT 1 FROM executors x WHERE x.executor_id = k.executor AND x.lease_expires_at > ?)"
+)
+"""Whether the key's holder's lease is live at ``now`` (the one parameter)."""
+_OPEN = "('accepted', 'claimed', 'started')"
+_READ = (
+    f"SELECT {', '.join('k.' + c for c in KEY_COLUMNS.split(', '))}, {_LIVE} "
+    "FROM ledger_keys k WHERE k.effect_id = ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    """A key's row, read at one moment."""
+
+    phase: Phase
+    epoch: int
+    executor: str | None
+    position: int
+    outcome: dict[str, Any] | None
+    cancel: bool
+    run_id: str
+    lease_live: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A key an executor now holds: perform ``assignment`` under ``epoch``."""
+
+    effect_id: str
+    epoch: int
+    assignment: dict[str, Any]
+    restarted: bool
+    """It had been held before by an executor whose lease lapsed (or that released it)."""
+    queue: str = ""
+    """The queue it was claimed from."""
+
+
+def _key_row(r: Row, live: bool) -> KeyRow:
+    return KeyRow(
+        phase=r[0],
+        epoch=int(r[1]),
+        executor=r[2],
+        position=int(r[3]),
+        outcome=None if r[4] is None else json.loads(r[4]),
+        cancel=bool(r[5]),
+        run_id=r[6],
+        lease_live=live,
+    )
+
+
+def event_data(e: LedgerEvent) -> str:
+    """An event's row data: only what it carries."""
+    out: dict[str, Any] = {}
+    if e.executor is not None:
+        out["executor"] = e.executor
+    if e.epoch:
+        out["epoch"] = e.epoch
+    if e.outcome is not None:
+        out["outcome"] = e.outcome
+    if e.reason:
+        out["reason"] = e.reason
+    return json.dumps(out, separators=(",", ":"), sort_keys=True)
+
+
+def event_of(kind: str, data: str) -> LedgerEvent:
+    """A ledger event from its row; ``StoreError`` for one no writer makes."""
+    if kind not in LEDGER_KINDS:
+        raise StoreError(f"ledger event of unknown kind {kind!r}")
+    d = json.loads(data)
+    return LedgerEvent(
+        kind=kind,
+        executor=d.get("executor"),
+        epoch=int(d.get("epoch", 0)),
+        outcome=d.get("outcome"),
+        reason=str(d.get("reason", "")),
+    )
+
+
+class Ledger:
+    """The execution ledger of one store. Built by ``ledger_for``; all times are passed in."""
+
+    LOCK: ClassVar[str] = ""
+    """What a claim's select appends to lock the rows it picks (PostgreSQL)."""
+    LOCK_LIMIT: ClassVar[str] = ""
+    """What a claim's read of a queue's limit appends to serialise claimers (PostgreSQL)."""
+
+    def __init__(self, store: SQLStore, *, poll_interval: float) -> None:
+        self.store = store
+        self._queries: dict[str, str] = {}
+        self._run_of: dict[str, str] = {}
+        """Effect id -> run id, for the keys someone waits on (their notice channel)."""
+        self.watch = Watcher(
+            self._positions,
+            poll_interval=poll_interval,
+            on_watch=self._on_watch,
+            on_unwatch=self._on_unwatch,
+        )
+
+    def _q(self, text: str) -> str:
+        q = self._queries.get(text)
+        if q is None:
+            q = self._queries[text] = text.replace("?", self.store.PARAM)
+        return q
+
+    # -- what a dialect supplies ------------------------------------------------------------
+
+    def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
+        """One transaction (the ledger's writes are several statements)."""
+        return self.store._writing(sync=sync)
+
+    def _reading(self) -> contextlib.AbstractAsyncContextManager[Session]:
+        return self.store._reading()
+
+    async def _settled_notice(self, s: Session, run_id: str, effect_id: str, pos: int) -> None:
+        """Announce a settle (key and position, never the outcome), at commit."""
+
+    async def _work_notice(self, s: Session, queue: str | None) -> None:
+        """Announce that ``queue`` has work, at commit."""
+
+    def _on_watch(self, effect_id: str) -> None:
+        """The first waiter on a key came (a dialect with notices listens for it)."""
+
+    def _on_unwatch(self, effect_id: str) -> None:
+        self._run_of.pop(effect_id, None)
+
+    async def wait_work(self, queues: Sequence[str], timeout: float) -> None:  # noqa: ASYNC109
+        """Until some queue may have work or ``timeout``: SQLite polls at the caller's pace."""
+        await asyncio.sleep(max(0.0, timeout))
+
+    async def close(self) -> None:
+        """Stop the watcher (and a dialect's listener)."""
+        await self.watch.close()
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def _transition(
+        self,
+        s: Session,
+        effect_id: str,
+        event: LedgerEvent,
+        sets: str,
+        guard: str,
+        params: Sequence[Any],
+        now: float,
+    ) -> Row | None:
+        """One transition: the row's conditional update (``sets`` then ``guard``, with
+        ``params`` for both in order) and, when it matched, the event at the position it
+        returned. None when the guard refused it (nothing written)."""
+        rows = await s.all(
+            self._q(
+                f"UPDATE ledger_keys SET {sets}, position = position + 1, updated_at = ? "
+                f"WHERE effect_id = ? AND {guard} RETURNING position, run_id, epoch, queue"
+            ),
+            (*params[: sets.count("?")], now, effect_id, *params[sets.count("?") :]),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        if event.kind == "claimed":  # the new epoch is the row's
+            event = LedgerEvent(kind="claimed", executor=event.executor, epoch=int(row[2]))
+        await s.run(
+            self._q(
+                "INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
+                "VALUES (?, ?, ?, ?, ?)"
+            ),
+            (effect_id, row[0], event.kind, event_data(event), now),
+        )
+        if event.kind == "settled":
+            await self._settled_notice(s, row[1], effect_id, int(row[0]))
+        elif event.kind == "restarted":
+            await self._work_notice(s, row[3])
+        return row
+
+    async def _one_transition(
+        self,
+        effect_id: str,
+        event: LedgerEvent,
+        sets: str,
+        guard: str,
+        params: Sequence[Any],
+        now: float,
+    ) -> bool:
+        """``_transition`` in a transaction of its own (PostgreSQL makes it one statement)."""
+        async with self._tx() as s:
+            return await self._transition(s, effect_id, event, sets, guard, params, now) is not None
+
+    async def _origin(
+        self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float
+    ) -> bool:
+        """Insert the key's first row and event; False when the key already has one."""
+        effect_id, run_id, session_id = key
+        rows = await s.all(
+            self._q(
+                "INSERT INTO ledger_keys (effect_id, run_id, session_id, origin, kind, queue, "
+                "assignment, phase, epoch, position, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1, ?, ?) "
+                "ON CONFLICT (effect_id) DO NOTHING RETURNING effect_id"
+            ),
+            (effect_id, run_id, session_id, origin, *extra, origin, now, now),
+        )
+        if not rows:
+            return False
+        await s.run(
+            self._q(
+                "INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
+                "VALUES (?, 1, ?, '{}', ?)"
+            ),
+            (effect_id, origin, now),
+        )
+        return True
+
+    async def accept(
+        self,
+        key: tuple[str, str, str],
+        *,
+        kind: str,
+        queue: str | None,
+        assignment: dict[str, Any],
+        now: float,
+    ) -> bool:
+        """Accept the assignment (``key`` = effect, run, session ids), idempotent by key:
+        True if it is (now or already) accepted, False if the key is aborted."""
+        text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
+        async with self._tx() as s:
+            if await self._origin(s, key, "accepted", (kind, queue, text), now):
+                await self._work_notice(s, queue)
+                return True
+            row = await s.one(
+                self._q("SELECT origin FROM ledger_keys WHERE effect_id = ?"), (key[0],)
+            )
+        return row is not None and row[0] == "accepted"
+
+    async def abort(self, key: tuple[str, str, str], *, now: float) -> bool:
+        """Tombstone a key never accepted: True if it is (now or already) aborted, False if
+        it was accepted (the unique key decides, whichever write came first)."""
+        async with self._tx() as s:
+            if await self._origin(s, key, "aborted", (None, None, None), now):
+                return True
+            row = await s.one(
+                self._q("SELECT origin FROM ledger_keys WHERE effect_id = ?"), (key[0],)
+            )
+        return row is not None and row[0] == "aborted"
+
+    async def start(self, effect_id: str, *, epoch: int, now: float) -> bool:
+        """The holder at ``epoch`` begins the effect; False when it no longer holds it."""
+        e = LedgerEvent(kind="started", epoch=epoch)
+        return await self._one_transition(
+            effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
+            (epoch,), now,
+        )  # fmt: skip
+
+    async def settle(
+        self, effect_id: str, *, epoch: int, outcome: dict[str, Any], now: float
+    ) -> bool:
+        """Settle under ``epoch``: False (nothing written) when the epoch is stale or the key
+        settled already; the check is the update's own ``WHERE``."""
+        e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
+        text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
+        return await self._one_transition(
+            effect_id, e, "phase = 'settled', outcome = ?",
+            f"phase IN {_OPEN} AND epoch = ?", (text, epoch), now,
+        )  # fmt: skip
+
+    async def release(
+        self, effect_id: str, *, executor: str, epoch: int, reason: str, now: float
+    ) -> bool:
+        """Give a claimed key whose effect never started back to the queue (``restarted``):
+        an executor stopping. A started one is not given back: it may have happened, so it
+        is recovered by its class once the lease lapses (``claim``)."""
+        e = LedgerEvent(kind="restarted", epoch=epoch, reason=reason)
+        return await self._one_transition(
+            effect_id, e, "phase = 'accepted', epoch = epoch + 1, executor = NULL",
+            "phase = 'claimed' AND epoch = ? AND executor = ?",
+            (epoch, executor), now,
+        )  # fmt: skip
+
+    async def request_cancel(self, effect_id: str, *, reason: str, now: float) -> KeyRow | None:
+        """Ask the key's executor to stop (once); a key nobody holds is settled cancelled
+        here. The key's row after it, or None for a key the ledger does not know."""
+        e = LedgerEvent(kind="cancel_requested", reason=reason)
+        async with self._tx() as s:
+            await self._transition(
+                s, effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", (), now
+            )
+            row = await s.one(
+                self._q(f"SELECT {KEY_COLUMNS} FROM ledger_keys WHERE effect_id = ?"),
+                (effect_id,),
+            )
+            if row is not None and row[0] == "accepted":
+                out = {"kind": "cancelled", "reason": reason}
+                settled = LedgerEvent(kind="settled", epoch=int(row[1]), outcome=out)
+                await self._transition(
+                    s, effect_id, settled, "phase = 'settled', outcome = ?",
+                    "phase = 'accepted' AND epoch = ?", (json.dumps(out), row[1]), now,
+                )  # fmt: skip
+        return None if row is None else await self.read(effect_id, now=now)
+
+    async def acknowledge(self, effect_id: str, *, now: float) -> bool:
+        """The run recorded the outcome: the key is done with."""
+        e = LedgerEvent(kind="acknowledged")
+        return await self._one_transition(
+            effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", (), now
+        )
+
+    async def claim(
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+    ) -> list[Claimed]:
+        """Take up to ``limit`` keys of ``queues`` that are accepted, or orphaned (held by an
+        executor whose lease lapsed: taken over with ``restarted`` first). An orphaned
+        non_idempotent tool that had started is settled ``tool_unknown``, not returned."""
+        if limit < 1 or not queues:
+            return []
+        out: list[Claimed] = []
+        async with self._tx() as s:
+            rows: list[Row] = []
+            for queue in queues:
+                take = await _limits.room(self, s, queue, now, limit - len(rows))
+                if take > 0:
+                    rows += await s.all(
+                        self._q(
+                            "SELECT k.effect_id, k.phase, k.epoch, k.assignment, k.cancel, "
+                            f"k.executor, k.queue FROM ledger_keys k WHERE k.phase IN {_OPEN} "
+                            f"AND k.queue = ? AND (k.phase = 'accepted' OR NOT {_LIVE}) "
+                            f"ORDER BY k.updated_at LIMIT ?{self.LOCK}"
+                        ),
+                        (queue, now, take),
+                    )
+            for effect_id, phase, epoch, text, cancel, held_by, queue in rows:
+                assignment = json.loads(text)
+                restarted = phase != "accepted"
+                if restarted:
+                    why = f"the lease of executor {held_by} lapsed"
+                    back = LedgerEvent(kind="restarted", epoch=int(epoch), reason=why)
+                    if not await self._transition(
+                        s, effect_id, back, "phase = 'accepted', epoch = epoch + 1, "
+                        "executor = NULL", "phase = ? AND epoch = ?", (phase, epoch), now,
+                    ):  # fmt: skip
+                        continue
+                took = await self._transition(
+                    s, effect_id, LedgerEvent(kind="claimed", executor=executor),
+                    "phase = 'claimed', epoch = epoch + 1, executor = ?",
+                    "phase = 'accepted'", (executor,), now,
+                )  # fmt: skip
+                if took is None:
+                    continue
+                new_epoch = int(took[2])
+                tool = assignment.get("tool") or {}
+                state = _State(phase=phase)
+                unknown = recovery_of(state, tool.get("effect_class")) == "unknown"
+                if unknown or cancel:
+                    out_json: dict[str, Any] = (
+                        {"kind": "cancelled", "reason": "cancelled before it started"}
+                        if cancel and not unknown
+                        else {
+                            "kind": "tool_unknown",
+                            "reason": f"executor {held_by} stopped while it ran this "
+                            "non_idempotent call; it may or may not have happened",
+                        }
+                    )
+                    done = LedgerEvent(kind="settled", epoch=new_epoch, outcome=out_json)
+                    await self._transition(
+                        s, effect_id, done, "phase = 'settled', outcome = ?",
+                        "phase = 'claimed' AND epoch = ?",
+                        (json.dumps(out_json), new_epoch), now,
+                    )  # fmt: skip
+                    continue
+                out.append(Claimed(effect_id, new_epoch, assignment, restarted, queue))
+        return out
+
+    async def heartbeat(
+        self, executor: str, queues: Sequence[str], *, ttl: float, now: float
+    ) -> tuple[set[str], set[str]]:
+        """Renew the executor's lease (creating it the first time); (keys it still holds,
+        those of them the run asked to cancel)."""
+        async with self._tx(sync=False) as s:
+            await s.run(
+                self._q(
+                    "INSERT INTO executors (executor_id, queues, lease_expires_at, started_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (executor_id) DO UPDATE SET "
+                    "lease_expires_at = excluded.lease_expires_at, queues = excluded.queues"
+                ),
+                (executor, ",".join(queues), now + ttl, now),
+            )
+            rows = await s.all(
+                self._q(
+                    "SELECT effect_id, cancel FROM ledger_keys "
+                    "WHERE executor = ? AND phase IN ('claimed', 'started')"
+                ),
+                (executor,),
+            )
+        return {r[0] for r in rows}, {r[0] for r in rows if r[1]}
+
+    async def retire(self, executor: str) -> None:
+        """The executor stopped cleanly: its lease ends now."""
+        async with self._tx(sync=False) as s:
+            await s.run(self._q("DELETE FROM executors WHERE executor_id = ?"), (executor,))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def read(self, effect_id: str, *, now: float) -> KeyRow | None:
+        """The key's row (None if the ledger never heard of it)."""
+        async with self._reading() as s:
+            row = await s.one(self._q(_READ), (now, effect_id))
+        return None if row is None else _key_row(row, bool(row[7]))
+
+    def read_sync(self, effect_id: str, *, now: float) -> KeyRow | None:
+        """``read`` without an event loop (the port's synchronous ``attach``): one short
+        blocking read, for recovery paths only."""
+        store: Any = self.store
+        with store._reading() as db:
+            row = db.execute(_READ, (now, effect_id)).fetchone()
+        return None if row is None else _key_row(row, bool(row[7]))
+
+    async def history(self, effect_id: str) -> list[LedgerEvent]:
+        """The key's events, in order."""
+        async with self._reading() as s:
+            rows = await s.all(
+                self._q("SELECT kind, data FROM ledger_events WHERE effect_id = ? ORDER BY seq"),
+                (effect_id,),
+            )
+        return [event_of(k, d) for k, d in rows]
+
+    async def keys(self, run_id: str) -> list[str]:
+        """The effect ids of a run's keys, oldest first."""
+        async with self._reading() as s:
+            rows = await s.all(
+                self._q("SELECT effect_id FROM ledger_keys WHERE run_id = ? ORDER BY created_at"),
+                (run_id,),
+            )
+        return [r[0] for r in rows]
+
+    async def serves(self, queue: str, *, now: float) -> bool:
+        """Whether an executor with a live lease serves ``queue``."""
+        async with self._reading() as s:
+            row = await s.one(
+                self._q(
+                    "SELECT 1 FROM executors WHERE lease_expires_at > ? "
+                    "AND (',' || queues || ',') LIKE ?"
+                ),
+                (now, f"%,{queue},%"),
+            )
+        return row is not None
+
+    async def _positions(self, effect_ids: Sequence[str]) -> dict[str, int]:
+        marks = ", ".join("?" * len(effect_ids))
+        async with self._reading() as s:
+            rows = await s.all(
+                self._q(
+                    f"SELECT effect_id, position FROM ledger_keys WHERE effect_id IN ({marks})"
+                ),
+                tuple(effect_ids),
+            )
+        return {r[0]: int(r[1]) for r in rows}
+
+    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
+        """Until the key's position passes ``after`` (a notice or a poll), or ``timeout``;
+        its position then. Waiters on one key share the watcher's reads."""
+        self._run_of[effect_id] = run_id
+        try:
+            return await self.watch.wait_changed(effect_id, after, timeout)
+        except RunNotFound as exc:
+            raise StoreError(f"effect {effect_id} is not in the ledger") from exc
+
+
+class SQLiteLedger(Ledger):
+    """SQLite: ``BEGIN IMMEDIATE`` (the store's write transaction) holds the one write lock
+    from a claim's select to its updates; waiters poll."""
+
+
+def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
+    """The execution ledger of a SQL store (``UserError``-free: the stores are ours)."""
+    if not isinstance(store, SQLStore):
+        raise StoreError(
+            f"the execution ledger needs a SQLite or PostgreSQL store, not {type(store).__name__}"
+        )
+    if store.dialect == "postgres":
+        from stead.store._pgledger import PostgresLedger
+
+        return PostgresLedger(store, poll_interval=poll_interval or 1.0)
+    return SQLiteLedger(store, poll_interval=poll_interval or 0.05)

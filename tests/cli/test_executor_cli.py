@@ -1,0 +1,87 @@
+"""``stead executor``: a real process serving a queue, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import stead
+from stead.cli import main
+from stead.store import open_store
+from stead.store._ledger import ledger_for
+
+STEAD = str(Path(sys.executable).with_name("stead"))
+RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
+sys.path.insert(0, str(RUNTIME_TESTS))
+
+from _pool_scenario import QUEUE, agent  # noqa: E402
+
+
+def spawn(url: str) -> subprocess.Popen[str]:
+    """``stead executor`` in the runtime tests' folder (``--agents`` imports from there)."""
+    return subprocess.Popen(
+        [STEAD, "--store", url, "executor", "--agents", "_pool_scenario:agents",
+         "--queues", QUEUE, "--poll", "0.05", "--log-level", "warning"],
+        cwd=RUNTIME_TESTS, env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+async def test_stead_executor_serves_its_queue_until_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's tool call is performed by the `stead executor` process (its pid is in the
+    effect ledger); SIGTERM stops it cleanly (exit 0) and its lease ends at once."""
+    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    proc = spawn(url)
+    store = open_store(url)
+    ledger = ledger_for(store)
+    try:
+        for _ in range(600):
+            if await ledger.serves(QUEUE, now=time.time()) or proc.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        a = agent()
+        async with stead.Runtime(url, agents=[a]) as rt:
+            await rt.start(a, "go", run_id="r-cli")
+            view = await rt.run("r-cli")
+        assert view.status == stead.RunStatus.COMPLETED
+        [entry] = stead.testing.EffectLedger(tmp_path / "effects.db").entries("index_doc")
+        assert entry["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert not await ledger.serves(QUEUE, now=time.time())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        await ledger.close()
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("executor", "--agents", "m:a"), "--queues"),
+        (("executor", "--agents", "m:a", "--queues", "q", "--concurrency", "0"), "more than zero"),
+        (("executor", "--agents", "m:a", "--queues", "q", "--lease-ttl", "-1"), "more than zero"),
+        (("executor", "--agents", "m:a", "--queues", "q", "--grace", "-1"), "zero or more"),
+        (("executor", "--agents", "m:a", "--queues", "q", "--log-level", "x"), "invalid choice"),
+    ],
+)
+def test_bad_options_are_refused(
+    args: tuple[str, ...], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--store", f"sqlite:///{tmp_path / 'x.db'}", *args])
+    assert exc.value.code == 2 and words in capsys.readouterr().err

@@ -1,0 +1,72 @@
+"""The executor-pool scenario: tools routed to queue ``pool``, real side effects in a ledger.
+
+Imported by the test process (the run's owner) and by the ``stead executor`` children it
+kills (pool_child.py). Each tool writes its side effect to an ``EffectLedger`` (its own SQLite
+file) with the pid that performed it, so what really happened survives a SIGKILL.
+``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
+executor inside it); ``POOL_DIE_IN`` names a tool that SIGKILLs its own process right after its
+side effect (mid-effect, before the executor can settle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import stead
+from stead.testing import EffectLedger, Reply, ScriptedModel
+
+QUEUE = "pool"
+
+
+def ledger() -> EffectLedger:
+    return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
+
+
+async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
+    delay = float(os.environ.get("POOL_TOOL_DELAY", "0"))
+    if delay:
+        await asyncio.sleep(delay)
+    ledger().record(name, ctx.idempotency_key, attempt=ctx.attempt)
+    if os.environ.get("POOL_DIE_IN") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"done": name, "pid": os.getpid()}
+
+
+@stead.tool(effect="non_idempotent", queue=QUEUE)
+async def charge(amount: int, ctx: stead.ToolContext) -> dict[str, object]:
+    """Charge a card (must never happen twice)."""
+    return await _effect("charge", ctx)
+
+
+@stead.tool(effect="idempotent_write", queue=QUEUE)
+async def index_doc(doc: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Index a document (safe to repeat with the same key)."""
+    return await _effect("index_doc", ctx)
+
+
+@stead.tool(effect="read_only")
+def local_lookup(q: str) -> str:
+    """Runs in the owner's process (no queue)."""
+    return f"pid {os.getpid()}"
+
+
+def agent(tool: str = "index_doc") -> stead.Agent:
+    args = {"charge": {"amount": 5}, "index_doc": {"doc": "d1"}}[tool]
+    model = ScriptedModel([Reply(tool_calls=[(tool, args)]), "done"])
+    return stead.Agent("pooled", model, tools=[charge, index_doc, local_lookup])
+
+
+MODEL_QUEUE = "model-m1"
+
+
+def model_agent(url: str) -> stead.Agent:
+    """An agent whose model calls go to queue ``model-m1`` (a local OpenAI-compatible server
+    at ``url``); its runs make one model call each."""
+    return stead.Agent("modeled", f"openai-compatible:{url}/v1:m1", model_queue=MODEL_QUEUE)
+
+
+def agents() -> list[stead.Agent]:
+    url = os.environ.get("POOL_MODEL_URL")
+    return [agent()] + ([model_agent(url)] if url else [])
