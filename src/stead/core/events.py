@@ -241,7 +241,8 @@ class ToolResultRecorded:
         # A tool's output (os.listdir() of a folder whose name is not UTF-8, a handler's
         # error message) is text from outside: made storable here, with a note, so the one
         # result is recorded and the handler is not run again on every attempt.
-        _repair_field(self, "content", "in this result")
+        if type(self.content) is not str or not self.content.isascii():  # ASCII: O(1)
+            _repair_field(self, "content", "in this result")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
