@@ -157,8 +157,26 @@ class RunLoop:
             step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
-            try:
-                await self._step(step)
+            try:  # one step, performed here (a coroutine per step costs more than it reads)
+                match step:
+                    case Cancel():
+                        await self.session.append(
+                            lambda st: cancel_events(st, st.cancel_requested or "")
+                        )
+                    case StartRun():
+                        # Not fsynced on its own: losing run_started (and the turn it opens)
+                        # in a power cut loses no effect, and the next commit syncs it anyway.
+                        owner, epoch = self.session.owner, self.session.epoch
+                        await self.session.append([started_run_event(owner, epoch)], sync=False)
+                    case ResumeTurn():
+                        await self.session.append([resumed_turn_event(step.turn_index)])
+                    case CallModel(turn_recorded=False) | Finish() | Fail():
+                        opening = automatic_events(self.session.state, step)
+                        await self.session.append(opening, automatic=False)
+                    case CallModel():
+                        await self._model_turn(step)
+                    case RunTools():
+                        await self._run_tools(step)
             except (Fenced, Conflict, StoreError):
                 raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:
@@ -194,27 +212,6 @@ class RunLoop:
             error,
         )
         return isinstance(self.session.next_step(), Fail | Wait)
-
-    async def _step(self, step: Step) -> None:
-        """Perform one step."""
-        state = self.session.state
-        match step:
-            case Cancel():
-                await self.session.append(lambda st: cancel_events(st, st.cancel_requested or ""))
-            case StartRun():
-                # Not fsynced on its own: losing run_started (and the turn it opens) in a
-                # power cut loses no effect, and the next commit syncs it anyway.
-                await self.session.append(
-                    [started_run_event(self.session.owner, self.session.epoch)], sync=False
-                )
-            case ResumeTurn():
-                await self.session.append([resumed_turn_event(step.turn_index)])
-            case CallModel(turn_recorded=False) | Finish() | Fail():
-                await self.session.append(automatic_events(state, step), automatic=False)
-            case CallModel():
-                await self._model_turn(step)
-            case RunTools():
-                await self._run_tools(step)
 
     # -- model ------------------------------------------------------------------------------
 
