@@ -265,7 +265,7 @@ def sequence(item: Node, live: type[list[Any]] | type[tuple[Any, ...]]) -> Node:
         ok=lambda v: type(v) is live and all(map(item_ok, v)),
         why=why,
         dec=dec,
-        enc=list if item_enc is None else (lambda v: [item_enc(x) for x in v]),
+        enc=list if item_enc is None else (lambda v: list(map(item_enc, v))),
         test="(type({x}) is {live} and (not {x} or all(map({item}, {x}))))",
         names={"live": live, "item": item_ok},
     )

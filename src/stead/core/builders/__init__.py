@@ -195,7 +195,15 @@ def reply_events(
                 break
             repeats += 1
         recent.append(digest)
-        bounded = _bounded(call.id, call.name, v.rejection, i, repeats, final, limits)
+        if (
+            v.rejection is None
+            and not final
+            and i < limits.max_tool_calls_per_turn
+            and repeats < limits.repeat_threshold
+        ):
+            bounded = _UNBOUNDED  # what _bounded says of it, without the call
+        else:
+            bounded = _bounded(call.id, call.name, v.rejection, i, repeats, final, limits)
         request, results, ask = _call_intent(
             state.run_id, turn_index, call, v, bounded, repeats, consent
         )
@@ -203,8 +211,9 @@ def reply_events(
         refused.extend(results)
         if ask is not None:
             asks.append(ask)
-    started = _early_starts(state.run_id, turn_index, events, start_now) if not asks else []
-    return events + refused + started + asks
+    if start_now and not asks:
+        return events + refused + _early_starts(state.run_id, turn_index, events, start_now)
+    return events + refused + asks
 
 
 def _call_intent(
@@ -259,6 +268,10 @@ def _call_intent(
     return request, refused, ask
 
 
+_UNBOUNDED: tuple[str | None, ResultSource, bool] = (None, "rejected", False)
+"""``_bounded`` of a call no limit refuses: no rejection, not a loop."""
+
+
 def _bounded(
     call_id: str,
     name: str,
@@ -302,8 +315,6 @@ def _early_starts(
 ) -> list[Event]:
     """The ``tool_call_started`` records that ride in the intent's commit (see
     ``reply_events``): attempt 1 of each admitted ``non_idempotent`` call in ``start_now``."""
-    if not start_now:
-        return []
     return [
         ToolCallStarted(
             turn_index=turn_index,
