@@ -79,6 +79,7 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
+from stead.runtime._first_wait import at_first_wait
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
 
@@ -134,7 +135,6 @@ class RunLoop:
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
         self._crash = crash
-        self._mid_call_pending = False
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -256,15 +256,11 @@ class RunLoop:
             key=key,
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        # ``mid_model_call`` fires once the call is under way: at its first wait (the
-        # request sent), or, for a call that never waits, as soon as it returns. Armed or
-        # not, the call runs the same way, in this task.
-        self._mid_call_pending = True
-        mid_call = asyncio.get_running_loop().call_soon(self._mid_model_call)
-        outcome = await self.executor.run(assignment, signal=self.signal, local=request)
-        if self._mid_call_pending:
-            mid_call.cancel()
-            self._mid_model_call()
+        # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
+        # or not, the call runs the same way, in this task.
+        outcome = await at_first_wait(
+            self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
+        )
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -317,7 +313,6 @@ class RunLoop:
             self._crash("after_intent", None)
 
     def _mid_model_call(self) -> None:
-        self._mid_call_pending = False
         self._crash("mid_model_call", None)
 
     def _admissions(self, message: AssistantMessage) -> dict[str, CallAdmission]:
