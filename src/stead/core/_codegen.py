@@ -78,6 +78,8 @@ def compile_enc(table: Table, written: set[str | None]) -> Callable[[Any], JSON]
     src = _Source()
 
     def value(node: Node, x: str) -> str:
+        if node.each is not None:
+            return f"list(map({src.bind(node.each)}, {x}))"
         return x if node.enc is None else f"{src.bind(node.enc)}({x})"
 
     shown = [(n, node) for n, node, required, _ in table if required or n in written]

@@ -456,7 +456,10 @@ RECORDS: Final[dict[str, Record]] = {k: _record(t) for k, t in EVENT_TYPES.items
 check (``problem``) are the same record, so what the store accepts reads back equal."""
 _ENCODERS: Final = {k: (VERSION[k], r.enc) for k, r in RECORDS.items()}
 _CHECKS: Final = {r.cls: r for r in RECORDS.values()}
-WRITERS: Final = {r.cls: (k, VERSION[k], r.ok, r.enc) for k, r in RECORDS.items()}
+WRITERS: Final = {
+    r.cls: (k, VERSION[k], r.ok, typing.cast(typing.Callable[[Any], dict[str, JSON]], r.enc))
+    for k, r in RECORDS.items()
+}
 """Per event class: its kind, version, check and encoder, for a store's hot path (one lookup
 for ``problem`` and ``encode`` together; ``problem`` explains a refusal)."""
 

@@ -26,14 +26,14 @@ def unique_call_ids(
     history sent back. Returns ``message`` itself when nothing had to change.
     """
     taken = state.call_ids
-    calls = message.tool_calls
-    if len(calls) == 1:  # the common reply: one call, whose id needs one look
-        if calls[0].id and calls[0].id not in taken:
+    given = message.tool_calls
+    if len(given) == 1:  # the common reply: one call, whose id needs one look
+        if given[0].id and given[0].id not in taken:
             return message
-    elif not calls:
+    elif not given:
         return message
     else:
-        ids = [c.id for c in calls]
+        ids = [c.id for c in given]
         if len(set(ids)) == len(ids) and all(ids) and taken.isdisjoint(ids):
             return message
     used: set[str] = set()
