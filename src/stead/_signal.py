@@ -15,10 +15,12 @@ from collections.abc import Callable
 class AbortSignal:
     """Set once, never cleared. Thread-safe."""
 
-    __slots__ = ("_callbacks", "_event", "_lock", "_reason")
+    __slots__ = ("_aborted", "_callbacks", "_event", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._aborted = False
+        """The event's flag, read without a call: ``aborted`` is asked several times a step."""
         self._lock = threading.Lock()
         self._reason = ""
         self._callbacks: list[Callable[[str], object]] = []
@@ -26,7 +28,7 @@ class AbortSignal:
     @property
     def aborted(self) -> bool:
         """True once ``abort`` was called."""
-        return self._event.is_set()
+        return self._aborted
 
     @property
     def reason(self) -> str:
@@ -39,6 +41,7 @@ class AbortSignal:
             if self._event.is_set():
                 return
             self._reason = reason
+            self._aborted = True
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:

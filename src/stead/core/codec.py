@@ -10,9 +10,9 @@ refuses what a store cannot hold or would not read back equal (an integer beyond
 NUL in a column, NaN, a tuple where a list belongs), while the reader takes every value of
 the type, so rows written before a rule existed still load.
 
-A ``Record`` is the node of one dataclass, compiled once from its field table (the encoder
-reads the fields it always writes with one C-level ``attrgetter`` and leaves the others out
-at their default; the check runs the plain type tests as one C-level loop). A
+A ``Record`` is the node of one dataclass, compiled once from its field table: its check and
+its encoder, which every append runs, are generated as straight-line Python
+(``stead.core._codegen``: the fields' tests inline, the fields at their default left out). A
 ``Tagged`` union tells records apart by a tag field (a message's ``role``, a thinking block's
 ``kind``). ``node_for`` turns a type hint into its node, finding registered records. A
 ``Versions`` is a schema's current version and the upcasters that bring an older row to it:
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, Literal, get_type_hints
 
+from stead.core._codegen import compile_enc, compile_ok
 from stead.core.canonical import JSON, json_problem
 
 Problem = str | None
@@ -43,10 +44,12 @@ _MAX_EXACT_FLOAT = 2**53
 
 class Node:
     """One type's rules, both ways. ``enc`` is None when a value is its own JSON; ``simple``
-    is the type (or types) whose ``isinstance`` is the whole check, if there is one: a
-    record's check inlines it."""
+    is the type (or types) whose ``isinstance`` is the whole check, if there is one; ``test``
+    is ``ok`` as a Python expression over ``{x}`` (the values it names in ``names``, a node
+    among them standing for its own test of the same ``{x}``): a record's generated check
+    inlines it (``stead.core._codegen``), and calls ``ok`` for a node without one."""
 
-    __slots__ = ("dec", "enc", "ok", "simple", "why")
+    __slots__ = ("dec", "each", "enc", "names", "ok", "simple", "test", "why")
 
     def __init__(
         self,
@@ -56,8 +59,13 @@ class Node:
         dec: Callable[[Any], Any] | None = None,
         enc: Callable[[Any], JSON] | None = None,
         simple: type[Any] | tuple[type[Any], ...] | None = None,
+        test: str | None = None,
+        names: Mapping[str, Any] | None = None,
     ) -> None:
         self.ok, self.why, self.enc, self.simple = ok, why, enc, simple
+        self.test, self.names = test, names
+        self.each: Callable[[Any], JSON] | None = None
+        """A sequence's item encoder: a generated encoder maps it in line (no call of enc)."""
         self.dec = dec if dec is not None else _identity_dec(ok, why)
 
 
@@ -80,6 +88,8 @@ def _plain(kind: type[Any], name: str) -> Node:
         ok=check,
         why=lambda v: None if check(v) else f"expected {name}, got {v!r:.80}",
         simple=kind,
+        test="isinstance({x}, {kind})",
+        names={"kind": kind},
     )
 
 
@@ -89,11 +99,13 @@ NONE: typing.Final = Node(
     ok=lambda v: v is None,
     why=lambda v: None if v is None else f"expected null, got {v!r:.80}",
     simple=type(None),
+    test="{x} is None",
 )
 NUL_FREE_STR: typing.Final = Node(
     ok=lambda v: isinstance(v, str) and "\x00" not in v,
     dec=STR.dec,
     why=lambda v: STR.why(v) or ("a NUL character cannot be stored here" if "\x00" in v else None),
+    test="(isinstance({x}, str) and '\\x00' not in {x})",
 )
 """Text also stored in a text column of its own: PostgreSQL text cannot hold NUL."""
 
@@ -115,7 +127,8 @@ def integer(lo: int = -MAX_INT + 1, hi: int = MAX_INT) -> Node:
             return f"integer {v} is out of range"
         return f"integer {v} is outside {lo}..{hi - 1}"
 
-    return Node(ok=ok, why=why, dec=_int_dec)
+    test = "(isinstance({x}, int) and not isinstance({x}, bool) and {lo} <= {x} < {hi})"
+    return Node(ok=ok, why=why, dec=_int_dec, test=test, names={"lo": lo, "hi": hi})
 
 
 def _int_dec(v: Any) -> int:
@@ -166,6 +179,8 @@ def literal(allowed: tuple[str, ...]) -> Node:
         why=lambda v: (
             None if isinstance(v, str) and v in allowed else f"{v!r:.80} not one of {allowed}"
         ),
+        test="(isinstance({x}, str) and {x} in {allowed})",
+        names={"allowed": allowed},
     )
 
 
@@ -183,6 +198,8 @@ def enum_of(cls: type[enum.Enum]) -> Node:
         why=lambda v: None if type(v) is cls else f"expected a {cls.__name__}, got {v!r:.80}",
         enc=operator.attrgetter("value"),
         dec=dec,
+        test="type({x}) is {cls}",
+        names={"cls": cls},
     )
 
 
@@ -197,6 +214,8 @@ def union(arms: list[Node], label: str) -> Node:
             ok=lambda v: isinstance(v, simple),
             why=lambda v: None if isinstance(v, simple) else f"{v!r:.80} matches none of {label}",
             simple=simple,
+            test="isinstance({x}, {simple})",
+            names={"simple": simple},
         )
     rest = [a for a in arms if a is not NONE]
     if len(rest) == 1 and len(arms) == 2:
@@ -207,6 +226,8 @@ def union(arms: list[Node], label: str) -> Node:
             why=lambda v: None if v is None else x_why(v),
             dec=lambda v: None if v is None else x_dec(v),
             enc=None if x_enc is None else (lambda v: None if v is None else x_enc(v)),
+            test="({x} is None or {arm})",
+            names={"arm": x},
         )
     # Two records are a Tagged union; other mixes (str | int) no core field has
     raise TypeError(f"no codec for the union {label}")  # pragma: no cover
@@ -242,12 +263,16 @@ def sequence(item: Node, live: type[list[Any]] | type[tuple[Any, ...]]) -> Node:
                     raise ValueError(f"[{i}]: {exc}") from None
             raise  # pragma: no cover - the loop finds the item
 
-    return Node(
+    node = Node(
         ok=lambda v: type(v) is live and all(map(item_ok, v)),
         why=why,
         dec=dec,
-        enc=list if item_enc is None else (lambda v: [item_enc(x) for x in v]),
+        enc=list if item_enc is None else (lambda v: list(map(item_enc, v))),
+        test="(type({x}) is {live} and (not {x} or all(map({item}, {x}))))",
+        names={"live": live, "item": item_ok},
     )
+    node.each = item_enc
+    return node
 
 
 def keyed(item: Node, key: str) -> Node:
@@ -336,13 +361,15 @@ class Record(Node):
         assert self.tag_value is not MISSING, f"the tag {tag!r} of {cls} needs a default"
         self.label = label or _words(cls.__name__)
         written: set[str | None] = {tag, *always} if omit_defaults else {name for name, *_ in table}
-        ok = _compile_ok(cls, table, check, trusted)
         self.field_problem = _compile_explain(table, check)
         super().__init__(
-            ok=ok,
+            ok=compile_ok(cls, table, check, trusted),
             why=self._why,
             dec=_compile_dec(cls, table, self.label, (tag, self.tag_value), check),
-            enc=_compile_enc(table, written),
+            enc=compile_enc(table, written),
+            # Nested in another record: a trusted one is its type, any other its own check
+            test="type({x}) is {cls}" if trusted else None,
+            names={"cls": cls},
         )
         _RECORDS[cls] = self
 
@@ -351,62 +378,6 @@ class Record(Node):
             return f"expected {_a(_words(self.cls.__name__))}, got {value!r:.80}"
         p = self.field_problem(value)
         return None if p is None else f"{p[0]}: {p[1]}"
-
-
-def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
-    """One C-level ``attrgetter`` reading ``names``, always as a tuple."""
-    if len(names) >= 2:
-        return typing.cast(Callable[[Any], tuple[Any, ...]], operator.attrgetter(*names))
-    if names:
-        one = operator.attrgetter(names[0])
-        return lambda v: (one(v),)
-    return lambda v: ()
-
-
-def _display(names: list[str]) -> Callable[[Any], dict[str, Any]]:
-    """``{name: value.name, ...}`` for ``names``: a dict display for up to three fields
-    (twice as fast as ``dict(zip(...))``, and most records have that few), else zip."""
-    get = _getter(names)
-    if not names:
-        return lambda v: {}
-    if len(names) == 1:
-        (a,) = names
-        return lambda v: {a: get(v)[0]}
-    if len(names) == 2:
-        a, b = names
-        return lambda v: {a: (x := get(v))[0], b: x[1]}
-    if len(names) == 3:
-        a, b, c = names
-        return lambda v: {a: (x := get(v))[0], b: x[1], c: x[2]}
-    # zip(strict=True) would double the cost: the lengths agree by construction
-    return lambda v: dict(zip(names, get(v)))  # noqa: B905
-
-
-def _compile_enc(
-    table: list[tuple[str, Node, bool, Any]], written: set[str | None]
-) -> Callable[[Any], JSON]:
-    """The encoder: the fields always written are read by one ``attrgetter`` (C), the others
-    compared with their defaults (left out when equal: the reader restores them); only
-    fields whose node converts (a nested record) go through that node's ``enc``."""
-    names = [name for name, _, required, _ in table if required or name in written]
-    rest = [(name, default) for name, _, required, default in table if name not in names]
-    shown_convert = [(n, node.enc) for n, node, _, _ in table if node.enc and n in names]
-    rest_convert = {n: node.enc for n, node, _, _ in table if node.enc and n not in names}
-    shown, get_rest = _display(names), _getter([name for name, _ in rest])
-    if not rest and not shown_convert:  # a tool call: no loop at all
-        return shown
-
-    def encode(value: Any) -> dict[str, JSON]:
-        d = shown(value)
-        for name, to_json in shown_convert:
-            d[name] = to_json(d[name])
-        for (name, default), v in zip(rest, get_rest(value)):  # noqa: B905
-            if v != default:
-                convert = rest_convert.get(name)
-                d[name] = v if convert is None else convert(v)
-        return d
-
-    return encode
 
 
 def _compile_dec(
@@ -451,40 +422,6 @@ def _compile_dec(
     return decode
 
 
-def _compile_ok(
-    cls: type[Any],
-    table: list[tuple[str, Node, bool, Any]],
-    rule: Callable[[Any], Problem] | None,
-    trusted: bool,
-) -> Callable[[Any], bool]:
-    """The write check, a yes/no that builds nothing: every append runs it.
-
-    The fields whose node is a plain type test are read by one ``attrgetter`` and tested by
-    ``all(map(isinstance, ...))``, a loop in C; the others call their node's ``ok`` (a
-    range, a literal, a nested value); a rule across fields comes last."""
-    if trusted:
-        return lambda v: type(v) is cls
-    plain = [(name, node.simple) for name, node, _, _ in table if node.simple is not None]
-    other = [(name, node.ok) for name, node, _, _ in table if node.simple is None]
-    get_plain, kinds = _getter([n for n, _ in plain]), tuple(t for _, t in plain)
-    get_other, preds = _getter([n for n, _ in other]), tuple(p for _, p in other)
-    call = operator.call
-    if not other and rule is None:  # a tool call: type tests only
-        return lambda v: type(v) is cls and all(map(isinstance, get_plain(v), kinds))
-    if rule is None:
-        return lambda v: (
-            type(v) is cls
-            and all(map(isinstance, get_plain(v), kinds))
-            and all(map(call, preds, get_other(v)))
-        )
-    return lambda v: (
-        type(v) is cls
-        and all(map(isinstance, get_plain(v), kinds))
-        and all(map(call, preds, get_other(v)))
-        and rule(v) is None
-    )
-
-
 def _compile_explain(
     table: list[tuple[str, Node, bool, Any]], rule: Callable[[Any], Problem] | None
 ) -> Callable[[Any], tuple[str, str] | None]:
@@ -505,10 +442,14 @@ def _compile_explain(
 class Tagged(Node):
     """A union of records told apart by their ``tag`` field (its value is the record's)."""
 
-    __slots__ = ()
+    __slots__ = ("encoders",)
 
     def __init__(self, name: str, tag: str, *records: Record) -> None:
         by_type = {r.cls: r for r in records}
+        self.encoders: dict[type[Any], Callable[[Any], JSON]] = {
+            r.cls: typing.cast(Callable[[Any], JSON], r.enc) for r in records
+        }
+        """Each record's encoder by its class (``enc`` with one call less)."""
         by_value = {r.tag_value: r for r in records}
         assert all(r.tag == tag for r in records), "every record of a tagged union has its tag"
 

@@ -253,7 +253,8 @@ class ToolResultRecorded:
         # A tool's output (os.listdir() of a folder whose name is not UTF-8, a handler's
         # error message) is text from outside: made storable here, with a note, so the one
         # result is recorded and the handler is not run again on every attempt.
-        _repair_field(self, "content", "in this result")
+        if type(self.content) is not str or not self.content.isascii():  # ASCII: O(1)
+            _repair_field(self, "content", "in this result")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -471,6 +472,12 @@ RECORDS: Final[dict[str, Record]] = {k: _record(t) for k, t in EVENT_TYPES.items
 check (``problem``) are the same record, so what the store accepts reads back equal."""
 _ENCODERS: Final = {k: (VERSION[k], r.enc) for k, r in RECORDS.items()}
 _CHECKS: Final = {r.cls: r for r in RECORDS.values()}
+WRITERS: Final = {
+    r.cls: (k, VERSION[k], r.ok, typing.cast(typing.Callable[[Any], dict[str, JSON]], r.enc))
+    for k, r in RECORDS.items()
+}
+"""Per event class: its kind, version, check and encoder, for a store's hot path (one lookup
+for ``problem`` and ``encode`` together; ``problem`` explains a refusal)."""
 
 
 def encode(event: Event) -> tuple[str, int, dict[str, JSON]]:

@@ -77,7 +77,18 @@ class Usage:
     def __post_init__(self) -> None:
         # The truth about counts lives here: a negative or non-integer count cannot be
         # built, so it cannot be written and then refused by the reader. Providers clamp
-        # what a server sends before they build one.
+        # what a server sends before they build one. (Four plain counts: one test.)
+        a, b = self.input_tokens, self.output_tokens
+        c, d = self.cache_creation_input_tokens, self.cache_read_input_tokens
+        if (
+            type(a) is int
+            and type(b) is int
+            and type(c) is int
+            and type(d) is int
+            and max(a, b, c, d) < _MAX_COUNT
+            and min(a, b, c, d) >= 0
+        ):
+            return
         for key in _USAGE_KEYS:
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < _MAX_COUNT:
@@ -218,7 +229,17 @@ class AssistantMessage:
         # Every provider and the ScriptedModel build their reply here, so this is the one
         # boundary where a model's text enters: text UTF-8 cannot hold (a lone surrogate,
         # which JSON can spell) is repaired with a note the model reads on its next turn,
-        # instead of making the store refuse the reply on every attempt. ASCII is O(1).
+        # instead of making the store refuse the reply on every attempt. ASCII is O(1),
+        # and a reply all ASCII (most are) needs no more than that.
+        try:
+            if self.text.isascii() and self.stop_reason.isascii() and not self.thinking:
+                for c in self.tool_calls:
+                    if not (c.id.isascii() and c.name.isascii() and c.arguments.isascii()):
+                        break
+                else:
+                    return
+        except (TypeError, AttributeError):
+            pass  # not all strings: the checks below say which
         try:
             clean = (
                 not _dirty(self.text)
@@ -338,9 +359,12 @@ MESSAGE: Final = Tagged(
 digest is over it, so a message's JSON must never change shape without a new version)."""
 
 
+_MESSAGE_ENCODERS: Final = MESSAGE.encoders
+
+
 def message_to_json(m: Message) -> dict[str, JSON]:
     """Encode a message as plain JSON (fields at their default left out, its role first)."""
-    return MESSAGE.enc(m)  # type: ignore[no-any-return,misc]
+    return _MESSAGE_ENCODERS[type(m)](m)  # type: ignore[no-any-return]
 
 
 def message_from_json(data: dict[str, Any]) -> Message:

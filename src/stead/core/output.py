@@ -19,3 +19,6 @@ JSON_VALUE: Final = Node(ok=lambda v: json_problem(v) is None, why=json_problem)
 OUTPUT_INVALID: Final = "output_invalid"
 """``RunFailed.code`` of a run whose model gave no valid structured output within
 ``Limits.output_retries`` retries (or before its last turn)."""
+
+OUTPUT_TOOL: Final = "final_result"
+"""The tool an agent with an ``output_type`` answers with."""

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from stead.core.limits import Budget, Limits
+from stead.core.output import OUTPUT_TOOL
 from stead.core.pricing import PriceTable
 from stead.core.settings import NO_SETTINGS, ModelSettings
 from stead.errors import UserError
@@ -17,7 +18,7 @@ from stead.providers import LazyModel, ModelProvider
 from stead.providers._strings import FORMS
 from stead.runtime import _checks as checks
 from stead.runtime._deps import check_deps_type
-from stead.runtime._output import OUTPUT_TOOL, OutputSpec
+from stead.runtime._output import OutputSpec
 from stead.tools import Tool, ToolRegistry
 
 

@@ -79,6 +79,7 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
+from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, output_schemas, run_settings
 from stead.runtime._session import RunSession
@@ -138,7 +139,6 @@ class RunLoop:
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
         self._crash = crash
-        self._mid_call_pending = False
         self._blobs: dict[str, bytes] | None = None
 
     def _deadline(self) -> float | None:
@@ -162,8 +162,26 @@ class RunLoop:
             step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
-            try:
-                await self._step(step)
+            try:  # one step, performed here (a coroutine per step costs more than it reads)
+                match step:
+                    case Cancel():
+                        await self.session.append(
+                            lambda st: cancel_events(st, st.cancel_requested or "")
+                        )
+                    case StartRun():
+                        # Not fsynced on its own: losing run_started (and the turn it opens)
+                        # in a power cut loses no effect, and the next commit syncs it anyway.
+                        owner, epoch = self.session.owner, self.session.epoch
+                        await self.session.append([started_run_event(owner, epoch)], sync=False)
+                    case ResumeTurn():
+                        await self.session.append([resumed_turn_event(step.turn_index)])
+                    case CallModel(turn_recorded=False) | Finish() | Fail():
+                        opening = automatic_events(self.session.state, step)
+                        await self.session.append(opening, automatic=False)
+                    case CallModel():
+                        await self._model_turn(step)
+                    case RunTools():
+                        await self._run_tools(step)
             except (Fenced, Conflict, StoreError):
                 raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:
@@ -199,27 +217,6 @@ class RunLoop:
             error,
         )
         return isinstance(self.session.next_step(), Fail | Wait)
-
-    async def _step(self, step: Step) -> None:
-        """Perform one step."""
-        state = self.session.state
-        match step:
-            case Cancel():
-                await self.session.append(lambda st: cancel_events(st, st.cancel_requested or ""))
-            case StartRun():
-                # Not fsynced on its own: losing run_started (and the turn it opens) in a
-                # power cut loses no effect, and the next commit syncs it anyway.
-                await self.session.append(
-                    [started_run_event(self.session.owner, self.session.epoch)], sync=False
-                )
-            case ResumeTurn():
-                await self.session.append([resumed_turn_event(step.turn_index)])
-            case CallModel(turn_recorded=False) | Finish() | Fail():
-                await self.session.append(automatic_events(state, step), automatic=False)
-            case CallModel():
-                await self._model_turn(step)
-            case RunTools():
-                await self._run_tools(step)
 
     # -- model ------------------------------------------------------------------------------
 
@@ -268,15 +265,11 @@ class RunLoop:
             key=key,
             body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
         )
-        # ``mid_model_call`` fires once the call is under way: at its first wait (the
-        # request sent), or, for a call that never waits, as soon as it returns. Armed or
-        # not, the call runs the same way, in this task.
-        self._mid_call_pending = True
-        mid_call = asyncio.get_running_loop().call_soon(self._mid_model_call)
-        outcome = await self.executor.run(assignment, signal=self.signal, local=request)
-        if self._mid_call_pending:
-            mid_call.cancel()
-            self._mid_model_call()
+        # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
+        # or not, the call runs the same way, in this task.
+        outcome = await at_first_wait(
+            self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
+        )
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -332,7 +325,6 @@ class RunLoop:
             self._crash("after_intent", None)
 
     def _mid_model_call(self) -> None:
-        self._mid_call_pending = False
         self._crash("mid_model_call", None)
 
     def _admissions(self, message: AssistantMessage) -> dict[str, CallAdmission]:

@@ -28,32 +28,23 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from stead.core.builders import CallAdmission, run_failed_event
+from stead.core.builders import CallAdmission, output_events
 from stead.core.canonical import canonical_json
-from stead.core.decide import CallModel, automatic_events
-from stead.core.events import Event, NoticeInjected, RunCompleted, ToolResultRecorded
+from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.core.limits import Limits
 from stead.core.messages import (
     AssistantMessage,
-    NoticeMessage,
     ToolCall,
-    ToolResultMessage,
     ToolSchema,
     Usage,
 )
-from stead.core.output import OUTPUT_INVALID
+from stead.core.output import OUTPUT_TOOL
 from stead.core.settings import ModelSettings
 from stead.errors import UserError
 
 T = TypeVar("T")
 
-OUTPUT_TOOL = "final_result"
-"""The tool an agent with an ``output_type`` answers with."""
-NOTICE_MARK = "Your answer is not a valid final result."
-"""Opens the notice a text reply that is no valid output gets (and counts it as a retry)."""
-ACCEPTED = "Final result recorded; the run is complete."
-"""The final-result call's own result, so the history stays well formed."""
 SETTINGS_KEY = "model_settings"
 """Where ``run_created``'s config holds the run's own ``ModelSettings``."""
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -161,82 +152,6 @@ class OutputSpec(Generic[T]):
         )
         return admission, data
 
-    def settle(
-        self,
-        state: RunState,
-        turn_index: int,
-        message: AssistantMessage,
-        admissions: Mapping[str, CallAdmission],
-        accepted: Mapping[str, Any],
-        usage: Usage,
-        limits: Limits,
-    ) -> list[Event]:
-        """The events that settle this reply's answer, in the commit that records it (after
-        ``reply_events``'s): the run completed with the value, the errors sent back, the run
-        failed past ``Limits.output_retries``, or nothing (tools to run first)."""
-        total = state.usage + usage
-        outputs = [c for c in message.tool_calls if c.name == OUTPUT_TOOL]
-        answer = next((c for c in outputs if c.id in accepted), None)
-        if answer is not None:
-            data = accepted[answer.id]
-            result = ToolResultRecorded(
-                turn_index=turn_index, tool_call_id=answer.id, name=OUTPUT_TOOL, content=ACCEPTED
-            )
-            done = RunCompleted(
-                output=canonical_json(data), stop_reason=OUTPUT_TOOL, usage=total, data=data
-            )
-            return [result, done]
-        last = turn_index >= limits.max_turns - 1
-        if outputs:
-            problem: str | None = admissions[outputs[0].id].rejection
-        elif not message.tool_calls:
-            data, problem = self._from_text(message.text)
-            if problem is None:
-                return [
-                    RunCompleted(
-                        output=message.text, stop_reason=message.stop_reason, usage=total, data=data
-                    )
-                ]
-        elif not last:
-            return []  # only the run's own tools: they run, the answer comes later
-        else:
-            problem = None
-        retries = _retries(state)
-        if last or retries >= limits.output_retries:
-            why = (
-                f"the last turn (max_turns {limits.max_turns}) gave no valid final result"
-                if last
-                else f"{retries + 1} invalid answers (Limits.output_retries is "
-                f"{limits.output_retries})"
-            )
-            detail = f": {problem}" if problem else ""
-            return [
-                run_failed_event(
-                    state,
-                    OUTPUT_INVALID,
-                    "model",
-                    f"no valid structured output: {why}{detail}",
-                    {"invalid_answers": retries + 1, "output_retries": limits.output_retries},
-                )
-            ]
-        if message.tool_calls:
-            return []  # the rejection is the call's error result; the next turn follows
-        nxt = turn_index + 1
-        opening = automatic_events(
-            state,
-            CallModel(
-                turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= limits.max_turns - 1
-            ),
-        )
-        notice = (
-            f"{NOTICE_MARK} Give it by calling the {OUTPUT_TOOL} tool with arguments that "
-            f"match its schema.\n{problem}"
-        )
-        return [
-            *opening,
-            NoticeInjected(turn_index=nxt, content=notice, reason=OUTPUT_INVALID),
-        ]
-
     def _from_text(self, text: str) -> tuple[Any, str | None]:
         """A text reply read as the output's JSON (a fenced block too)."""
         body = text.strip()
@@ -274,11 +189,20 @@ class Judged:
     accepted: dict[str, Any]
 
     def settle(self, state: RunState, usage: Usage, limits: Limits) -> list[Event]:
-        """``OutputSpec.settle``; nothing for a text agent."""
+        """The events that settle this reply's answer (``core.builders.output_events``),
+        a text reply read as the output's JSON first; nothing for a text agent."""
         if self.output is None:
             return []
-        return self.output.settle(
-            state, self.turn_index, self.message, self.admissions, self.accepted, usage, limits
+        text = None if self.message.tool_calls else self.output._from_text(self.message.text)
+        return output_events(
+            state,
+            self.turn_index,
+            self.message,
+            self.admissions,
+            self.accepted,
+            text,
+            usage,
+            limits,
         )
 
 
@@ -341,14 +265,3 @@ def _refused(admission: CallAdmission, why: str) -> CallAdmission:
         effect_class=admission.effect_class,
         rejection=admission.rejection or why,
     )
-
-
-def _retries(state: RunState) -> int:
-    """Invalid answers sent back so far: refused final results and text-reply notices."""
-    n = 0
-    for m in state.messages:
-        if (isinstance(m, ToolResultMessage) and m.name == OUTPUT_TOOL and m.is_error) or (
-            isinstance(m, NoticeMessage) and m.content.startswith(NOTICE_MARK)
-        ):
-            n += 1
-    return n

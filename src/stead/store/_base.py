@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.canonical import compact_encoder
-from stead.core.events import Event, decode, encode, problem, unstorable_field
+from stead.core.events import WRITERS, Event, decode, problem, unstorable_field
 from stead.core.messages import unstorable
 from stead.core.states import CLAIMABLE as _CLAIMABLE
 from stead.core.states import RunStatus
@@ -222,11 +222,13 @@ def event_row(
     refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
     which holds only the caller's values) before anything is written.
     """
-    wrong = problem(event)
-    if wrong is not None:
+    writer = WRITERS.get(type(event))
+    if writer is None or not writer[2](event):
+        wrong = problem(event) or ("?", "refused")
         raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
-    kind, version, data = encode(event)
-    text = dumps(data)
+    kind, version, _, enc = writer
+    data = enc(event)
+    text = _ROW_ENCODER(data)
     if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
         raise refusal(
             kind,

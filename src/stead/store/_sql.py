@@ -379,7 +379,7 @@ class SQLStore(ChatRows):
         before the dialect writes anything."""
         if not events:
             return expected_seq
-        rows = [event_row(e) for e in events]
+        rows = list(map(event_row, events))
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stead.core.builders._ids import unique_call_ids
+from stead.core.builders._output import output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
     STEP_MESSAGE_LIMIT,
@@ -67,6 +68,7 @@ __all__ = [
     "executed_result",
     "model_failed_event",
     "needs_start_record",
+    "output_events",
     "reconcile_events",
     "recovered_event",
     "reply_events",
@@ -198,7 +200,15 @@ def reply_events(
             repeats += 1
         recent.append(digest)
         position, last = (0, False) if v.output else (i, final)
-        bounded = _bounded(call.id, call.name, v.rejection, position, repeats, last, limits)
+        if (
+            v.rejection is None
+            and not last
+            and position < limits.max_tool_calls_per_turn
+            and repeats < limits.repeat_threshold
+        ):
+            bounded = _UNBOUNDED  # what _bounded says of it, without the call
+        else:
+            bounded = _bounded(call.id, call.name, v.rejection, position, repeats, last, limits)
         request, results, ask = _call_intent(
             state.run_id, turn_index, call, v, bounded, repeats, consent
         )
@@ -206,8 +216,9 @@ def reply_events(
         refused.extend(results)
         if ask is not None:
             asks.append(ask)
-    started = _early_starts(state.run_id, turn_index, events, start_now) if not asks else []
-    return events + refused + started + asks
+    if start_now and not asks:
+        return events + refused + _early_starts(state.run_id, turn_index, events, start_now)
+    return events + refused + asks
 
 
 def _call_intent(
@@ -263,6 +274,10 @@ def _call_intent(
     return request, refused, ask
 
 
+_UNBOUNDED: tuple[str | None, ResultSource, bool] = (None, "rejected", False)
+"""``_bounded`` of a call no limit refuses: no rejection, not a loop."""
+
+
 def _bounded(
     call_id: str,
     name: str,
@@ -306,8 +321,6 @@ def _early_starts(
 ) -> list[Event]:
     """The ``tool_call_started`` records that ride in the intent's commit (see
     ``reply_events``): attempt 1 of each admitted ``non_idempotent`` call in ``start_now``."""
-    if not start_now:
-        return []
     return [
         ToolCallStarted(
             turn_index=turn_index,

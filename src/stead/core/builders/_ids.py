@@ -26,11 +26,16 @@ def unique_call_ids(
     history sent back. Returns ``message`` itself when nothing had to change.
     """
     taken = state.call_ids
-    if not message.tool_calls:
+    given = message.tool_calls
+    if len(given) == 1:  # the common reply: one call, whose id needs one look
+        if given[0].id and given[0].id not in taken:
+            return message
+    elif not given:
         return message
-    ids = [c.id for c in message.tool_calls]
-    if len(set(ids)) == len(ids) and all(ids) and taken.isdisjoint(ids):
-        return message
+    else:
+        ids = [c.id for c in given]
+        if len(set(ids)) == len(ids) and all(ids) and taken.isdisjoint(ids):
+            return message
     used: set[str] = set()
     calls = []
     for i, call in enumerate(message.tool_calls):
