@@ -399,6 +399,31 @@ class RunRequeued:
     """Who asked, and why."""
 
 
+Attachment = Literal["active", "orphaned", "terminal", "missing", "aborted"]
+"""What an executor holds for an effect's key (``stead.core.reconcile``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectReconciled:
+    """At a takeover, the reconciler's verdict on an effect with intent and no outcome."""
+
+    kind: ClassVar[str] = "effect_reconciled"
+    turn_index: int
+    """The effect's turn."""
+    tool_call_id: str = ""
+    """Its call; "" for the turn's model call."""
+    effect_id: str
+    """Its assignment key."""
+    observed: Attachment
+    """What the executor held."""
+    verdict: Literal["keep", "defer", "dispose", "redispatch"]
+    """Wait for it, wait and ask the pool to recover it, give it up, or hand it over again."""
+    reason: str = ""
+    """Why, for the timeline."""
+    epoch: int
+    """The deciding owner's epoch: a superseded owner's verdict is refused."""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -423,6 +448,7 @@ Event: TypeAlias = (
     | RunCancelled
     | RunTimedOut
     | RunRequeued
+    | EffectReconciled
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

@@ -17,6 +17,7 @@ from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
+    EffectReconciled,
     Event,
     LoopDetected,
     ModelCallFailed,
@@ -342,3 +343,25 @@ def _after_decided(state: RunState, e: ApprovalDecided) -> None:
     call.decision = e.decision
     if e.arguments is not None:
         call.edited_arguments = e.arguments
+
+
+# -- recovery at a takeover (stead.core.reconcile)
+
+
+def _fenced_effect(state: RunState, e: Any) -> None:
+    """Refuse a recovery record of a finished run, or of an owner the run has since left."""
+    if state.status in FINISHED:
+        raise _refuse(state, e, "a finished run has no effect to recover")
+    if e.epoch != state.epoch:
+        raise _refuse(state, e, f"epoch {e.epoch} is not the owner's epoch {state.epoch}")
+
+
+@handles(EffectReconciled)
+def _effect_reconciled(state: RunState, e: EffectReconciled) -> None:
+    _fenced_effect(state, e)
+    if e.turn_index != state.turn_index:
+        raise _refuse(state, e, f"turn {e.turn_index} is not the current turn")
+    if e.tool_call_id and _call(state, e).result is not None:
+        raise _refuse(state, e, "the call already has its result")
+    if not e.tool_call_id and state.turn_has_reply:
+        raise _refuse(state, e, "the turn's model call already has its reply")

@@ -1,0 +1,69 @@
+"""The run events of a takeover's recovery: the reconciler's verdicts (``effect_reconciled``)
+and the redispatch ledger, each accepted where it belongs and refused elsewhere, fenced by the
+run owner's epoch (docs/adding-an-event.md, step 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from core_strategies import (
+    AWAITING_TWO,
+    COMPLETED,
+    NI_STARTED,
+    REPLIED,
+    RUNNING_T0,
+    result,
+)
+
+from stead.core.events import EffectReconciled, Event, RunRecovered
+from stead.core.fold import apply, fold
+from stead.errors import IllegalTransition
+
+
+def verdict(turn: int = 0, call: str = "", epoch: int = 1, **kw: Any) -> EffectReconciled:
+    fields: dict[str, Any] = {"observed": "missing", "verdict": "dispose", "effect_id": "e1"}
+    fields.update(kw)
+    return EffectReconciled(turn_index=turn, tool_call_id=call, epoch=epoch, **fields)
+
+
+TAKEN_OVER: list[Event] = [*NI_STARTED, RunRecovered(owner="w2", epoch=2, previous_owner="w1")]
+
+ACCEPTED = [
+    ("the turn's model call, no reply yet", RUNNING_T0, verdict()),
+    ("a call of the current turn", AWAITING_TWO, verdict(call="a")),
+    ("under the new owner's epoch", TAKEN_OVER, verdict(call="a", epoch=2, verdict="keep")),
+]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "event"), [a[1:] for a in ACCEPTED], ids=[a[0] for a in ACCEPTED]
+)
+def test_accepted_and_nothing_moves(prefix: list[Event], event: Event) -> None:
+    state = fold(prefix)
+    status, calls = state.status, {k: (c.attempts, c.unknown) for k, c in state.calls.items()}
+    apply(state, event)
+    assert state.status is status
+    assert {k: (c.attempts, c.unknown) for k, c in state.calls.items()} == calls
+
+
+REFUSED = [
+    ("a finished run", COMPLETED, verdict(), "finished run"),
+    ("a stale owner's epoch", TAKEN_OVER, verdict(call="a", epoch=1), "not the owner's epoch"),
+    ("a later epoch than the owner's", AWAITING_TWO, verdict(call="a", epoch=2), "epoch 2"),
+    ("another turn", AWAITING_TWO, verdict(turn=1, call="a"), "not the current turn"),
+    ("a call never requested", AWAITING_TWO, verdict(call="zz"), "never requested"),
+    ("a settled call", [*AWAITING_TWO, result(0, "a")], verdict(call="a"), "already has"),
+    ("a model call already answered", REPLIED, verdict(), "already has its reply"),
+]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "event", "match"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED]
+)
+def test_refused_without_a_trace(prefix: list[Event], event: Event, match: str) -> None:
+    state = fold(prefix)
+    before = state.to_json()
+    with pytest.raises(IllegalTransition, match=match):
+        apply(state, event)
+    assert state.to_json() == before
