@@ -13,6 +13,7 @@ from stead.core.events import (
     EVENT_TYPES,
     EffectReconciled,
     Event,
+    RedispatchRecorded,
     RunRequeued,
     StepFailed,
     encode,
@@ -33,6 +34,7 @@ def _every_kind() -> list[Event]:
         EffectReconciled(
             turn_index=0, effect_id="e1", observed="missing", verdict="dispose", epoch=2
         ),
+        RedispatchRecorded(effect_id="e1", step="planned", attempt=1, epoch=2),
     ]
     return [*events, *later]
 

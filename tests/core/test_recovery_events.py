@@ -16,7 +16,7 @@ from core_strategies import (
     result,
 )
 
-from stead.core.events import EffectReconciled, Event, RunRecovered
+from stead.core.events import EffectReconciled, Event, RedispatchRecorded, RunRecovered
 from stead.core.fold import apply, fold
 from stead.errors import IllegalTransition
 
@@ -27,12 +27,19 @@ def verdict(turn: int = 0, call: str = "", epoch: int = 1, **kw: Any) -> EffectR
     return EffectReconciled(turn_index=turn, tool_call_id=call, epoch=epoch, **fields)
 
 
+def ledger(step: str = "planned", attempt: int = 1, epoch: int = 1, **kw: Any) -> Any:
+    return RedispatchRecorded(effect_id="e1", step=step, attempt=attempt, epoch=epoch, **kw)  # type: ignore[arg-type]
+
+
 TAKEN_OVER: list[Event] = [*NI_STARTED, RunRecovered(owner="w2", epoch=2, previous_owner="w1")]
 
 ACCEPTED = [
     ("the turn's model call, no reply yet", RUNNING_T0, verdict()),
     ("a call of the current turn", AWAITING_TWO, verdict(call="a")),
     ("under the new owner's epoch", TAKEN_OVER, verdict(call="a", epoch=2, verdict="keep")),
+    ("a planned redispatch", TAKEN_OVER, ledger(epoch=2)),
+    ("its dispatch", TAKEN_OVER, ledger("dispatched", epoch=2)),
+    ("giving up", TAKEN_OVER, ledger("given_up", 0, epoch=2, reason="budget")),
 ]
 
 
@@ -55,6 +62,10 @@ REFUSED = [
     ("a call never requested", AWAITING_TWO, verdict(call="zz"), "never requested"),
     ("a settled call", [*AWAITING_TWO, result(0, "a")], verdict(call="a"), "already has"),
     ("a model call already answered", REPLIED, verdict(), "already has its reply"),
+    ("a stale owner's ledger record", TAKEN_OVER, ledger(epoch=1), "not the owner's epoch"),
+    ("a ledger record of a finished run", COMPLETED, ledger(), "finished run"),
+    ("a planned attempt 0", TAKEN_OVER, ledger(attempt=0, epoch=2), "count an attempt"),
+    ("given up with an attempt", TAKEN_OVER, ledger("given_up", 2, epoch=2), "given_up none"),
 ]
 
 

@@ -424,6 +424,24 @@ class EffectReconciled:
     """The deciding owner's epoch: a superseded owner's verdict is refused."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedispatchRecorded:
+    """One record of a key's redispatch ledger: ``planned`` (before the dispatch), then
+    ``dispatched`` (accepted), or ``given_up``. Folded by ``stead.core.reconcile``."""
+
+    kind: ClassVar[str] = "redispatch"
+    effect_id: str
+    """The key handed over again."""
+    step: Literal["planned", "dispatched", "given_up"]
+    """Which record."""
+    attempt: int = 0
+    """The redispatch it counts (from 1); 0 for ``given_up``."""
+    reason: str = ""
+    """Why it was given up."""
+    epoch: int
+    """The deciding owner's epoch."""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -449,6 +467,7 @@ Event: TypeAlias = (
     | RunTimedOut
     | RunRequeued
     | EffectReconciled
+    | RedispatchRecorded
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

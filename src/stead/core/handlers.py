@@ -22,6 +22,7 @@ from stead.core.events import (
     LoopDetected,
     ModelCallFailed,
     NoticeInjected,
+    RedispatchRecorded,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -365,3 +366,11 @@ def _effect_reconciled(state: RunState, e: EffectReconciled) -> None:
         raise _refuse(state, e, "the call already has its result")
     if not e.tool_call_id and state.turn_has_reply:
         raise _refuse(state, e, "the turn's model call already has its reply")
+
+
+@handles(RedispatchRecorded)
+def _redispatch(state: RunState, e: RedispatchRecorded) -> None:
+    # The order of one key's records is its ledger's own fold (stead.core.reconcile).
+    _fenced_effect(state, e)
+    if (e.step == "given_up") != (e.attempt == 0):
+        raise _refuse(state, e, "planned and dispatched count an attempt from 1; given_up none")

@@ -99,6 +99,7 @@ STAYS: Final = frozenset(
         "run_cancel_requested",
         "step_failed",
         "effect_reconciled",
+        "redispatch",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""
