@@ -30,6 +30,9 @@ POINTS: Final = (
     "after_result_commit",
     "after_approval_commit",
     "after_cancel_commit",
+    "before_redispatch",
+    "after_redispatch_planned",
+    "after_redispatch_accepted",
 )
 """Every boundary the runtime exposes, in the order a turn reaches them."""
 
