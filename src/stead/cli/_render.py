@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -19,10 +19,12 @@ from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
+    EffectReconciled,
     Event,
     LoopDetected,
     ModelCallFailed,
     NoticeInjected,
+    RedispatchRecorded,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -210,6 +212,28 @@ def _unknown(e: ToolOutcomeUnknown) -> Described:
 @renders(ToolReconciled)
 def _reconciled(e: ToolReconciled) -> Described:
     return "reconciled", f"{e.tool_call_id}: {e.verdict.replace('_', ' ')}", "yellow"
+
+
+_VERDICT_STYLE: Final = {
+    "keep": "green",
+    "defer": "yellow",
+    "dispose": "bold red",
+    "redispatch": "bold yellow",
+}
+
+
+@renders(EffectReconciled)
+def _effect_reconciled(e: EffectReconciled) -> Described:
+    what = e.tool_call_id or f"model call (turn {e.turn_index})"
+    detail = f"{what}: {e.verdict} ({e.observed}) {e.reason}"
+    return "reconciled", f"{detail} [{e.effect_id[:12]}]", _VERDICT_STYLE[e.verdict]
+
+
+@renders(RedispatchRecorded)
+def _redispatch(e: RedispatchRecorded) -> Described:
+    step = e.step.replace("_", " ")
+    detail = f"{e.reason}" if e.step == "given_up" else f"attempt {e.attempt}"
+    return f"redispatch {step}", f"{detail} [{e.effect_id[:12]}]", "yellow"
 
 
 @renders(ApprovalRequested)
