@@ -8,6 +8,7 @@ or handed to a person, never blindly retried.
 
 from stead._signal import AbortSignal
 from stead.core.messages import Usage
+from stead.core.reconcile import RecoveryPolicy  # recovery at a takeover (issue 11)
 from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
@@ -51,6 +52,7 @@ __all__ = [
     "PendingApproval",
     "ProviderError",
     "ProviderHTTPError",
+    "RecoveryPolicy",  # recovery at a takeover (issue 11)
     "RunNotFound",
     "RunStatus",
     "RunView",

@@ -387,3 +387,19 @@ async def test_an_executor_that_cannot_be_asked_is_a_failed_step_not_a_stuck_run
     assert failed.step == "reconcile" and failed.error_type == "ConnectionError"
     assert _verdicts(events) == []
     assert ran == ["peek"]
+
+
+async def test_the_policy_is_a_runtime_option_and_a_wrong_one_a_user_error(store: str) -> None:
+    with pytest.raises(stead.UserError, match="RecoveryPolicy"):
+        Runtime(store, recovery="redispatch")  # type: ignore[arg-type]
+    policy = stead.RecoveryPolicy(missing="redispatch", max_redispatches=1)
+    async with Runtime(store, recovery=policy) as rt:
+        assert rt.recovery is policy
+    worker = stead.runtime.Worker(store, [], recovery=policy)
+    try:
+        assert worker.runtime.recovery is policy
+    finally:
+        await worker.close()
+    async with Runtime(store) as rt:
+        assert rt.recovery == stead.RecoveryPolicy()  # dispose, 3 redispatches, 3 deferrals
+        assert (rt.recovery.missing, rt.recovery.max_redispatches) == ("dispose", 3)
