@@ -403,3 +403,23 @@ async def test_the_policy_is_a_runtime_option_and_a_wrong_one_a_user_error(store
     async with Runtime(store) as rt:
         assert rt.recovery == stead.RecoveryPolicy()  # dispose, 3 redispatches, 3 deferrals
         assert (rt.recovery.missing, rt.recovery.max_redispatches) == ("dispose", 3)
+
+
+async def test_a_kept_effect_of_a_run_asked_to_cancel_is_stopped_not_awaited(store: str) -> None:
+    from stead.core.builders import cancel_request_event
+
+    agent = _agent(("charge", {"cents": 5}))
+    rid = await _left_mid_way(store, agent, "after_tool_started")
+    async with Runtime(store, agents=[agent]) as rt:
+        await rt._append_external(rid, lambda s: [cancel_request_event("stop", "test")])
+    key = _key(rid, "call_0_0")
+
+    def setup(pool: Pool) -> None:
+        pool.answers[key] = ["active"]  # and it never settles: its outcome is never asked
+
+    view, events, pool = await _take_over(store, agent, rid, setup)
+    assert view.status is RunStatus.CANCELLED
+    assert _verdicts(events) == [("call_0_0", "keep", "active")]
+    assert pool.asked == [("cancel", key)]
+    (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
+    assert result.source == "cancelled"

@@ -74,7 +74,13 @@ async def reconcile_takeover(loop: RunLoop, policy: RecoveryPolicy) -> int:
     try:
         memory = remember(s.event for s in await session.store.read_events(session.state.run_id))
         kept = [t for t in found if await _reconcile(loop, t, memory, policy)]
-        if kept:
+        cancel = session.state.cancel_requested
+        if kept and (cancel is not None or loop.signal.aborted):
+            # A cancel already asked for (or this drive stopping): not awaited, stopped; the
+            # run's cancel then closes their calls.
+            for t in kept:
+                await loop.executor.cancel(_key(loop, t), cancel or loop.signal.reason)
+        elif kept:
             await _settle_kept(loop, kept)
     except (Fenced, Conflict, StoreError, asyncio.CancelledError):
         raise
@@ -132,6 +138,8 @@ async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryP
                     with contextlib.suppress(Exception):  # a failed ask leaves it deferred
                         await recover(key)
                 await _settled_within(loop, key, policy.defer_wait)
+                if loop.signal.aborted:
+                    return False  # stopping: the next owner (or the cancel) takes it from here
                 d = look(await _attach(loop, key))
             case "give_up" | "abort":
                 if d.action == "give_up":
