@@ -32,7 +32,7 @@ def _every_kind() -> list[Event]:
     later: list[Event] = [
         StepFailed(step="call_model (turn 0)", error_type="ValueError", message="x"),
         EffectReconciled(
-            turn_index=0, effect_id="e1", observed="missing", verdict="dispose", epoch=2
+            turn_index=0, attempt=1, effect_id="e1", observed="missing", verdict="dispose", epoch=2
         ),
         RedispatchRecorded(effect_id="e1", step="planned", attempt=1, epoch=2),
     ]

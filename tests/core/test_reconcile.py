@@ -48,7 +48,6 @@ from stead.core.reconcile import (
     after_abort,
     after_dispatch,
     decide,
-    disposal_events,
     ledger_event,
     ledger_step,
     remember,
@@ -431,7 +430,7 @@ def test_targets(log: list[Event], want: list[tuple[str, int]]) -> None:
 
 def _dispose(state: RunState, target: Target) -> list[Event]:
     d = after_abort(decide(target, "missing", DISPOSE), True)
-    return [verdict_event(d, state.epoch), *disposal_events(target, d.reason)]
+    return [verdict_event(d, state.epoch)]
 
 
 SPECS = {f"tool_{c}": ToolSpec(effect_class="read_only") for c in "ab"}

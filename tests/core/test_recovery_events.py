@@ -16,13 +16,18 @@ from core_strategies import (
     result,
 )
 
-from stead.core.events import EffectReconciled, Event, RedispatchRecorded, RunRecovered
+from stead.core.events import EffectReconciled, Event, RedispatchRecorded, RunRecovered, StepFailed
 from stead.core.fold import apply, fold
 from stead.errors import IllegalTransition
 
 
 def verdict(turn: int = 0, call: str = "", epoch: int = 1, **kw: Any) -> EffectReconciled:
-    fields: dict[str, Any] = {"observed": "missing", "verdict": "dispose", "effect_id": "e1"}
+    fields: dict[str, Any] = {
+        "observed": "missing",
+        "verdict": "keep",
+        "effect_id": "e1",
+        "attempt": 1,
+    }
     fields.update(kw)
     return EffectReconciled(turn_index=turn, tool_call_id=call, epoch=epoch, **fields)
 
@@ -78,3 +83,51 @@ def test_refused_without_a_trace(prefix: list[Event], event: Event, match: str) 
     with pytest.raises(IllegalTransition, match=match):
         apply(state, event)
     assert state.to_json() == before
+
+
+def test_a_dispose_verdict_is_the_disposal() -> None:
+    # the model call: its attempt is spent, the turn's next call has a key of its own
+    state = fold(RUNNING_T0)
+    apply(state, verdict(verdict="dispose"))
+    assert state.model_failures == 1
+    # a read_only call (no start record): settled unknown at the attempt in flight
+    state = fold(AWAITING_TWO)
+    apply(state, verdict(call="a", verdict="dispose"))
+    assert (state.calls["a"].attempts, state.calls["a"].unknown) == (1, True)
+    # a started non_idempotent call: unknown at its attempt, nothing else
+    state = fold(NI_STARTED)
+    apply(state, verdict(call="a", verdict="dispose"))
+    assert (state.calls["a"].attempts, state.calls["a"].unknown) == (1, True)
+    # keep and defer change nothing
+    for v in ("keep", "defer", "redispatch"):
+        state = fold(NI_STARTED)
+        apply(state, verdict(call="a", verdict=v))
+        assert not state.calls["a"].unknown
+
+
+@pytest.mark.parametrize(
+    ("prefix", "event", "match"),
+    [
+        (RUNNING_T0, verdict(attempt=2), "not the model call in flight"),
+        (AWAITING_TWO, verdict(call="a", attempt=2), "not the call's in flight"),
+        (NI_STARTED, verdict(call="a", attempt=3), "not the call's in flight"),
+    ],
+)
+def test_a_verdict_names_the_attempt_in_flight(
+    prefix: list[Event], event: Event, match: str
+) -> None:
+    state = fold(prefix)
+    before = state.to_json()
+    with pytest.raises(IllegalTransition, match=match):
+        apply(state, event)
+    assert state.to_json() == before
+
+
+def test_recovering_what_a_dead_owner_left_is_not_progress() -> None:
+    """A step that fails in every owner is still bounded (Limits.max_step_failures): a new
+    owner's verdicts and ledger records do not reset the count of failures in a row."""
+    failed = StepFailed(step="run_tools (turn 0)", error_type="RuntimeError")
+    state = fold([*AWAITING_TWO, failed, RunRecovered(owner="w2", epoch=2), failed])
+    apply(state, verdict(call="a", epoch=2, verdict="dispose"))
+    apply(state, ledger(epoch=2))
+    assert state.step_failures == 2

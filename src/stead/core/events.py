@@ -405,13 +405,17 @@ Attachment = Literal["active", "orphaned", "terminal", "missing", "aborted"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EffectReconciled:
-    """At a takeover, the reconciler's verdict on an effect with intent and no outcome."""
+    """At a takeover, the reconciler's verdict on an effect with intent and no outcome. A
+    ``dispose`` is the disposal itself: the model call's attempt is spent (the turn goes on
+    under a new key), a tool call's settles effect_unknown and its effect class decides."""
 
     kind: ClassVar[str] = "effect_reconciled"
     turn_index: int
     """The effect's turn."""
     tool_call_id: str = ""
     """Its call; "" for the turn's model call."""
+    attempt: int
+    """The attempt its key names."""
     effect_id: str
     """Its assignment key."""
     observed: Attachment

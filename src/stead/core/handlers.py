@@ -362,10 +362,21 @@ def _effect_reconciled(state: RunState, e: EffectReconciled) -> None:
     _fenced_effect(state, e)
     if e.turn_index != state.turn_index:
         raise _refuse(state, e, f"turn {e.turn_index} is not the current turn")
-    if e.tool_call_id and _call(state, e).result is not None:
+    call = _call(state, e) if e.tool_call_id else None
+    if call is None:
+        if state.turn_has_reply:
+            raise _refuse(state, e, "the turn's model call already has its reply")
+        if e.attempt != state.model_failures + 1:
+            raise _refuse(state, e, f"attempt {e.attempt} is not the model call in flight")
+        if e.verdict == "dispose":
+            state.model_failures += 1  # spent: the turn's next call has a key of its own
+        return
+    if call.result is not None:
         raise _refuse(state, e, "the call already has its result")
-    if not e.tool_call_id and state.turn_has_reply:
-        raise _refuse(state, e, "the turn's model call already has its reply")
+    if e.attempt not in (call.attempts, call.attempts + 1) or e.attempt < 1:
+        raise _refuse(state, e, f"attempt {e.attempt} is not the call's in flight")
+    if e.verdict == "dispose":  # settled effect_unknown at that attempt
+        call.attempts, call.unknown, call.verdict, call.decision = e.attempt, True, None, None
 
 
 @handles(RedispatchRecorded)

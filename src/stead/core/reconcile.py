@@ -21,11 +21,13 @@ The verdict table (``decide``; ``VERDICTS`` below is the same table as data):
   non_idempotent call redispatched: that call is disposed instead.
 
 Disposal aborts the key first; an abort that finds the key accepted (a dispatch won the race)
-turns the verdict into keep (``after_abort``). Disposing the model call re-plans the turn (a
-new attempt, so a new key: the old one is tombstoned); disposing a tool call settles it
-``effect_unknown`` (``tool_outcome_unknown``), and its effect class decides as after any crash
-(``stead.core.decide.plan_call``): read_only reruns, idempotent_write reruns with the same
-idempotency key, non_idempotent asks its reconcile function or a person.
+turns the verdict into keep (``after_abort``). The ``dispose`` verdict is the disposal (its
+handler does it, so a recovery is one record, and no progress that would hide a step failing
+in every owner): the model call's attempt is spent and the turn planned again under a new key
+(the old one is tombstoned); a tool call is settled ``effect_unknown`` at its attempt, and its
+effect class decides as after any crash (``stead.core.decide.plan_call``): read_only reruns,
+idempotent_write reruns with the same idempotency key, non_idempotent asks its reconcile
+function or a person.
 
 The redispatch ledger of a key is three records, appended to the run's own log (so fenced by
 the owner's epoch like every append): ``planned{attempt}`` before the dispatch,
@@ -46,10 +48,7 @@ from stead.core.events import (
     EffectClass,
     EffectReconciled,
     Event,
-    ModelCallFailed,
     RedispatchRecorded,
-    ToolCallStarted,
-    ToolOutcomeUnknown,
 )
 from stead.core.fold import RunState
 from stead.core.states import FINISHED, RunStatus
@@ -355,11 +354,13 @@ def after_dispatch(decision: Decision, answer: DispatchAnswer) -> Decision:
 
 
 def verdict_event(decision: Decision, epoch: int) -> EffectReconciled:
-    """The timeline's line for a decision."""
+    """The timeline's line for a decision; for a disposal, the disposal itself (its handler
+    spends the model call's attempt, or settles the tool call effect_unknown)."""
     t = decision.target
     return EffectReconciled(
         turn_index=t.turn_index,
         tool_call_id=t.tool_call_id,
+        attempt=t.attempt,
         effect_id=t.effect_id,
         observed=decision.observed,
         verdict=decision.verdict,
@@ -380,34 +381,3 @@ def ledger_event(
         reason=decision.reason if given_up else "",
         epoch=epoch,
     )
-
-
-def disposal_events(target: Target, reason: str) -> list[Event]:
-    """What disposing ``target`` records after its verdict: the model call is given up as a
-    failed attempt of its turn (the turn is planned again under a new key); a tool call is
-    settled ``effect_unknown`` (after its start, for a class that records none), and its
-    effect class decides what follows."""
-    t = target
-    if t.kind == "model":
-        message = f"disposed at a takeover: {reason}"
-        return [
-            ModelCallFailed(
-                turn_index=t.turn_index, attempt=t.attempt, code="executor_error", message=message
-            )
-        ]
-    events: list[Event] = []
-    if t.effect_class != "non_idempotent":
-        events.append(
-            ToolCallStarted(
-                turn_index=t.turn_index,
-                tool_call_id=t.tool_call_id,
-                attempt=t.attempt,
-                effect_id=t.effect_id,
-            )
-        )
-    events.append(
-        ToolOutcomeUnknown(
-            turn_index=t.turn_index, tool_call_id=t.tool_call_id, reason=f"effect_unknown: {reason}"
-        )
-    )
-    return events

@@ -46,7 +46,6 @@ from stead.core.reconcile import (
     after_abort,
     after_dispatch,
     decide,
-    disposal_events,
     ledger_event,
     remember,
     targets,
@@ -149,7 +148,7 @@ async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryP
                 await executor.cancel(key, d.reason)
                 d = replace(d, action="dispose")
             case "dispose":
-                await record(verdict_event(d, epoch), *disposal_events(t, d.reason))
+                await record(verdict_event(d, epoch))
                 return False
             case "plan" | "offer":
                 d = await _redispatch(loop, t, d, key, record)
@@ -258,8 +257,9 @@ async def _record_outcome(loop: RunLoop, t: Target, outcome: Outcome) -> None:
     if call is None or call.result is not None:
         return
     settled = None if isinstance(outcome, ToolUnknown | Cancelled) else tool_result_of(outcome)
-    if settled is None:
-        reason = f"its kept effect settled {outcome.kind}"
-        await loop.session.append(disposal_events(t, reason), automatic=False)
+    if settled is None:  # disposed: settled effect_unknown, and its class decides
+        why = f"its kept effect settled {outcome.kind}"
+        gone = Decision(target=t, observed="terminal", action="dispose", reason=why)
+        await loop.session.append([verdict_event(gone, loop.session.epoch)], automatic=False)
         return
     await loop._record(call, settled[0], settled[1], t.attempt)
