@@ -9,6 +9,9 @@
     stead runs show RUN [--json]        one run's timeline
     stead runs events RUN [--json]      one run's raw events
     stead runs watch RUN                follow a run live until it rests
+    stead effects list RUN [--json]     a run's effects by key: how each ended, the
+                                        reconciler's verdicts, redispatches
+    stead effects show RUN EFFECT       one effect's events
     stead resume RUN --agents MOD:ATTR  continue a run (requeues failed/cancelled ones)
     stead approve RUN CALL [--args J] [--agents MOD:ATTR]
                                         approve a gated call (optionally edited); with
@@ -192,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
     can.add_argument("run_id")
     can.add_argument("--reason", default="cancelled from the CLI")
 
+    from stead.cli._effects import add_effects_parser
+
+    add_effects_parser(sub)
     from stead.cli._worker import add_worker_parser
 
     add_worker_parser(sub)
@@ -250,6 +256,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if cmd == "runs" and args.runs_command == "list":
             return await _runs_list(rt, args, out)
         args.run_id = await resolve(rt.store, args.run_id)
+        if cmd == "effects":
+            from stead.cli._effects import effects
+
+            return await effects(rt, args, out)
         if cmd == "runs":
             if args.runs_command == "watch":
                 from stead.cli._watch import watch

@@ -226,7 +226,7 @@ _VERDICT_STYLE: Final = {
 def _effect_reconciled(e: EffectReconciled) -> Described:
     what = e.tool_call_id or f"model call (turn {e.turn_index})"
     detail = f"{what}: {e.verdict} ({e.observed}) {e.reason}"
-    return "reconciled", f"{detail} [{e.effect_id[:12]}]", _VERDICT_STYLE[e.verdict]
+    return "verdict", f"{detail} [{e.effect_id[:12]}]", _VERDICT_STYLE[e.verdict]
 
 
 @renders(RedispatchRecorded)
