@@ -224,3 +224,23 @@ def test_a_malformed_outcome_is_refused(data: Any) -> None:
 def test_outcomes_round_trip() -> None:
     for o in (ToolSucceeded(content="a"), Cancelled(reason="r")):
         assert outcome_from_json(outcome_to_json(o)) == o
+
+
+class _Full(InProcessExecutor):
+    """An executor that cannot take work now."""
+
+    async def dispatch(self, assignment: Any, *, signal: AbortSignal, local: object = None) -> bool:
+        raise RuntimeError("no capacity")
+
+
+async def test_an_executor_that_cannot_take_it_is_503_and_retried() -> None:
+    agent = _agent()
+    app = executor_app(_Full(agent.model, agent.registry), {SECRET: "owner"})
+    transport = httpx.ASGITransport(app=app)
+    auth = {"authorization": f"Bearer {SECRET}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://far", headers=auth) as c:
+        r = await c.post("/v1/effects", json=assignment_to_json(_assignment("busy")))
+        assert r.status_code == 503 and "no capacity" in r.json()["error"]
+        ex = HttpExecutor("http://far", SECRET, poll=0.001, retries=2, client=c)
+        with pytest.raises(ConnectionError, match="503"):
+            await ex.dispatch(_assignment("busy"), signal=AbortSignal())
