@@ -6,6 +6,7 @@ were all performed on the far side."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from stead.core.effects import (
     ToolSucceeded,
     assignment_to_json,
 )
+from stead.core.events import EffectReconciled
 from stead.runtime import InProcessExecutor
 from stead.server._executor_http import (
     HttpExecutor,
@@ -32,6 +34,7 @@ from stead.server._executor_http import (
     outcome_from_json,
     outcome_to_json,
 )
+from stead.store import Claim
 from stead.testing import Reply, ScriptedModel
 
 SECRET = "executor-secret-for-the-tests"
@@ -244,3 +247,56 @@ async def test_an_executor_that_cannot_take_it_is_503_and_retried() -> None:
         ex = HttpExecutor("http://far", SECRET, poll=0.001, retries=2, client=c)
         with pytest.raises(ConnectionError, match="503"):
             await ex.dispatch(_assignment("busy"), signal=AbortSignal())
+
+
+async def test_a_tool_far_away_outlives_its_owner_and_the_new_owner_keeps_it(
+    far: tuple[str, stead.Agent], tmp_path: Path
+) -> None:
+    """The owner dies while the sandbox runs its tool; the new owner's reconciler finds the
+    key active there, keeps it, and records its outcome once it settles: the tool ran once,
+    nothing was disposed."""
+    global gate
+    url, _ = far
+    gate = asyncio.Event()
+    owner_side = _agent()
+    store = str(tmp_path / "runs.db")
+    made: list[HttpExecutor] = []
+
+    def factory(agent: stead.Agent, sink: Any) -> Any:
+        made.append(HttpExecutor(url, SECRET, poll=0.01))
+        return made[-1]
+
+    try:
+        async with stead.Runtime(store, agents=[owner_side], executor_factory=factory) as rt:
+            rid = await rt.start(owner_side, "look far away")
+            first = asyncio.ensure_future(rt.run(rid))
+            for _ in range(500):
+                if ran:
+                    break
+                await asyncio.sleep(0.01)
+            assert ran == ["far"]
+            first.cancel()  # the owner is gone; the sandbox goes on
+            with pytest.raises(asyncio.CancelledError):
+                await first
+        async with stead.Runtime(store, agents=[owner_side], executor_factory=factory) as rt:
+            epoch = await rt.store.claim(rid, owner=rt.owner, now=time.time(), ttl=30)
+            claim = Claim(
+                run_id=rid, agent="far", status="awaiting_tool", epoch=epoch, previous_owner="x"
+            )
+            second = asyncio.ensure_future(rt.run(rid, claim=claim))
+            for _ in range(1000):  # the verdict is in before the tool may finish
+                kinds = {type(s.event) for s in await rt.store.read_events(rid)}
+                if EffectReconciled in kinds:
+                    break
+                await asyncio.sleep(0.01)
+            gate.set()
+            view = await second
+            events = [s.event for s in await rt.store.read_events(rid)]
+    finally:
+        gate = None
+        for ex in made:
+            await ex.close()
+    assert view.status is stead.RunStatus.COMPLETED and view.output == "seen far away"
+    verdicts = [(e.verdict, e.observed) for e in events if isinstance(e, EffectReconciled)]
+    assert verdicts == [("keep", "active")]
+    assert ran == ["far"]
