@@ -33,6 +33,7 @@ from stead.server._executor_http import (
     executor_app,
     outcome_from_json,
     outcome_to_json,
+    serve_executor,
 )
 from stead.store import Claim
 from stead.testing import Reply, ScriptedModel
@@ -56,9 +57,7 @@ def _agent() -> stead.Agent:
     return stead.Agent("far", model, [peek])
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the test's loop keeps its own
-        pass
+from stead.server._serve import _Server  # noqa: E402 - uvicorn without signal handling
 
 
 @pytest.fixture
@@ -300,3 +299,30 @@ async def test_a_tool_far_away_outlives_its_owner_and_the_new_owner_keeps_it(
     verdicts = [(e.verdict, e.observed) for e in events if isinstance(e, EffectReconciled)]
     assert verdicts == [("keep", "active")]
     assert ran == ["far"]
+
+
+async def test_serve_executor_serves_one_agent_and_wants_a_token() -> None:
+    with pytest.raises(stead.UserError, match="needs a token"):
+        await serve_executor([_agent()], tokens={})
+    other = stead.Agent("other", ScriptedModel([]), [peek])
+    with pytest.raises(stead.UserError, match="one agent"):
+        await serve_executor([_agent(), other], tokens={SECRET: "owner"})
+    ports: list[int] = []
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(
+        serve_executor([_agent()], tokens={SECRET: "owner"}, port=0, ready=ports.append, stop=stop)
+    )
+    try:
+        for _ in range(1000):
+            if ports:
+                break
+            await asyncio.sleep(0.01)
+        ex = HttpExecutor(f"http://127.0.0.1:{ports[0]}", SECRET, poll=0.01)
+        try:
+            a = _assignment("served")
+            assert await ex.run(a, signal=AbortSignal()) == ToolSucceeded(content="saw x")
+        finally:
+            await ex.close()
+    finally:
+        stop.set()
+        await serving

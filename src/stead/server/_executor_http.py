@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -45,9 +45,10 @@ from stead.core.effects import (
     assignment_to_json,
 )
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.errors import UserError
 from stead.providers import ModelResponse
-from stead.runtime import Executor
-from stead.server._security import who
+from stead.runtime import Agent, Executor, InProcessExecutor
+from stead.server._security import check_bind, who
 
 # -- outcomes on the wire ----------------------------------------------------------------------
 
@@ -279,3 +280,50 @@ class HttpExecutor:
     async def close(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+async def serve_executor(
+    agents: Iterable[Agent],
+    *,
+    tokens: Mapping[str, str],
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    ready: Callable[[int], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve the agents' models and tools as one in-process executor over HTTP until ``stop``
+    is set (for ``stead executor serve``): the process needs no store, only the code. A token
+    is required, always: whoever holds it runs the tools."""
+    import uvicorn
+
+    from stead.server._serve import _Server
+
+    if not tokens:
+        raise UserError("an executor behind HTTP needs a token: pass --token NAME:SECRET")
+    check_bind(host, tokens)
+    executors = {a.name: a for a in agents}
+    if len(executors) != 1:
+        raise UserError("an executor behind HTTP serves one agent's model and tools: name one")
+    (agent,) = executors.values()
+    executor = InProcessExecutor(agent.model, agent.registry)
+    app = executor_app(executor, tokens)
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
+    server = _Server(config)  # no signal handling of its own: ``stop`` ends it
+    task = asyncio.ensure_future(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # the bind failed: say why
+                return
+            await asyncio.sleep(0.02)
+        if ready is not None:
+            ready(server.servers[0].sockets[0].getsockname()[1])
+        waiter = asyncio.ensure_future((stop or asyncio.Event()).wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+    finally:
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
