@@ -173,7 +173,7 @@ async def _redispatch(
     except (Fenced, StoreError, asyncio.CancelledError):
         raise
     except Exception as exc:  # no answer: the attempt stays owed
-        log.warning("run %s: redispatch of %s: %r", t.effect_id, key.run_id, exc)
+        log.warning("run %s: redispatch of %s: %r", key.run_id, t.effect_id, exc)
         answer = "lost"
     else:
         answer = "accepted" if accepted else "refused"
