@@ -14,6 +14,7 @@ from stead.core.messages import (  # conversations and attachments (issue 12)
     Usage,
     UserMessage,
 )
+from stead.core.reconcile import RecoveryPolicy  # recovery at a takeover (issue 11)
 from stead.core.settings import ModelSettings  # issue 12 (e-output): model settings
 from stead.core.states import RunStatus
 from stead.errors import (
@@ -68,6 +69,7 @@ __all__ = [
     "PendingApproval",
     "ProviderError",
     "ProviderHTTPError",
+    "RecoveryPolicy",  # recovery at a takeover (issue 11)
     "RunNotFound",
     "RunStatus",
     "RunView",

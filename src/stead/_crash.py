@@ -31,6 +31,9 @@ POINTS: Final = (
     "after_approval_commit",
     "after_cancel_commit",
     "after_message_recorded",
+    "before_redispatch",
+    "after_redispatch_planned",
+    "after_redispatch_accepted",
 )
 """Every boundary the runtime exposes, in the order a turn reaches them."""
 

@@ -30,6 +30,7 @@ def test_every_command_of_the_groups_is_in_the_parser_once() -> None:
             "demo",
             "run",
             "runs",
+            "effects",
             "resume",
             "approve",
             "deny",

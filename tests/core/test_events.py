@@ -52,6 +52,8 @@ KINDS = {
     "run_cancelled",
     "run_timed_out",
     "run_requeued",
+    "effect_reconciled",  # recovery at a takeover (issue 11)
+    "redispatch",
 }
 
 CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
@@ -59,7 +61,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == 23
+    assert len(EVENT_TYPES) == 25
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,12 +16,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _scenario import RUN_ID, agent, steer_agent
 
 import stead
+from stead.core.reconcile import RecoveryPolicy
 
 
 async def main(store: str, mode: str, kind: str, extra: list[str]) -> None:
     a = steer_agent(kind) if kind in ("approval", "cancel") else agent(kind)
     ttl = float(extra[0]) if mode == "contend" else 30.0
     async with stead.Runtime(store, agents=[a], lease_ttl=ttl) as rt:
+        if os.environ.get("STEAD_TEST_RECOVERY") == "redispatch":
+            rt.recovery = RecoveryPolicy(missing="redispatch")
         if mode == "contend":
             try:
                 view = await rt.run(RUN_ID)

@@ -112,3 +112,15 @@ async def test_dispatch_then_outcome_still_runs_as_a_task(executor: InProcessExe
     outcome = await executor.outcome(a.key)
     assert outcome.kind == "tool_succeeded"
     assert started == [4]
+
+
+async def test_a_key_accepted_and_settled_is_never_also_aborted(
+    executor: InProcessExecutor,
+) -> None:
+    """Exactly one of an acceptance or an abort ever exists for a key: once its outcome was
+    read (and the task forgotten), an abort still loses to the acceptance."""
+    a = assignment("settled-then-aborted")
+    assert await executor.dispatch(a, signal=AbortSignal())
+    await executor.outcome(a.key)
+    assert not await executor.abort(a.key)
+    assert executor.attach(a.key) != "aborted"

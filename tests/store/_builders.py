@@ -18,10 +18,12 @@ from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
+    EffectReconciled,
     Event,
     LoopDetected,
     ModelCallFailed,
     NoticeInjected,
+    RedispatchRecorded,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -316,6 +318,19 @@ def every_kind() -> list[Event]:
         RunCancelled(reason="user"),
         RunTimedOut(reason="approval deadline"),
         RunRequeued(reason="resume"),
+        EffectReconciled(
+            turn_index=0,
+            tool_call_id="c1",
+            attempt=2,
+            effect_id="e" * 32,
+            observed="orphaned",
+            verdict="defer",
+            reason="the pool may recover it",
+            epoch=3,
+        ),
+        RedispatchRecorded(
+            effect_id="e" * 32, step="given_up", attempt=3, reason="budget spent", epoch=3
+        ),
     ]
 
 

@@ -9,6 +9,9 @@
     stead runs show RUN [--json]        one run's timeline
     stead runs events RUN [--json]      one run's raw events
     stead runs watch RUN                follow a run live until it rests
+    stead effects list RUN [--json]     a run's effects by key: how each ended, the
+                                        reconciler's verdicts, redispatches
+    stead effects show RUN EFFECT       one effect's events
     stead resume RUN --agents MOD:ATTR  continue a run (requeues failed/cancelled ones)
     stead approve RUN CALL [--args J] [--agents MOD:ATTR]
                                         approve a gated call (optionally edited); with
@@ -39,7 +42,7 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from stead.cli import _executor, _run, _runs, _serve, _steer, _worker
+from stead.cli import _effects, _executor, _run, _runs, _serve, _steer, _worker
 from stead.cli._command import Command
 from stead.cli._render import plain
 from stead.errors import SteadError, UserError
@@ -47,6 +50,7 @@ from stead.errors import SteadError, UserError
 GROUPS: Final[tuple[tuple[Command, ...], ...]] = (
     _run.COMMANDS,  # demo, run
     _runs.COMMANDS,  # runs list|show|events|watch
+    _effects.COMMANDS,  # effects list|show
     _steer.COMMANDS,  # resume, approve, deny, decide, cancel
     _worker.COMMANDS,  # worker
     _executor.COMMANDS,  # executor

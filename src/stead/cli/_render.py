@@ -215,6 +215,28 @@ def _decided(e: ev.ApprovalDecided) -> Described:
     return "decided", f"{e.tool_call_id}: {e.decision}{_by(e.by)} {e.reason}".rstrip(), "yellow"
 
 
+_VERDICT_STYLE: Final = {
+    "keep": "green",
+    "defer": "yellow",
+    "dispose": "bold red",
+    "redispatch": "bold yellow",
+}
+
+
+@renders(ev.EffectReconciled)
+def _effect_reconciled(e: ev.EffectReconciled) -> Described:
+    what = e.tool_call_id or f"model call (turn {e.turn_index})"
+    detail = f"{what}: {e.verdict} ({e.observed}) {e.reason}"
+    return "verdict", f"{detail} [{e.effect_id[:12]}]", _VERDICT_STYLE[e.verdict]
+
+
+@renders(ev.RedispatchRecorded)
+def _redispatch(e: ev.RedispatchRecorded) -> Described:
+    step = e.step.replace("_", " ")
+    detail = f"{e.reason}" if e.step == "given_up" else f"attempt {e.attempt}"
+    return f"redispatch {step}", f"{detail} [{e.effect_id[:12]}]", "yellow"
+
+
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
     """One run's events as a table: seq, time since start, what happened."""
     table = Table(title=Text(plain(title)) if title else None, show_edge=False, header_style="bold")

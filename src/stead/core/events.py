@@ -414,6 +414,53 @@ class RunRequeued:
     """Who asked, and why."""
 
 
+Observed = Literal["active", "orphaned", "terminal", "missing", "aborted"]
+"""What an executor holds for an effect's key (``stead.core.reconcile``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectReconciled:
+    """At a takeover, the reconciler's verdict on an effect with intent and no outcome. A
+    ``dispose`` is the disposal itself: the model call's attempt is spent (the turn goes on
+    under a new key), a tool call's settles effect_unknown and its effect class decides."""
+
+    kind: ClassVar[str] = "effect_reconciled"
+    turn_index: int
+    """The effect's turn."""
+    tool_call_id: str = ""
+    """Its call; "" for the turn's model call."""
+    attempt: int
+    """The attempt its key names."""
+    effect_id: str
+    """Its assignment key."""
+    observed: Observed
+    """What the executor held."""
+    verdict: Literal["keep", "defer", "dispose", "redispatch"]
+    """Wait for it, wait and ask the pool to recover it, give it up, or hand it over again."""
+    reason: str = ""
+    """Why, for the timeline."""
+    epoch: int
+    """The deciding owner's epoch: a superseded owner's verdict is refused."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedispatchRecorded:
+    """One record of a key's redispatch ledger: ``planned`` (before the dispatch), then
+    ``dispatched`` (accepted), or ``given_up``. Folded by ``stead.core.reconcile``."""
+
+    kind: ClassVar[str] = "redispatch"
+    effect_id: str
+    """The key handed over again."""
+    step: Literal["planned", "dispatched", "given_up"]
+    """Which record."""
+    attempt: int = 0
+    """The redispatch it counts (from 1); 0 for ``given_up``."""
+    reason: str = ""
+    """Why it was given up."""
+    epoch: int
+    """The deciding owner's epoch."""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -438,6 +485,8 @@ Event: TypeAlias = (
     | RunCancelled
     | RunTimedOut
     | RunRequeued
+    | EffectReconciled
+    | RedispatchRecorded
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

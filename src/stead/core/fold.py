@@ -26,7 +26,9 @@ from stead.core.events import (
     ApprovalRequested,
     Decision,
     EffectClass,
+    EffectReconciled,
     Event,
+    RedispatchRecorded,
     RunRecovered,
     StepFailed,
     ToolResultRecorded,
@@ -383,8 +385,11 @@ def _rank(order: dict[str, int], message: Message) -> int:
     return order.get(message.tool_call_id, len(order))
 
 
-_KEEPS_STEP_FAILURES: Final = frozenset({StepFailed.kind, RunRecovered.kind})
-"""A failed step, and a new claimant, are not progress; anything else resets the count."""
+_KEEPS_STEP_FAILURES: Final = frozenset(
+    {StepFailed.kind, RunRecovered.kind, EffectReconciled.kind, RedispatchRecorded.kind}
+)
+"""A failed step, a new claimant and its recovery of what the last one left in flight are not
+progress; anything else resets the count."""
 
 
 def apply(state: RunState, event: Event, seq: int | None = None) -> None:

@@ -17,10 +17,12 @@ from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
+    EffectReconciled,
     Event,
     LoopDetected,
     ModelCallFailed,
     NoticeInjected,
+    RedispatchRecorded,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -360,3 +362,44 @@ def _after_decided(state: RunState, e: ApprovalDecided) -> None:
     call.decision = e.decision
     if e.arguments is not None:
         call.edited_arguments = e.arguments
+
+
+# -- recovery at a takeover (stead.core.reconcile)
+
+
+def _fenced_effect(state: RunState, e: Any) -> None:
+    """Refuse a recovery record of a finished run, or of an owner the run has since left."""
+    if state.status in FINISHED:
+        raise _refuse(state, e, "a finished run has no effect to recover")
+    if e.epoch != state.epoch:
+        raise _refuse(state, e, f"epoch {e.epoch} is not the owner's epoch {state.epoch}")
+
+
+@handles(EffectReconciled)
+def _effect_reconciled(state: RunState, e: EffectReconciled) -> None:
+    _fenced_effect(state, e)
+    if e.turn_index != state.turn_index:
+        raise _refuse(state, e, f"turn {e.turn_index} is not the current turn")
+    call = _call(state, e) if e.tool_call_id else None
+    if call is None:
+        if state.turn_has_reply:
+            raise _refuse(state, e, "the turn's model call already has its reply")
+        if e.attempt != state.model_failures + 1:
+            raise _refuse(state, e, f"attempt {e.attempt} is not the model call in flight")
+        if e.verdict == "dispose":
+            state.model_failures += 1  # spent: the turn's next call has a key of its own
+        return
+    if call.result is not None:
+        raise _refuse(state, e, "the call already has its result")
+    if e.attempt not in (call.attempts, call.attempts + 1) or e.attempt < 1:
+        raise _refuse(state, e, f"attempt {e.attempt} is not the call's in flight")
+    if e.verdict == "dispose":  # settled effect_unknown at that attempt
+        call.attempts, call.unknown, call.reconciled, call.decision = e.attempt, True, None, None
+
+
+@handles(RedispatchRecorded)
+def _redispatch(state: RunState, e: RedispatchRecorded) -> None:
+    # The order of one key's records is its ledger's own fold (stead.core.reconcile).
+    _fenced_effect(state, e)
+    if (e.step == "given_up") != (e.attempt == 0):
+        raise _refuse(state, e, "planned and dispatched count an attempt from 1; given_up none")

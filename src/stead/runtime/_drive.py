@@ -30,6 +30,7 @@ from stead.core.progress import (
     ProgressSink,
     ProgressWindow,
 )
+from stead.core.reconcile import RecoveryPolicy
 from stead.core.states import AT_REST, RunStatus
 from stead.errors import (
     Fenced,
@@ -40,6 +41,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
 from stead.runtime._loop import RunLoop
+from stead.runtime._reconcile import reconcile_takeover
 from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
 from stead.store import Claim, RunRecord, Store
@@ -99,6 +101,8 @@ class Driving:
     progress: ProgressWindow
     backoff: Backoff
     watch_interval: float
+    recovery: RecoveryPolicy = RecoveryPolicy()
+    """How a takeover treats the effects the dead owner left in flight (stead.core.reconcile)."""
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
@@ -175,9 +179,10 @@ class Driving:
             snapshot_every=self.snapshot_every,
             snapshot_seq=snap_seq,
         )
-        if state.status not in (RunStatus.QUEUED,) and previous_owner:
+        takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
+        if takeover:
             await session.append(
-                [recovered_event(self.owner, epoch, previous_owner)],
+                [recovered_event(self.owner, epoch, previous_owner or "")],
                 automatic=False,
             )
         signal = AbortSignal()
@@ -195,6 +200,8 @@ class Driving:
 
         timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
         try:
+            if takeover:  # what the dead owner left in flight, before the drive goes on
+                await reconcile_takeover(loop, self.recovery)
             await loop.drive()
         finally:
             timer.cancel()

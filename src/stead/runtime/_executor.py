@@ -119,6 +119,8 @@ class InProcessExecutor:
         self._inline: set[str] = set()
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
+        self._accepted: set[str] = set()
+        """Every key ever accepted here: an abort of one loses, even once it is forgotten."""
 
     async def dispatch(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
@@ -126,6 +128,7 @@ class InProcessExecutor:
         k = assignment.key.effect_id
         if k in self._aborted:
             return False
+        self._accepted.add(k)
         if k not in self._tasks:
             self._signals[k] = signal
             self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal, local))
@@ -145,6 +148,7 @@ class InProcessExecutor:
             return await self.outcome(assignment.key)
         done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._tasks[k] = done
+        self._accepted.add(k)
         self._inline.add(k)
         self._signals[k] = signal
         try:
@@ -184,7 +188,7 @@ class InProcessExecutor:
         return "terminal" if task.done() else "active"
 
     async def abort(self, key: AssignmentKey) -> bool:
-        if key.effect_id in self._tasks:
+        if key.effect_id in self._tasks or key.effect_id in self._accepted:
             return False
         self._aborted.add(key.effect_id)
         return True

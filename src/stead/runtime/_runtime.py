@@ -25,6 +25,7 @@ from stead.core.progress import (
     ProgressSink,
     ProgressWindow,
 )
+from stead.core.reconcile import RecoveryPolicy
 from stead.core.settings import ModelSettings
 from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import (
@@ -69,13 +70,16 @@ class Runtime(Driving, Steering, Following, Conversations, Closing):
         progress: ProgressWindow | None = None,
         crash: CrashHook = _crash.point,
         deps: Any = None,
+        recovery: RecoveryPolicy | None = None,
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
         ``crash`` is called at every named crash point a drive or a steering call reaches
         (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing).
         ``deps`` are this process's live objects for tools (``ctx.deps``): never recorded,
-        checked against each agent's ``deps_type``."""
+        checked against each agent's ``deps_type``.
+        ``recovery`` says how a takeover treats the effects a dead owner left in flight
+        (``stead.RecoveryPolicy``: dispose by default)."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -108,6 +112,9 @@ class Runtime(Driving, Steering, Following, Conversations, Closing):
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
         self._crash = crash
+        if recovery is not None and not isinstance(recovery, RecoveryPolicy):
+            raise UserError(f"recovery takes a stead.RecoveryPolicy, not {type(recovery).__name__}")
+        self.recovery = recovery or RecoveryPolicy()
         self._driving: set[str] = set()
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in

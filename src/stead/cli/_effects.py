@@ -1,0 +1,132 @@
+"""``stead effects list RUN`` and ``stead effects show RUN EFFECT``: a run's effects, one row
+per key (``stead.core.effect_log``): how each ended, the reconciler's verdicts at takeovers,
+its redispatch ledger. Parsing and rendering only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from stead.cli._command import Command, runtime_command
+from stead.cli._render import plain, timeline
+from stead.core.effect_log import EffectRecord, effect_records
+from stead.errors import UserError
+from stead.runtime import Runtime
+
+_STYLE = {
+    "settled": "green",
+    "failed": "red",
+    "disposed": "bold red",
+    "unknown": "bold yellow",
+    "in_flight": "cyan",
+}
+
+
+def _list_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("--json", action="store_true", help="one JSON object per effect, per line")
+
+
+def _show_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("effect_id", help="an effect id or any unique start of one")
+    p.add_argument("--json", action="store_true", help="the effect as one JSON object")
+
+
+def _ledger(r: EffectRecord) -> str:
+    led = r.redispatch
+    if not (led.planned or led.given_up):
+        return ""
+    text = f"{led.dispatched}/{led.planned} redispatched"
+    if led.owed:
+        text += f", {led.owed} owed"
+    return text + (f", given up: {led.reason}" if led.given_up else "")
+
+
+def _json(r: EffectRecord) -> dict[str, Any]:
+    led = r.redispatch
+    return {
+        "effect_id": r.effect_id,
+        "kind": r.kind,
+        "turn_index": r.turn_index,
+        "tool_call_id": r.tool_call_id,
+        "name": r.name,
+        "attempt": r.attempt,
+        "state": r.state,
+        "detail": r.detail,
+        "verdicts": [
+            {"verdict": v.verdict, "observed": v.observed, "reason": v.reason, "epoch": v.epoch}
+            for v in r.verdicts
+        ],
+        "redispatch": {
+            "planned": led.planned,
+            "dispatched": led.dispatched,
+            "owed": led.owed,
+            "given_up": led.given_up,
+            "reason": led.reason,
+        },
+        "seqs": r.seqs,
+    }
+
+
+@runtime_command("show", "one effect: its events, verdicts and ledger", _show_arguments)
+async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    stored = await rt.events(args.run_id)
+    records = effect_records((s.seq, s.event) for s in stored)
+    found = [r for r in records if r.effect_id.startswith(args.effect_id)]
+    if len(found) != 1:
+        what = "no effect" if not found else f"{len(found)} effects"
+        raise UserError(
+            f"{what} of run {args.run_id} start with {args.effect_id!r}: "
+            "`stead effects list RUN` shows their ids"
+        )
+    (r,) = found
+    if args.json:
+        print(json.dumps(_json(r), ensure_ascii=False))
+        return 0
+    title = f"{r.effect_id} {r.name} (turn {r.turn_index}, attempt {r.attempt}): {r.state}"
+    out.print(timeline([s for s in stored if s.seq in set(r.seqs)], title=title))
+    if _ledger(r):
+        out.print(Text(f"redispatch ledger: {_ledger(r)}"))
+    return 0
+
+
+@runtime_command("list", "every effect of a run, one row per key", _list_arguments)
+async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    stored = await rt.events(args.run_id)
+    records = effect_records((s.seq, s.event) for s in stored)
+    if args.json:
+        for r in records:
+            print(json.dumps(_json(r), ensure_ascii=False))
+        return 0
+    table = Table(title=Text(plain(args.run_id)), show_edge=False, header_style="bold")
+    for col in ("effect", "turn", "what", "attempt", "state", "verdicts", "redispatch", "detail"):
+        table.add_column(col)
+    for r in records:
+        verdicts = ", ".join(f"{v.verdict} ({v.observed})" for v in r.verdicts)
+        table.add_row(
+            r.effect_id[:12],
+            str(r.turn_index),
+            Text(plain(f"{r.name} {r.tool_call_id}".strip())),
+            str(r.attempt),
+            Text(r.state, style=_STYLE[r.state]),
+            verdicts,
+            _ledger(r),
+            Text(plain(r.detail)[:60]),
+        )
+    out.print(table)
+    return 0
+
+
+COMMANDS = (
+    Command(
+        name="effects",
+        help="a run's effects: model and tool calls, by key",
+        subcommands=(_list, _show),
+    ),
+)

@@ -1,0 +1,329 @@
+"""An executor behind HTTP, so a sandbox that runs tools needs no database credentials.
+
+``executor_app(executor, tokens)`` serves any ``Executor`` (the in-process one in a sandbox,
+with the tool registry and providers it has) over HTTP; ``HttpExecutor(url, token)`` is the
+``Executor`` port on the owner's side, for ``Runtime(executor_factory=...)``. The wire:
+
+* ``POST /v1/effects`` with an assignment (``stead.core.effects.assignment_to_json``):
+  202 accepted (or already accepted: dispatch is idempotent by key), 409 the key is aborted,
+  400 a malformed assignment (its ``kind`` and body disagree, a field is wrong), 503 the
+  executor could not take it.
+* ``GET /v1/effects/{session}/{run}/{effect}/outcome``: 200 the outcome, 204 not settled yet,
+  404 a key never dispatched here, 410 aborted.
+* ``GET /v1/effects/{...}``: the attachment; ``POST /v1/effects/{...}/abort`` and ``/cancel``.
+* Every request carries ``Authorization: Bearer TOKEN``, else 401.
+
+The owner side retries a dispatch whose answer was lost (a dropped connection, a 503) with
+the same body, and gets the same acceptance; an outcome is polled and, once read, kept by the
+server, so a second read (after a lost answer) gets it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from stead._signal import AbortSignal
+from stead.core.effects import (
+    AssignmentKey,
+    Cancelled,
+    ModelFailed,
+    ModelSucceeded,
+    Outcome,
+    ToolFailed,
+    ToolSucceeded,
+    ToolUnknown,
+    assignment_from_json,
+    assignment_to_json,
+)
+from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.errors import UserError
+from stead.providers import ModelResponse
+from stead.runtime import Agent, Executor, InProcessExecutor
+from stead.server._security import check_bind, who
+
+# -- outcomes on the wire ----------------------------------------------------------------------
+
+
+def outcome_to_json(o: Outcome) -> dict[str, Any]:
+    """An outcome as JSON: its ``kind`` and its fields (a model reply by the message codec)."""
+    if isinstance(o, ModelSucceeded):
+        r: ModelResponse = o.response
+        return {
+            "kind": o.kind,
+            "message": message_to_json(r.message),
+            "usage": dataclasses.asdict(r.usage),
+            "model": r.model,
+        }
+    data = dataclasses.asdict(o)
+    if isinstance(o, ModelFailed) and o.usage is not None:
+        data["usage"] = dataclasses.asdict(o.usage)
+    return data
+
+
+_KINDS: dict[str, type[Any]] = {
+    "model_failed": ModelFailed,
+    "tool_succeeded": ToolSucceeded,
+    "tool_failed": ToolFailed,
+    "tool_unknown": ToolUnknown,
+    "cancelled": Cancelled,
+}
+
+
+def outcome_from_json(data: Any) -> Outcome:
+    """Decode an outcome; ``ValueError`` for anything it is not."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise ValueError("an outcome is a JSON object with a kind")
+    try:
+        if data["kind"] == "model_succeeded":
+            message = message_from_json(data["message"])
+            if not isinstance(message, AssistantMessage):
+                raise ValueError("a model outcome carries an assistant message")
+            response = ModelResponse(
+                message=message, usage=Usage(**data["usage"]), model=str(data.get("model", ""))
+            )
+            return ModelSucceeded(response=response)
+        cls = _KINDS[data["kind"]]
+        fields = {k: v for k, v in data.items() if k != "kind"}
+        if cls is ModelFailed and fields.get("usage") is not None:
+            fields["usage"] = Usage(**fields["usage"])
+        outcome: Outcome = cls(**fields)
+        return outcome
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"malformed outcome: {exc!r}") from exc
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
+    """``executor`` over HTTP; ``tokens`` maps each bearer secret to its holder's name."""
+    settled: dict[str, Outcome] = {}
+    signals: dict[str, AbortSignal] = {}
+
+    def key_of(request: Request) -> AssignmentKey:
+        p = request.path_params
+        return AssignmentKey(session_id=p["session"], run_id=p["run"], effect_id=p["effect"])
+
+    def guarded(handler: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if who(tokens, request.headers.get("authorization")) is None:
+                return JSONResponse({"error": "a bearer token is required"}, status_code=401)
+            result: Response = await handler(request)
+            return result
+
+        return endpoint
+
+    async def attachment(key: AssignmentKey) -> str:
+        if key.effect_id in settled:
+            return "terminal"
+        answer: Any = executor.attach(key)
+        if asyncio.iscoroutine(answer):
+            answer = await answer
+        return str(answer)
+
+    async def dispatch(request: Request) -> Response:
+        try:
+            assignment = assignment_from_json(await request.json())
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        k = assignment.key.effect_id
+        signal = signals.setdefault(k, AbortSignal())
+        try:
+            accepted = await executor.dispatch(assignment, signal=signal)
+        except Exception as exc:
+            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=503)
+        if not accepted:
+            return JSONResponse({"error": "the key is aborted"}, status_code=409)
+        return JSONResponse({"accepted": True, "effect_id": k}, status_code=202)
+
+    async def outcome(request: Request) -> Response:
+        key = key_of(request)
+        state = await attachment(key)
+        if state == "aborted":
+            return JSONResponse({"error": "the key is aborted"}, status_code=410)
+        if state == "missing":
+            return JSONResponse({"error": "no such effect here"}, status_code=404)
+        if state != "terminal":
+            return Response(status_code=204)
+        if key.effect_id not in settled:
+            settled[key.effect_id] = await executor.outcome(key)
+            signals.pop(key.effect_id, None)
+        return JSONResponse(outcome_to_json(settled[key.effect_id]))
+
+    async def attach(request: Request) -> Response:
+        return JSONResponse({"attachment": await attachment(key_of(request))})
+
+    async def abort(request: Request) -> Response:
+        key = key_of(request)
+        if key.effect_id in settled:  # accepted (and settled): never also aborted
+            return JSONResponse({"aborted": False})
+        return JSONResponse({"aborted": await executor.abort(key)})
+
+    async def cancel(request: Request) -> Response:
+        body = await request.json() if await request.body() else {}
+        reason = body.get("reason", "cancelled") if isinstance(body, dict) else "cancelled"
+        await executor.cancel(key_of(request), str(reason))
+        return Response(status_code=202)
+
+    one = "/v1/effects/{session}/{run}/{effect}"
+    return Starlette(
+        routes=[
+            Route("/v1/effects", guarded(dispatch), methods=["POST"]),
+            Route(one, guarded(attach), methods=["GET"]),
+            Route(one + "/outcome", guarded(outcome), methods=["GET"]),
+            Route(one + "/abort", guarded(abort), methods=["POST"]),
+            Route(one + "/cancel", guarded(cancel), methods=["POST"]),
+        ]
+    )
+
+
+# -- the owner's side ----------------------------------------------------------------------
+
+
+class HttpExecutor:
+    """The ``Executor`` port over HTTP (``executor_app`` on the other side). Its ``missing``
+    proves nothing (the far executor may be a process that restarted), so it is not
+    ``authoritative``."""
+
+    authoritative = False
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        poll: float = 0.05,
+        retries: int = 5,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._client = client or httpx.AsyncClient(
+            base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30
+        )
+        self._poll, self._retries = poll, retries
+        self._last: dict[str, str] = {}
+
+    @staticmethod
+    def _path(key: AssignmentKey) -> str:
+        return f"/v1/effects/{key.session_id or '-'}/{key.run_id}/{key.effect_id}"
+
+    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """One request, tried again (same body) when its answer is lost or the far side is
+        unavailable: every request of the wire is idempotent by key."""
+        for attempt in range(self._retries + 1):
+            try:
+                r = await self._client.request(method, path, **kw)
+            except httpx.TransportError:
+                if attempt == self._retries:
+                    raise
+            else:
+                if r.status_code != 503 or attempt == self._retries:
+                    if r.status_code == 401:
+                        raise PermissionError("the executor refused the bearer token")
+                    return r
+            await asyncio.sleep(self._poll * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def dispatch(self, assignment: Any, *, signal: AbortSignal, local: object = None) -> bool:
+        """Accept the assignment far away; False if its key is aborted there."""
+        data = assignment_to_json(assignment)
+        key = data["key"]
+        if isinstance(key, dict) and not key.get("session_id"):
+            data = {**data, "key": {**key, "session_id": "-"}}
+        r = await self._send("POST", "/v1/effects", json=data)
+        if r.status_code == 409:
+            return False
+        if r.status_code != 202:
+            raise ConnectionError(f"dispatch answered {r.status_code}: {r.text[:200]}")
+        return True  # an abort of the run reaches it as ``cancel`` (the run loop's)
+
+    async def outcome(self, key: AssignmentKey) -> Outcome:
+        """Poll until the effect settles."""
+        while True:
+            r = await self._send("GET", self._path(key) + "/outcome")
+            if r.status_code == 200:
+                return outcome_from_json(r.json())
+            if r.status_code == 410:
+                return Cancelled(reason="the effect was aborted before it started")
+            if r.status_code == 404:
+                raise KeyError(f"effect {key.effect_id} was never dispatched there")
+            await asyncio.sleep(self._poll)
+
+    async def run(self, assignment: Any, *, signal: AbortSignal, local: object = None) -> Outcome:
+        """``dispatch`` then ``outcome``."""
+        if not await self.dispatch(assignment, signal=signal):
+            return Cancelled(reason="the effect was aborted before it started")
+        return await self.outcome(assignment.key)
+
+    async def attach(self, key: AssignmentKey) -> str:
+        """What the far executor holds for ``key``."""
+        r = await self._send("GET", self._path(key))
+        return str(r.json()["attachment"])
+
+    async def abort(self, key: AssignmentKey) -> bool:
+        """Tombstone ``key`` far away; False if it was accepted there first."""
+        r = await self._send("POST", self._path(key) + "/abort")
+        return bool(r.json()["aborted"])
+
+    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+        """Ask the far executor to stop the effect."""
+        await self._send("POST", self._path(key) + "/cancel", json={"reason": reason})
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+async def serve_executor(
+    agents: Iterable[Agent],
+    *,
+    tokens: Mapping[str, str],
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    ready: Callable[[int], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve the agents' models and tools as one in-process executor over HTTP until ``stop``
+    is set (for ``stead executor serve``): the process needs no store, only the code. A token
+    is required, always: whoever holds it runs the tools."""
+    import uvicorn
+
+    from stead.server._serve import _Server
+
+    if not tokens:
+        raise UserError("an executor behind HTTP needs a token: pass --token NAME:SECRET")
+    check_bind(host, tokens)
+    executors = {a.name: a for a in agents}
+    if len(executors) != 1:
+        raise UserError("an executor behind HTTP serves one agent's model and tools: name one")
+    (agent,) = executors.values()
+    executor = InProcessExecutor(agent.model, agent.registry)
+    app = executor_app(executor, tokens)
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
+    server = _Server(config)  # no signal handling of its own: ``stop`` ends it
+    task = asyncio.ensure_future(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # the bind failed: say why
+                return
+            await asyncio.sleep(0.02)
+        if ready is not None:
+            ready(server.servers[0].sockets[0].getsockname()[1])
+        waiter = asyncio.ensure_future((stop or asyncio.Event()).wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+    finally:
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
