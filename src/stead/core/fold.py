@@ -40,7 +40,7 @@ from stead.core.messages import (
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 """Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
 version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
@@ -169,6 +169,12 @@ class RunState:
     (so the same step); any other event but ``run_recovered`` (a new claimant) resets it."""
     last_step_failure: StepFailed | None = None
     """The latest of those failures: its step and error."""
+    deadline: float | None = None
+    """When the run times out (``Limits.max_duration``; ``run_deadline_set``), in seconds
+    since the epoch by the clock of the process that set it; None for no deadline."""
+    deadline_counts_waiting: bool = True
+    """Whether time waiting on a person counts against ``deadline`` (when not, the decision
+    that ends a wait moves the deadline later by the wait)."""
     _conversation: _Conversation | None = field(default=None, init=False, repr=False, compare=False)
     """Cache of ``conversation()``."""
 
@@ -253,7 +259,12 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "step_failures": 0, "last_step_failure": None}
 
 
-SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3})
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 has a run deadline: a v3 state was written before ``run_deadline_set`` existed."""
+    return {**data, "deadline": None, "deadline_counts_waiting": True}
+
+
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 
