@@ -27,12 +27,14 @@ from stead.core.events import (
     RunCancelRequested,
     RunCompleted,
     RunCreated,
+    RunDeadlineSet,
     RunFailed,
     RunRecovered,
     RunRequeued,
     RunStarted,
     RunTimedOut,
     StepFailed,
+    ToolAttemptFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -214,6 +216,9 @@ def _reconciled(e: ToolReconciled) -> Described:
 
 @renders(ApprovalRequested)
 def _approval_requested(e: ApprovalRequested) -> Described:
+    if e.reason == "question":
+        asked = _short(str((e.payload or {}).get("question", "")))
+        return "question?", f"{e.tool_call_id}: {asked} token {e.token}", "bold yellow"
     return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
 
 
@@ -246,6 +251,19 @@ def _cancelled(e: RunCancelled) -> Described:
 @renders(RunTimedOut)
 def _timed_out(e: RunTimedOut) -> Described:
     return "timed out", e.reason, "magenta"
+
+
+@renders(ToolAttemptFailed)
+def _attempt_failed(e: ToolAttemptFailed) -> Described:
+    again = f"; again in {e.retry_in:.2g}s"
+    return "tool retry", f"{e.tool_call_id} attempt {e.attempt}: {_short(e.error)}{again}", "yellow"
+
+
+@renders(RunDeadlineSet)
+def _deadline_set(e: RunDeadlineSet) -> Described:
+    when = dt.datetime.fromtimestamp(e.deadline, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    waits = "" if e.counts_waiting else " (time waiting on a person not counted)"
+    return "deadline", f"finish by {when}{waits}", "dim"
 
 
 @renders(RunRequeued)
