@@ -28,7 +28,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, tool
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"
 
@@ -64,6 +64,7 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "question_tool",  # issue 12 (asking a person): Runtime.answer takes its answer
     "tool",
 ]
 

@@ -32,6 +32,7 @@ from stead.errors import (
 )
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
+from stead.runtime._ask import Answering
 from stead.runtime._backoff import Backoff
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
@@ -44,7 +45,7 @@ from stead.store import Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following):
+class Runtime(Driving, Steering, Following, Answering):
     """Start, drive and steer durable runs."""
 
     def __init__(
