@@ -166,6 +166,10 @@ class Wait:
 Step: TypeAlias = StartRun | ResumeTurn | CallModel | RunTools | Finish | Fail | Cancel | Wait
 
 
+_READY = ("execute", "reconcile", "ask_question")
+"""Plans that go ahead while other calls of the turn wait on a person."""
+
+
 def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     """Recovery (and consent) rule for one unsettled call."""
     nxt = call.attempts + 1
@@ -219,12 +223,13 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
     if status is RunStatus.AWAITING_APPROVAL:
         # A person decides on some calls; the turn's others need not wait for that. Calls
         # that can settle without a person (run, or reconcile) go ahead now, so their results
-        # are in when the decision comes; the run then rests until it does.
+        # are in when the decision comes, and a question is asked now too (the person may
+        # answer it with the decision); the run then rests until it does.
         ready = tuple(
             plan
             for call in state.pending_calls()
             if call.tool_call_id not in state.approvals
-            and (plan := plan_call(call, tools.get(call.name))).action in ("execute", "reconcile")
+            and (plan := plan_call(call, tools.get(call.name))).action in _READY
         )
         return RunTools(plans=ready) if ready else Wait(status=status)
     if status is RunStatus.QUEUED:
