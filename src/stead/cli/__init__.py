@@ -16,6 +16,8 @@
     stead deny RUN CALL --reason R      deny it; the model reads the reason
     stead decide RUN CALL happened|not_happened|skip [--result R]
                                         settle a call whose outcome is unknown
+    stead answer RUN CALL VALUE --agents MOD:ATTR
+                                        answer a question the run asked
     stead cancel RUN [--reason R]       cancel a run
     stead worker --agents MOD:ATTR [--concurrency N]
                                         claim and drive runs until SIGTERM
@@ -188,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
         "--agents", default=None, help="module:attr with the run's agent(s): continue the run now"
     )
 
+    from stead.cli._answer import add_answer_parser
+
+    add_answer_parser(sub)
     can = sub.add_parser("cancel", help="cancel a run")
     can.add_argument("run_id")
     can.add_argument("--reason", default="cancelled from the CLI")
@@ -307,6 +312,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                 reason=args.reason,
                 by=args.by,
             )
+        elif cmd == "answer":
+            view = await rt.answer(
+                args.run_id, args.call_id, args.value, token=args.token, by=args.by
+            )
         elif cmd == "cancel":
             view = await rt.cancel(args.run_id, args.reason)
         else:  # pragma: no cover - argparse refuses unknown commands
@@ -315,7 +324,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             out.print(summary(view))
             return 0
         out.print(summary(view))
-        driving = cmd in ("approve", "deny", "decide") and bool(rt.agents)
+        driving = cmd in ("approve", "deny", "decide", "answer") and bool(rt.agents)
         out.print(await _next_step(rt, view, driving, cancel=cmd == "cancel"))
         if driving:
             view = await rt.run(args.run_id)

@@ -322,6 +322,14 @@ def summary(view: RunView) -> Text:
         f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
     )
     for a in view.approvals:
+        if a.reason == "question":
+            asked = _short(str(a.payload.get("question", "")))
+            t.append(
+                plain(f"\n  question for a person: call {a.tool_call_id} ({a.tool}): {asked}")
+                + plain(f"  (stead answer {view.run_id} {a.tool_call_id} VALUE)"),
+                style="yellow",
+            )
+            continue
         t.append(
             plain(
                 f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
