@@ -439,6 +439,9 @@ def create_app(
                 yield f"id: {item.seq}\nevent: event\ndata: {data}\n\n"
         yield "event: end\ndata: {}\n\n"
 
+    from stead.server._answer import add_answer_route  # issue 12: a question's answer
+
+    add_answer_route(app, rt, _detail)
     return app
 
 
