@@ -26,7 +26,7 @@ def _run(block: str, cwd: Path) -> str:
 
 
 def test_readme_examples_run(tmp_path: Path) -> None:
-    ten_lines, steering = re.findall(r"```python\n(.*?)```", README, re.S)
+    ten_lines, steering, *_ = re.findall(r"```python\n(.*?)```", README, re.S)
     assert _run(ten_lines, tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
     assert _run(steering, tmp_path) == "Refunded."
