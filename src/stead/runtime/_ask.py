@@ -10,6 +10,7 @@ tool's answer type by the answering process (which must know the run's agent), r
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +32,11 @@ async def ask_events(
     tool: Tool[..., Any] | None,
     call: CallState,
     ctx: ToolContext,
-    token: str,
     deadline: float | None,
 ) -> list[Event]:
-    """The question of a question tool's call: its function words it from the arguments.
-    A function that fails is the call's error result (the model reads why), not a wait."""
+    """The question of a question tool's call (with a fresh single-use token): its function
+    words it from the arguments. A function that fails is the call's error result (the
+    model reads why), not a wait."""
     if tool is None or tool.asks is None:
         why = f"tool {call.name!r} is not a question tool in this worker"
         return [executed_result(call, why, True, call.attempts + 1)]
@@ -43,6 +44,7 @@ async def ask_events(
     if isinstance(outcome, ToolFailed):
         text = f"the question could not be asked: {outcome.failure}"
         return [executed_result(call, text, True, call.attempts + 1)]
+    token = secrets.token_urlsafe(16)
     return question_events(call, outcome.content, tool.asks.schema, token, deadline)
 
 

@@ -158,8 +158,9 @@ class RunLoop:
                 if self.session.fenced:
                     raise Fenced(f"run {self.session.state.run_id}: {self.signal.reason}")
                 await self.session.reload()  # pick up the cancel request another process wrote
-            if (ended := await self.deadline.expired()) is not None:
-                return ended  # Limits.max_duration: checked before every step
+            deadline = self.session.state.deadline is not None  # Limits.max_duration
+            if deadline and (ended := await self.deadline.expired()) is not None:
+                return ended
             step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
@@ -487,9 +488,7 @@ class RunLoop:
                     await self.session.append(consent_events(call, token, self._deadline()))
                 case "ask_question":
                     tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
-                    token = secrets.token_urlsafe(16)
-                    asked = await ask_events(tool, call, ctx, token, self._deadline())
-                    await self.session.append(asked)
+                    await self.session.append(await ask_events(tool, call, ctx, self._deadline()))
                 case "ask_human":
                     token = secrets.token_urlsafe(16)
                     await self.session.append(
