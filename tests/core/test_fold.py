@@ -878,9 +878,7 @@ def test_a_run_deadline_is_kept_cleared_by_a_requeue_and_times_out_a_running_run
 def test_a_v3_snapshot_is_upcast_with_no_deadline() -> None:
     state = fold(A_DONE)
     v3 = {
-        k: v
-        for k, v in state.to_json().items()
-        if k not in ("deadline", "deadline_counts_waiting")
+        k: v for k, v in state.to_json().items() if k not in ("deadline", "deadline_counts_waiting")
     }
     restored = RunState.from_json(json.loads(json.dumps(v3 | {"v": 3})))
     assert restored == state and restored.deadline is None
