@@ -3,7 +3,8 @@
 python limits_child.py STORE MODE KIND [ARG]
 
 KIND ``ask``: a run that asks its user which shipping speed (a pydantic answer); ``slow``: a
-run whose one tool blocks (it writes ``$STEAD_TEST_MARK`` first, and counts its runs there).
+run whose one tool blocks (it writes ``$STEAD_TEST_MARK`` first, and counts its runs there);
+``flaky``: a retried tool whose attempt 1 fails and whose attempt 2 SIGKILLs its process once.
 ``$STEAD_TEST_MAX_DURATION`` and ``$STEAD_TEST_WAIT_COUNTS`` (0/1) set the run's deadline;
 ``$STEAD_TEST_CLOCK_AHEAD`` moves this process's clock ahead by that many seconds (days later,
 without waiting days). Prints one JSON line: status, output, error.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ import pydantic
 
 import stead
 from stead.providers import ModelRequest
+from stead.runtime import Backoff
 from stead.testing import Reply, ScriptedModel
 
 RUN_ID = "run_limits"
@@ -49,6 +52,18 @@ async def block(ctx: stead.ToolContext) -> str:
     return "finished"
 
 
+@stead.tool(effect="read_only", retries=3)
+def flaky(ctx: stead.ToolContext) -> str:
+    """Fails on attempt 1; attempt 2 kills its own process the first time."""
+    mark = Path(os.environ["STEAD_TEST_MARK"])
+    if ctx.attempt == 1:
+        raise ConnectionError("the service is down")
+    if not mark.exists():
+        mark.write_text(str(ctx.attempt))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"ok on attempt {ctx.attempt}"
+
+
 def agent(kind: str) -> stead.Agent:
     raw = os.environ.get("STEAD_TEST_MAX_DURATION")
     limits = stead.Limits(
@@ -63,6 +78,9 @@ def agent(kind: str) -> stead.Agent:
             ]
         )
         return stead.Agent("limits-ask", model, [stead.question_tool(Shipping)], limits=limits)
+    if kind == "flaky":
+        model = ScriptedModel([Reply(tool_calls=[("flaky", {})]), "done"])
+        return stead.Agent("limits-flaky", model, [flaky], limits=limits)
     model = ScriptedModel([Reply(tool_calls=[("block", {})]), "done"])
     return stead.Agent("limits-slow", model, [block], limits=limits)
 
@@ -75,7 +93,10 @@ def _print(view: stead.RunView) -> None:
 async def main(store: str, mode: str, kind: str, extra: list[str]) -> None:
     ahead = float(os.environ.get("STEAD_TEST_CLOCK_AHEAD", "0"))
     a = agent(kind)
-    async with stead.Runtime(store, agents=[a], clock=lambda: time.time() + ahead) as rt:
+    fast = Backoff(base=0.001, cap=0.002)
+    async with stead.Runtime(
+        store, agents=[a], clock=lambda: time.time() + ahead, backoff=fast
+    ) as rt:
         if mode == "start":  # drive until the run rests (or is killed in its tool)
             await rt.start(a, "Ship my order", run_id=RUN_ID)
             _print(await rt.run(RUN_ID))

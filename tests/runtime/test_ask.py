@@ -65,7 +65,7 @@ async def test_a_question_waits_and_its_validated_answer_is_the_calls_result(sto
             await rt.answer(rid, pending.tool_call_id, {"speed": "teleport"})
         with pytest.raises(stead.ApprovalError, match="token"):
             await rt.answer(rid, pending.tool_call_id, {"speed": "express"}, token="forged")
-        with pytest.raises(stead.ApprovalError, match="a question: give its answer"):
+        with pytest.raises(stead.ApprovalError, match="a question, not a decision"):
             await rt.approve(rid, pending.tool_call_id)
         with pytest.raises(stead.UserError, match="decision must be one of"):
             await rt.decide(rid, pending.tool_call_id, "answer")  # type: ignore[arg-type]

@@ -188,3 +188,29 @@ def test_bad_limits_are_refused_with_what_to_do() -> None:
     with pytest.raises(stead.UserError, match="need a reconcile function"):
         stead.tool(retries=2)(f)  # non_idempotent by default: no blind retry
     assert stead.tool(effect="idempotent_write", retries=2, timeout=3)(f).retries == 2
+
+
+def test_the_attempt_count_survives_a_sigkill(tmp_path: Path) -> None:
+    """Attempt 1 fails (recorded), attempt 2 is SIGKILLed in flight: the next process runs
+    attempt 2 again, not attempt 1, and the call's one result is attempt 2's."""
+    import os
+    import subprocess
+    import sys
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    child = [sys.executable, str(Path(__file__).parent / "limits_child.py"), store]
+    env = {**os.environ, "STEAD_TEST_MARK": str(tmp_path / "mark")}
+    first = subprocess.run([*child, "start", "flaky"], env=env, capture_output=True, timeout=60)
+    assert first.returncode == -9, first.stderr
+    second = subprocess.run([*child, "run", "flaky"], env=env, capture_output=True, timeout=60)
+    assert second.returncode == 0, second.stderr
+
+    async def check() -> None:
+        async with stead.Runtime(store) as rt:
+            events = [e.event for e in await rt.events("run_limits")]
+            assert_valid_history(await rt.state("run_limits"))
+        assert [e.attempt for e in events if isinstance(e, ToolAttemptFailed)] == [1]
+        (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
+        assert (result.content, result.attempt) == ("ok on attempt 2", 2)
+
+    asyncio.run(check())

@@ -505,7 +505,7 @@ def _check_decision(
 _QUESTIONS: dict[str, tuple[str, list[str]]] = {
     "outcome_unknown": ("whether the call happened", ["happened", "not_happened", "skip"]),
     "policy": ("for consent", ["approve", "deny"]),
-    "question": ("a question: give its answer with Runtime.answer or `stead answer`", ["answer"]),
+    "question": ("a question, not a decision: answer it with Runtime.answer", ["answer"]),
 }
 
 
