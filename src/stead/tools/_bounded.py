@@ -55,3 +55,5 @@ async def run_bounded(
         if not task.done():
             task.cancel()
             await asyncio.wait({task}, timeout=1.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # read, so no "exception was never retrieved" is logged
