@@ -197,3 +197,12 @@ def test_a_question_answered_from_a_second_process_after_the_first_was_killed(
             assert_valid_history(await rt.state("run_limits"))
 
     asyncio.run(check())
+
+
+def test_a_question_tool_is_read_only_whatever_its_options() -> None:
+    @stead.tool(asks=str, retries=1, timeout=5)
+    def ask_twice(topic: str) -> str:
+        """Ask about a topic."""
+        return f"What about {topic}?"
+
+    assert ask_twice.effect_class == "read_only" and ask_twice.asks is not None

@@ -155,10 +155,10 @@ class Tool(Generic[P, R]):
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
         _check_options(effect, reconcile, requires_approval, what)
-        _check_bounds(effect, reconcile, timeout, retries, what)
         _check_asks(asks, reconcile, requires_approval, what)
         if asks is not NO_QUESTION:
             effect = "read_only"  # its function only words the question: asking again is safe
+        _check_bounds(effect, reconcile, timeout, retries, what)
         name = fn.__name__ if name is None else name
         if not isinstance(name, str) or not _NAME.match(name):
             raise UserError(
@@ -437,8 +437,9 @@ def tool(
         return decorate(fn)
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
     _check_options(effect, reconcile, requires_approval, "@tool(...)")
-    _check_bounds(effect, reconcile, timeout, retries, "@tool(...)")
     _check_asks(asks, reconcile, requires_approval, "@tool(...)")
+    asking = "read_only" if asks is not NO_QUESTION else effect
+    _check_bounds(asking, reconcile, timeout, retries, "@tool(...)")
     return decorate
 
 
