@@ -136,3 +136,29 @@ def test_a_negative_max_duration_is_refused() -> None:
         stead.Limits(max_duration=-5)
     with pytest.raises(stead.UserError, match="duration_counts_waiting takes True or False"):
         stead.Limits(duration_counts_waiting="no")  # type: ignore[arg-type]
+
+
+async def test_an_approval_wait_is_left_out_when_waiting_does_not_count(store: str) -> None:
+    @stead.tool(requires_approval=True)
+    def refund(order_id: int) -> str:
+        """Refund an order (a person approves)."""
+        return "refunded"
+
+    model = ScriptedModel([Reply(tool_calls=[("refund", {"order_id": 1})]), "Refunded."])
+    limits = stead.Limits(max_duration=600, duration_counts_waiting=False)
+    agent = stead.Agent("refunds", model, [refund], limits=limits)
+    async with stead.Runtime(store, agents=[agent]) as rt:
+        rid = await rt.start(agent, "refund order 1")
+        (pending,) = (await rt.run(rid)).approvals
+        assert isinstance(pending.payload["asked_at"], float)  # when the wait began
+    # an hour later by another process's clock: past max_duration, but the hour was a wait
+    later = time.time() + 3600
+    async with stead.Runtime(store, agents=[agent], clock=lambda: later) as rt:
+        assert await rt.expire_approvals() == []
+        await rt.approve(rid, pending.tool_call_id)
+        done = await rt.run(rid)
+        assert done.status is RunStatus.COMPLETED and done.output == "Refunded."
+        first, moved = [
+            e.event.deadline for e in await rt.events(rid) if isinstance(e.event, RunDeadlineSet)
+        ]
+        assert moved - first >= 3600 - 60
