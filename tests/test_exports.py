@@ -59,6 +59,7 @@ def test_public_api_is_pinned() -> None:
         "Usage",
         "UserError",
         "__version__",
+        "question_tool",
         "tool",
     }
     for name in stead.__all__:

@@ -40,7 +40,7 @@ from stead.errors import (
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
 from stead.runtime._inputs import Document, Image  # conversations and attachments (issue 12)
 from stead.runtime._view import TurnCost  # cost on the view (issue 12)
-from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, tool
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"
 
@@ -87,6 +87,7 @@ __all__ = [
     "UserError",
     "UserMessage",  # issue 12: conversations, attachments, cost
     "__version__",
+    "question_tool",  # issue 12 (asking a person): Runtime.answer takes its answer
     "tool",
 ]
 

@@ -35,6 +35,7 @@ def test_every_command_of_the_groups_is_in_the_parser_once() -> None:
             "approve",
             "deny",
             "decide",
+            "answer",
             "cancel",
             "worker",
             "executor",

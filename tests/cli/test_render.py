@@ -14,8 +14,10 @@ from stead.core.events import (
     EffectReconciled,
     Event,
     RedispatchRecorded,
+    RunDeadlineSet,
     RunRequeued,
     StepFailed,
+    ToolAttemptFailed,
     encode,
 )
 from stead.core.states import RunStatus
@@ -35,6 +37,8 @@ def _every_kind() -> list[Event]:
             turn_index=0, attempt=1, effect_id="e1", observed="missing", verdict="dispose", epoch=2
         ),
         RedispatchRecorded(effect_id="e1", step="planned", attempt=1, epoch=2),
+        ToolAttemptFailed(turn_index=0, tool_call_id="t", attempt=1, error="Boom", retry_in=0.5),
+        RunDeadlineSet(deadline=1e9, counts_waiting=False),
     ]
     return [*events, *later]
 

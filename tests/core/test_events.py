@@ -41,6 +41,7 @@ KINDS = {
     "loop_detected",
     "tool_call_started",
     "tool_result_recorded",
+    "tool_attempt_failed",
     "tool_outcome_unknown",
     "tool_reconciled",
     "approval_requested",
@@ -51,6 +52,7 @@ KINDS = {
     "run_cancel_requested",
     "run_cancelled",
     "run_timed_out",
+    "run_deadline_set",
     "run_requeued",
     "effect_reconciled",  # recovery at a takeover (issue 11)
     "redispatch",
@@ -61,7 +63,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == 25
+    assert len(EVENT_TYPES) == len(KINDS) == 27
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

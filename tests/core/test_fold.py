@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -47,9 +48,11 @@ from stead.core.events import (
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
+    RunDeadlineSet,
     RunFailed,
     RunRequeued,
     RunTimedOut,
+    ToolAttemptFailed,
     ToolCallRequested,
     ToolOutcomeUnknown,
     ToolReconciled,
@@ -686,18 +689,39 @@ REFUSALS = [
         "queued -> completed",
     ),
     (
-        "timed out while running",
-        RUNNING_T0,
-        RunTimedOut(),
+        "timed out while queued (a deadline runs from the start)",
+        [created()],
+        RunTimedOut(reason="the run deadline"),
         IllegalTransition,
-        "running -> timed_out",
+        "queued -> timed_out",
     ),
     (
-        "timed out while awaiting a tool",
-        AWAITING_TWO,
-        RunTimedOut(),
+        "a deadline for a finished run",
+        COMPLETED,
+        RunDeadlineSet(deadline=1.0),
         IllegalTransition,
-        "awaiting_tool -> timed_out",
+        "finished run has no deadline",
+    ),
+    (
+        "a failed attempt of a settled call",
+        A_DONE,
+        ToolAttemptFailed(turn_index=0, tool_call_id="a", attempt=1, error="x"),
+        IllegalTransition,
+        "settled or refused",
+    ),
+    (
+        "a failed attempt skipping a number",
+        AWAITING_TWO,
+        ToolAttemptFailed(turn_index=0, tool_call_id="a", attempt=2, error="x"),
+        IllegalTransition,
+        "attempt 2 after 0",
+    ),
+    (
+        "a failed attempt of a call waiting on a person",
+        POLICY_WAIT,
+        ToolAttemptFailed(turn_index=0, tool_call_id="a", attempt=1, error="x"),
+        IllegalTransition,
+        "waits on an approval",
     ),
     (
         "failed while awaiting approval",
@@ -858,3 +882,51 @@ def test_a_snapshot_missing_a_field_is_refused_not_defaulted() -> None:
     snap = {k: v for k, v in fold(A_DONE).to_json().items() if k != "messages"}
     with pytest.raises(ValueError, match="missing field 'messages'"):
         RunState.from_json(snap)
+
+
+# -- issue 12: retries, deadlines -------------------------------------------------------------
+
+
+def test_a_failed_attempt_counts_and_leaves_the_call_open_for_the_next() -> None:
+    state = fold(
+        [*AWAITING_TWO, ToolAttemptFailed(turn_index=0, tool_call_id="a", attempt=1, error="x")]
+    )
+    call = state.calls["a"]
+    assert (call.attempts, call.result, call.in_flight) == (1, None, True)
+    # a start-recorded (non_idempotent) attempt fails as the attempt it started
+    state = fold(
+        [*NI_STARTED, ToolAttemptFailed(turn_index=0, tool_call_id="a", attempt=1, error="x")]
+    )
+    assert state.calls["a"].attempts == 1
+    apply(state, start(0, "a", 2))
+    assert state.calls["a"].attempts == 2
+
+
+def test_a_run_deadline_is_kept_cleared_by_a_requeue_and_times_out_a_running_run() -> None:
+    state = fold([*RUNNING_T0, RunDeadlineSet(deadline=100.0, counts_waiting=False)])
+    assert (state.deadline, state.deadline_counts_waiting) == (100.0, False)
+    snap = RunState.from_json(json.loads(json.dumps(state.to_json())))
+    assert (snap.deadline, snap.deadline_counts_waiting) == (100.0, False)
+    apply(state, RunTimedOut(reason="the run passed its deadline"))
+    assert state.status is RunStatus.TIMED_OUT
+    assert state.error == {
+        "code": "timed_out",
+        "phase": "run",
+        "message": "the run passed its deadline",
+    }
+    apply(state, RunRequeued())
+    assert state.deadline is None
+    # an approval's deadline keeps its phase
+    assert fold(AWAITING_TWO).status is RunStatus.AWAITING_TOOL
+    timed = fold([*AWAITING_TWO, RunTimedOut(reason="late")])
+    assert timed.status is RunStatus.TIMED_OUT and timed.calls["a"].pending
+
+
+def test_a_v3_snapshot_is_upcast_with_no_deadline() -> None:
+    state = fold(A_DONE)
+    new_in_v4 = ("deadline", "deadline_counts_waiting", "data", "turn_usage")
+    v3 = {k: v for k, v in state.to_json().items() if k not in new_in_v4}
+    restored = RunState.from_json(json.loads(json.dumps(v3 | {"v": 3})))
+    assert restored.deadline is None and restored.deadline_counts_waiting
+    # v3 knew only the usage's sum: it comes back as one entry of turn -1.
+    assert replace(restored, turn_usage=state.turn_usage) == state

@@ -43,8 +43,15 @@ UPDATE = os.environ.get("STEAD_UPDATE_STATES") == "1"
 # A change to stead.core.states.TRANSITIONS must be a change to docs/concepts.md, and to this table.
 DESIGN_TABLE: dict[str, set[str]] = {
     "queued": {"running", "cancelled"},
-    "running": {"awaiting_tool", "awaiting_approval", "completed", "failed", "cancelled"},
-    "awaiting_tool": {"running", "awaiting_approval", "failed", "cancelled"},
+    "running": {
+        "awaiting_tool",
+        "awaiting_approval",
+        "completed",
+        "failed",
+        "cancelled",
+        "timed_out",
+    },
+    "awaiting_tool": {"running", "awaiting_approval", "failed", "cancelled", "timed_out"},
     "awaiting_approval": {"awaiting_tool", "running", "cancelled", "timed_out"},
     "completed": set(),
     "failed": {"queued"},

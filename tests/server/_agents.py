@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import stead
 from stead.core.messages import AssistantMessage, ToolCall, Usage
@@ -133,6 +133,17 @@ def build() -> list[stead.Agent]:
             "charger",
             ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged."]),
             [charge_card],
+            limits=no_deadline,
+        ),
+        stead.Agent(  # issue 12: a question for a person, answered in the inbox
+            "asker",
+            ScriptedModel(
+                [
+                    Reply(tool_calls=[("ask_user", {"question": "Standard or express?"})]),
+                    lambda request: f"Shipping {request.messages[-1].content}.",
+                ]
+            ),
+            [stead.question_tool(Literal["standard", "express"])],
             limits=no_deadline,
         ),
         stead.Agent(

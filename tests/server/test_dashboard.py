@@ -186,6 +186,30 @@ def test_answer_whether_a_call_happened_from_the_inbox(stack: Stack, page: objec
     assert [e["kind"] for e in events].count("tool_call_started") == 1  # charged once
 
 
+def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
+    """Issue 12: a question tool's call waits in the inbox with its question and answer
+    schema; an answer that does not fit is refused in the card; one that fits continues."""
+    run_id = _start(stack, "asker", "Ship my order")
+    wait_for(_api(stack), run_id, "awaiting_approval")
+    page.goto(f"{stack.url}/#/inbox")  # type: ignore[attr-defined]
+    card = page.locator(f'.approval[data-run="{run_id}"]')  # type: ignore[attr-defined]
+    card.wait_for()
+    text = card.inner_text()
+    assert "asks a question" in text and "Standard or express?" in text and "express" in text
+    card.locator("textarea.answer").fill("by pigeon")
+    card.locator(".answer-btn").click()
+    assert "does not fit" in card.locator(".error-box").inner_text()
+    card.locator("textarea.answer").fill("express")
+    card.locator(".answer-btn").click()
+    card.wait_for(state="detached")
+    run = wait_for(_api(stack), run_id, "completed")
+    assert run["output"] == "Shipping express."
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    timeline = page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
+    assert 'question "Standard or express?"' in timeline and "answer by alice" in timeline
+
+
 def test_the_stream_carries_provisional_text_when_the_server_drives_the_run(
     stack: Stack,
 ) -> None:

@@ -28,12 +28,14 @@ from stead.core.events import (
     RunCancelRequested,
     RunCompleted,
     RunCreated,
+    RunDeadlineSet,
     RunFailed,
     RunRecovered,
     RunRequeued,
     RunStarted,
     RunTimedOut,
     StepFailed,
+    ToolAttemptFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -285,6 +287,9 @@ def every_kind() -> list[Event]:
             source="rejected",
             attempt=0,
         ),
+        ToolAttemptFailed(
+            turn_index=0, tool_call_id="c1", attempt=1, error="Boom: down", retry_in=0.25
+        ),
         ToolOutcomeUnknown(turn_index=0, tool_call_id="c1", reason="worker died"),
         ToolReconciled(turn_index=0, tool_call_id="c1", verdict="unknown"),
         ApprovalRequested(
@@ -317,6 +322,7 @@ def every_kind() -> list[Event]:
         RunCancelRequested(reason="user", by="ops"),
         RunCancelled(reason="user"),
         RunTimedOut(reason="approval deadline"),
+        RunDeadlineSet(deadline=T0 + 60, counts_waiting=False),
         RunRequeued(reason="resume"),
         EffectReconciled(
             turn_index=0,

@@ -168,6 +168,7 @@ def test_tool_context_is_frozen_and_documents_abort() -> None:
 
 def test_public_names() -> None:
     assert stead.tools.__all__ == [
+        "AnswerSpec",
         "ApprovalPolicy",
         "Done",
         "NotDone",
@@ -177,6 +178,7 @@ def test_public_names() -> None:
         "ToolContext",
         "ToolRegistry",
         "Unknown",
+        "question_tool",
         "serialize_result",
         "tool",
     ]

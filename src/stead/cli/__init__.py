@@ -19,6 +19,8 @@
     stead deny RUN CALL --reason R      deny it; the model reads the reason
     stead decide RUN CALL happened|not_happened|skip [--result R]
                                         settle a call whose outcome is unknown
+    stead answer RUN CALL VALUE --agents MOD:ATTR
+                                        answer a question the run asked
     stead cancel RUN [--reason R]       cancel a run
     stead worker --agents MOD:ATTR [--concurrency N]
                                         claim and drive runs until SIGTERM
@@ -51,7 +53,7 @@ GROUPS: Final[tuple[tuple[Command, ...], ...]] = (
     _run.COMMANDS,  # demo, run
     _runs.COMMANDS,  # runs list|show|events|watch
     _effects.COMMANDS,  # effects list|show
-    _steer.COMMANDS,  # resume, approve, deny, decide, cancel
+    _steer.COMMANDS,  # resume, approve, deny, decide, answer, cancel
     _worker.COMMANDS,  # worker
     _executor.COMMANDS,  # executor
     _serve.COMMANDS,  # serve

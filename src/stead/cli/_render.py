@@ -103,11 +103,6 @@ _LINES: Final[dict[type[Event], Described]] = {
     ev.ToolOutcomeUnknown: ("unknown", "{e.tool_call_id}: {e.reason}", "bold red"),
     ev.RunCompleted: ("completed", "{e.output:80}", "bold green"),
     ev.RunFailed: ("failed", "{e.code} in {e.phase}: {e.message:160}", "bold red"),
-    ev.ApprovalRequested: (
-        "approval?",
-        "{e.tool_call_id} ({e.reason}) token {e.token}",
-        "bold yellow",
-    ),
     ev.StepFailed: ("step failed", "{e.step}: {e.error_type}: {e.message:120}", "red"),
     ev.RunCancelled: ("cancelled", "{e.reason}", "magenta"),
     ev.RunTimedOut: ("timed out", "{e.reason}", "magenta"),
@@ -215,6 +210,14 @@ def _decided(e: ev.ApprovalDecided) -> Described:
     return "decided", f"{e.tool_call_id}: {e.decision}{_by(e.by)} {e.reason}".rstrip(), "yellow"
 
 
+@renders(ev.ApprovalRequested)
+def _approval_requested(e: ev.ApprovalRequested) -> Described:
+    if e.reason == "question":
+        asked = _short(str((e.payload or {}).get("question", "")))
+        return "question?", f"{e.tool_call_id}: {asked} token {e.token}", "bold yellow"
+    return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
+
+
 _VERDICT_STYLE: Final = {
     "keep": "green",
     "defer": "yellow",
@@ -235,6 +238,19 @@ def _redispatch(e: ev.RedispatchRecorded) -> Described:
     step = e.step.replace("_", " ")
     detail = f"{e.reason}" if e.step == "given_up" else f"attempt {e.attempt}"
     return f"redispatch {step}", f"{detail} [{e.effect_id[:12]}]", "yellow"
+
+
+@renders(ev.ToolAttemptFailed)
+def _attempt_failed(e: ev.ToolAttemptFailed) -> Described:
+    again = f"; again in {e.retry_in:.2g}s"
+    return "tool retry", f"{e.tool_call_id} attempt {e.attempt}: {_short(e.error)}{again}", "yellow"
+
+
+@renders(ev.RunDeadlineSet)
+def _deadline_set(e: ev.RunDeadlineSet) -> Described:
+    when = dt.datetime.fromtimestamp(e.deadline, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    waits = "" if e.counts_waiting else " (time waiting on a person not counted)"
+    return "deadline", f"finish by {when}{waits}", "dim"
 
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
@@ -288,6 +304,14 @@ def summary(view: RunView) -> Text:
         f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
     )
     for a in view.approvals:
+        if a.reason == "question":
+            asked = _short(str(a.payload.get("question", "")))
+            t.append(
+                plain(f"\n  question for a person: call {a.tool_call_id} ({a.tool}): {asked}")
+                + plain(f"  (stead answer {view.run_id} {a.tool_call_id} VALUE)"),
+                style="yellow",
+            )
+            continue
         t.append(
             plain(
                 f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"

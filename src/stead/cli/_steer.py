@@ -1,4 +1,4 @@
-"""``stead resume|approve|deny|decide|cancel``: steer a run of the store, then say who
+"""``stead resume|approve|deny|decide|answer|cancel``: steer a run of the store, then say who
 drives it next."""
 
 from __future__ import annotations
@@ -89,6 +89,25 @@ async def _decide(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     return await _then(rt, view, out, drive=True)
 
 
+def _answer_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id")
+    p.add_argument("call_id")
+    p.add_argument("value", help="the answer: JSON for a typed answer, else plain text")
+    p.add_argument("--token", default=None, help="the question's resume token")
+    p.add_argument("--by", default=os.environ.get("USER", "cli"))
+    p.add_argument("--agents", required=True, help="module:attr with the run's agent(s)")
+
+
+@runtime_command("answer", "answer a question a run asked", _answer_arguments)
+async def _answer(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
+    """Answer a question tool's call: the answer is checked against the question's answer
+    type (so --agents must name the run's agent), recorded, and is the call's result; the
+    run then continues in this process. An answer that does not fit is refused and the run
+    keeps waiting."""
+    view = await rt.answer(args.run_id, args.call_id, args.value, token=args.token, by=args.by)
+    return await _then(rt, view, out, drive=True)
+
+
 def _cancel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
     p.add_argument("--reason", default="cancelled from the CLI")
@@ -140,4 +159,4 @@ async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool)
     return Text(f"next: {plain(why)}", style="dim")
 
 
-COMMANDS = (_resume, _approve, _deny, _decide, _cancel)
+COMMANDS = (_resume, _approve, _deny, _decide, _answer, _cancel)

@@ -49,6 +49,8 @@ class ToolSpec:
     """Side-effect class."""
     has_reconcile: bool = False
     """Whether it offers a status-check function for in-flight calls."""
+    asks: bool = False
+    """A question tool: a call waits for a person's answer, which is its result."""
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -94,9 +96,9 @@ class ToolPlan:
 
     tool_call_id: str
     """The call."""
-    action: Literal["execute", "reconcile", "ask_human", "ask_consent"]
-    """Run the handler, ask the reconcile function, ask a person whether it happened, or
-    ask a person for consent before it runs."""
+    action: Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"]
+    """Run the handler, ask the reconcile function, ask a person whether it happened, ask
+    a person for consent before it runs, or ask a question tool's question."""
     attempt: int
     """The attempt number an execute would use."""
     reason: str
@@ -164,17 +166,24 @@ class Wait:
 Step: TypeAlias = StartRun | ResumeTurn | CallModel | RunTools | Finish | Fail | Cancel | Wait
 
 
+_READY = ("execute", "reconcile", "ask_question")
+"""Plans that go ahead while other calls of the turn wait on a person."""
+
+
 def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     """Recovery (and consent) rule for one unsettled call."""
     nxt = call.attempts + 1
 
     def plan(
-        action: Literal["execute", "reconcile", "ask_human", "ask_consent"], why: str
+        action: Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"],
+        why: str,
     ) -> ToolPlan:
         return ToolPlan(tool_call_id=call.tool_call_id, action=action, attempt=nxt, reason=why)
 
     if call.decision in ("approve", "not_happened"):
         return plan("execute", f"a person decided {call.decision}")
+    if spec is not None and spec.asks:
+        return plan("ask_question", "a question tool waits for a person's answer")
     if not call.in_flight:
         if call.requires_approval:
             return plan("ask_consent", "the tool's policy asks a person first")
@@ -214,12 +223,13 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
     if status is RunStatus.AWAITING_APPROVAL:
         # A person decides on some calls; the turn's others need not wait for that. Calls
         # that can settle without a person (run, or reconcile) go ahead now, so their results
-        # are in when the decision comes; the run then rests until it does.
+        # are in when the decision comes, and a question is asked now too (the person may
+        # answer it with the decision); the run then rests until it does.
         ready = tuple(
             plan
             for call in state.pending_calls()
             if call.tool_call_id not in state.approvals
-            and (plan := plan_call(call, tools.get(call.name))).action in ("execute", "reconcile")
+            and (plan := plan_call(call, tools.get(call.name))).action in _READY
         )
         return RunTools(plans=ready) if ready else Wait(status=status)
     if status is RunStatus.QUEUED:

@@ -45,7 +45,7 @@ ResultSource = Literal[
 """Where a tool result came from: the handler ran, the reconcile function found it, the call
 was refused before running, a person decided, or the run was cancelled or bounded."""
 
-Decision = Literal["approve", "deny", "happened", "not_happened", "skip"]
+Decision = Literal["approve", "deny", "happened", "not_happened", "skip", "answer"]
 
 
 def _repair_field(event: Any, name: str, where: str) -> None:
@@ -258,6 +258,27 @@ class ToolResultRecorded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAttemptFailed:
+    """One attempt of a call failed or timed out, and the tool's ``retries`` allow another:
+    it runs again after ``retry_in`` seconds (a last failure is the call's result instead)."""
+
+    kind: ClassVar[str] = "tool_attempt_failed"
+    turn_index: int
+    """The turn."""
+    tool_call_id: str
+    """The call."""
+    attempt: int
+    """The attempt that failed."""
+    error: str
+    """What went wrong."""
+    retry_in: float = 0.0
+    """Backoff before the next attempt, in seconds."""
+
+    def __post_init__(self) -> None:
+        _repair_field(self, "error", "in this error")  # a tool's exception text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutcomeUnknown:
     """A call was in flight when its worker died and nothing can tell whether it happened."""
 
@@ -295,10 +316,12 @@ class ApprovalRequested:
     """The turn."""
     tool_call_id: str
     """The call waiting on the decision."""
-    reason: Literal["outcome_unknown", "policy"]
-    """Unknown outcome after a crash, or the tool's approval policy."""
+    reason: Literal["outcome_unknown", "policy", "question"]
+    """Unknown outcome after a crash, the tool's approval policy, or a question tool's
+    question (the answer is the call's result)."""
     payload: dict[str, Any] | None = None
-    """What the person is shown (tool, arguments, context)."""
+    """What the person is shown (tool, arguments, context; ``asked_at``, when it was asked,
+    lets a run deadline that does not count waiting leave the wait out)."""
     token: str = ""
     """Single-use resume token a decision must quote."""
     deadline: float | None = None
@@ -315,7 +338,7 @@ class ApprovalDecided:
     tool_call_id: str
     """The call."""
     decision: Decision
-    """approve/not_happened: run it; deny/skip: error result; happened: result given."""
+    """approve/not_happened: run it; deny/skip: error result; happened/answer: result given."""
     by: str = ""
     """Who decided."""
     reason: str = ""
@@ -398,11 +421,23 @@ class RunCancelled:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunTimedOut:
-    """A deadline (e.g. an approval's) passed."""
+    """A deadline passed: an approval's, or the run's own (``Limits.max_duration``)."""
 
     kind: ClassVar[str] = "run_timed_out"
     reason: str = ""
     """Which deadline."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunDeadlineSet:
+    """The run must finish by ``deadline`` or time out: set at its start from
+    ``Limits.max_duration``, and moved later by a wait on a person that does not count."""
+
+    kind: ClassVar[str] = "run_deadline_set"
+    deadline: float
+    """Seconds since the epoch, by the clock of the process that set it."""
+    counts_waiting: bool = True
+    """Whether time waiting on a person counts against it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -474,6 +509,7 @@ Event: TypeAlias = (
     | LoopDetected
     | ToolCallStarted
     | ToolResultRecorded
+    | ToolAttemptFailed
     | ToolOutcomeUnknown
     | ToolReconciled
     | ApprovalRequested
@@ -484,6 +520,7 @@ Event: TypeAlias = (
     | RunCancelRequested
     | RunCancelled
     | RunTimedOut
+    | RunDeadlineSet
     | RunRequeued
     | EffectReconciled
     | RedispatchRecorded

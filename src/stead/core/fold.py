@@ -206,6 +206,12 @@ class RunState:
     (so the same step); any other event but ``run_recovered`` (a new claimant) resets it."""
     last_step_failure: StepFailed | None = None
     """The latest of those failures: its step and error."""
+    deadline: float | None = None
+    """When the run times out (``Limits.max_duration``; ``run_deadline_set``), in seconds
+    since the epoch by the clock of the process that set it; None for no deadline."""
+    deadline_counts_waiting: bool = True
+    """Whether time waiting on a person counts against ``deadline`` (when not, the decision
+    that ends a wait moves the deadline later by the wait)."""
     _conversation: _Conversation | None = field(default=None, init=False, repr=False, compare=False)
     """Cache of ``conversation()``."""
 
@@ -294,11 +300,14 @@ def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     """v4 keeps a completed run's structured output (v3 had none); names a call's reconcile
     answer ``reconciled`` (it was ``verdict``, a word that also meant a tool's admission and
     a person's decision); and counts usage per turn: a v3 state knows only the sum, kept as
-    one entry of turn -1 with no model (so its price is unknown rather than wrong)."""
+    one entry of turn -1 with no model (so its price is unknown rather than wrong); and has a
+    run deadline (a v3 state was written before ``run_deadline_set`` existed)."""
     usage = data.get("usage") or {}
     out = {
         **data,
         "data": None,
+        "deadline": None,
+        "deadline_counts_waiting": True,
         "turn_usage": [{"turn_index": -1, "usage": usage}] if usage else [],
     }
     calls = data.get("calls")

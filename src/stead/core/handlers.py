@@ -27,12 +27,14 @@ from stead.core.events import (
     RunCancelRequested,
     RunCompleted,
     RunCreated,
+    RunDeadlineSet,
     RunFailed,
     RunRecovered,
     RunRequeued,
     RunStarted,
     RunTimedOut,
     StepFailed,
+    ToolAttemptFailed,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -172,8 +174,22 @@ def _after_cancelled(state: RunState, e: RunCancelled) -> None:
 
 @after(RunTimedOut)
 def _after_timed_out(state: RunState, e: RunTimedOut) -> None:
+    # Whose deadline passed: a pending approval's (when one has a deadline), else the run's.
+    phase = "approval" if any(a.deadline is not None for a in state.approvals.values()) else "run"
     state.approvals, state.cancel_requested = {}, None
-    state.error = {"code": "timed_out", "phase": "approval", "message": e.reason}
+    state.error = {"code": "timed_out", "phase": phase, "message": e.reason}
+
+
+@handles(RunDeadlineSet)
+def _deadline_set(state: RunState, e: RunDeadlineSet) -> None:
+    if state.status in FINISHED:
+        raise _refuse(state, e, "a finished run has no deadline")
+    state.deadline, state.deadline_counts_waiting = e.deadline, e.counts_waiting
+
+
+@after(RunRequeued)
+def _after_requeued(state: RunState, e: RunRequeued) -> None:
+    state.deadline = None  # a resumed run starts a fresh deadline (its agent's, if any)
 
 
 @handles(StepFailed)
@@ -317,6 +333,19 @@ def _result(state: RunState, e: ToolResultRecorded) -> None:
             tool_call_id=e.tool_call_id, name=e.name, content=e.content, is_error=e.is_error
         )
     )
+
+
+@handles(ToolAttemptFailed)
+def _attempt_failed(state: RunState, e: ToolAttemptFailed) -> None:
+    call = _call(state, e)
+    if call.result is not None or call.rejection is not None:
+        raise _refuse(state, e, "the call is settled or refused; it has no attempt to fail")
+    if e.tool_call_id in state.approvals:
+        raise _refuse(state, e, "the call waits on an approval decision")
+    # A start-recorded (non_idempotent) attempt is the last started; another is one more.
+    if e.attempt < 1 or e.attempt not in (call.attempts, call.attempts + 1):
+        raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
+    call.attempts, call.reconciled, call.decision = e.attempt, None, None
 
 
 @handles(ToolOutcomeUnknown)

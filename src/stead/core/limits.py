@@ -79,6 +79,13 @@ class Limits:
     output_retries: int = 3
     """Invalid structured answers (``Agent(output_type=...)``) sent back to the model with
     their validation errors; the next invalid one fails the run ``output_invalid``."""
+    max_duration: float | None = None
+    """Seconds a run may take from its start before it ends ``timed_out`` (None: no limit).
+    The deadline is recorded when the run starts (``run_deadline_set``), so whichever
+    process holds the run, after any crash, ends it on time; a resume gives a fresh one."""
+    duration_counts_waiting: bool = True
+    """Whether time waiting on a person (an approval, a question) counts against
+    ``max_duration``; when not, each wait moves the deadline later by its length."""
 
     def __post_init__(self) -> None:
         _count("Limits", "max_turns", self.max_turns, 1)
@@ -101,6 +108,15 @@ class Limits:
                 hint=" (None waits forever)",
             )
         _seconds("Limits", "cancel_grace", self.cancel_grace, positive=False)
+        if self.max_duration is not None:
+            _seconds(
+                "Limits", "max_duration", self.max_duration, positive=True, hint=" (None: no limit)"
+            )
+        if not isinstance(self.duration_counts_waiting, bool):
+            raise UserError(
+                "Limits.duration_counts_waiting takes True or False, "
+                f"not {_show(self.duration_counts_waiting)}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

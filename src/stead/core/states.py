@@ -59,14 +59,16 @@ _TURN: Final = {
     "run_cancelled": S.CANCELLED,
 }
 _RESUME: Final = {"run_requeued": S.QUEUED}
+_ENDS: Final = {"run_failed": S.FAILED, "run_timed_out": S.TIMED_OUT}
+"""A worker's run ends failed, or past its deadline (``Limits.max_duration``)."""
 
 TABLE: Final[Mapping[RunStatus, Mapping[str, RunStatus]]] = MappingProxyType(
     {
         s: MappingProxyType(row)
         for s, row in {
             S.QUEUED: {"run_started": S.RUNNING, "run_cancelled": S.CANCELLED},
-            S.RUNNING: {**_TURN, "run_completed": S.COMPLETED, "run_failed": S.FAILED},
-            S.AWAITING_TOOL: {"run_started": S.RUNNING, **_TURN, "run_failed": S.FAILED},
+            S.RUNNING: {**_TURN, "run_completed": S.COMPLETED, **_ENDS},
+            S.AWAITING_TOOL: {"run_started": S.RUNNING, **_TURN, **_ENDS},
             S.AWAITING_APPROVAL: {"run_started": S.RUNNING, **_TURN, "run_timed_out": S.TIMED_OUT},
             S.COMPLETED: {},
             S.FAILED: _RESUME,
@@ -94,12 +96,14 @@ STAYS: Final = frozenset(
         "loop_detected",
         "tool_call_started",
         "tool_result_recorded",
+        "tool_attempt_failed",
         "tool_outcome_unknown",
         "tool_reconciled",
         "run_cancel_requested",
         "step_failed",
         "effect_reconciled",
         "redispatch",
+        "run_deadline_set",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""

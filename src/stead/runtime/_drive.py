@@ -205,6 +205,7 @@ class Driving:
             await loop.drive()
         finally:
             timer.cancel()
+            loop.deadline.stop()
             for h in helpers:
                 h.cancel()
             # Wait for the helpers without swallowing a cancellation of *this* task:

@@ -77,11 +77,14 @@ from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
+from stead.runtime._ask import ask_events
 from stead.runtime._backoff import Backoff
+from stead.runtime._deadline import DeadlineWatch
 from stead.runtime._executor import Executor
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, output_schemas, run_settings
+from stead.runtime._retry import retry_event
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
 
@@ -140,6 +143,7 @@ class RunLoop:
         self._abort_future: asyncio.Future[str] | None = None
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
+        self.deadline = DeadlineWatch(session, self.limits, signal, self.clock)
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -159,6 +163,9 @@ class RunLoop:
                 if self.session.fenced:
                     raise Fenced(f"run {self.session.state.run_id}: {self.signal.reason}")
                 await self.session.reload()  # pick up the cancel request another process wrote
+            deadline = self.session.state.deadline is not None  # Limits.max_duration
+            if deadline and (ended := await self.deadline.expired()) is not None:
+                return ended
             step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
@@ -172,7 +179,8 @@ class RunLoop:
                         # Not fsynced on its own: losing run_started (and the turn it opens)
                         # in a power cut loses no effect, and the next commit syncs it anyway.
                         owner, epoch = self.session.owner, self.session.epoch
-                        await self.session.append([started_run_event(owner, epoch)], sync=False)
+                        opening = [started_run_event(owner, epoch), *self.deadline.start_events()]
+                        await self.session.append(opening, sync=False)
                     case ResumeTurn():
                         await self.session.append([resumed_turn_event(step.turn_index)])
                     case CallModel(turn_recorded=False) | Finish() | Fail():
@@ -479,6 +487,9 @@ class RunLoop:
                 case "ask_consent":
                     token = secrets.token_urlsafe(16)
                     await self.session.append(consent_events(call, token, self._deadline()))
+                case "ask_question":
+                    tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
+                    await self.session.append(await ask_events(tool, call, ctx, self._deadline()))
                 case "ask_human":
                     token = secrets.token_urlsafe(16)
                     await self.session.append(
@@ -548,6 +559,11 @@ class RunLoop:
             settled = (f"the executor lost this call ({outcome.kind}); try again", True)
         if outcome.kind == "cancelled":
             return  # the cancel path writes one result for every open call
+        retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
+        if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
+            await self.session.append([retry])
+            await self._sleep(retry.retry_in)
+            return
         await self._record(call, settled[0], settled[1], attempt)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:

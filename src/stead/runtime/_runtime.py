@@ -34,6 +34,7 @@ from stead.errors import (
 )
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
+from stead.runtime._ask import Answering
 from stead.runtime._backoff import Backoff
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
@@ -53,7 +54,7 @@ from stead.store._ledger import Ledger
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(

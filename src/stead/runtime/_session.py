@@ -21,6 +21,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from stead.core.builders._limits import stamp_asked
 from stead.core.decide import Step, ToolSpec, automatic_events, next_step
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
@@ -228,6 +229,8 @@ class RunSession:
         state = self.state
         before = state.seq
         batch = list(events(state) if callable(events) else events)
+        if state.deadline is not None and not state.deadline_counts_waiting:
+            batch = stamp_asked(batch, self.clock())  # a wait its deadline leaves out
         try:
             for e in batch:
                 apply(state, e)

@@ -17,6 +17,7 @@ from stead.core.builders import (
     requeue_event,
     timeout_events,
 )
+from stead.core.builders._limits import wait_credit_events
 from stead.core.canonical import canonical_json
 from stead.core.events import (
     Decision,
@@ -35,8 +36,8 @@ from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
 from stead.store import RunRecord, Store
 
-DECISIONS = get_args(Decision)
-"""What ``decide`` takes."""
+DECISIONS = tuple(d for d in get_args(Decision) if d != "answer")
+"""What ``decide`` takes (a question's answer goes through ``answer``, which checks it)."""
 
 
 def _arguments_text(arguments: object) -> str:
@@ -125,15 +126,18 @@ class Steering:
         now = self.clock()
         timed_out = await self._append_external(run_id, lambda s: timeout_events(s, now))
         if timed_out.status is RunStatus.TIMED_OUT:
+            why = (timed_out.error or {}).get("message", "")
             raise ApprovalError(
-                f"run {run_id}: the approval deadline passed, so the run timed out; "
+                f"run {run_id}: a deadline passed, so the run timed out ({why}); "
                 "`stead resume` asks again"
             )
         said: dict[str, Any] = {"token": token, "by": by, "reason": reason, "result": result}
-        state = await self._append_external(
-            run_id,
-            lambda s: decision_events(s, tool_call_id, decision, arguments=edited, now=now, **said),
-        )
+
+        def build(s: RunState) -> list[Event]:
+            decided = decision_events(s, tool_call_id, decision, arguments=edited, now=now, **said)
+            return decided + wait_credit_events(s, decided, now)
+
+        state = await self._append_external(run_id, build)
         self._crash("after_approval_commit", None)
         return RunView.of(state, self.agents)
 
@@ -181,7 +185,9 @@ class Steering:
         )
 
     async def expire_approvals(self) -> list[str]:
-        """Move every run whose approval deadline passed to ``timed_out``; returns their ids.
+        """Move every run waiting on a person whose approval deadline (or whose own deadline,
+        when waiting counts: ``Limits.duration_counts_waiting``) passed to ``timed_out``;
+        returns their ids.
 
         Waiting runs have no worker; call this periodically (a worker does) so deadlines
         fire without anyone touching the run.

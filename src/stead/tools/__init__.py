@@ -10,12 +10,14 @@ happens to one that was in flight at a crash, is decided in ``stead.core`` and d
 ``stead.runtime``.
 """
 
+from stead.tools._answer import AnswerSpec
 from stead.tools._context import ToolContext
 from stead.tools._registry import ToolRegistry
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
-from stead.tools._tool import ApprovalPolicy, Reconciler, Tool, tool
+from stead.tools._tool import ApprovalPolicy, Reconciler, Tool, question_tool, tool
 
 __all__ = [
+    "AnswerSpec",
     "ApprovalPolicy",
     "Done",
     "NotDone",
@@ -25,6 +27,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "Unknown",
+    "question_tool",
     "serialize_result",
     "tool",
 ]

@@ -40,8 +40,9 @@ class ToolContext(Generic[DepsT]):
     """1 on the first execution, more when the call is run again after a crash."""
     tool_name: str
     signal: AbortSignal
-    """Set when the run is cancelled. Async handlers can await ``signal.wait()``; sync ones
-    (run in a worker thread, which cannot be interrupted) should poll ``aborted``."""
+    """Set when the run is cancelled, or passes its deadline, or when this attempt passes
+    the tool's ``timeout``. Async handlers can await ``signal.wait()``; sync ones (run in a
+    worker thread, which cannot be interrupted) should poll ``aborted``."""
 
     cancel_grace: float = 5.0
     """Seconds a cancelled tool's subprocesses get between SIGTERM and SIGKILL."""
@@ -51,7 +52,8 @@ class ToolContext(Generic[DepsT]):
 
     @property
     def aborted(self) -> bool:
-        """True once the run was cancelled: stop soon and raise or return."""
+        """True once the run was cancelled (or the attempt timed out): stop soon and raise
+        or return."""
         return self.signal.aborted
 
     async def run_subprocess(
@@ -62,8 +64,9 @@ class ToolContext(Generic[DepsT]):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run a child process in its own process group. If the run is cancelled, the group
-        gets SIGTERM, then SIGKILL after ``cancel_grace``, and this raises ``Aborted``."""
+        """Run a child process in its own process group. If the run is cancelled (or the
+        attempt times out), the group gets SIGTERM, then SIGKILL after ``cancel_grace``, and
+        this raises ``Aborted``."""
         child = Child(args=args, input=input, cwd=cwd, env=env)
         return await run_subprocess(child, self.signal, self.cancel_grace)
 

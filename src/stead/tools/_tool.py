@@ -13,6 +13,7 @@ import asyncio
 import copy
 import functools
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
@@ -23,7 +24,9 @@ from stead.core.effects import ToolFailed, ToolSucceeded
 from stead.core.events import EFFECT_CLASSES, EffectClass
 from stead.core.messages import ToolSchema
 from stead.errors import UserError
+from stead.tools._answer import AnswerSpec
 from stead.tools._arguments import ArgumentParser, InvalidArguments
+from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
 from stead.tools._signature import (
@@ -44,6 +47,9 @@ ApprovalPolicy: TypeAlias = Callable[[dict[str, Any]], bool]
 """Decides from the validated arguments (by parameter name) whether a person must approve."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
+
+NO_QUESTION: Any = object()
+"""``asks``'s default: the tool runs its function; it asks no one."""
 
 
 def _first_paragraph(fn: Callable[..., Any]) -> str:
@@ -72,6 +78,42 @@ def _check_queue(queue: object, what: str) -> None:
     if queue is not None and (not isinstance(queue, str) or not _NAME.match(queue)):
         raise UserError(
             f"{what}: queue must be 1-64 letters, digits, '_' or '-' (or None), not {queue!r}"
+        )
+
+
+def _check_bounds(
+    effect: object, reconcile: object, timeout: object, retries: object, what: str
+) -> None:
+    """``timeout`` and ``retries``: numbers that make sense, and no blind retry of a call
+    that may have taken effect."""
+    if timeout is not None and (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise UserError(
+            f"{what}: timeout must be a positive number of seconds (None for no limit), "
+            f"not {timeout!r}"
+        )
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise UserError(f"{what}: retries must be an int of at least 0, not {retries!r}")
+    if retries and effect == "non_idempotent" and reconcile is None:
+        raise UserError(
+            f"{what}: retries of a non_idempotent tool need a reconcile function, to tell "
+            "whether a failed attempt took effect before it runs again (stead never retries "
+            "such a call blindly); pass reconcile=..., or declare effect='idempotent_write' "
+            "if a repeat is harmless"
+        )
+
+
+def _check_asks(asks: object, reconcile: object, requires_approval: object, what: str) -> None:
+    if asks is NO_QUESTION:
+        return
+    if requires_approval is not False or reconcile is not None:
+        raise UserError(
+            f"{what}: a question tool (asks=...) already waits on a person; it takes no "
+            "requires_approval and no reconcile"
         )
 
 
@@ -105,7 +147,11 @@ class Tool(Generic[P, R]):
         description: str | None = None,
         requires_approval: bool | ApprovalPolicy = False,
         queue: str | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        asks: Any = NO_QUESTION,
     ) -> None:
+        """See ``tool``."""
         if isinstance(fn, Tool):
             raise UserError(f"{fn.name!r} is already a tool; apply @tool once")
         if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
@@ -118,6 +164,10 @@ class Tool(Generic[P, R]):
             raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
         _check_options(effect, reconcile, requires_approval, what)
         _check_queue(queue, what)
+        _check_asks(asks, reconcile, requires_approval, what)
+        if asks is not NO_QUESTION:
+            effect = "read_only"  # its function only words the question: asking again is safe
+        _check_bounds(effect, reconcile, timeout, retries, what)
         name = fn.__name__ if name is None else name
         if not isinstance(name, str) or not _NAME.match(name):
             raise UserError(
@@ -135,6 +185,9 @@ class Tool(Generic[P, R]):
         )
         self._requires_approval = requires_approval
         self._queue = queue
+        self._timeout: float | None = timeout
+        self._retries = retries
+        self._asks = None if asks is NO_QUESTION else AnswerSpec(asks, what)
         self._shape = shape
         self._parser = ArgumentParser(name, shape.model, shape.parameters)
         self._digest = digest(
@@ -190,6 +243,21 @@ class Tool(Generic[P, R]):
         serves it; None (the default): always in the run's own process."""
         return self._queue
 
+    def timeout(self) -> float | None:
+        """Seconds one attempt may take before it is aborted through its signal (None: no
+        limit); a timed-out attempt is a failure, retried like any other."""
+        return self._timeout
+
+    @property
+    def retries(self) -> int:
+        """How many times a failed attempt is run again (with backoff; each one recorded)."""
+        return self._retries
+
+    @property
+    def asks(self) -> AnswerSpec | None:
+        """For a question tool, the answer it waits for; None for a tool that runs."""
+        return self._asks
+
     @property
     def parameters(self) -> dict[str, Any]:
         """JSON schema of the argument object (a fresh copy each time)."""
@@ -198,7 +266,11 @@ class Tool(Generic[P, R]):
     @property
     def spec(self) -> ToolSpec:
         """What the core needs to know of this tool."""
-        return ToolSpec(effect_class=self._effect, has_reconcile=self._reconcile is not None)
+        return ToolSpec(
+            effect_class=self._effect,
+            has_reconcile=self._reconcile is not None,
+            asks=self._asks is not None,
+        )
 
     @property
     def definition_digest(self) -> str:
@@ -249,9 +321,17 @@ class Tool(Generic[P, R]):
             values = self._values(arguments_json)
         except InvalidArguments as exc:
             return ToolFailed(failure=str(exc))
-        args, kwargs = bind(self._shape.params, values, ctx)
         try:
-            result = await _call(self._fn, args, kwargs)
+            if self._timeout is None:
+                result = await _call(self._fn, *bind(self._shape.params, values, ctx))
+            else:
+                result = await run_bounded(
+                    lambda c: _call(self._fn, *bind(self._shape.params, values, c)),
+                    ctx,
+                    self._timeout,
+                )
+        except ToolTimedOut as exc:
+            return ToolFailed(failure=str(exc))
         except Exception as exc:
             text = str(exc)
             return ToolFailed(
@@ -304,6 +384,9 @@ def tool(
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
     queue: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
+    asks: Any = NO_QUESTION,
 ) -> Tool[P, R]: ...
 
 
@@ -316,6 +399,9 @@ def tool(
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
     queue: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
+    asks: Any = NO_QUESTION,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -329,6 +415,9 @@ def tool(
     description: str | None = None,
     requires_approval: bool | ApprovalPolicy = False,
     queue: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
+    asks: Any = NO_QUESTION,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a tool: ``@tool`` or ``@tool(effect=..., reconcile=..., ...)``.
 
@@ -336,6 +425,17 @@ def tool(
     call in flight at a crash is never run again blindly (it is reconciled or a person is
     asked). Declaring ``read_only`` or ``idempotent_write`` is a promise that running the
     call twice is harmless, so stead lets you make it rather than assuming it.
+
+    ``timeout`` bounds each attempt (seconds): past it the call is aborted through its
+    signal, as a cancel is (``ctx.run_subprocess`` groups killed), and the attempt failed.
+    ``retries`` runs a failed attempt again with backoff, each failure recorded
+    (``tool_attempt_failed``); a ``non_idempotent`` tool needs a ``reconcile`` function for
+    that, asked before every retry whether the failed attempt took effect.
+
+    ``asks`` makes a question for a person (LangGraph's ``interrupt()``): the function's
+    return value is the question, the run waits in ``awaiting_approval``, and the answer,
+    validated against the type given (``str``, a pydantic model...), is the call's result
+    (``Runtime.answer``).
     """
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
@@ -347,6 +447,9 @@ def tool(
             description=description,
             requires_approval=requires_approval,
             queue=queue,
+            timeout=timeout,
+            retries=retries,
+            asks=asks,
         )
 
     if fn is not None:
@@ -354,4 +457,26 @@ def tool(
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
     _check_options(effect, reconcile, requires_approval, "@tool(...)")
     _check_queue(queue, "@tool(...)")
+    _check_asks(asks, reconcile, requires_approval, "@tool(...)")
+    asking = "read_only" if asks is not NO_QUESTION else effect
+    _check_bounds(asking, reconcile, timeout, retries, "@tool(...)")
     return decorate
+
+
+def question_tool(
+    answer: Any = str, *, name: str = "ask_user", description: str | None = None
+) -> Tool[..., str]:
+    """A tool the model calls to ask the person a question; the answer is its result.
+
+    ``answer`` is the answer's type (``str`` by default; a pydantic model, a dataclass, a
+    ``TypedDict``, ``Literal[...]``...): ``Runtime.answer`` refuses one that does not fit,
+    and the run keeps waiting. For a question worded from other arguments, decorate a
+    function that returns the question with ``@tool(asks=...)`` instead.
+    """
+
+    def ask(question: str) -> str:
+        """Ask the user a question and wait for their answer. Use it when you need a
+        decision or a fact only the user has."""
+        return question
+
+    return Tool(ask, name=name, description=description, asks=answer)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stead.core.builders._ids import unique_call_ids
+from stead.core.builders._limits import deadline_passed, run_timeout_events
 from stead.core.builders._output import output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
@@ -464,8 +465,8 @@ def decision_events(
             raise ApprovalError(f"edited arguments are not JSON: {exc}") from exc
     if decision == "deny" and not reason:
         raise ApprovalError("a denial needs a reason: the model reads it")
-    if decision == "happened" and result is None:
-        raise ApprovalError("'happened' needs the call's result (what the model should read)")
+    if decision in ("happened", "answer") and result is None:
+        raise ApprovalError(f"{decision!r} needs the call's result (what the model should read)")
     events: list[Event] = [
         ApprovalDecided(
             turn_index=call.turn_index,
@@ -476,7 +477,7 @@ def decision_events(
             arguments=edited,
         )
     ]
-    if decision == "happened":
+    if decision in ("happened", "answer"):
         assert result is not None
         events.append(_decided_result(call, result, is_error=False))
     elif decision == "deny":
@@ -505,13 +506,16 @@ def _check_decision(
         raise ApprovalError("the resume token does not match the pending approval")
     if now is not None and pending.deadline is not None and now > pending.deadline:
         raise ApprovalError("the approval's deadline has passed; the run times out instead")
-    unknown = pending.reason == "outcome_unknown"
-    allowed = {"happened", "not_happened", "skip"} if unknown else {"approve", "deny"}
+    asks, allowed = _QUESTIONS[pending.reason]
     if decision not in allowed:
-        raise ApprovalError(
-            f"this approval asks {'whether the call happened' if unknown else 'for consent'}; "
-            f"answer one of {sorted(allowed)}, not {decision!r}"
-        )
+        raise ApprovalError(f"this approval asks {asks}; answer one of {allowed}, not {decision!r}")
+
+
+_QUESTIONS: dict[str, tuple[str, list[str]]] = {
+    "outcome_unknown": ("whether the call happened", ["happened", "not_happened", "skip"]),
+    "policy": ("for consent", ["approve", "deny"]),
+    "question": ("a question, not a decision: answer it with Runtime.answer", ["answer"]),
+}
 
 
 def _decided_result(call: CallState, content: str, *, is_error: bool) -> ToolResultRecorded:
@@ -558,7 +562,9 @@ def cancel_events(state: RunState, reason: str) -> list[Event]:
 
 
 def timeout_events(state: RunState, now: float) -> list[Event]:
-    """``run_timed_out`` when a pending approval's deadline has passed; else nothing."""
+    """``run_timed_out`` when a pending approval's deadline, or the run's, has passed."""
+    if deadline_passed(state, now):
+        return run_timeout_events(state, now)
     if state.status is not RunStatus.AWAITING_APPROVAL:
         return []
     late = [a for a in state.approvals.values() if a.deadline is not None and a.deadline < now]

@@ -258,7 +258,7 @@ function approvalCard(a, after) {
   const reason = h("input", { placeholder: "reason (the model reads it)", class: "reason", size: 30 });
   const children = [
     h("div", {}, h("strong", {}, a.tool), " ", effect(a.effect_class), " ",
-      h("span", { class: "muted" }, a.reason === "policy" ? "needs approval" : "outcome unknown"), " · ",
+      h("span", { class: "muted" }, { policy: "needs approval", question: "asks a question" }[a.reason] || "outcome unknown"), " · ",
       h("a", { class: "id", href: `#/runs/${encodeURIComponent(a.run_id)}` }, shortId(a.run_id)),
       " ", h("span", { class: "muted" }, a.agent)),
     a.payload.question ? h("p", {}, a.payload.question) : null,
@@ -285,6 +285,20 @@ function approvalCard(a, after) {
         if (!reason.value.trim()) { out.textContent = "say why: the model reads the reason"; out.hidden = false; return; }
         send("deny", { reason: reason.value });
       } }, "Deny")));
+  } else if (a.reason === "question") {
+    // The answer goes as typed: the server checks it against the answer type (JSON for a
+    // typed answer), and a misfit is shown here while the run keeps waiting.
+    const answer = h("textarea", { class: "answer", placeholder: "your answer (JSON for a typed answer)" });
+    const questions = `/runs/${encodeURIComponent(a.run_id)}/questions/${encodeURIComponent(a.tool_call_id)}`;
+    children.push(h("pre", { class: "args schema" }, pretty(a.payload.answer_schema || {})), answer, h("div", { class: "actions" },
+      h("button", { class: "primary answer-btn", onclick: async () => {
+        out.hidden = true;
+        try {
+          await api(`${questions}/answer`, { method: "POST", body: { value: answer.value } });
+          toast(`answered: ${a.tool} in ${shortId(a.run_id)}`);
+          after();
+        } catch (e) { out.textContent = e.message; out.hidden = false; }
+      } }, "Answer")));
   } else {
     const result = h("textarea", { class: "result", placeholder: "what it returned (for happened)" });
     children.push(result, h("div", { class: "actions" },
@@ -348,7 +362,7 @@ function describe(e, state) {
         h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
     case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
     case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
-    case "approval_requested": return li("person", `waiting on a person: ${d.reason === "policy" ? "approve " : "did it happen? "}${d.tool_call_id}`);
+    case "approval_requested": return li("person", `waiting on a person: ${{ policy: "approve ", question: `question "${(d.payload || {}).question}" ` }[d.reason] || "did it happen? "}${d.tool_call_id}`);
     case "approval_decided": return li("person", `${d.decision} by ${d.by || "someone"}${d.reason ? `: ${d.reason}` : ""}`, d.arguments ? h("pre", {}, pretty(d.arguments)) : null);
     case "run_completed": return li("done", "completed", h("pre", {}, d.output));
     case "run_failed": return li("bad", `failed: ${d.code} (${d.phase})`, d.message ? h("pre", {}, d.message) : null);
