@@ -9,7 +9,15 @@ from pathlib import Path
 from rich.console import Console
 
 from stead.cli._render import DESCRIBE, STATUS_STYLE, describe, generic, timeline
-from stead.core.events import EVENT_TYPES, Event, RunRequeued, StepFailed, encode
+from stead.core.events import (
+    EVENT_TYPES,
+    Event,
+    RunRequeued,
+    StepFailed,
+    ToolsListed,
+    TraceLinked,
+    encode,
+)
 from stead.core.states import RunStatus
 from stead.store import StoredEvent
 from stead.store._base import decode_row
@@ -21,7 +29,12 @@ def _every_kind() -> list[Event]:
     """The golden log of every kind as stored, plus the kinds added after it was written."""
     doc = json.loads(EVERY_KIND.read_text())
     events = [decode_row(doc["name"], seq, k, v, data) for seq, k, v, data in doc["rows"]]
-    return [*events, StepFailed(step="call_model (turn 0)", error_type="ValueError", message="x")]
+    return [
+        *events,
+        StepFailed(step="call_model (turn 0)", error_type="ValueError", message="x"),
+        ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}}),
+        TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+    ]
 
 
 def test_every_event_kind_renders_through_the_table() -> None:

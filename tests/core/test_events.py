@@ -51,6 +51,8 @@ KINDS = {
     "run_cancelled",
     "run_timed_out",
     "run_requeued",
+    "tools_listed",
+    "trace_linked",
 }
 
 CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
@@ -58,7 +60,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == 23
+    assert len(EVENT_TYPES) == 25
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

@@ -53,6 +53,8 @@ from stead.core.events import (
     ToolCallRequested,
     ToolOutcomeUnknown,
     ToolReconciled,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
 )
@@ -429,8 +431,11 @@ def test_nothing_before_run_created(kind: str) -> None:
     assert_refused([], sample_event(EVENT_TYPES[kind]), IllegalTransition, "must be run_created")
 
 
+NOT_DRIVEN = (IllegalTransition, "is not being driven")
 REFUSALS = [
     ("second run_created", [created()], created(), IllegalTransition, "already exists"),
+    ("tools_listed on a finished run", COMPLETED, ToolsListed(source="s", tools={}), *NOT_DRIVEN),
+    ("trace_linked on a finished run", COMPLETED, TraceLinked(traceparent="00-"), *NOT_DRIVEN),
     (
         "result for a call in the reply but never requested",
         [*RUNNING_T0, reply(0, "a")],
@@ -812,3 +817,13 @@ def test_a_snapshot_missing_a_field_is_refused_not_defaulted() -> None:
     snap = {k: v for k, v in fold(A_DONE).to_json().items() if k != "messages"}
     with pytest.raises(ValueError, match="missing field 'messages'"):
         RunState.from_json(snap)
+
+
+def test_tools_listed_and_trace_linked_change_nothing_the_fold_keeps() -> None:
+    """Notes for a timeline and a tracer: legal while a run is driven, and the state folds
+    the same with or without them (so no snapshot carries them)."""
+    notes = [ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}})]
+    notes.append(TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"))
+    plain, noted = fold(RUNNING_T0), fold([*RUNNING_T0, *notes])
+    assert noted.status is plain.status
+    assert noted.to_json() | {"seq": 0} == plain.to_json() | {"seq": 0}

@@ -399,6 +399,28 @@ class RunRequeued:
     """Who asked, and why."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsListed:
+    """A tool source (an MCP server) listed its tools at a drive's start, and they differ from
+    the last listing of this run's log: the timeline shows a changed definition."""
+
+    kind: ClassVar[str] = "tools_listed"
+    source: str
+    """The source's name."""
+    tools: dict[str, Any]
+    """Tool name -> its definition as listed (schema, annotations) and the effect class used."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceLinked:
+    """The run's trace context (W3C ``traceparent``), so that a drive in another process, after
+    a crash, continues the same trace."""
+
+    kind: ClassVar[str] = "trace_linked"
+    traceparent: str
+    """``00-<trace id>-<span id>-<flags>`` of the span that recorded it."""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -423,6 +445,8 @@ Event: TypeAlias = (
     | RunCancelled
     | RunTimedOut
     | RunRequeued
+    | ToolsListed
+    | TraceLinked
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

@@ -36,6 +36,8 @@ from stead.core.events import (
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
 )
@@ -130,6 +132,14 @@ def _after_completed(state: RunState, e: RunCompleted) -> None:
 def _after_failed(state: RunState, e: RunFailed) -> None:
     state.cancel_requested = None
     state.error = {"code": e.code, "phase": e.phase, "message": e.message}
+
+
+@handles(ToolsListed)
+@handles(TraceLinked)
+def _noted(state: RunState, e: ToolsListed | TraceLinked) -> None:
+    """Notes for observers (a timeline, a tracer); the fold keeps nothing of them."""
+    if state.status in FINISHED:
+        raise _refuse(state, e, f"a {state.status} run is not being driven")
 
 
 @handles(RunCancelRequested)

@@ -98,6 +98,8 @@ STAYS: Final = frozenset(
         "tool_reconciled",
         "run_cancel_requested",
         "step_failed",
+        "tools_listed",
+        "trace_linked",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""
