@@ -38,6 +38,8 @@ from stead.core.events import (
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
     encode,
@@ -236,6 +238,16 @@ def _failed(e: RunFailed) -> Described:
 @renders(StepFailed)
 def _step_failed(e: StepFailed) -> Described:
     return "step failed", f"{e.step}: {e.error_type}: {_short(e.message, 120)}", "red"
+
+
+@renders(ToolsListed)
+def _tools_listed(e: ToolsListed) -> Described:
+    return "tools listed", f"{e.source}: {', '.join(e.tools) or 'none'}", "cyan"
+
+
+@renders(TraceLinked)
+def _trace_linked(e: TraceLinked) -> Described:
+    return "trace", e.traceparent, "dim"
 
 
 @renders(RunCancelled)
