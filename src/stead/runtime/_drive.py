@@ -40,6 +40,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
 from stead.runtime._loop import RunLoop
+from stead.runtime._observe import Observer, observing
 from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
 from stead.store import Claim, RunRecord, Store
@@ -99,6 +100,7 @@ class Driving:
     progress: ProgressWindow
     backoff: Backoff
     watch_interval: float
+    observers: list[Observer]
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
@@ -180,8 +182,9 @@ class Driving:
                 [recovered_event(self.owner, epoch, previous_owner)],
                 automatic=False,
             )
+        hooks = await observing(self.observers, session, agent, previous_owner)
         signal = AbortSignal()
-        executor = self._executor_factory(agent, self.progress)
+        executor = hooks.executor(self._executor_factory(agent, self.progress))
         loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         # The lease heartbeat and the cancel watcher start a moment after the drive: a
         # run that rests sooner (most turns on a fast model) never pays for two tasks.
@@ -194,9 +197,14 @@ class Driving:
             helpers.append(aio.create_task(self._watch(session, signal)))
 
         timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
+        error: BaseException | None = None
         try:
             await loop.drive()
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
+            hooks.ended(session.state, error)
             timer.cancel()
             for h in helpers:
                 h.cancel()

@@ -36,6 +36,7 @@ from stead.runtime._backoff import Backoff
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._observe import Observer
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
 from stead.runtime._view import PendingApproval, RunView
@@ -60,11 +61,13 @@ class Runtime(Driving, Steering, Following):
         backoff: Backoff | None = None,
         progress: ProgressWindow | None = None,
         crash: CrashHook = _crash.point,
+        observers: Iterable[Observer] = (),
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
         ``crash`` is called at every named crash point a drive or a steering call reaches
-        (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing)."""
+        (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing).
+        ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -96,6 +99,7 @@ class Runtime(Driving, Steering, Following):
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
         self._crash = crash
+        self.observers: list[Observer] = list(observers)
         self._driving: set[str] = set()
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in
