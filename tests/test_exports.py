@@ -35,6 +35,7 @@ def test_public_api_is_pinned() -> None:
         "PendingApproval",
         "ProviderError",
         "ProviderHTTPError",
+        "RunLogFilter",
         "RunNotFound",
         "RunStatus",
         "RunView",
@@ -48,6 +49,8 @@ def test_public_api_is_pinned() -> None:
         "Usage",
         "UserError",
         "__version__",
+        "configure_logging",
+        "redact",
         "tool",
     }
     for name in stead.__all__:

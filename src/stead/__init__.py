@@ -6,6 +6,7 @@ results are replayed instead of re-run, and a call whose outcome is uncertain is
 or handed to a person, never blindly retried.
 """
 
+from stead._logs import RunLogFilter, configure_logging, redact  # issue 13: logging
 from stead._signal import AbortSignal
 from stead.core.messages import Usage
 from stead.core.states import RunStatus
@@ -51,6 +52,7 @@ __all__ = [
     "PendingApproval",
     "ProviderError",
     "ProviderHTTPError",
+    "RunLogFilter",
     "RunNotFound",
     "RunStatus",
     "RunView",
@@ -64,6 +66,8 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "configure_logging",  # issue 13: logging
+    "redact",  # issue 13: logging
     "tool",
 ]
 

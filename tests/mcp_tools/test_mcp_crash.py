@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import stead
 from _mcp import Ledger
+
+import stead
 from stead.core.events import RunRecovered, ToolCallRequested
 
 CHILD = Path(__file__).parent / "mcp_child.py"

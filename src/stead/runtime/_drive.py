@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
+from stead import _logs
 from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.builders import (
@@ -163,6 +164,15 @@ class Driving:
         )
 
     async def _drive(
+        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+    ) -> RunView:
+        ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
+        try:
+            return await self._drive_bound(run_id, agent, epoch, previous_owner)
+        finally:
+            _logs.unbind(ids)
+
+    async def _drive_bound(
         self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
     ) -> RunView:
         state, snap_seq = await RunSession.load_state(self.store, run_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal, Protocol
 
+from stead import _logs
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -195,6 +196,17 @@ class InProcessExecutor:
 
     async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
         body = a.body
+        if isinstance(body, ToolBody):
+            ids = _logs.bind_call(body.turn_index, body.tool_call_id)
+        else:
+            ids = _logs.bind_call(_turn(body.request), "model")
+        try:
+            return await self._perform_bound(a, signal, local)
+        finally:
+            _logs.unbind(ids)
+
+    async def _perform_bound(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
+        body = a.body
         try:
             if isinstance(body, ModelBody):
                 request = (
@@ -245,6 +257,11 @@ class InProcessExecutor:
             cancel_grace=self._cancel_grace,
         )
         return await tool.invoke(body.arguments, ctx)
+
+
+def _turn(request: dict[str, object]) -> int:
+    turn = request.get("turn_index")
+    return turn if isinstance(turn, int) else -1
 
 
 def _retry_after(exc: ProviderError) -> float | None:
