@@ -46,8 +46,8 @@ def test_readme_mcp_example_runs(tmp_path: Path) -> None:
 
 def test_readme_tracing_example_runs(tmp_path: Path) -> None:
     (block,) = _blocks("Tracing")
-    names = "['chat scripted', 'chat scripted', 'execute_tool order_status', 'invoke_agent support']"
-    assert _run(block, tmp_path) == names
+    names = ["chat scripted", "chat scripted", "execute_tool order_status", "invoke_agent support"]
+    assert _run(block, tmp_path) == str(names)
 
 
 def test_state_diagram_is_generated_from_the_table() -> None:

@@ -18,7 +18,9 @@ from typing import TextIO
 
 _IDS: ContextVar[tuple[str, str, str]] = ContextVar("stead_log_ids", default=("-", "-", "-"))
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s run=%(run_id)s turn=%(turn)s call=%(call_id)s %(message)s"
+FORMAT = (
+    "%(asctime)s %(levelname)s %(name)s run=%(run_id)s turn=%(turn)s call=%(call_id)s %(message)s"
+)
 
 _SECRETS = re.compile(
     r"(?P<bearer>\b[Bb]earer\s+)[A-Za-z0-9._~+/=-]{8,}"

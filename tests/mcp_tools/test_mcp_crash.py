@@ -3,6 +3,7 @@ call it makes again carries the same idempotency key (mcp_child.py, mcp_server.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,10 +41,10 @@ def kill_mid_call_then_resume(tmp_path: Path, ledger: Ledger, *extra: str) -> di
         first.kill()  # mid-call: the server holds the call open
         first.communicate(timeout=30)
     assert first.returncode == -signal.SIGKILL
-    try:  # its stdio server, orphaned (it would also exit when it reads the closed stdin)
+    with contextlib.suppress(
+        ProcessLookupError
+    ):  # its stdio server, orphaned (it would also exit when it reads the closed stdin)
         os.kill(int(started[0]["pid"]), signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     second = spawn(store, "run", *extra)
     out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err

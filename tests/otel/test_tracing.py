@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -125,7 +126,7 @@ async def test_attributes_follow_the_genai_conventions(tmp_path: Path) -> None:
     assert tool["stead.tool.effect_class"] == "idempotent_write"
     async with stead.Runtime(tmp_path / "r.db") as rt:
         state = await rt.state(rid)
-    (call,) = [m for m in state.messages if getattr(m, "tool_calls", ())][0].tool_calls
+    (call,) = next(m for m in state.messages if getattr(m, "tool_calls", ())).tool_calls
     assert tool["gen_ai.tool.call.id"] == call.id
     assert len(str(tool["stead.tool.idempotency_key"])) == 64
     # Content only when asked for: no prompt, no arguments, no result.
@@ -244,14 +245,12 @@ async def test_a_run_killed_and_resumed_elsewhere_is_one_trace(
         first.kill()
         first.communicate(timeout=30)
     assert first.returncode == -signal.SIGKILL
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(int(started[0]["pid"]), signal.SIGKILL)  # its orphaned stdio server
-    except ProcessLookupError:
-        pass
     before = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
     assert {s["name"] for s in before} >= {"chat scripted", "execute_tool lookup_order"}
     second = _spawn(store, "run", spans)
-    out, err = second.communicate(timeout=60)
+    _out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     every = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
     assert len({s["context"]["trace_id"] for s in every}) == 1

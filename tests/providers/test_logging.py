@@ -23,7 +23,7 @@ from stead.mcp import MCPTools
 from stead.providers.anthropic import AnthropicModel
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "mcp_tools"))
-from _mcp import HttpServer, free_port  # noqa: E402
+from _mcp import HttpServer, free_port
 
 API_KEY = "sk-ant-api03-VERYSECRETKEY0123456789"
 BEARER = "mcp-bearer-TOKEN-0123456789abcdef"

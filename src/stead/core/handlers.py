@@ -134,12 +134,14 @@ def _after_failed(state: RunState, e: RunFailed) -> None:
     state.error = {"code": e.code, "phase": e.phase, "message": e.message}
 
 
-@handles(ToolsListed)
-@handles(TraceLinked)
-def _noted(state: RunState, e: ToolsListed | TraceLinked) -> None:
+def _noted(state: RunState, e: Event) -> None:
     """Notes for observers (a timeline, a tracer); the fold keeps nothing of them."""
     if state.status in FINISHED:
         raise _refuse(state, e, f"a {state.status} run is not being driven")
+
+
+handles(ToolsListed)(_noted)
+handles(TraceLinked)(_noted)
 
 
 @handles(RunCancelRequested)

@@ -104,7 +104,7 @@ class Connection:
         tools: list[Any] = []
         cursor: str | None = None
         while True:
-            page = await self._request(lambda c, at=cursor: c.list_tools(cursor=at), None)
+            page = await self._request(_lister(cursor), None)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -125,11 +125,12 @@ class Connection:
         call: asyncio.Task[Any] = loop.create_task(send(self._client))
         aborted: asyncio.Future[str] = loop.create_future()
         if signal is not None:
-            signal.add_callback(
-                lambda reason: loop.call_soon_threadsafe(
-                    lambda: aborted.done() or aborted.set_result(reason)
-                )
-            )
+
+            def settle(reason: str) -> None:
+                if not aborted.done():
+                    aborted.set_result(reason)
+
+            signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
         lost = self._lost
         try:
             await asyncio.wait({call, aborted, lost}, return_when=asyncio.FIRST_COMPLETED)
@@ -149,6 +150,13 @@ class Connection:
         if error is not None and not _is_transport_error(error):
             raise error  # an MCP error the server sent back: it answered
         raise ServerLost(f"{self.what}: the server went away mid-request: {_text(error)}")
+
+
+def _lister(cursor: str | None) -> Callable[[Any], Any]:
+    def send(client: Any) -> Any:
+        return client.list_tools(cursor=cursor)
+
+    return send
 
 
 def _is_transport_error(exc: BaseException) -> bool:

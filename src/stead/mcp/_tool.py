@@ -144,7 +144,9 @@ class MCPTool(Tool[..., Any]):
         (HTTP) and the call is recovered by its effect class: sent again with the same
         idempotency key (read_only, idempotent_write), or left unknown (non_idempotent) for
         its reconcile function or a person, as after a crash."""
-        return await self._call_server(self._values(arguments_json), ctx)
+        outcome: ToolSucceeded | ToolFailed | ToolUnknown
+        outcome = await self._call_server(self._values(arguments_json), ctx)
+        return outcome
 
     async def _call_server(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         meta = {
