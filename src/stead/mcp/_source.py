@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,12 @@ class MCPTools:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        def connect() -> Any:
+        @contextlib.asynccontextmanager
+        async def connect() -> AsyncIterator[Any]:
+            # The transport leaves a client it was given open: this one is closed here.
             http = create_mcp_http_client(headers=dict(headers) if headers else None)
-            return Client(streamable_http_client(url, http_client=http))
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                yield client
 
         return cls(connect, name=name or url.rsplit("//", 1)[-1].split("/", 1)[0], **options)
 
