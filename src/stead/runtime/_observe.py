@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from stead.core.canonical import digest
-from stead.core.events import Event, ToolsListed
+from stead.core.builders._notes import listing_events
+from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
@@ -124,17 +124,10 @@ async def observing(
 
 def _listings(sources: Iterable[object], history: Sequence[StoredEvent]) -> list[Event]:
     """A ``tools_listed`` for each source whose tools differ from its last one in the log."""
-    last: dict[str, str] = {}
-    for s in history:
-        if isinstance(s.event, ToolsListed):
-            last[s.event.source] = digest(s.event.tools)
-    out: list[Event] = []
+    listings: dict[str, dict[str, Any]] = {}
     for source in sources:
         name = str(getattr(source, "name", ""))
         definitions = getattr(source, "definitions", None)
-        if not name or definitions is None:
-            continue
-        tools = definitions()
-        if last.get(name) != digest(tools):
-            out.append(ToolsListed(source=name, tools=tools))
-    return out
+        if name and definitions is not None:
+            listings[name] = definitions()
+    return listing_events((s.event for s in history), listings)
