@@ -203,6 +203,13 @@ async def test_no_observer_no_trace_events(tmp_path: Path) -> None:
     assert "trace_linked" not in kinds and "tools_listed" not in kinds
 
 
+async def test_an_observer_that_is_not_one_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(stead.UserError, match="not an observer"):
+        stead.Runtime(tmp_path / "r.db", observers=[object()])  # type: ignore[list-item]
+    with pytest.raises(stead.UserError, match="list of observers"):
+        stead.Runtime(tmp_path / "r.db", observers=Traced().tracing)  # type: ignore[arg-type]
+
+
 CHILD = Path(__file__).parents[1] / "mcp_tools" / "mcp_child.py"
 
 

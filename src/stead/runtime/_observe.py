@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from stead.core.builders._notes import listing_events
 from stead.core.events import Event
 from stead.core.fold import RunState
+from stead.errors import UserError
 from stead.runtime._agent import Agent
 from stead.runtime._executor import Executor
 from stead.runtime._session import RunSession
@@ -96,6 +97,23 @@ class DriveHooks:
 
 
 NO_HOOKS = DriveHooks(())
+
+
+def checked(observers: object) -> list[Observer]:
+    """``Runtime(observers=...)`` as a list, or a ``UserError`` saying what to pass."""
+    if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
+        raise UserError(
+            f"observers takes a list of observers (stead.otel.Tracing()...), "
+            f"not {type(observers).__name__}"
+        )
+    found = list(observers)
+    for o in found:
+        if not callable(getattr(o, "begin", None)):
+            raise UserError(
+                f"observers: {type(o).__name__} is not an observer; it needs a "
+                "begin(DriveStart) method (stead.otel.Tracing is one)"
+            )
+    return found
 
 
 async def observing(

@@ -36,7 +36,7 @@ from stead.runtime._backoff import Backoff
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
-from stead.runtime._observe import Observer
+from stead.runtime._observe import Observer, checked
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
 from stead.runtime._view import PendingApproval, RunView
@@ -99,7 +99,7 @@ class Runtime(Driving, Steering, Following):
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
         self._crash = crash
-        self.observers: list[Observer] = list(observers)
+        self.observers: list[Observer] = checked(observers)
         self._driving: set[str] = set()
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in
