@@ -15,6 +15,7 @@ from _mcp import SERVER, HttpServer, Ledger
 from mcp.types import ToolAnnotations
 
 import stead
+from stead.cli._render import describe
 from stead.core.events import ToolCallRequested, ToolsListed
 from stead.mcp import MCPTools, effect_from_annotations
 from stead.testing import Reply, ScriptedModel
@@ -126,6 +127,10 @@ async def test_a_changed_definition_is_in_the_timeline(
     assert len(listed) == 2, "a drive records a listing only when it changed"
     before, after = (e.tools["upsert_ticket"]["description"] for e in listed)
     assert after == before + " (now with audit)"
+    lines = [describe(e)[1] for e in listed]  # the timeline's words for them
+    changed = [line.split(", ")[1] for line in lines]
+    assert changed[0].startswith("upsert_ticket@") and changed[0] != changed[1]
+    assert lines[0].split(", ")[0] == lines[1].split(", ")[0]  # lookup_order did not change
 
 
 async def test_cancelling_the_run_cancels_the_call_on_the_server(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stead.core.canonical import digest
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -242,7 +243,9 @@ def _step_failed(e: StepFailed) -> Described:
 
 @renders(ToolsListed)
 def _tools_listed(e: ToolsListed) -> Described:
-    return "tools listed", f"{e.source}: {', '.join(e.tools) or 'none'}", "cyan"
+    # Each tool with a short digest of its definition: a changed one reads differently.
+    tools = ", ".join(f"{name}@{digest(d)[:6]}" for name, d in e.tools.items())
+    return "tools listed", f"{e.source}: {tools or 'none'}", "cyan"
 
 
 @renders(TraceLinked)
