@@ -13,11 +13,15 @@ from typing import Any
 import pytest
 from _mcp import SERVER, HttpServer, Ledger
 from mcp.types import ToolAnnotations
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import stead
 from stead.cli._render import describe
 from stead.core.events import ToolCallRequested, ToolsListed
 from stead.mcp import MCPTools, effect_from_annotations
+from stead.otel import Tracing
 from stead.testing import Reply, ScriptedModel
 
 LOOKUP_AND_UPSERT = [
@@ -188,13 +192,18 @@ async def test_stdio_server_killed_mid_call_is_restarted_and_the_call_recovered(
     options: dict[str, Any],
     status: stead.RunStatus,
     sent: int,
+    request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.setenv("STEAD_MCP_HANG", tool)
     args = {"order_id": 42, "note": "n"} if tool == "upsert_ticket" else {"to": "a", "body": "b"}
     script = [Reply(tool_calls=[(tool, args)]), "Done."]
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracing = Tracing(tracer_provider=provider)
     async with stdio(**options) as orders:
         a = stead.Agent("mcp-agent", ScriptedModel(script), orders.tools())
-        async with stead.Runtime(tmp_path / "runs.db", agents=[a]) as rt:
+        async with stead.Runtime(tmp_path / "runs.db", agents=[a], observers=[tracing]) as rt:
             rid = await rt.start(a, "Go")
             driving = asyncio.ensure_future(rt.run(rid))
             started = await asyncio.to_thread(ledger.wait_for, "started", tool)
@@ -208,6 +217,17 @@ async def test_stdio_server_killed_mid_call_is_restarted_and_the_call_recovered(
     assert len(rows) == sent
     assert {r["key"] for r in rows} == {keys[tool]}
     assert len({r["pid"] for r in ledger.rows()}) == sent  # a second server process, if resent
+    (drive,) = [x for x in spans.get_finished_spans() if x.name.startswith("invoke_agent")]
+    noted = [e.name for e in drive.events]
+    expected = {
+        "idempotent_resent": [],
+        "non_idempotent_asks": ["stead.tool.outcome_unknown", "stead.approval.requested"],
+        "non_idempotent_reconciled": ["stead.tool.reconciled"],
+    }
+    tools = [x for x in spans.get_finished_spans() if x.name == f"execute_tool {tool}"]
+    assert noted == expected[request.node.callspec.id]
+    effect = "idempotent_write" if tool == "upsert_ticket" else "non_idempotent"
+    assert tools and all(x.attributes["stead.tool.effect_class"] == effect for x in tools)
 
 
 async def test_http_server_killed_mid_call_is_reconnected_and_the_call_resent(
