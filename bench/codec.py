@@ -16,7 +16,8 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from stead.core.events import AssistantMessageRecorded, encode, problem
+from stead.core.event_codec import encode, problem
+from stead.core.events import AssistantMessageRecorded
 from stead.core.messages import AssistantMessage, ToolCall, Usage
 from stead.store._base import decode_row, event_row
 

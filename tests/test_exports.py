@@ -46,6 +46,7 @@ def test_public_api_is_pinned() -> None:
         "ProviderError",
         "ProviderHTTPError",
         "RecoveryPolicy",  # recovery at a takeover (issue 11)
+        "RunLogFilter",
         "RunNotFound",
         "RunStatus",
         "RunView",
@@ -60,6 +61,8 @@ def test_public_api_is_pinned() -> None:
         "UserError",
         "__version__",
         "question_tool",
+        "configure_logging",
+        "redact",
         "tool",
     }
     for name in stead.__all__:

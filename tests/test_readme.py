@@ -55,6 +55,24 @@ def test_the_typed_answer_deps_and_settings_examples_run(tmp_path: Path) -> None
     assert _run(settings, tmp_path) == "{'temperature': 0.9, 'stop_sequences': ['\\n\\n']}"
 
 
+def _blocks(section: str) -> list[str]:
+    """The python blocks of one ``## section`` of the README."""
+    body = README.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)
+
+
+def test_readme_mcp_example_runs(tmp_path: Path) -> None:
+    server, agent = _blocks("MCP tools")
+    (tmp_path / "orders_server.py").write_text(server)
+    assert _run(agent, tmp_path).splitlines() == ["[('order_status', 'read_only')]", "It shipped."]
+
+
+def test_readme_tracing_example_runs(tmp_path: Path) -> None:
+    (tracing,) = _blocks("Tracing")
+    names = ["chat scripted", "chat scripted", "execute_tool order_status", "invoke_agent support"]
+    assert _run(tracing, tmp_path) == str(names)
+
+
 def test_state_diagram_is_generated_from_the_table() -> None:
     (block,) = re.findall(r"```mermaid\n(.*?)```", README, re.S)
     assert block.strip() == mermaid().strip()

@@ -6,6 +6,7 @@ results are replayed instead of re-run, and a call whose outcome is uncertain is
 or handed to a person, never blindly retried.
 """
 
+from stead._logs import RunLogFilter, configure_logging, redact  # issue 13: logging
 from stead._signal import AbortSignal
 from stead.core.messages import (  # conversations and attachments (issue 12)
     AssistantMessage,
@@ -70,6 +71,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",  # recovery at a takeover (issue 11)
+    "RunLogFilter",
     "RunNotFound",
     "RunStatus",
     "RunView",
@@ -87,7 +89,9 @@ __all__ = [
     "UserError",
     "UserMessage",  # issue 12: conversations, attachments, cost
     "__version__",
+    "configure_logging",  # issue 13: logging
     "question_tool",  # issue 12 (asking a person): Runtime.answer takes its answer
+    "redact",  # issue 13: logging
     "tool",
 ]
 

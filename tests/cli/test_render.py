@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from stead.cli._render import DESCRIBE, STATUS_STYLE, describe, generic, timeline
+from stead.core.event_codec import encode
 from stead.core.events import (
     EVENT_TYPES,
     EffectReconciled,
@@ -18,7 +19,8 @@ from stead.core.events import (
     RunRequeued,
     StepFailed,
     ToolAttemptFailed,
-    encode,
+    ToolsListed,
+    TraceLinked,
 )
 from stead.core.states import RunStatus
 from stead.store import StoredEvent
@@ -39,6 +41,8 @@ def _every_kind() -> list[Event]:
         RedispatchRecorded(effect_id="e1", step="planned", attempt=1, epoch=2),
         ToolAttemptFailed(turn_index=0, tool_call_id="t", attempt=1, error="Boom", retry_in=0.5),
         RunDeadlineSet(deadline=1e9, counts_waiting=False),
+        ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}}),
+        TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
     ]
     return [*events, *later]
 

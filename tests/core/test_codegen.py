@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from core_strategies import sample_event
 
-from stead.core.events import EVENT_TYPES, RECORDS, decode, encode
+from stead.core.event_codec import RECORDS, decode, encode
+from stead.core.events import EVENT_TYPES
 from stead.core.messages import (
     MESSAGE,
     AssistantMessage,

@@ -13,17 +13,14 @@ from core_strategies import events, events_of, sample_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stead.core.event_codec import VERSION, decode, encode, problem
 from stead.core.events import (
     EVENT_TYPES,
-    VERSION,
     AssistantMessageRecorded,
     Event,
     RunCancelled,
     RunCompleted,
     ToolResultRecorded,
-    decode,
-    encode,
-    problem,
 )
 from stead.core.messages import AssistantMessage, Usage
 
@@ -56,6 +53,8 @@ KINDS = {
     "run_requeued",
     "effect_reconciled",  # recovery at a takeover (issue 11)
     "redispatch",
+    "tools_listed",
+    "trace_linked",
 }
 
 CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
@@ -63,7 +62,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == len(KINDS) == 27
+    assert len(EVENT_TYPES) == len(KINDS) == 29
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

@@ -56,6 +56,8 @@ from stead.core.events import (
     ToolCallRequested,
     ToolOutcomeUnknown,
     ToolReconciled,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
 )
@@ -478,8 +480,11 @@ def test_nothing_before_run_created(kind: str) -> None:
     assert_refused([], sample_event(EVENT_TYPES[kind]), IllegalTransition, "must be run_created")
 
 
+NOT_DRIVEN = (IllegalTransition, "is not being driven")
 REFUSALS = [
     ("second run_created", [created()], created(), IllegalTransition, "already exists"),
+    ("tools_listed on a finished run", COMPLETED, ToolsListed(source="s", tools={}), *NOT_DRIVEN),
+    ("trace_linked on a finished run", COMPLETED, TraceLinked(traceparent="00-"), *NOT_DRIVEN),
     (
         "result for a call in the reply but never requested",
         [*RUNNING_T0, reply(0, "a")],
@@ -930,3 +935,13 @@ def test_a_v3_snapshot_is_upcast_with_no_deadline() -> None:
     assert restored.deadline is None and restored.deadline_counts_waiting
     # v3 knew only the usage's sum: it comes back as one entry of turn -1.
     assert replace(restored, turn_usage=state.turn_usage) == state
+
+
+def test_tools_listed_and_trace_linked_change_nothing_the_fold_keeps() -> None:
+    """Notes for a timeline and a tracer: legal while a run is driven, and the state folds
+    the same with or without them (so no snapshot carries them)."""
+    notes = [ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}})]
+    notes.append(TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"))
+    plain, noted = fold(RUNNING_T0), fold([*RUNNING_T0, *notes])
+    assert noted.status is plain.status
+    assert noted.to_json() | {"seq": 0} == plain.to_json() | {"seq": 0}

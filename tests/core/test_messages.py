@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from stead.core.events import AssistantMessageRecorded, decode, encode
+from stead.core.event_codec import decode, encode
+from stead.core.events import AssistantMessageRecorded
 from stead.core.messages import (
     AssistantMessage,
     RedactedThinking,

@@ -33,6 +33,7 @@ from stead.core.decide import (
     next_step,
     step_label,
 )
+from stead.core.event_codec import decode, encode
 from stead.core.events import (
     ApprovalRequested,
     Event,
@@ -44,8 +45,6 @@ from stead.core.events import (
     ToolCallRequested,
     ToolResultRecorded,
     TurnStarted,
-    decode,
-    encode,
 )
 from stead.core.fold import RunState, fold
 from stead.core.limits import Limits

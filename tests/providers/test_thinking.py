@@ -23,7 +23,8 @@ from wire_server import WireServer
 from wire_shapes import anthropic_events, anthropic_stream
 
 import stead
-from stead.core.events import AssistantMessageRecorded, decode, encode
+from stead.core.event_codec import decode, encode
+from stead.core.events import AssistantMessageRecorded
 from stead.core.messages import (
     AssistantMessage,
     NoticeMessage,

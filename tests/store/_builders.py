@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stead.core.canonical import canonical_json, idempotency_key
+from stead.core.event_codec import decode, encode
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -41,10 +42,10 @@ from stead.core.events import (
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
-    decode,
-    encode,
 )
 from stead.core.fold import RunState, apply
 from stead.core.messages import AssistantMessage, Attachment, ToolCall, Usage, UserMessage
@@ -337,6 +338,8 @@ def every_kind() -> list[Event]:
         RedispatchRecorded(
             effect_id="e" * 32, step="given_up", attempt=3, reason="budget spent", epoch=3
         ),
+        ToolsListed(source="files", tools={"read": {"effect_class": "read_only", "n": [1]}}),
+        TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
     ]
 
 

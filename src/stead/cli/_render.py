@@ -17,7 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from stead.core import events as ev
-from stead.core.events import Event, encode
+from stead.core.canonical import digest
+from stead.core.event_codec import encode
+from stead.core.events import Event
 from stead.core.states import RunStatus
 from stead.runtime import RunView
 from stead.store import RunRecord, StoredEvent
@@ -251,6 +253,18 @@ def _deadline_set(e: ev.RunDeadlineSet) -> Described:
     when = dt.datetime.fromtimestamp(e.deadline, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     waits = "" if e.counts_waiting else " (time waiting on a person not counted)"
     return "deadline", f"finish by {when}{waits}", "dim"
+
+
+@renders(ev.ToolsListed)
+def _tools_listed(e: ev.ToolsListed) -> Described:
+    # Each tool with a short digest of its definition: a changed one reads differently.
+    tools = ", ".join(f"{name}@{digest(d)[:6]}" for name, d in e.tools.items())
+    return "tools listed", f"{e.source}: {tools or 'none'}", "cyan"
+
+
+@renders(ev.TraceLinked)
+def _trace_linked(e: ev.TraceLinked) -> Described:
+    return "trace", e.traceparent, "dim"
 
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:

@@ -12,7 +12,7 @@ from rich.text import Text
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
 from stead.cli._render import summary, timeline
-from stead.core.events import encode
+from stead.core.event_codec import encode
 from stead.core.states import RunStatus
 from stead.runtime import Runtime
 

@@ -9,7 +9,8 @@ passed in. That is what lets every decision be unit- and property-tested without
 # module passes first, is what makes ``apply`` complete.
 from stead.core import handlers as _handlers  # noqa: F401
 from stead.core.canonical import canonical_json, digest, idempotency_key
-from stead.core.events import Event, decode, encode
+from stead.core.event_codec import decode, encode
+from stead.core.events import Event
 from stead.core.fold import RunState, apply, fold
 from stead.core.states import TRANSITIONS, RunStatus, check_transition
 

@@ -21,8 +21,8 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from stead.core.canonical import JSON, sha256_hex
 from stead.core.codec import Record, Versions, keyed
+from stead.core.event_codec import RECORDS
 from stead.core.events import (
-    RECORDS,
     ApprovalRequested,
     Decision,
     EffectClass,

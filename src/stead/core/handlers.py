@@ -40,6 +40,8 @@ from stead.core.events import (
     ToolOutcomeUnknown,
     ToolReconciled,
     ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
     TurnResumed,
     TurnStarted,
 )
@@ -157,6 +159,16 @@ def _after_completed(state: RunState, e: RunCompleted) -> None:
 def _after_failed(state: RunState, e: RunFailed) -> None:
     state.cancel_requested = None
     state.error = {"code": e.code, "phase": e.phase, "message": e.message}
+
+
+def _noted(state: RunState, e: Event) -> None:
+    """Notes for observers (a timeline, a tracer); the fold keeps nothing of them."""
+    if state.status in FINISHED:
+        raise _refuse(state, e, f"a {state.status} run is not being driven")
+
+
+handles(ToolsListed)(_noted)
+handles(TraceLinked)(_noted)
 
 
 @handles(RunCancelRequested)

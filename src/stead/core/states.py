@@ -104,6 +104,8 @@ STAYS: Final = frozenset(
         "effect_reconciled",
         "redispatch",
         "run_deadline_set",
+        "tools_listed",
+        "trace_linked",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stead._crash import CrashHook
 from stead.core.builders import decision_events, executed_result, timeout_events
 from stead.core.builders._limits import question_events, wait_credit_events
-from stead.core.effects import ToolFailed
+from stead.core.effects import ToolFailed, ToolUnknown
 from stead.core.events import Event
 from stead.core.fold import CallState, RunState
 from stead.core.states import FINISHED, RunStatus
@@ -41,8 +41,9 @@ async def ask_events(
         why = f"tool {call.name!r} is not a question tool in this worker"
         return [executed_result(call, why, True, call.attempts + 1)]
     outcome = await tool.invoke(call.effective_arguments(), ctx)
-    if isinstance(outcome, ToolFailed):
-        text = f"the question could not be asked: {outcome.failure}"
+    if isinstance(outcome, ToolFailed | ToolUnknown):
+        why = outcome.failure if isinstance(outcome, ToolFailed) else outcome.reason
+        text = f"the question could not be asked: {why}"
         return [executed_result(call, text, True, call.attempts + 1)]
     token = secrets.token_urlsafe(16)
     return question_events(call, outcome.content, tool.asks.schema, token, deadline)

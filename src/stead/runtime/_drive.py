@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
+from stead import _logs
 from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.builders import (
@@ -41,6 +42,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
 from stead.runtime._loop import RunLoop
+from stead.runtime._observe import Observer, observing
 from stead.runtime._reconcile import reconcile_takeover
 from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
@@ -103,6 +105,7 @@ class Driving:
     watch_interval: float
     recovery: RecoveryPolicy = RecoveryPolicy()
     """How a takeover treats the effects the dead owner left in flight (stead.core.reconcile)."""
+    observers: list[Observer]
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
@@ -167,6 +170,15 @@ class Driving:
     async def _drive(
         self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
     ) -> RunView:
+        ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
+        try:
+            return await self._drive_bound(run_id, agent, epoch, previous_owner)
+        finally:
+            _logs.unbind(ids)
+
+    async def _drive_bound(
+        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+    ) -> RunView:
         state, snap_seq = await RunSession.load_state(self.store, run_id)
         session = RunSession(
             self.store,
@@ -185,8 +197,9 @@ class Driving:
                 [recovered_event(self.owner, epoch, previous_owner or "")],
                 automatic=False,
             )
+        hooks = await observing(self.observers, session, agent, previous_owner)
         signal = AbortSignal()
-        executor = self._executor_factory(agent, self.progress)
+        executor = hooks.executor(self._executor_factory(agent, self.progress))
         loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         # The lease heartbeat and the cancel watcher start a moment after the drive: a
         # run that rests sooner (most turns on a fast model) never pays for two tasks.
@@ -199,11 +212,16 @@ class Driving:
             helpers.append(aio.create_task(self._watch(session, signal)))
 
         timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
+        error: BaseException | None = None
         try:
             if takeover:  # what the dead owner left in flight, before the drive goes on
                 await reconcile_takeover(loop, self.recovery)
             await loop.drive()
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
+            hooks.ended(session.state, error)
             timer.cancel()
             loop.deadline.stop()
             for h in helpers:

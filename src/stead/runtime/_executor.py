@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final, Protocol
 
+from stead import _logs
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -204,6 +205,17 @@ class InProcessExecutor:
 
     async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
         body = a.body
+        if isinstance(body, ToolBody):
+            ids = _logs.bind_call(body.turn_index, body.tool_call_id)
+        else:
+            ids = _logs.bind_call(_turn(body.request), "model")
+        try:
+            return await self._perform_bound(a, signal, local)
+        finally:
+            _logs.unbind(ids)
+
+    async def _perform_bound(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
+        body = a.body
         try:
             if isinstance(body, ModelBody):
                 request = (
@@ -255,6 +267,11 @@ class InProcessExecutor:
 
 _AS_IN_BODY: Final = ("tool_call_id", "turn_index", "idempotency_key", "attempt", "tool_name")
 """What a tool's context says of its call as the assignment's body says it, by name."""
+
+
+def _turn(request: dict[str, object]) -> int:
+    turn = request.get("turn_index")
+    return turn if isinstance(turn, int) else -1
 
 
 def _retry_after(exc: ProviderError) -> float | None:

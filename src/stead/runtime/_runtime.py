@@ -43,6 +43,7 @@ from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
+from stead.runtime._observe import Observer, checked
 from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
@@ -72,6 +73,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         crash: CrashHook = _crash.point,
         deps: Any = None,
         recovery: RecoveryPolicy | None = None,
+        observers: Iterable[Observer] = (),
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
@@ -80,7 +82,8 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         ``deps`` are this process's live objects for tools (``ctx.deps``): never recorded,
         checked against each agent's ``deps_type``.
         ``recovery`` says how a takeover treats the effects a dead owner left in flight
-        (``stead.RecoveryPolicy``: dispose by default)."""
+        (``stead.RecoveryPolicy``: dispose by default).
+        ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -116,6 +119,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         if recovery is not None and not isinstance(recovery, RecoveryPolicy):
             raise UserError(f"recovery takes a stead.RecoveryPolicy, not {type(recovery).__name__}")
         self.recovery = recovery or RecoveryPolicy()
+        self.observers: list[Observer] = checked(observers)
         self._driving: set[str] = set()
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in

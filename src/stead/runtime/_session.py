@@ -92,6 +92,8 @@ class RunSession:
         self.leased = True
         """False for a ``steering`` session without a lease: it writes at whatever epoch the
         run is at."""
+        self.on_commit: Callable[[RunState, list[Event]], None] | None = None
+        """Told of every commit (``stead.runtime._observe``); None unless someone watches."""
         self.steering_only = False
         """True for a ``steering`` session: it appends no automatic events (it has no tools
         or limits to compute them from; the owner's next step does that)."""
@@ -279,4 +281,6 @@ class RunSession:
             raise
         if snapshot is not None:
             self._snapshot_seq = snapshot[0]
+        if self.on_commit is not None:
+            self.on_commit(state, batch)
         return state

@@ -9,7 +9,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from stead.core.events import AssistantMessageRecorded, encode
+from stead.core.event_codec import encode
+from stead.core.events import AssistantMessageRecorded
 from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.pricing import PriceTable

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stead.core.canonical import compact_encoder
-from stead.core.events import WRITERS, Event, decode, problem, unstorable_field
+from stead.core.event_codec import WRITERS, decode, problem, unstorable_field
+from stead.core.events import Event
 from stead.core.messages import unstorable
 from stead.core.states import CLAIMABLE as _CLAIMABLE
 from stead.core.states import RunStatus

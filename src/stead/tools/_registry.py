@@ -54,6 +54,14 @@ class ToolRegistry:
         """Tool names, in registration order."""
         return list(self._tools)
 
+    def sources(self) -> list[Any]:
+        """The distinct sources (``Tool.source``) of tools that have one, in order."""
+        found: dict[int, Any] = {}
+        for t in self._tools.values():
+            if t.source is not None:
+                found.setdefault(id(t.source), t.source)
+        return list(found.values())
+
     def specs(self) -> dict[str, ToolSpec]:
         """What ``stead.core.decide.next_step`` needs to know of each tool."""
         return {name: t.spec for name, t in self._tools.items()}

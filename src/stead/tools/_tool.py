@@ -20,7 +20,7 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
 from stead.core.canonical import digest
 from stead.core.decide import ToolSpec
-from stead.core.effects import ToolFailed, ToolSucceeded
+from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import EFFECT_CLASSES, EffectClass
 from stead.core.messages import ToolSchema
 from stead.errors import UserError
@@ -264,6 +264,12 @@ class Tool(Generic[P, R]):
         return copy.deepcopy(self._shape.parameters)
 
     @property
+    def source(self) -> Any:
+        """Where the tool came from when it is not a local function (an MCP server's
+        ``MCPTools``), else None: a run records a source's listing (``tools_listed``)."""
+        return None
+
+    @property
     def spec(self) -> ToolSpec:
         """What the core needs to know of this tool."""
         return ToolSpec(
@@ -310,8 +316,12 @@ class Tool(Generic[P, R]):
             return True
         return answer if isinstance(answer, bool) else True
 
-    async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolSucceeded | ToolFailed:
-        """Run the handler once; its exception becomes ``ToolFailed``.
+    async def invoke(
+        self, arguments_json: str, ctx: ToolContext
+    ) -> ToolSucceeded | ToolFailed | ToolUnknown:
+        """Run the handler once; its exception becomes ``ToolFailed``. (``ToolUnknown`` is for
+        a tool that cannot say whether its effect happened, an MCP server that died mid-call:
+        the call stays in flight and is recovered as after a crash.)
 
         Cancellation (``asyncio.CancelledError``, ``stead.errors.Aborted``) is not an
         outcome and propagates. A sync handler runs in a worker thread, which cannot be
