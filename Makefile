@@ -77,7 +77,7 @@ compare: $(STAMP)
 # Many runs in flight in one process, beside LangGraph and DBOS (installs the `compare` extra).
 concurrent: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[compare]'
-	$(BIN)/python bench/concurrent.py
+	$(BIN)/python bench/in_flight.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

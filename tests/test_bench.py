@@ -44,15 +44,15 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
     assert all(r["us_per_step_median"] > 0 for r in rows.values())
 
 
-def test_the_concurrent_bench_runs_and_says_why_a_side_is_missing(tmp_path: Path) -> None:
-    """``bench/concurrent.py --quick``: the SQLite side completes every run (the bench exits
+def test_the_in_flight_bench_runs_and_says_why_a_side_is_missing(tmp_path: Path) -> None:
+    """``bench/in_flight.py --quick``: the SQLite side completes every run (the bench exits
     if one does not), and a side that cannot run here (the ``effects`` mode of issue 15 may
     not exist yet) is a row that says why, not a crash. LangGraph and DBOS are left out: they
     are optional, and slow to start where they are installed."""
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "bench" / "concurrent.py"),
+            str(ROOT / "bench" / "in_flight.py"),
             "--quick",
             "--json",
             "--latency",

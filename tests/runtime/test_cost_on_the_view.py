@@ -12,6 +12,7 @@ import stead
 from stead.core.messages import Usage
 from stead.core.pricing import Price, PriceTable
 from stead.core.states import RunStatus
+from stead.providers import ModelCall, ModelResponse
 from stead.runtime import Backoff
 from stead.runtime._loop import DEFAULT_MAX_OUTPUT_TOKENS
 from stead.testing import Reply, ScriptedModel
@@ -50,11 +51,11 @@ async def test_cost_and_usage_per_turn_on_the_view(tmp_path: Path) -> None:
 
 async def test_a_retried_turn_is_one_turn_priced_by_its_reply(tmp_path: Path) -> None:
     class Flaky(ScriptedModel):
-        async def complete(self, request, *, signal, on_progress=None):  # type: ignore[no-untyped-def]
+        async def complete(self, call: ModelCall) -> ModelResponse:
             if self.calls == 0:
                 self.calls += 1
                 raise stead.ProviderError("overloaded", code="provider_unavailable")
-            return await super().complete(request, signal=signal, on_progress=on_progress)
+            return await super().complete(call)
 
     agent = stead.Agent(
         "flaky",

@@ -198,7 +198,8 @@ def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
     assert "asks a question" in text and "Standard or express?" in text and "express" in text
     card.locator("textarea.answer").fill("by pigeon")
     card.locator(".answer-btn").click()
-    assert "does not fit" in card.locator(".error-box").inner_text()
+    # The refusal arrives with the API's answer: wait for it, do not read the box at once.
+    card.locator('.error-box:has-text("does not fit")').wait_for()
     card.locator("textarea.answer").fill("express")
     card.locator(".answer-btn").click()
     card.wait_for(state="detached")

@@ -1,9 +1,12 @@
 """Many runs in flight in one process: durable steps a second, against the latency-bound ideal.
 
-    .venv/bin/python bench/concurrent.py                 # 100 and 1,000 in flight, every side
-    .venv/bin/python bench/concurrent.py --quick         # 20 in flight, fewer sides: does it work
-    .venv/bin/python bench/concurrent.py --in-flight 100 --sides stead-sqlite,langgraph
-    .venv/bin/python bench/concurrent.py --json          # the same figures, machine-readable
+(Issue 15 calls it ``bench/concurrent.py``; that name would shadow the standard library's
+``concurrent`` package for every script of this folder, which is first on their sys.path.)
+
+    .venv/bin/python bench/in_flight.py                 # 100 and 1,000 in flight, every side
+    .venv/bin/python bench/in_flight.py --quick         # 20 in flight, fewer sides: does it work
+    .venv/bin/python bench/in_flight.py --in-flight 100 --sides stead-sqlite,langgraph
+    .venv/bin/python bench/in_flight.py --json          # the same figures, machine-readable
 
 (``make concurrent`` installs the optional ``compare`` extra, LangGraph and DBOS, and runs the
 first line; without them their rows say so.)
@@ -40,21 +43,15 @@ Figures move with the machine; compare sides measured in the same run only.
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Run as a script, this file's folder comes first on sys.path and its name shadows the
-# standard library's ``concurrent`` package (which asyncio imports): drop the folder.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 import argparse
 import asyncio
 import contextlib
 import gc
 import json
+import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 import uuid
