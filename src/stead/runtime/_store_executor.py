@@ -67,9 +67,19 @@ def outcome_to_json(o: Outcome) -> dict[str, Any]:
     return {"kind": o.kind, "reason": o.reason}
 
 
-def outcome_from_json(d: dict[str, Any]) -> Outcome:
-    """Decode ``outcome_to_json``; ``ValueError`` for anything else."""
-    kind = d.get("kind")
+def outcome_from_json(d: Any) -> Outcome:
+    """Decode ``outcome_to_json`` (from the ledger, or from an executor over HTTP);
+    ``ValueError`` for anything else, a missing or mistyped field included."""
+    if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
+        raise ValueError("an outcome is a JSON object with a kind")
+    try:
+        return _outcome(d)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed outcome: {exc!r}") from exc
+
+
+def _outcome(d: dict[str, Any]) -> Outcome:
+    kind = d["kind"]
     if kind == "model_succeeded":
         message = message_from_json(d["message"])
         if not isinstance(message, AssistantMessage):

@@ -21,7 +21,6 @@ server, so a second read (after a lost answer) gets it again.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,71 +34,14 @@ from stead._signal import AbortSignal
 from stead.core.effects import (
     AssignmentKey,
     Cancelled,
-    ModelFailed,
-    ModelSucceeded,
     Outcome,
-    ToolFailed,
-    ToolSucceeded,
-    ToolUnknown,
     assignment_from_json,
     assignment_to_json,
 )
-from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
 from stead.errors import UserError
-from stead.providers import ModelResponse
 from stead.runtime import Agent, Executor, InProcessExecutor
+from stead.runtime._store_executor import outcome_from_json, outcome_to_json
 from stead.server._security import check_bind, who
-
-# -- outcomes on the wire ----------------------------------------------------------------------
-
-
-def outcome_to_json(o: Outcome) -> dict[str, Any]:
-    """An outcome as JSON: its ``kind`` and its fields (a model reply by the message codec)."""
-    if isinstance(o, ModelSucceeded):
-        r: ModelResponse = o.response
-        return {
-            "kind": o.kind,
-            "message": message_to_json(r.message),
-            "usage": dataclasses.asdict(r.usage),
-            "model": r.model,
-        }
-    data = dataclasses.asdict(o)
-    if isinstance(o, ModelFailed) and o.usage is not None:
-        data["usage"] = dataclasses.asdict(o.usage)
-    return data
-
-
-_KINDS: dict[str, type[Any]] = {
-    "model_failed": ModelFailed,
-    "tool_succeeded": ToolSucceeded,
-    "tool_failed": ToolFailed,
-    "tool_unknown": ToolUnknown,
-    "cancelled": Cancelled,
-}
-
-
-def outcome_from_json(data: Any) -> Outcome:
-    """Decode an outcome; ``ValueError`` for anything it is not."""
-    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
-        raise ValueError("an outcome is a JSON object with a kind")
-    try:
-        if data["kind"] == "model_succeeded":
-            message = message_from_json(data["message"])
-            if not isinstance(message, AssistantMessage):
-                raise ValueError("a model outcome carries an assistant message")
-            response = ModelResponse(
-                message=message, usage=Usage(**data["usage"]), model=str(data.get("model", ""))
-            )
-            return ModelSucceeded(response=response)
-        cls = _KINDS[data["kind"]]
-        fields = {k: v for k, v in data.items() if k != "kind"}
-        if cls is ModelFailed and fields.get("usage") is not None:
-            fields["usage"] = Usage(**fields["usage"])
-        outcome: Outcome = cls(**fields)
-        return outcome
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"malformed outcome: {exc!r}") from exc
-
 
 # -- the server ----------------------------------------------------------------------------
 
