@@ -34,9 +34,21 @@ def block(marker: str) -> str:
     return found[0]
 
 
+def test_the_first_example_chats_with_a_typed_answer_deps_and_a_question(tmp_path: Path) -> None:
+    """The README opens with it: what a new user reads first must run as it says."""
+    first = re.search(r"```python\n(.*?)```", README, re.S)
+    assert first is not None and first.group(1) == block("(question,) = reply.approvals")
+    assert _run(first.group(1), tmp_path).splitlines() == [
+        "Order 42 has shipped.",
+        "Home or office?",
+        "It goes to your office.",
+    ]
+    assert (tmp_path / "support.db").exists()
+
+
 def test_readme_examples_run(tmp_path: Path) -> None:
     ten_lines, steering = block("## Ten lines"), block("## Steering a run")
-    assert _run(block("rt.send("), tmp_path).splitlines() == [
+    assert _run(block("and the zip code?"), tmp_path).splitlines() == [
         "It ships to 94110.",
         "['user', 'assistant', 'user', 'assistant']",
         "0.0",

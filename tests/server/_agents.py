@@ -6,6 +6,7 @@
   turns with a lookup between them, so a run takes a while and appends as it goes.
 * ``charger``: charges a card (``non_idempotent``, no reconcile): a worker that dies while
   the charge is in flight leaves a question for a person.
+* ``typed``: answers with a structured output (``output_type``), shown as the run's ``data``.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
   process group id to ``$STEAD_TEST_PIDDIR/<run id>``, for the cancel tests.
 """
@@ -16,7 +17,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import stead
 from stead.core.messages import AssistantMessage, ToolCall, Usage
@@ -25,6 +26,13 @@ from stead.providers import ModelCall, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 STREAM_TEXT = "The refund policy allows returns within thirty days of delivery for every order."
+
+
+class Place(TypedDict):
+    """The ``typed`` agent's answer."""
+
+    city: str
+    zip: str
 
 
 def _over_100(args: dict[str, object]) -> bool:
@@ -145,6 +153,11 @@ def build() -> list[stead.Agent]:
             ),
             [stead.question_tool(Literal["standard", "express"])],
             limits=no_deadline,
+        ),
+        stead.Agent(  # issue 12: a structured output, the run detail's ``data``
+            "typed",
+            ScriptedModel([Reply(tool_calls=[("final_result", {"city": "Paris", "zip": "75007"})])]),
+            output_type=Place,
         ),
         stead.Agent(
             "sleeper",

@@ -114,6 +114,7 @@ def test_create_drive_and_read_a_run(api: httpx.Client) -> None:
     )
     assert run["path"][0] == "queued" and run["path"][-1] == "completed"
     assert run["usage"]["input_tokens"] > 0
+    assert run["data"] is None  # a text answer has no structured output
     kinds = [e["kind"] for e in _events(api, run_id)]
     assert kinds[0] == "run_created" and kinds[-1] == "run_completed"
     assert "tool_result_recorded" in kinds
@@ -126,6 +127,11 @@ def test_create_drive_and_read_a_run(api: httpx.Client) -> None:
     assert all(r["status"] == "completed" for r in listed["runs"])
     other = api.get("/runs", params={"agent": "refunds"}).json()
     assert run_id not in [r["run_id"] for r in other["runs"]]
+
+
+def test_a_structured_answer_is_the_run_details_data(api: httpx.Client) -> None:
+    run = wait_for(api, _start(api, "typed", "Where is the Eiffel tower?"), "completed")
+    assert run["data"] == {"city": "Paris", "zip": "75007"}
 
 
 def test_agents_and_the_state_machine(api: httpx.Client) -> None:

@@ -271,6 +271,14 @@ def test_a_run_that_survived_a_crash_says_so_plainly(stack: Stack, page: object)
     _shot(page, "run-recovered.png")
 
 
+def test_a_structured_answer_shows_as_the_runs_data(stack: Stack, page: object) -> None:
+    run_id = _start(stack, "typed", "Where is the Eiffel tower?")
+    wait_for(_api(stack), run_id, "completed")
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    shown = page.wait_for_selector("#run-data").inner_text()  # type: ignore[attr-defined]
+    assert json.loads(shown) == {"city": "Paris", "zip": "75007"}
+
+
 def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
     wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
     page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]

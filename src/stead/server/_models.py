@@ -115,6 +115,8 @@ class RunDetail(RunSummary):
 
     input: str
     output: str | None
+    data: Any = None
+    """The structured output (JSON) of an agent with an ``output_type``; null for text."""
     stop_reason: str | None
     error: dict[str, Any] | None
     approvals: list[ApprovalOut]

@@ -75,6 +75,7 @@ async def detail(rt: Runtime, run_id: str) -> RunDetail:
         **_summary_fields(rt, record, view),
         input=state.input,
         output=view.output,
+        data=view.data_json,
         stop_reason=view.stop_reason,
         error=view.error,
         approvals=approvals(rt, state),

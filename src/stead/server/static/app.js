@@ -449,6 +449,7 @@ async function runPage(runId) {
         h("dt", {}, "cost"), h("dd", {}, money(r.cost_usd)),
         h("dt", {}, "driven by"), h("dd", {}, r.leased_by || "nobody now"),
         r.output !== null ? [h("dt", {}, "output"), h("dd", { id: "run-output" }, r.output)] : null,
+        r.data != null ? [h("dt", {}, "data"), h("dd", {}, h("pre", { id: "run-data" }, JSON.stringify(r.data, null, 2)))] : null,
         r.error ? [h("dt", {}, "error"), h("dd", { class: "error-box" }, JSON.stringify(r.error))] : null),
         h("div", { class: "actions" }, buttons)));
     approvalsBox.replaceChildren(...(r.approvals.length ? [h("h2", {}, "Waiting on a person"),
