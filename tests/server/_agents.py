@@ -17,7 +17,8 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import stead
 from stead.core.messages import AssistantMessage, ToolCall, Usage
@@ -28,7 +29,8 @@ from stead.testing import Reply, ScriptedModel
 STREAM_TEXT = "The refund policy allows returns within thirty days of delivery for every order."
 
 
-class Place(TypedDict):
+@dataclass
+class Place:
     """The ``typed`` agent's answer."""
 
     city: str

@@ -249,6 +249,7 @@ def every_kind() -> list[Event]:
                 UserMessage(content="earlier", attachments=(PICTURE,)),
                 AssistantMessage(text="an answer"),
             ),
+            history_from="run-before",
             attachments=(PICTURE,),
         ),
         RunStarted(owner="w", epoch=1),

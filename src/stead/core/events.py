@@ -63,6 +63,9 @@ class RunCreated:
     """Per-run settings (limits, model overrides), JSON."""
     history: tuple[Message, ...] = ()
     """Messages before ``input`` (a conversation's earlier turns): the model reads them first."""
+    history_from: str = ""
+    """A run whose whole history comes before ``history`` (which then holds only what that
+    run added): a conversation keeps each message once. Resolved by the runtime before a fold."""
     attachments: tuple[Attachment, ...] = ()
     """Images and documents sent with ``input``, by digest (their bytes are stored once)."""
 

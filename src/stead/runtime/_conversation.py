@@ -44,6 +44,7 @@ from stead.errors import (
 )
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
+from stead.runtime._history import continued
 from stead.runtime._inputs import AttachmentInput, chat_store, history_of, store_attachments
 from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
@@ -200,6 +201,10 @@ class Conversations:
         have made it first (the same run id), which is as good."""
         message = message_from_json(entry.input)
         assert isinstance(message, UserMessage)
+        whole = history_of(before.conversation()) if before is not None else ()
+        history, history_from = await continued(
+            self.store, before.run_id if before is not None else "", whole
+        )
         event = created_event(
             entry.run_id,
             entry.agent,
@@ -207,7 +212,8 @@ class Conversations:
             session_id=entry.conversation_id,
             correlation_id="",
             config=None,
-            history=history_of(before.conversation()) if before is not None else (),
+            history=history,
+            history_from=history_from,
             attachments=message.attachments,
         )
         with contextlib.suppress(Conflict):

@@ -23,6 +23,7 @@ from stead.core.states import FINISHED
 from stead.errors import (
     UserError,
 )
+from stead.runtime._history import hydrate
 from stead.store import RunRecord, Store, StoredEvent
 
 
@@ -100,7 +101,7 @@ class Following:
         try:
             while True:
                 wake.clear()
-                events = await self.store.read_events(run_id, after=seq)
+                events = await hydrate(self.store, await self.store.read_events(run_id, seq))
                 for stored in events:
                     seq = stored.seq
                     if isinstance(stored.event, TurnStarted | TurnResumed):

@@ -42,6 +42,7 @@ from stead.runtime._deps import check_deps
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._history import hydrate
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._observe import Observer, checked
 from stead.runtime._output import with_settings
@@ -242,10 +243,11 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         return state
 
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
-        """The run's log, after sequence ``after``."""
+        """The run's log, after sequence ``after`` (a conversation's ``run_created`` with its
+        whole history, read from the runs before it: the store keeps each message once)."""
         checks.identifier("run_id", run_id)
         checks.count("after (a sequence number)", after, 0)
-        return await self.store.read_events(run_id, after)
+        return await hydrate(self.store, await self.store.read_events(run_id, after))
 
     def _agent_for(self, state: RunState) -> Agent:
         return self._agent_named(state.agent, state.run_id)

@@ -28,6 +28,7 @@ from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
 from stead.errors import Conflict, CorruptEvent, Fenced, IllegalTransition, StoreError
+from stead.runtime._history import hydrate
 from stead.store import Store, StoredEvent
 
 Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
@@ -154,7 +155,7 @@ class RunSession:
                 _fold(run_id, start, loaded.tail)
                 return start, loaded.snapshot_seq
         events = loaded.tail if loaded.snapshot_seq == 0 else await store.read_events(run_id)
-        return _fold(run_id, RunState(), events), 0
+        return _fold(run_id, RunState(), await hydrate(store, events)), 0
 
     @staticmethod
     async def verify(store: Store, run_id: str) -> int:
@@ -166,7 +167,7 @@ class RunSession:
         skips (the rows under the snapshot), this reads.
         """
         loaded = await store.load(run_id)
-        events = await store.read_events(run_id)
+        events = await hydrate(store, await store.read_events(run_id))
         state = RunState()
         covered = loaded.snapshot_seq if loaded.snapshot is not None else 0
         _fold(run_id, state, events[:covered])

@@ -56,8 +56,10 @@ def created_event(
     config: Any,
     history: tuple[Message, ...] = (),
     attachments: tuple[Attachment, ...] = (),
+    history_from: str = "",
 ) -> RunCreated:
-    """A new run (``correlation_id`` defaults to the run's id), after ``history``."""
+    """A new run (``correlation_id`` defaults to the run's id), after ``history`` (after
+    run ``history_from``'s whole history, then ``history``, when that is given)."""
     return RunCreated(
         run_id=run_id,
         agent=agent,
@@ -66,6 +68,7 @@ def created_event(
         correlation_id=correlation_id or run_id,
         config=config,
         history=history,
+        history_from=history_from,
         attachments=attachments,
     )
 
