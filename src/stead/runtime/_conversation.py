@@ -127,6 +127,38 @@ class Conversations:
         self._crash("after_message_recorded", None)
         return await self._answer(chat, entry)
 
+    async def take_up_messages(self, *, older_than: float = 30.0) -> list[str]:
+        """Create the runs of messages whose sender died after recording them and before
+        creating their run, recorded more than ``older_than`` seconds ago (a live sender is
+        still on the younger ones); returns the ids of the runs created, which any worker
+        then claims. The next ``send`` to such a conversation answers them too; a worker
+        does this every ``approval_sweep`` seconds, so nobody has to send again. A message
+        whose message before it is not answered yet waits for it (the next call takes it)."""
+        checks.seconds("older_than", older_than, zero_ok=True)
+        created, _ = await self._take_up(0.0, self.clock() - older_than)
+        return created
+
+    async def _take_up(
+        self, since: float, until: float, limit: int = 100
+    ) -> tuple[list[str], float]:
+        """``take_up_messages`` for the messages recorded in ``[since, until)``; also the time
+        a next sweep must start from (the oldest message left waiting, else ``until``)."""
+        chat = chat_store(self.store)
+        found = await chat.unanswered(since=since, until=until, limit=limit)
+        created: list[str] = []
+        left = found[-1].created_at if len(found) == limit else until
+        for entry in found:
+            before = None
+            if entry.position > 0:
+                earlier = (await chat.conversation(entry.conversation_id))[entry.position - 1]
+                before = await self._state(earlier.run_id)
+                if before is None or before.status not in FINISHED:
+                    left = min(left, entry.created_at)
+                    continue
+            await self._create(entry, before)
+            created.append(entry.run_id)
+        return created, left
+
     async def conversation(self, conversation: str) -> list[ConversationEntry]:
         """The conversation's messages in order, each with the run that answers it."""
         checks.identifier("conversation", conversation)

@@ -25,7 +25,7 @@ from typing import Final
 
 from stead.core.events import RunCreated
 from stead.core.messages import Message
-from stead.errors import StoreError
+from stead.errors import RunNotFound, StoreError
 from stead.store import Store, StoredEvent
 
 _KEPT: Final = 256
@@ -51,7 +51,10 @@ def _keep(kept: OrderedDict[str, tuple[Message, ...]], run_id: str, h: tuple[Mes
 
 
 async def _created(store: Store, run_id: str, by: str) -> RunCreated:
-    events = await store.read_events(run_id)
+    try:
+        events = await store.read_events(run_id)
+    except RunNotFound:
+        events = []
     first = events[0].event if events else None
     if not isinstance(first, RunCreated):
         raise StoreError(

@@ -25,7 +25,8 @@ reconcile / ask a person). A worker that wakes up after that (SIGSTOP, a long GC
 refused every write: its epoch is stale.
 
 Runs waiting on a person have no owner; every ``approval_sweep`` seconds a worker moves the
-ones whose approval deadline passed to ``timed_out``.
+ones whose approval deadline passed to ``timed_out``, and creates the runs of conversation
+messages whose sender died before creating them (then claims them like any other).
 
 Stopping (``stop()``; ``serve`` wires SIGTERM and SIGINT to it): claim nothing more, let the
 runs in hand finish for up to ``grace`` seconds, then cancel the rest and release their
@@ -51,6 +52,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.store import Claim, Store
+from stead.store._chat import ConversationStore
 
 log = logging.getLogger("stead.worker")
 
@@ -86,6 +88,7 @@ class Worker(Closing):
         self.lease_ttl = lease_ttl
         self.clock = clock
         self._next_sweep = 0.0
+        self._messages_since = 0.0
         self.stats: Counter[str] = Counter()
         """Claims and how each driven run ended (completed, awaiting_approval, fenced, ...)."""
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -173,6 +176,24 @@ class Worker(Closing):
         if expired:
             self.stats["approvals_expired"] += len(expired)
             log.info("timed out %d runs whose approval deadline passed", len(expired))
+        await self._take_up_messages()
+
+    async def _take_up_messages(self) -> None:
+        """Create the runs of conversation messages whose sender died before creating them
+        (``Runtime.take_up_messages``), from the messages recorded since the last sweep
+        (less a minute, for senders whose clocks are behind)."""
+        if not isinstance(self.store, ConversationStore):
+            return  # a store that keeps no conversations has no messages to take up
+        until = self.clock() - self.lease_ttl
+        try:
+            created, left = await self.runtime._take_up(self._messages_since, until)
+        except SteadError as exc:
+            log.warning("taking up unanswered messages failed (retrying later): %s", exc)
+            return
+        self._messages_since = max(0.0, left - 60.0)
+        if created:
+            self.stats["messages_taken_up"] += len(created)
+            log.info("created the runs of %d messages whose sender died", len(created))
 
     async def _wait_claimable(self) -> None:
         try:

@@ -1,5 +1,5 @@
 """Conversations and attachments in the store: the rows ``Runtime.send`` orders messages by,
-and the bytes of images and documents, kept once per digest (migration 0003).
+and the bytes of images and documents, kept once per digest (migrations 0003, 0006).
 
 A conversation is an ordered list of messages, one row each, at positions 0, 1, 2...; each
 names the run that answers it. The order is the database's: the position is the primary key
@@ -65,6 +65,13 @@ class ConversationStore(Protocol):
 
     async def entry_of_run(self, run_id: str) -> ConversationEntry | None:
         """The message a run answers, if it answers one."""
+        ...
+
+    async def unanswered(
+        self, *, since: float, until: float, limit: int
+    ) -> list[ConversationEntry]:
+        """Messages recorded in ``[since, until)`` whose run does not exist (their sender
+        died between recording them and creating the run), in conversation order."""
         ...
 
     async def put_blob(self, digest: str, media_type: str, data: bytes, *, now: float) -> None:
@@ -181,6 +188,24 @@ class ChatRows:
                 (run_id,),
             )
         return None if row is None else _entry(row)
+
+    async def unanswered(
+        self, *, since: float, until: float, limit: int
+    ) -> list[ConversationEntry]:
+        """See ``ConversationStore.unanswered`` (the index on ``created_at``, migration 0006,
+        keeps a sweep to the messages since the last one)."""
+        cols = ", ".join(f"m.{c}" for c in _COLUMNS.split(", "))
+        async with self._reading() as s:
+            rows = await s.all(
+                self._q(
+                    f"SELECT {cols} FROM conversation_messages m "
+                    "WHERE m.created_at >= ? AND m.created_at < ? AND NOT EXISTS "
+                    "(SELECT 1 FROM runs r WHERE r.run_id = m.run_id) "
+                    "ORDER BY m.conversation_id, m.position LIMIT ?"
+                ),
+                (since, until, limit),
+            )
+        return [_entry(r) for r in rows]
 
     async def put_blob(self, digest: str, media_type: str, data: bytes, *, now: float) -> None:
         """See ``ConversationStore.put_blob``."""
