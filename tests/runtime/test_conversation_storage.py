@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -58,7 +59,7 @@ async def test_each_message_is_stored_once_and_every_reader_sees_the_whole_histo
         for i in range(1, 12):
             views.append(await rt.send("c", f"message {i}"))
         assert views[-1].output == "answer to 'message 11' after 11 messages, 11 answers"
-        for before, view in zip(views, views[1:], strict=False):
+        for before, view in itertools.pairwise(views):
             stored = await _created(rt, view.run_id)
             if before is views[0]:  # the first run has no history: the second holds it whole
                 assert stored.history_from == "" and len(stored.history) == 2
@@ -172,9 +173,7 @@ def test_a_message_whose_sender_died_before_its_run_was_created_is_answered_by_a
     assert killed.returncode == KILLED, killed.stderr
 
     async def take_up() -> None:
-        worker = Worker(
-            url, [child_agent], lease_ttl=0.2, poll_interval=0.05, approval_sweep=0.05
-        )
+        worker = Worker(url, [child_agent], lease_ttl=0.2, poll_interval=0.05, approval_sweep=0.05)
         serving = asyncio.create_task(worker.run())
         try:
             async with stead.Runtime(url, agents=[child_agent]) as rt:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import stead
@@ -158,7 +158,9 @@ def build() -> list[stead.Agent]:
         ),
         stead.Agent(  # issue 12: a structured output, the run detail's ``data``
             "typed",
-            ScriptedModel([Reply(tool_calls=[("final_result", {"city": "Paris", "zip": "75007"})])]),
+            ScriptedModel(
+                [Reply(tool_calls=[("final_result", {"city": "Paris", "zip": "75007"})])]
+            ),
             output_type=Place,
         ),
         stead.Agent(

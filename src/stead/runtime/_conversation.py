@@ -2,7 +2,9 @@
 
 A run is one answer: ``completed`` is terminal, so a conversation is a sequence of runs, one
 per user message, grouped by ``session_id`` (the conversation's id), each starting from the
-whole conversation before it (``RunCreated.history``). What keeps every run's guarantees:
+whole conversation before it (``RunCreated.history``: what the run before it added, after
+that run's own history, ``history_from``; see ``_history``). What keeps every run's
+guarantees:
 
 * **Recorded before anything else.** ``send`` first writes the message's row
   (``ConversationStore.record_message``: the conversation, a position the database hands
@@ -13,7 +15,9 @@ whole conversation before it (``RunCreated.history``). What keeps every run's gu
   is answered, from that run's final conversation, so two messages sent at once (from any two
   processes) are answered one after the other, the second seeing the first and its answer.
   A sender whose message is second drives the first one's run itself if nobody does (it was
-  created but its sender died) or waits for its driver.
+  created but its sender died) or waits for its driver. A message whose sender died before
+  creating its run is taken up by the next ``send`` or by a worker's sweep
+  (``take_up_messages``).
 * **Idempotent by id.** A message sent again under its ``message_id`` finds its row, so it is
   answered by the same run, once: a retried ``send`` returns that run's answer.
 
