@@ -197,3 +197,44 @@ def test_a_message_whose_sender_died_before_its_run_was_created_is_answered_by_a
             await worker.close()
 
     asyncio.run(take_up())
+
+
+async def test_a_conversation_written_with_whole_histories_loads_and_continues(
+    tmp_path: Path,
+) -> None:
+    """Logs written before ``history_from`` hold each run's whole history inline: they load
+    as they are, and the next message continues them, storing only what is new."""
+    agent = stead.Agent("chat", ScriptedModel([echo] * 8))
+    earlier: tuple[UserMessage | AssistantMessage, ...] = ()
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'c.db'}", agents=[agent]) as rt:
+        for i in range(3):  # what the code before wrote: the whole history in every run
+            text = f"message {i}"
+            await rt.store.record_message(  # type: ignore[attr-defined]
+                "c",
+                message_id=f"m{i}",
+                run_id=f"run_old{i}",
+                agent="chat",
+                input={"role": "user", "content": text},
+                now=0.0,
+            )
+            event = RunCreated(
+                run_id=f"run_old{i}", agent="chat", input=text, session_id="c", history=earlier
+            )
+            await rt.store.create_run(event, now=0.0)
+            view = await rt.run(f"run_old{i}")
+            earlier = (
+                *earlier,
+                UserMessage(content=text),
+                AssistantMessage(text=view.output or ""),
+            )
+        assert view.output == "answer to 'message 2' after 2 messages, 2 answers"
+        new = await rt.send("c", "message 3")
+        assert new.output == "answer to 'message 3' after 3 messages, 3 answers"
+        stored = await _created(rt, new.run_id)
+        assert stored.history_from == "run_old2" and len(stored.history) == 2
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'c.db'}", agents=[agent]) as fresh:
+        assert (await fresh.get(new.run_id)).messages == (
+            *earlier,
+            UserMessage(content="message 3"),
+            AssistantMessage(text=new.output or ""),
+        )
