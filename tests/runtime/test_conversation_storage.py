@@ -14,11 +14,11 @@ import asyncio
 import itertools
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import pytest
+import test_conversations
 from _crash_harness import KILLED
 from chat_child import agent as child_agent
 from chat_child import echo
@@ -32,15 +32,9 @@ from stead.runtime import Worker
 from stead.runtime._session import RunSession
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
-CHILD = Path(__file__).parent / "chat_child.py"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'chat.db'}"
-    else:
-        yield request.getfixturevalue("pg_url")
+CHILD = test_conversations.CHILD
+url = test_conversations.url
+"""The SQLite and PostgreSQL store of each test (the conversation tests' fixture)."""
 
 
 async def _created(rt: stead.Runtime, run_id: str) -> RunCreated:
