@@ -232,3 +232,30 @@ async def test_a_conversation_written_with_whole_histories_loads_and_continues(
             UserMessage(content="message 3"),
             AssistantMessage(text=new.output or ""),
         )
+
+
+async def test_take_up_messages_creates_each_left_message_after_the_one_before(
+    url: str,
+) -> None:
+    """Two messages left unanswered in a row: the first is taken up, the second waits for
+    its answer (it must see it), then is taken up by the next call; none twice."""
+    agent = stead.Agent("chat", ScriptedModel([echo] * 8))
+    async with stead.Runtime(url, agents=[agent]) as rt:
+        await rt.send("c", "one", agent=agent)
+        for n, text in ((1, "two"), (2, "three")):
+            await rt.store.record_message(  # type: ignore[attr-defined]
+                "c",
+                message_id=f"left{n}",
+                run_id=f"run_left{n}",
+                agent="chat",
+                input={"role": "user", "content": text},
+                now=rt.clock() - 60,
+            )
+        assert await rt.take_up_messages(older_than=3600) == []  # its sender may be on it
+        assert await rt.take_up_messages(older_than=0) == ["run_left1"]
+        assert await rt.take_up_messages(older_than=0) == []  # left2 waits for left1's answer
+        assert (await rt.run("run_left1")).output == "answer to 'two' after 1 messages, 1 answers"
+        assert await rt.take_up_messages(older_than=0) == ["run_left2"]
+        view = await rt.run("run_left2")
+        assert view.output == "answer to 'three' after 2 messages, 2 answers"
+        assert await rt.take_up_messages(older_than=0) == []

@@ -146,7 +146,10 @@ class Conversations:
         self, since: float, until: float, limit: int = 100
     ) -> tuple[list[str], float]:
         """``take_up_messages`` for the messages recorded in ``[since, until)``; also the time
-        a next sweep must start from (the oldest message left waiting, else ``until``)."""
+        a next sweep must start from: the oldest message left because the one before it is
+        still being answered, else ``until``. One left behind a run that waits on a person
+        does not hold the sweeps back (that may last days): the next ``send`` answers it, or
+        ``take_up_messages`` once the person decided."""
         chat = chat_store(self.store)
         found = await chat.unanswered(since=since, until=until, limit=limit)
         created: list[str] = []
@@ -157,7 +160,8 @@ class Conversations:
                 earlier = (await chat.conversation(entry.conversation_id))[entry.position - 1]
                 before = await self._state(earlier.run_id)
                 if before is None or before.status not in FINISHED:
-                    left = min(left, entry.created_at)
+                    if before is None or before.status is not RunStatus.AWAITING_APPROVAL:
+                        left = min(left, entry.created_at)
                     continue
             await self._create(entry, before)
             created.append(entry.run_id)

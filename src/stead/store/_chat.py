@@ -71,7 +71,7 @@ class ConversationStore(Protocol):
         self, *, since: float, until: float, limit: int
     ) -> list[ConversationEntry]:
         """Messages recorded in ``[since, until)`` whose run does not exist (their sender
-        died between recording them and creating the run), in conversation order."""
+        died between recording them and creating the run), oldest first."""
         ...
 
     async def put_blob(self, digest: str, media_type: str, data: bytes, *, now: float) -> None:
@@ -201,7 +201,7 @@ class ChatRows:
                     f"SELECT {cols} FROM conversation_messages m "
                     "WHERE m.created_at >= ? AND m.created_at < ? AND NOT EXISTS "
                     "(SELECT 1 FROM runs r WHERE r.run_id = m.run_id) "
-                    "ORDER BY m.conversation_id, m.position LIMIT ?"
+                    "ORDER BY m.created_at, m.conversation_id, m.position LIMIT ?"
                 ),
                 (since, until, limit),
             )
