@@ -29,7 +29,7 @@ import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
 from stead.core.ledger import LedgerState as _State
@@ -116,6 +116,17 @@ def event_of(kind: str, data: str) -> LedgerEvent:
         outcome=d.get("outcome"),
         reason=str(d.get("reason", "")),
     )
+
+
+class Change(NamedTuple):
+    """One transition of a key, as ``Ledger._transition`` takes it (its arguments but the
+    session and the time): what a dialect's ``_alone`` receives."""
+
+    effect_id: str
+    event: LedgerEvent
+    sets: str
+    guard: str
+    params: Sequence[Any]
 
 
 class Ledger:
@@ -222,9 +233,14 @@ class Ledger:
         params: Sequence[Any],
         now: float,
     ) -> bool:
-        """``_transition`` in a transaction of its own (PostgreSQL makes it one statement)."""
+        """``_transition`` alone (``_alone``: a transaction of its own; one statement on
+        PostgreSQL); False when the guard refused it."""
+        return await self._alone(Change(effect_id, event, sets, guard, params), now)
+
+    async def _alone(self, change: Change, now: float) -> bool:
+        """The dialect hook of ``_one_transition``."""
         async with self._tx() as s:
-            return await self._transition(s, effect_id, event, sets, guard, params, now) is not None
+            return await self._transition(s, *change, now) is not None
 
     async def _origin(
         self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float
