@@ -73,7 +73,7 @@ class PostgresLedger(Ledger):
     def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._tx_cm()
 
-    async def _alone(self, change: Change, now: float) -> bool:
+    async def _one_transition(self, change: Change, now: float) -> bool:
         """One autocommitted statement, one round trip: the row's conditional update, the
         event at the position it returned, and the notice (a settle's on the run's effects
         channel, a release's on its queue's), each only when the update matched. The
