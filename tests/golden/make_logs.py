@@ -6,8 +6,10 @@ means, read by the code that wrote it (status, output, usage, the conversation, 
 ``test_golden_logs.py`` checks that today's code still reads every file to the same meaning,
 as Temporal's replayer tests keep old histories.
 
-Run it only to ADD a log (``python tests/golden/make_logs.py NAME``): rewriting the existing
-files with new code would defeat their purpose. Each file names the commit that wrote it.
+Run it only to ADD a log (``python tests/golden/make_logs.py NAME-TAG`` writes scenario NAME
+to ``NAME-TAG.json``, e.g. ``every_kind-v4`` when an event kind or a snapshot version is
+added): rewriting the existing files with new code would defeat their purpose. Each file
+names the commit that wrote it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -279,12 +280,14 @@ def _rows(path: Path, rid: str) -> dict[str, Any]:
         "SELECT seq, version, state FROM snapshots WHERE run_id = ?", (rid,)
     ).fetchone()
     db.close()
+    from stead.store._sql import unpack
+
     out: dict[str, Any] = {"rows": [list(r) for r in rows], "snapshot": None}
     if snap is not None:
         out["snapshot"] = {
             "seq": snap[0],
             "version": snap[1],
-            "state": json.loads(zlib.decompress(snap[2])),
+            "state": unpack(snap[2]),  # checksummed since 8ddcde7; verified here
         }
     return out
 
@@ -295,9 +298,10 @@ def _commit() -> str:
     ).stdout.strip()
 
 
-async def write(name: str, commit: str) -> Path:
+async def write(file: str, commit: str) -> Path:
     HERE.mkdir(exist_ok=True)
-    target = HERE / f"{name}.json"
+    target = HERE / f"{file}.json"
+    name = file.partition("-")[0]
     if name == "every_kind":
         doc = {"name": name, "written_by": commit, **_every_kind()}
         target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

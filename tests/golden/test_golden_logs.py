@@ -18,11 +18,13 @@ import pytest
 from make_logs import meaning, plain
 
 import stead
-from stead.core.fold import RunState, apply, fold
+from stead.core.events import EVENT_TYPES
+from stead.core.fold import STATE_VERSION, RunState, apply, fold
 from stead.store._base import decode_row
 
 LOGS = Path(__file__).parent / "logs"
-RUNS = sorted(p for p in LOGS.glob("*.json") if p.stem != "every_kind")
+RUNS = sorted(p for p in LOGS.glob("*.json") if not p.stem.startswith("every_kind"))
+EVERY_KIND = sorted(LOGS.glob("every_kind*.json"))
 
 
 def _doc(path: Path) -> dict[str, Any]:
@@ -62,8 +64,18 @@ def test_a_golden_snapshot_plus_its_tail_means_the_same(path: Path) -> None:
     assert meaning(state) == doc["meaning"]
 
 
-def test_every_kind_of_row_decodes_to_the_same_fields() -> None:
-    doc = _doc(LOGS / "every_kind.json")
+def test_the_golden_logs_hold_every_kind_and_the_current_snapshot_version() -> None:
+    """A new event kind or snapshot version needs a log written by the code that added it
+    (``make_logs.py every_kind-vN`` / ``NAME-vN``), so the next change must still read it."""
+    kinds = {row[1] for p in EVERY_KIND for row in _doc(p)["rows"]}
+    assert set(EVENT_TYPES) - kinds == set()
+    versions = {_doc(p)["snapshot"]["state"]["v"] for p in RUNS if _doc(p)["snapshot"]}
+    assert STATE_VERSION in versions and min(versions) < STATE_VERSION, versions
+
+
+@pytest.mark.parametrize("path", EVERY_KIND, ids=lambda p: p.stem)
+def test_every_kind_of_row_decodes_to_the_same_fields(path: Path) -> None:
+    doc = _doc(path)
     events = [e for _, e in _events(doc)]
     assert len(events) == len(doc["fields"])
     for event, want in zip(events, doc["fields"], strict=True):
@@ -86,7 +98,9 @@ async def test_a_store_file_written_by_earlier_code_still_loads(tmp_path: Path) 
     (source,) = LOGS.glob("sqlite-*.db")
     copy = tmp_path / "old.db"
     shutil.copy(source, copy)
-    expected = {_doc(p)["meaning"]["run_id"]: _doc(p)["meaning"] for p in RUNS}
+    commit = source.stem.partition("-")[2]  # the file holds the runs that commit wrote
+    written = [p for p in RUNS if _doc(p)["written_by"].startswith(commit)]
+    expected = {_doc(p)["meaning"]["run_id"]: _doc(p)["meaning"] for p in written}
     async with stead.Runtime(f"sqlite:///{copy}") as rt:
         records = await rt.store.list_runs(limit=100)
         assert {r.run_id for r in records} == set(expected)

@@ -208,6 +208,17 @@ def test_tool_queue_is_checked() -> None:
             """F."""
 
 
+def test_a_model_queue_is_checked_as_a_tool_queue_is() -> None:
+    """One rule for both (tools/_queue.py): a name ``stead executor --queues a,b`` can serve.
+    A comma or a space passed the Agent's old check (any text without control characters)
+    and named a queue no executor could ever list."""
+    model = ScriptedModel(["hi"])
+    for bad in ("gpu,cpu", "no spaces", "", "q" * 65):
+        with pytest.raises(stead.UserError, match="model_queue: queue must be"):
+            stead.Agent("a", model, model_queue=bad)
+    assert stead.Agent("a", model, model_queue="gpu-1").model_queue == "gpu-1"
+
+
 async def test_a_rate_limited_answer_pauses_the_queue_for_every_executor(
     url: str, store: Any, ledger: Ledger
 ) -> None:

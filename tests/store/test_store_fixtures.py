@@ -26,7 +26,7 @@ from _builders import T0, fold_log
 from stead.core.events import TurnStarted
 from stead.runtime import RunSession
 from stead.store import Store
-from stead.store._sql import migrations, statements
+from stead.store._migrations import DIALECTS, migrations, render, statements
 from stead.store.postgres import PostgresStore
 from stead.store.sqlite import SQLiteStore
 
@@ -140,16 +140,39 @@ async def test_a_postgres_schema_written_by_earlier_code_still_loads(pg_url: str
 
 def test_every_migration_has_a_version_of_its_own() -> None:
     """Two branches can each add a ``0003_*.sql``: the runner would then fail on a fresh
-    store with a bare IntegrityError. Each dialect's versions are unique, and the two
-    dialects hold the same versions."""
-    from pathlib import Path
-
-    import stead.store
-
-    root = Path(stead.store.__file__).parent / "migrations"
-    versions = {}
-    for dialect in ("sqlite", "postgres"):
-        numbers = [int(p.name.split("_", 1)[0]) for p in sorted((root / dialect).glob("*.sql"))]
-        assert len(numbers) == len(set(numbers)), f"{dialect}: {numbers}"
-        versions[dialect] = numbers
+    store with a bare IntegrityError. Each dialect's versions are unique (the loader says
+    which file stands twice), and the two dialects hold the same versions under the same
+    names where the source is shared."""
+    versions = {d: [v for v, _, _ in migrations(d)] for d in DIALECTS}
+    for numbers in versions.values():
+        assert len(numbers) == len(set(numbers)), numbers
     assert versions["sqlite"] == versions["postgres"]
+
+
+# sha256 of each dialect's file as it was before the shared sources (its bytes as applied).
+APPLIED = {
+    ("sqlite", 1): "7c313d08a2b533b83275862a407b234560f10ed1647375fa7c5919c1f4867106",
+    ("postgres", 1): "8e9a33cd9f3912572548e1d2e502203f3c1e5c456ea9d2589fcc38cecdcb1611",
+    ("sqlite", 3): "41d1f5ef06065d534e40f3595b2170d5928222afc9bcb81e45cf9f4aac758b28",
+    ("postgres", 3): "f90bf3acba9449e38dd815ce93169f7e18a50e2e43c2acd0f722a0e64cececa9",
+    ("sqlite", 4): "ae0dd9424e49bab2f64fc66aff1153ec04c5c86b70e35c28e4cea516471b06a2",
+    ("postgres", 4): "db1965c0e528d05321be25a895c8af83f9f0f42447e5d72c8b78d863c94cf385",
+}
+
+
+def test_a_shared_migration_renders_the_text_each_dialect_applied() -> None:
+    """An applied migration's text must not change: the one source of 0001, 0003 and 0004
+    renders, for each dialect, exactly the bytes of the file that dialect had."""
+    import hashlib
+
+    for (dialect, version), digest in APPLIED.items():
+        (sql,) = [sql for v, _, sql in migrations(dialect) if v == version]
+        assert hashlib.sha256(sql.encode()).hexdigest() == digest, (dialect, version)
+
+
+def test_a_dialect_mark_that_names_no_dialect_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown dialect mark"):
+        render("@mysql CREATE TABLE t (x INTEGER);\n", "sqlite")
+    assert render("a {BIGINT}{WITHOUT_ROWID};\n@postgres\n@sqlite b\n", "postgres") == (
+        "a BIGINT;\n\n"
+    )

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 
-from stead.cli._args import LOG_FORMAT, not_negative, positive
-from stead.cli._command import command, load_agents
-from stead.cli._worker import LOG_LEVELS
-from stead.errors import UserError
+from stead.cli._args import not_negative, positive
+from stead.cli._command import command
+from stead.cli._worker import LOG_LEVELS, agents_to_serve, serve_until_signalled
 
 
 def _arguments(e: argparse.ArgumentParser) -> None:
@@ -41,25 +38,21 @@ def run_executor(args: argparse.Namespace) -> int:
     --agents, and settle them. A tool goes to a queue with @stead.tool(queue='gpu'); while no
     executor serves its queue it runs in the worker's own process. SIGTERM: claim nothing
     more, finish for --grace seconds, then cancel and give back the rest."""
-    # Serve until stopped; 0 after a clean shutdown.
-    from stead.runtime._pool import Pool, serve_pool
+    from stead.runtime._pool import Pool
 
-    agents = load_agents(args.agents)
-    if not agents:
-        raise UserError("stead executor needs --agents module:attr naming at least one Agent")
-    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    pool = Pool(
-        args.store,
-        agents,
-        queues=[q.strip() for q in args.queues.split(",")],
-        concurrency=args.concurrency,
-        lease_ttl=args.lease_ttl,
-        poll_interval=args.poll,
-        grace=args.grace,
-        max_concurrent=args.max_concurrent,
+    agents = agents_to_serve(args, "executor")
+    return serve_until_signalled(
+        Pool(
+            args.store,
+            agents,
+            queues=[q.strip() for q in args.queues.split(",")],
+            concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl,
+            poll_interval=args.poll,
+            grace=args.grace,
+            max_concurrent=args.max_concurrent,
+        )
     )
-    asyncio.run(serve_pool(pool))
-    return 0
 
 
 COMMANDS = (run_executor,)

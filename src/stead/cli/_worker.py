@@ -9,7 +9,8 @@ import logging
 from stead.cli._args import LOG_FORMAT, add_claim_options, not_negative, positive
 from stead.cli._command import command, load_agents
 from stead.errors import UserError
-from stead.runtime import Worker, serve
+from stead.runtime import Agent, Worker
+from stead.runtime._serve import Served, until_signalled
 
 
 def _arguments(w: argparse.ArgumentParser) -> None:
@@ -30,28 +31,42 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 """What ``--log-level`` takes (any case)."""
 
 
+def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:
+    """The agents ``--agents`` names (``UserError`` for none), with logging set up at
+    ``--log-level``: what ``stead worker`` and ``stead executor`` both start with."""
+    agents = load_agents(args.agents)
+    if not agents:
+        raise UserError(
+            f"stead {command_name} needs --agents module:attr naming at least one Agent"
+        )
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
+    return agents
+
+
+def serve_until_signalled(served: Served) -> int:
+    """Serve until SIGTERM or SIGINT; 0 after a clean shutdown."""
+    asyncio.run(until_signalled(served))
+    return 0
+
+
 @command("worker", "claim runs from the store and drive them until SIGTERM", _arguments)
 def run_worker(args: argparse.Namespace) -> int:
     """Claim queued runs (and runs whose worker died) and drive up to --concurrency of them
     at once. SIGTERM or Ctrl-C: stop claiming, let the runs in hand finish for --grace
     seconds, release the rest; a second signal releases at once."""
-    # Until stopped; 0 after a clean shutdown.
-    agents = load_agents(args.agents)
-    if not agents:
-        raise UserError("stead worker needs --agents module:attr naming at least one Agent")
+    agents = agents_to_serve(args, "worker")
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
-    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    worker = Worker(
-        args.store,
-        agents,
-        concurrency=args.concurrency,
-        lease_ttl=args.lease_ttl,
-        poll_interval=args.poll,
-        grace=args.grace,
+    return serve_until_signalled(
+        Worker(
+            args.store,
+            agents,
+            concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl,
+            poll_interval=args.poll,
+            grace=args.grace,
+        )
     )
-    asyncio.run(serve(worker))
-    return 0
 
 
 COMMANDS = (run_worker,)

@@ -211,6 +211,24 @@ class Cancelled:
     """Why."""
 
 
+def tool_assignment(call: Any, key: AssignmentKey, digest: str, attempt: int) -> Assignment:
+    """The assignment of ``attempt`` of a tool call (``call`` a ``CallState``)."""
+    return Assignment(
+        key=key,
+        body=ToolBody(
+            tool_name=call.name,
+            definition_digest=digest,
+            arguments=call.effective_arguments(),
+            effect_class=call.effect_class,
+            replay_policy=REPLAY_POLICY[call.effect_class],
+            tool_call_id=call.tool_call_id,
+            turn_index=call.turn_index,
+            idempotency_key=call.idempotency_key,
+            attempt=attempt,
+        ),
+    )
+
+
 Outcome: TypeAlias = (
     ModelSucceeded | ModelFailed | ToolSucceeded | ToolFailed | ToolUnknown | Cancelled
 )

@@ -106,6 +106,17 @@ def _call(state: RunState, event: Any) -> CallState:
     return call
 
 
+def _attempt_of(state: RunState, event: Any, act: str) -> CallState:
+    """The call an attempt event (started, failed) names, which must still be able to run:
+    not settled, refused, or waiting on an approval decision."""
+    call = _call(state, event)
+    if call.result is not None or call.rejection is not None:
+        raise _refuse(state, event, f"the call is settled or refused; it {act}")
+    if event.tool_call_id in state.approvals:
+        raise _refuse(state, event, "the call waits on an approval decision")
+    return call
+
+
 def _refuse_open_calls(state: RunState, event: Event, detail: str) -> None:
     """Refuse while a call of the current reply has no result (requested or not)."""
     if state.pending_calls() or state.unrequested_calls():
@@ -319,11 +330,7 @@ def _loop(state: RunState, e: LoopDetected) -> None:
 
 @handles(ToolCallStarted)
 def _call_started(state: RunState, e: ToolCallStarted) -> None:
-    call = _call(state, e)
-    if call.result is not None or call.rejection is not None:
-        raise _refuse(state, e, "the call is settled or refused; it cannot start")
-    if e.tool_call_id in state.approvals:
-        raise _refuse(state, e, "the call waits on an approval decision")
+    call = _attempt_of(state, e, "cannot start")
     if e.attempt != call.attempts + 1:
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
     call.attempts, call.reconciled, call.decision, call.unknown = e.attempt, None, None, False
@@ -349,11 +356,7 @@ def _result(state: RunState, e: ToolResultRecorded) -> None:
 
 @handles(ToolAttemptFailed)
 def _attempt_failed(state: RunState, e: ToolAttemptFailed) -> None:
-    call = _call(state, e)
-    if call.result is not None or call.rejection is not None:
-        raise _refuse(state, e, "the call is settled or refused; it has no attempt to fail")
-    if e.tool_call_id in state.approvals:
-        raise _refuse(state, e, "the call waits on an approval decision")
+    call = _attempt_of(state, e, "has no attempt to fail")
     # A start-recorded (non_idempotent) attempt is the last started; another is one more.
     if e.attempt < 1 or e.attempt not in (call.attempts, call.attempts + 1):
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")

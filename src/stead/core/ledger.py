@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 LedgerKind: TypeAlias = Literal[
     "accepted",
@@ -36,16 +36,8 @@ LedgerKind: TypeAlias = Literal[
     "settled",
     "acknowledged",
 ]
-LEDGER_KINDS: Final[tuple[LedgerKind, ...]] = (
-    "accepted",
-    "aborted",
-    "claimed",
-    "started",
-    "cancel_requested",
-    "restarted",
-    "settled",
-    "acknowledged",
-)
+LEDGER_KINDS: Final[tuple[LedgerKind, ...]] = get_args(LedgerKind)
+"""Every kind, in the order of ``LedgerKind`` (read from it, so the two cannot drift)."""
 
 Phase: TypeAlias = Literal[
     "none", "accepted", "aborted", "claimed", "started", "settled", "acknowledged"

@@ -20,6 +20,7 @@ from stead.runtime import _checks as checks
 from stead.runtime._deps import check_deps_type
 from stead.runtime._output import OutputSpec
 from stead.tools import Tool, ToolRegistry
+from stead.tools._queue import check_queue
 
 
 class Agent:
@@ -83,8 +84,7 @@ class Agent:
                 "answered with; rename the tool"
             )
         self.deps_type = check_deps_type(name, deps_type, self.registry)
-        if model_queue is not None:
-            checks.identifier(f"Agent {name!r}: model_queue", model_queue)
+        check_queue(model_queue, f"Agent {name!r}: model_queue")
         self.model_queue = model_queue
         """The executor queue of this agent's model calls (``stead executor --queues``),
         while a pool serves it; None: in the run's own process."""

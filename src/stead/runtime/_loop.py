@@ -59,13 +59,12 @@ from stead.core.decide import (
     step_label,
 )
 from stead.core.effects import (
-    REPLAY_POLICY,
     Assignment,
     AssignmentKey,
     ModelBody,
     ModelFailed,
     ModelSucceeded,
-    ToolBody,
+    tool_assignment,
     tool_result_of,
 )
 from stead.core.events import Event, ToolCallStarted
@@ -530,20 +529,7 @@ class RunLoop:
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
         )
-        assignment = Assignment(
-            key=key,
-            body=ToolBody(
-                tool_name=call.name,
-                definition_digest=tool.definition_digest,
-                arguments=call.effective_arguments(),
-                effect_class=call.effect_class,
-                replay_policy=REPLAY_POLICY[call.effect_class],
-                tool_call_id=call.tool_call_id,
-                turn_index=call.turn_index,
-                idempotency_key=call.idempotency_key,
-                attempt=attempt,
-            ),
-        )
+        assignment = tool_assignment(call, key, tool.definition_digest, attempt)
         self._in_flight[call.tool_call_id] = key
         try:
             outcome = await self.executor.run(assignment, signal=self.signal)

@@ -30,7 +30,6 @@ import contextlib
 import functools
 import logging
 import os
-import signal as signals
 import socket
 import time
 import uuid
@@ -48,6 +47,7 @@ from stead.core.effects import (
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime._agent import Agent
 from stead.runtime._executor import InProcessExecutor
+from stead.runtime._serve import until_signalled
 from stead.runtime._store_executor import outcome_to_json
 from stead.store import _limits, open_store
 from stead.store._ledger import Claimed, ledger_for
@@ -306,14 +306,4 @@ class Pool:
 
 async def serve_pool(pool: Pool) -> None:
     """Run ``pool`` until SIGTERM or SIGINT (a second one cuts the grace short)."""
-    loop = asyncio.get_running_loop()
-    stops = (signals.SIGTERM, signals.SIGINT)
-    for s in stops:
-        loop.add_signal_handler(s, pool.stop)
-    try:
-        await pool.run()
-    finally:
-        for s in stops:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(s)
-        await pool.close()
+    await until_signalled(pool)

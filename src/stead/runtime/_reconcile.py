@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from stead.core.builders import step_failed_event
 from stead.core.effects import (
-    REPLAY_POLICY,
     Assignment,
     AssignmentKey,
     Cancelled,
     ModelBody,
     Outcome,
-    ToolBody,
     ToolUnknown,
+    tool_assignment,
     tool_result_of,
 )
 from stead.core.events import Event
@@ -197,24 +196,6 @@ def _assignment(loop: RunLoop, t: Target, key: AssignmentKey) -> tuple[Assignmen
     if tool is None or call.effect_class is None:
         return None
     return tool_assignment(call, key, tool.definition_digest, t.attempt), None
-
-
-def tool_assignment(call: Any, key: AssignmentKey, digest: str, attempt: int) -> Assignment:
-    """The assignment of ``attempt`` of a tool call (``call`` a ``CallState``)."""
-    return Assignment(
-        key=key,
-        body=ToolBody(
-            tool_name=call.name,
-            definition_digest=digest,
-            arguments=call.effective_arguments(),
-            effect_class=call.effect_class,
-            replay_policy=REPLAY_POLICY[call.effect_class],
-            tool_call_id=call.tool_call_id,
-            turn_index=call.turn_index,
-            idempotency_key=call.idempotency_key,
-            attempt=attempt,
-        ),
-    )
 
 
 async def _settled_within(loop: RunLoop, key: AssignmentKey, seconds: float) -> None:

@@ -265,23 +265,26 @@ class RoutingExecutor:
             self._served[queue] = seen
         return self.remote if seen[1] else self.local
 
-    async def dispatch(
-        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
-    ) -> bool:
+    async def _route(self, assignment: Assignment) -> Executor:
+        """Where ``assignment`` goes (remembered by its key), once the keys the pool settled
+        for earlier calls are acknowledged."""
         if self._unacked:
             await self._acknowledge()
         target = await self._target(assignment)
         self._where[assignment.key.effect_id] = target
+        return target
+
+    async def dispatch(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> bool:
+        target = await self._route(assignment)
         return await target.dispatch(assignment, signal=signal, local=local)
 
     async def run(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> Outcome:
-        if self._unacked:
-            await self._acknowledge()
-        target = await self._target(assignment)
+        target = await self._route(assignment)
         k = assignment.key.effect_id
-        self._where[k] = target
         try:
             outcome = await target.run(assignment, signal=signal, local=local)
         finally:

@@ -37,9 +37,7 @@ leases so another worker continues them at once instead of after the lease lapse
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -51,6 +49,7 @@ from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
+from stead.runtime._serve import until_signalled
 from stead.store import Claim, Store
 from stead.store._chat import ConversationStore
 
@@ -277,14 +276,4 @@ class Worker(Closing):
 
 async def serve(worker: Worker) -> None:
     """Run ``worker`` until SIGTERM or SIGINT (a second one cuts the grace period short)."""
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, worker.stop)
-    try:
-        await worker.run()
-    finally:
-        for sig in signals:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        await worker.close()
+    await until_signalled(worker)

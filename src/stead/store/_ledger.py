@@ -29,7 +29,7 @@ import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
 from stead.core.ledger import LedgerState as _State
@@ -116,6 +116,17 @@ def event_of(kind: str, data: str) -> LedgerEvent:
         outcome=d.get("outcome"),
         reason=str(d.get("reason", "")),
     )
+
+
+class Change(NamedTuple):
+    """One transition of a key, as ``Ledger._transition`` takes it (its arguments but the
+    session and the time): what ``_one_transition`` takes."""
+
+    effect_id: str
+    event: LedgerEvent
+    sets: str
+    guard: str
+    params: Sequence[Any]
 
 
 class Ledger:
@@ -213,18 +224,11 @@ class Ledger:
             await self._work_notice(s, row[3])
         return row
 
-    async def _one_transition(
-        self,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-    ) -> bool:
-        """``_transition`` in a transaction of its own (PostgreSQL makes it one statement)."""
+    async def _one_transition(self, change: Change, now: float) -> bool:
+        """``_transition`` alone, in a transaction of its own (PostgreSQL makes it one
+        statement); False when the guard refused it."""
         async with self._tx() as s:
-            return await self._transition(s, effect_id, event, sets, guard, params, now) is not None
+            return await self._transition(s, *change, now) is not None
 
     async def _origin(
         self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float
@@ -286,9 +290,9 @@ class Ledger:
     async def start(self, effect_id: str, *, epoch: int, now: float) -> bool:
         """The holder at ``epoch`` begins the effect; False when it no longer holds it."""
         e = LedgerEvent(kind="started", epoch=epoch)
-        return await self._one_transition(
+        return await self._one_transition(Change(
             effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
-            (epoch,), now,
+            (epoch,)), now,
         )  # fmt: skip
 
     async def settle(
@@ -298,9 +302,9 @@ class Ledger:
         settled already; the check is the update's own ``WHERE``."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
-        return await self._one_transition(
+        return await self._one_transition(Change(
             effect_id, e, "phase = 'settled', outcome = ?",
-            f"phase IN {_OPEN} AND epoch = ?", (text, epoch), now,
+            f"phase IN {_OPEN} AND epoch = ?", (text, epoch)), now,
         )  # fmt: skip
 
     async def release(
@@ -310,10 +314,10 @@ class Ledger:
         an executor stopping. A started one is not given back: it may have happened, so it
         is recovered by its class once the lease lapses (``claim``)."""
         e = LedgerEvent(kind="restarted", epoch=epoch, reason=reason)
-        return await self._one_transition(
+        return await self._one_transition(Change(
             effect_id, e, "phase = 'accepted', epoch = epoch + 1, executor = NULL",
             "phase = 'claimed' AND epoch = ? AND executor = ?",
-            (epoch, executor), now,
+            (epoch, executor)), now,
         )  # fmt: skip
 
     async def request_cancel(self, effect_id: str, *, reason: str, now: float) -> KeyRow | None:
@@ -341,7 +345,7 @@ class Ledger:
         """The run recorded the outcome: the key is done with."""
         e = LedgerEvent(kind="acknowledged")
         return await self._one_transition(
-            effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", (), now
+            Change(effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", ()), now
         )
 
     async def claim(

@@ -18,9 +18,8 @@ from typing import Any
 
 import psycopg
 
-from stead.core.ledger import LedgerEvent
 from stead.errors import StoreError
-from stead.store._ledger import _READ, KeyRow, Ledger, _key_row, event_data
+from stead.store._ledger import _READ, Change, KeyRow, Ledger, _key_row, event_data
 from stead.store._pglisten import Listener
 from stead.store._sql import Session
 from stead.store._watch import _until_set
@@ -74,19 +73,12 @@ class PostgresLedger(Ledger):
     def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._tx_cm()
 
-    async def _one_transition(
-        self,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-    ) -> bool:
+    async def _one_transition(self, change: Change, now: float) -> bool:
         """One autocommitted statement, one round trip: the row's conditional update, the
         event at the position it returned, and the notice (a settle's on the run's effects
         channel, a release's on its queue's), each only when the update matched. The
         channel is ``postgres._channel`` computed in SQL from the row's run or queue."""
+        effect_id, event, sets, guard, params = change
         notice = _NOTICES.get(event.kind, "")
         n = sets.count("?")
         args: list[Any] = [*params[:n], now, effect_id, *params[n:]]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from importlib import resources
 from typing import Any, ClassVar, Protocol
 
 from stead import _crash
@@ -46,6 +45,7 @@ from stead.store._base import (
     snapshot_text,
 )
 from stead.store._chat import ChatRows
+from stead.store._migrations import migrations, statements
 
 RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -75,26 +75,6 @@ def record(row: Sequence[Any]) -> RunRecord:
         created_at=row[9],
         updated_at=row[10],
     )
-
-
-# -- migrations ---------------------------------------------------------------------------
-
-
-def migrations(dialect: str) -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every migration file for ``dialect``, in order."""
-    folder = resources.files("stead.store") / "migrations" / dialect
-    out = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            number, _, rest = entry.name.partition("_")
-            out.append((int(number), rest.removesuffix(".sql"), entry.read_text("utf-8")))
-    return sorted(out)
-
-
-def statements(sql: str) -> list[str]:
-    """Split a migration file into statements (our files hold no ';' inside literals)."""
-    lines = [ln for ln in sql.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 # -- snapshots ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from stead.tools._answer import AnswerSpec
 from stead.tools._arguments import ArgumentParser, InvalidArguments
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
+from stead.tools._queue import check_queue
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
 from stead.tools._signature import (
     ReconcileShape,
@@ -71,13 +72,6 @@ def _check_options(effect: object, reconcile: object, requires_approval: object,
         raise UserError(
             f"{what}: requires_approval must be a bool or a function of the arguments dict, "
             f"not {type(requires_approval).__name__}"
-        )
-
-
-def _check_queue(queue: object, what: str) -> None:
-    if queue is not None and (not isinstance(queue, str) or not _NAME.match(queue)):
-        raise UserError(
-            f"{what}: queue must be 1-64 letters, digits, '_' or '-' (or None), not {queue!r}"
         )
 
 
@@ -163,7 +157,7 @@ class Tool(Generic[P, R]):
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
         _check_options(effect, reconcile, requires_approval, what)
-        _check_queue(queue, what)
+        check_queue(queue, what)
         _check_asks(asks, reconcile, requires_approval, what)
         if asks is not NO_QUESTION:
             effect = "read_only"  # its function only words the question: asking again is safe
@@ -466,7 +460,7 @@ def tool(
         return decorate(fn)
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
     _check_options(effect, reconcile, requires_approval, "@tool(...)")
-    _check_queue(queue, "@tool(...)")
+    check_queue(queue, "@tool(...)")
     _check_asks(asks, reconcile, requires_approval, "@tool(...)")
     asking = "read_only" if asks is not NO_QUESTION else effect
     _check_bounds(asking, reconcile, timeout, retries, "@tool(...)")

@@ -14,13 +14,13 @@ CREATE TABLE ledger_keys (
     queue      TEXT,
     assignment TEXT,
     phase      TEXT NOT NULL,
-    epoch      INTEGER NOT NULL DEFAULT 0,
+    epoch      {BIGINT} NOT NULL DEFAULT 0,
     executor   TEXT,
-    position   INTEGER NOT NULL,
+    position   {BIGINT} NOT NULL,
     cancel     INTEGER NOT NULL DEFAULT 0,
     outcome    TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    created_at {DOUBLE} NOT NULL,
+    updated_at {DOUBLE} NOT NULL
 );
 CREATE INDEX ledger_open ON ledger_keys (queue, updated_at)
     WHERE phase IN ('accepted', 'claimed', 'started');
@@ -29,18 +29,18 @@ CREATE INDEX ledger_by_executor ON ledger_keys (executor)
 
 CREATE TABLE ledger_events (
     effect_id  TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
+    seq        {BIGINT} NOT NULL,
     kind       TEXT NOT NULL,
     data       TEXT NOT NULL,
-    created_at REAL NOT NULL,
+    created_at {DOUBLE} NOT NULL,
     PRIMARY KEY (effect_id, seq)
-) WITHOUT ROWID;
+){WITHOUT_ROWID};
 
 CREATE TABLE executors (
     executor_id      TEXT PRIMARY KEY,
     queues           TEXT NOT NULL,
-    lease_expires_at REAL NOT NULL,
-    started_at       REAL NOT NULL
+    lease_expires_at {DOUBLE} NOT NULL,
+    started_at       {DOUBLE} NOT NULL
 );
 
 -- Fleet-wide limits (store/_limits.py): at most max_concurrent keys of a queue held at once
@@ -48,5 +48,5 @@ CREATE TABLE executors (
 CREATE TABLE queue_limits (
     queue          TEXT PRIMARY KEY,
     max_concurrent INTEGER,
-    paused_until   REAL NOT NULL DEFAULT 0
+    paused_until   {DOUBLE} NOT NULL DEFAULT 0
 );
