@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from stead import _crash
+from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -119,7 +121,9 @@ class StoreExecutor:
     """The ``Executor`` port on the ledger of a SQL store: effects run in executor processes.
 
     ``queue_of(assignment)`` names the queue an assignment goes to (a tool's ``queue=``);
-    ``clock`` gives the times every ledger write is stamped with and leases are judged by.
+    ``clock`` gives the times every ledger write is stamped with and leases are judged by;
+    ``crash`` is the run's crash hook (``after_dispatch``: the ledger accepted the effect,
+    the owner has not seen its outcome).
     """
 
     def __init__(
@@ -130,8 +134,10 @@ class StoreExecutor:
         clock: Callable[[], float] = time.time,
         wait_round: float = 5.0,
         ledger: Ledger | None = None,
+        crash: CrashHook = _crash.point,
     ) -> None:
         self.ledger = ledger if ledger is not None else ledger_for(store)
+        self._crash = crash
         self._owns_ledger = ledger is None
         self._queue_of = queue_of or _default_queue
         self._clock = clock
@@ -155,6 +161,8 @@ class StoreExecutor:
     ) -> Outcome:
         if not await self.dispatch(assignment, signal=signal, local=local):
             return Cancelled(reason="the effect was aborted before it started")
+        body = assignment.body
+        self._crash("after_dispatch", body.tool_name if isinstance(body, ToolBody) else None)
         # The run loop tells a running effect to stop with ``cancel`` (after its grace):
         # that writes cancel_requested, and the executor's copy of the signal fires.
         return await self.outcome(assignment.key)
@@ -321,6 +329,7 @@ def routed(
     store: object,
     ledgers: dict[int, Ledger],
     model_queue: str | None = None,
+    crash: CrashHook = _crash.point,
 ) -> Executor:
     """``local`` itself when no tool (and not the model) names a queue: the in-process path
     unchanged; else a ``RoutingExecutor`` on the store's ledger (one per store, in
@@ -331,7 +340,9 @@ def routed(
     ledger = ledgers.get(id(store))
     if ledger is None:
         ledger = ledgers[id(store)] = ledger_for(store)
-    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger)
+    remote = StoreExecutor(
+        store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger, crash=crash
+    )
     return RoutingExecutor(local, remote, queues, model_queue=model_queue)
 
 
