@@ -165,9 +165,10 @@ async def test_the_owner_killed_at_a_step_of_the_handoff(url: str, pool: Pool, s
         assert verdicts == [("dispose", "aborted")]
         assert keys == [["aborted"], ["accepted", "claimed", "started", "settled", "acknowledged"]]
     else:
-        # Accepted (or run, or settled) by the pool: kept, its outcome recorded once.
+        # Accepted (or run, or settled) by the pool: kept, its outcome recorded once, and
+        # the key acknowledged (the run recorded it).
         assert verdicts in ([("keep", "active")], [("keep", "terminal")]), verdicts
-        assert keys == [["accepted", "claimed", "started", "settled"]]
+        assert keys == [["accepted", "claimed", "started", "settled", "acknowledged"]]
     [result] = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert json.loads(result.content)["done"] == "notify"  # the pool's, not a reconcile's
 
@@ -198,5 +199,5 @@ async def test_the_owner_killed_at_every_step_of_a_redispatch_to_the_pool(
     assert verdicts[-1][0] == "keep", verdicts
     assert len(effects("index_doc")) == 1
     assert await settled_once(pool.ledger, run_id) == [
-        ["accepted", "claimed", "started", "settled"]
+        ["accepted", "claimed", "started", "settled", "acknowledged"]
     ]

@@ -301,6 +301,10 @@ class RoutingExecutor:
     async def outcome(self, key: AssignmentKey) -> Outcome:
         return await self._where.get(key.effect_id, self.remote).outcome(key)
 
+    async def acknowledge(self, key: AssignmentKey) -> bool:
+        """A key of the ledger (a previous owner's, kept at a takeover) is recorded."""
+        return await self.remote.acknowledge(key)
+
     def attach(self, key: AssignmentKey) -> Attachment:
         # A key not dispatched from here may be a previous owner's, in the ledger.
         if self._where.get(key.effect_id) is self.local:
