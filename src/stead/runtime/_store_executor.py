@@ -69,11 +69,26 @@ def outcome_to_json(o: Outcome) -> dict[str, Any]:
     return {"kind": o.kind, "reason": o.reason}
 
 
+_FIELDS = {
+    "model_succeeded": {"kind", "message", "usage", "model"},
+    "model_failed": {"kind", "code", "message", "retry_after", "usage"},
+    "tool_succeeded": {"kind", "content"},
+    "tool_failed": {"kind", "failure", "retry"},
+    "tool_unknown": {"kind", "reason"},
+    "cancelled": {"kind", "reason"},
+}
+"""The fields each outcome kind may carry (``outcome_to_json`` writes no others)."""
+
+
 def outcome_from_json(d: Any) -> Outcome:
     """Decode ``outcome_to_json`` (from the ledger, or from an executor over HTTP);
-    ``ValueError`` for anything else, a missing or mistyped field included."""
+    ``ValueError`` for anything else, a missing or mistyped field included, and a field of
+    another kind (the outcome is sealed: its kind and its fields agree, or it is refused)."""
     if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
         raise ValueError("an outcome is a JSON object with a kind")
+    extra = d.keys() - _FIELDS.get(d["kind"], d.keys())
+    if extra:
+        raise ValueError(f"outcome {d['kind']!r} does not match its kind: {sorted(extra)}")
     try:
         return _outcome(d)
     except (KeyError, TypeError, AttributeError) as exc:
