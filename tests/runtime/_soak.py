@@ -35,7 +35,7 @@ RESTING = {"completed", "failed", "cancelled", "timed_out", "awaiting_approval"}
 @dataclass
 class Churn:
     """Runs arriving while one of the ``slots`` processes at a time is SIGKILLed and started
-    again (the next kill once it is up)."""
+    again."""
 
     runs: int
     slots: list[Callable[[], WorkerProc]]
@@ -67,9 +67,6 @@ class Churn:
                 run_ids.append(await rt.start(agent, f"order {len(run_ids)}"))
             if len(run_ids) == self.runs and set(await statuses(store)) <= RESTING:
                 break
-            # One down at a time: the next kill waits until the last one killed is up again
-            # (under load a start takes seconds; a process killed while it imports tests
-            # nothing, and all of them down at once tests less).
             slot = self._victim() if now >= next_kill else None
             if slot is not None:
                 self.procs[slot].kill()
@@ -81,11 +78,13 @@ class Churn:
         return run_ids
 
     def _victim(self) -> int | None:
-        """The slot to kill now, if any."""
-        if not all(p.ready() for p in self.procs):
-            return None
+        """The slot to kill now, if any: without ``busy``, any (even one still starting);
+        with it, the next in turn once every process is up (one down at a time: under load a
+        start takes seconds) and it has work in hand."""
         if self.busy is None:
             return self.rng.randrange(len(self.slots))
+        if not all(p.ready() for p in self.procs):
+            return None
         turn = len(self.kills) % len(self.slots)
         return turn if self.busy(self.procs[turn]) else None
 

@@ -134,19 +134,29 @@ def check_log(events: list[Event]) -> list[tuple[str, str]]:
 
 
 STEPS = {
-    "before_dispatch": "after_tool_started:notify",
-    "after_acceptance": "after_dispatch:notify",
+    "before_dispatch": "after_tool_started:{tool}",
+    "after_acceptance": "after_dispatch:{tool}",
     "mid_effect": None,
-    "after_settled": "after_tool_effect:notify",
+    "after_settled": "after_tool_effect:{tool}",
 }
+"""Where the owner dies (``{tool}`` the tool's name); ``mid_effect`` is a kill from outside.
+An idempotent_write records no start, so its "before dispatch" is right after the intent."""
+TOOLS = ["notify", "index_doc"] if FULL else ["notify"]
+"""index_doc (idempotent_write) too with STEAD_FULL_POOL_TESTS."""
 
 
+@pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("step", list(STEPS))
-async def test_the_owner_killed_at_a_step_of_the_handoff(url: str, pool: Pool, step: str) -> None:
+async def test_the_owner_killed_at_a_step_of_the_handoff(
+    url: str, pool: Pool, step: str, tool: str
+) -> None:
     run_id = f"run-{step}"
+    crash = STEPS[step]
+    if tool == "index_doc" and step == "before_dispatch":
+        crash = "after_intent"
     if step == "mid_effect":
-        hold = HOLDS["notify"] = Hold()
-    proc = await owner(url, run_id, "notify", "start", STEPS[step])
+        hold = HOLDS[tool] = Hold()
+    proc = await owner(url, run_id, tool, "start", crash and crash.format(tool=tool))
     if step == "mid_effect":
         await asyncio.wait_for(hold.entered.wait(), 60)
         proc.send_signal(signal.SIGKILL)
@@ -154,14 +164,15 @@ async def test_the_owner_killed_at_a_step_of_the_handoff(url: str, pool: Pool, s
         hold.released.set()
     else:
         await killed(proc)
-    view, events = await take_over(url, run_id, "notify")
+    view, events = await take_over(url, run_id, tool)
     assert view.status is stead.RunStatus.COMPLETED, view
     verdicts = check_log(events)
-    assert len(effects("notify")) == 1  # once in the world, whatever the step
+    assert len(effects(tool)) == 1  # once in the world, whatever the step
     keys = await settled_once(pool.ledger, run_id)
     if step == "before_dispatch":
         # Nothing reached the pool: the key is aborted, the call settled unknown, and its
-        # reconcile function (not sent) lets a second attempt run, under a new key.
+        # class (notify's reconcile function: not sent; index_doc: rerun with its
+        # idempotency key) lets a second attempt run, under a new effect key.
         assert verdicts == [("dispose", "aborted")]
         assert keys == [["aborted"], ["accepted", "claimed", "started", "settled", "acknowledged"]]
     else:
@@ -170,7 +181,7 @@ async def test_the_owner_killed_at_a_step_of_the_handoff(url: str, pool: Pool, s
         assert verdicts in ([("keep", "active")], [("keep", "terminal")]), verdicts
         assert keys == [["accepted", "claimed", "started", "settled", "acknowledged"]]
     [result] = [e for e in events if isinstance(e, ToolResultRecorded)]
-    assert json.loads(result.content)["done"] == "notify"  # the pool's, not a reconcile's
+    assert json.loads(result.content)["done"] == tool  # the pool's, not a reconcile's
 
 
 REDISPATCH_STEPS = (
