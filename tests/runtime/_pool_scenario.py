@@ -82,10 +82,11 @@ def local_lookup(q: str) -> str:
     return f"pid {os.getpid()}"
 
 
-def agent(tool: str = "index_doc") -> stead.Agent:
+def agent(tool: str = "index_doc", model_queue: str | None = None) -> stead.Agent:
     args = {"charge": {"amount": 5}, "index_doc": {"doc": "d1"}, "notify": {"to": "ops"}}[tool]
     model = ScriptedModel([Reply(tool_calls=[(tool, args)]), "done"])
-    return stead.Agent("pooled", model, tools=[charge, index_doc, notify, local_lookup])
+    tools = [charge, index_doc, notify, local_lookup]
+    return stead.Agent("pooled", model, tools=tools, model_queue=model_queue)
 
 
 MODEL_QUEUE = "model-m1"

@@ -24,6 +24,7 @@ overspent, and the ledger settled each key once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -59,8 +60,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monk
 @pytest.fixture
 async def pool(url: str) -> AsyncIterator[Pool]:
     """An executor pool in this process (it outlives the owners the tests kill)."""
+    async with serving(url, agents(), [QUEUE]) as p:
+        yield p
+
+
+@contextlib.asynccontextmanager
+async def serving(url: str, agents: list[stead.Agent], queues: list[str]) -> AsyncIterator[Pool]:
     p = Pool(
-        url, agents(), queues=[QUEUE], concurrency=4, lease_ttl=3.0, poll_interval=0.05,
+        url, agents, queues=queues, concurrency=4, lease_ttl=3.0, poll_interval=0.05,
         grace=1.0,
     )  # fmt: skip
     task = asyncio.ensure_future(p.run())
@@ -212,3 +219,19 @@ async def test_the_owner_killed_at_every_step_of_a_redispatch_to_the_pool(
     assert await settled_once(pool.ledger, run_id) == [
         ["accepted", "claimed", "started", "settled", "acknowledged"]
     ]
+
+
+async def test_a_run_whose_every_effect_ran_in_the_pool_leaves_each_key_acknowledged(
+    url: str,
+) -> None:
+    """Model calls and the tool call in the pool: each key is acknowledged once the run has
+    recorded its outcome, the last model call's too (no effect comes after it to carry the
+    acknowledgement)."""
+    a = agent("index_doc", model_queue="pool-model")
+    async with serving(url, [a], [QUEUE, "pool-model"]) as p, stead.Runtime(url, agents=[a]) as rt:
+        await rt.start(a, "go", run_id="run-acked")
+        view = await rt.run("run-acked")
+        assert view.status is stead.RunStatus.COMPLETED
+        assert await settled_once(p.ledger, "run-acked") == 3 * [
+            ["accepted", "claimed", "started", "settled", "acknowledged"]
+        ]

@@ -15,6 +15,7 @@ serves that queue, and runs everything else in process as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from stead.core.effects import (
 )
 from stead.core.ledger import Attachment, attachment_of
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.errors import StoreError
 from stead.providers import ModelResponse
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.store._ledger import Ledger, ledger_for
@@ -273,6 +275,14 @@ class RoutingExecutor:
         keys, self._unacked = self._unacked, []
         for key in keys:
             await self.remote.acknowledge(key)
+
+    async def recorded(self) -> None:
+        """The drive came to rest: every outcome ``run`` returned is recorded, the last one
+        too, which no next effect will acknowledge. Best effort: a store failure here leaves
+        a key settled, which loses nothing."""
+        if self._unacked:
+            with contextlib.suppress(StoreError):
+                await self._acknowledge()
 
     async def _target(self, a: Assignment) -> Executor:
         body = a.body
