@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
 #   make demo   create .venv, install, run the crash-and-recover demo on SQLite
 #   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
-#   make soak   the scale-out soak at full size: 200 runs, 4 workers, kills every few seconds
+#   make soak   the scale-out soaks at full size: 200 runs, 4 workers (and 2 workers + 2
+#               executors), kills every few seconds; every pool crash case on both stores
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
 #   make fuzz   the fuzzers of tests/fuzz with 2000 fresh examples each (STEAD_FUZZ_EXAMPLES=N)
 PYTHON ?= python3
@@ -48,7 +49,9 @@ serve-demo: $(STAMP)
 
 soak: $(STAMP)
 	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py
-	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py
+	STEAD_POOL_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pool_soak.py
+	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py \
+	  tests/runtime/test_pool_owner_crash.py
 
 fuzz: $(STAMP)
 	STEAD_FUZZ_EXAMPLES=$${STEAD_FUZZ_EXAMPLES:-2000} $(BIN)/python -m pytest -q tests/fuzz

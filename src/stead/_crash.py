@@ -25,6 +25,7 @@ POINTS: Final = (
     "mid_model_call",
     "after_intent",
     "after_tool_started",
+    "after_dispatch",
     "after_tool_effect",
     "before_result_commit",
     "after_result_commit",

@@ -5,6 +5,8 @@ working directory). Side effects go to the crash tests' ``EffectLedger`` and mes
 (``_scenario``), which live outside the run store and survive SIGKILL.
 
 * ``soak``: three tool turns covering every effect class, then an answer.
+* ``pooled_soak``: the same, its tools (``pooled_*``) and its model calls routed to queues
+  ``soak`` and ``soak-model``, which ``stead executor`` processes serve.
 * ``zombie``: one call of ``notify_slowly`` (non_idempotent, reconcilable) or
   ``lookup_slowly`` (read_only), which sleeps ``$STEAD_TEST_SLOW`` seconds *after* its effect,
   so a test can freeze the worker between the effect and its result.
@@ -22,10 +24,12 @@ import os
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 from _scenario import _messages, find_message, ledger
 
 import stead
+from stead.core.events import EffectClass
 from stead.core.messages import ToolCall
 from stead.providers import ModelCall, ModelRequest, ModelResponse
 from stead.testing import Reply, ScriptedModel
@@ -52,7 +56,26 @@ def _send(recipient: str, body: str, key: str) -> int:
         db.close()
 
 
-@stead.tool(effect="read_only")
+POOL_QUEUE = "soak"
+POOL_MODEL_QUEUE = "soak-model"
+POOLED: list[stead.Tool] = []  # type: ignore[type-arg]
+"""The soak's tools again, named ``pooled_<name>``, each routed to queue ``soak``."""
+
+
+def _pooled(effect: EffectClass, reconcile: Any = None) -> Any:
+    """``@stead.tool(effect, reconcile)``, and the same function once more into ``POOLED``."""
+
+    def both(fn: Any) -> Any:
+        name = f"pooled_{fn.__name__}"
+        POOLED.append(
+            stead.tool(fn, effect=effect, reconcile=reconcile, queue=POOL_QUEUE, name=name)
+        )
+        return stead.tool(fn, effect=effect, reconcile=reconcile)
+
+    return both
+
+
+@_pooled("read_only")
 async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Look up an order."""
     await _jitter()
@@ -60,7 +83,7 @@ async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, objec
     return {"order_id": order_id, "status": "shipped"}
 
 
-@stead.tool(effect="idempotent_write")
+@_pooled("idempotent_write")
 async def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Create or update the ticket for an order (deduplicated by idempotency key)."""
     await _jitter()
@@ -68,7 +91,7 @@ async def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dic
     return {"ticket": f"T-{order_id}", "note": note}
 
 
-@stead.tool(effect="non_idempotent", reconcile=find_message)
+@_pooled("non_idempotent", find_message)
 async def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Send a message; the service gives every call a new message id."""
     await _jitter()
@@ -77,7 +100,7 @@ async def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dic
     return {"message_id": message_id}
 
 
-@stead.tool(effect="non_idempotent")
+@_pooled("non_idempotent")
 async def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Charge a card; nobody can be asked afterwards whether it happened."""
     await _jitter()
@@ -103,22 +126,32 @@ def lookup_slowly(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     return {"order_id": order_id, "status": "shipped"}
 
 
+def _soak_script(prefix: str = "") -> list[Reply | str]:
+    return [
+        Reply(
+            tool_calls=[
+                (f"{prefix}lookup_order", {"order_id": 42}),
+                (f"{prefix}upsert_ticket", {"order_id": 42, "note": "shipped"}),
+            ]
+        ),
+        Reply(
+            tool_calls=[(f"{prefix}send_message", {"recipient": "oncall", "body": "42 shipped"})]
+        ),
+        Reply(tool_calls=[(f"{prefix}charge_card", {"cents": 500})]),
+        "Order 42 shipped; on-call told; card charged.",
+    ]
+
+
 def soak() -> stead.Agent:
-    model = ScriptedModel(
-        [
-            Reply(
-                tool_calls=[
-                    ("lookup_order", {"order_id": 42}),
-                    ("upsert_ticket", {"order_id": 42, "note": "shipped"}),
-                ]
-            ),
-            Reply(tool_calls=[("send_message", {"recipient": "oncall", "body": "42 shipped"})]),
-            Reply(tool_calls=[("charge_card", {"cents": 500})]),
-            "Order 42 shipped; on-call told; card charged.",
-        ],
-        delay=0.1,
-    )
+    model = ScriptedModel(_soak_script(), delay=0.1)
     return stead.Agent("soak", model, [lookup_order, upsert_ticket, send_message, charge_card])
+
+
+def pooled_soak() -> stead.Agent:
+    """The soak with its tools and model calls in executors (the model is named apart from
+    every other agent's, so an executor finds this script for its calls)."""
+    model = ScriptedModel(_soak_script("pooled_"), delay=0.1, name="pooled-soak")
+    return stead.Agent("pooled-soak", model, POOLED, model_queue=POOL_MODEL_QUEUE)
 
 
 def zombie(tool: str = "notify_slowly") -> stead.Agent:
@@ -193,6 +226,7 @@ def broken() -> stead.Agent:
 def agents() -> list[stead.Agent]:
     return [
         soak(),
+        pooled_soak(),
         zombie("notify_slowly"),
         zombie("lookup_slowly"),
         charge(),

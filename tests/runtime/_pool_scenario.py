@@ -5,7 +5,8 @@ kills (pool_child.py). Each tool writes its side effect to an ``EffectLedger`` (
 file) with the pid that performed it, so what really happened survives a SIGKILL.
 ``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
 executor inside it); ``POOL_DIE_IN`` names a tool that SIGKILLs its own process right after its
-side effect (mid-effect, before the executor can settle).
+side effect (mid-effect, before the executor can settle). ``HOLDS`` (a pool in the test's own
+process only) stops a tool of that name right after its side effect until the test releases it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,18 @@ from stead.testing import EffectLedger, Reply, ScriptedModel
 QUEUE = "pool"
 
 
+class Hold:
+    """A tool stopped after its side effect: ``entered`` is set there, ``released`` lets it
+    return (an in-process pool's tool, held while the test kills the run's owner)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.released = asyncio.Event()
+
+
+HOLDS: dict[str, Hold] = {}
+
+
 def ledger() -> EffectLedger:
     return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
 
@@ -31,6 +44,10 @@ async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
     ledger().record(name, ctx.idempotency_key, attempt=ctx.attempt)
     if os.environ.get("POOL_DIE_IN") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    hold = HOLDS.get(name)
+    if hold is not None:
+        hold.entered.set()
+        await hold.released.wait()
     return {"done": name, "pid": os.getpid()}
 
 
@@ -46,16 +63,30 @@ async def index_doc(doc: str, ctx: stead.ToolContext) -> dict[str, object]:
     return await _effect("index_doc", ctx)
 
 
+def _notified(to: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
+    """Reconcile ``notify``: the effect ledger knows whether this call's message left."""
+    if ledger().count("notify", ctx.idempotency_key):
+        return stead.Done({"done": "notify", "reconciled": True})
+    return stead.NotDone()
+
+
+@stead.tool(effect="non_idempotent", queue=QUEUE, reconcile=_notified)
+async def notify(to: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Send a message (never twice; whether it left can be asked afterwards)."""
+    return await _effect("notify", ctx)
+
+
 @stead.tool(effect="read_only")
 def local_lookup(q: str) -> str:
     """Runs in the owner's process (no queue)."""
     return f"pid {os.getpid()}"
 
 
-def agent(tool: str = "index_doc") -> stead.Agent:
-    args = {"charge": {"amount": 5}, "index_doc": {"doc": "d1"}}[tool]
+def agent(tool: str = "index_doc", model_queue: str | None = None) -> stead.Agent:
+    args = {"charge": {"amount": 5}, "index_doc": {"doc": "d1"}, "notify": {"to": "ops"}}[tool]
     model = ScriptedModel([Reply(tool_calls=[(tool, args)]), "done"])
-    return stead.Agent("pooled", model, tools=[charge, index_doc, local_lookup])
+    tools = [charge, index_doc, notify, local_lookup]
+    return stead.Agent("pooled", model, tools=tools, model_queue=model_queue)
 
 
 MODEL_QUEUE = "model-m1"

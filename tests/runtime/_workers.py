@@ -19,16 +19,22 @@ STEAD = shutil.which("stead", path=str(Path(sys.executable).parent))
 
 
 class WorkerProc:
-    """One ``stead worker`` process serving ``_fleet:agents``; its log goes to a file."""
+    """One ``stead worker`` process serving ``_fleet:agents`` (or ``stead executor``, with
+    ``command="executor"``); its log goes to a file."""
 
     def __init__(
-        self, url: str, log: Path, *options: str, env: dict[str, str] | None = None
+        self,
+        url: str,
+        log: Path,
+        *options: str,
+        env: dict[str, str] | None = None,
+        command: str = "worker",
     ) -> None:
         assert STEAD is not None, "the stead script is installed with the package"
         self.log = log
         self._out = log.open("w")
         self.proc = subprocess.Popen(
-            [STEAD, "--store", url, "worker", "--agents", "_fleet:agents", *options],
+            [STEAD, "--store", url, command, "--agents", "_fleet:agents", *options],
             cwd=HERE,
             env={**os.environ, **(env or {})},
             stdout=self._out,
@@ -41,6 +47,10 @@ class WorkerProc:
 
     def text(self) -> str:
         return self.log.read_text()
+
+    def ready(self) -> bool:
+        """Whether it said it is ready (a worker or an executor logs `` ready: ``)."""
+        return " ready: " in self.text()
 
     def signal(self, sig: signal.Signals) -> None:
         if self.proc.poll() is None:

@@ -213,6 +213,11 @@ class TracedExecutor:
         self.inner = inner
         self.drive = drive
 
+    def __getattr__(self, name: str) -> Any:
+        # What the port leaves optional (a pool's ``recover``, ``acknowledge``, ``recorded``,
+        # ``authoritative``; the Runtime's ``deps``) is the wrapped executor's.
+        return getattr(self.inner, name)
+
     async def run(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> Outcome:

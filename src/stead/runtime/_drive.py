@@ -217,6 +217,9 @@ class Driving:
             if takeover:  # what the dead owner left in flight, before the drive goes on
                 await reconcile_takeover(loop, self.recovery)
             await loop.drive()
+            recorded = getattr(executor, "recorded", None)  # a pool's: acknowledge the last
+            if recorded is not None:
+                await recorded()
         except BaseException as exc:
             error = exc
             raise

@@ -131,6 +131,10 @@ class Pool:
             for q in self.queues:
                 await _limits.set_limit(self.ledger, q, self.max_concurrent)
         await self._beat()
+        log.info(
+            "executor %s ready: queues %s, concurrency %d, lease %.1fs",
+            self.id, ",".join(self.queues), self.concurrency, self.lease_ttl,
+        )  # fmt: skip
         beat = asyncio.ensure_future(self._heartbeats())
         try:
             while not self._stopping.is_set():

@@ -243,5 +243,10 @@ async def _record_outcome(loop: RunLoop, t: Target, outcome: Outcome) -> None:
         why = f"its kept effect settled {outcome.kind}"
         gone = Decision(target=t, observed="terminal", action="dispose", reason=why)
         await loop.session.append([verdict_event(gone, loop.session.epoch)], automatic=False)
-        return
-    await loop._record(call, settled[0], settled[1], t.attempt)
+    else:
+        await loop._record(call, settled[0], settled[1], t.attempt)
+    # The run has recorded what became of the key: an executor with a ledger marks it
+    # acknowledged (the dead owner never could).
+    acknowledge = getattr(loop.executor, "acknowledge", None)
+    if acknowledge is not None:
+        await acknowledge(_key(loop, t))

@@ -140,6 +140,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
                 self.store,
                 self._ledgers,
                 agent.model_queue,
+                self._crash,
             )
         )
 

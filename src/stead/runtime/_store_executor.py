@@ -15,11 +15,14 @@ serves that queue, and runs everything else in process as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable
 from typing import Any
 
+from stead import _crash
+from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -36,6 +39,7 @@ from stead.core.effects import (
 )
 from stead.core.ledger import Attachment, attachment_of
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.errors import StoreError
 from stead.providers import ModelResponse
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.store._ledger import Ledger, ledger_for
@@ -67,11 +71,26 @@ def outcome_to_json(o: Outcome) -> dict[str, Any]:
     return {"kind": o.kind, "reason": o.reason}
 
 
+_FIELDS = {
+    "model_succeeded": {"kind", "message", "usage", "model"},
+    "model_failed": {"kind", "code", "message", "retry_after", "usage"},
+    "tool_succeeded": {"kind", "content"},
+    "tool_failed": {"kind", "failure", "retry"},
+    "tool_unknown": {"kind", "reason"},
+    "cancelled": {"kind", "reason"},
+}
+"""The fields each outcome kind may carry (``outcome_to_json`` writes no others)."""
+
+
 def outcome_from_json(d: Any) -> Outcome:
     """Decode ``outcome_to_json`` (from the ledger, or from an executor over HTTP);
-    ``ValueError`` for anything else, a missing or mistyped field included."""
+    ``ValueError`` for anything else, a missing or mistyped field included, and a field of
+    another kind (the outcome is sealed: its kind and its fields agree, or it is refused)."""
     if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
         raise ValueError("an outcome is a JSON object with a kind")
+    extra = d.keys() - _FIELDS.get(d["kind"], d.keys())
+    if extra:
+        raise ValueError(f"outcome {d['kind']!r} does not match its kind: {sorted(extra)}")
     try:
         return _outcome(d)
     except (KeyError, TypeError, AttributeError) as exc:
@@ -119,7 +138,9 @@ class StoreExecutor:
     """The ``Executor`` port on the ledger of a SQL store: effects run in executor processes.
 
     ``queue_of(assignment)`` names the queue an assignment goes to (a tool's ``queue=``);
-    ``clock`` gives the times every ledger write is stamped with and leases are judged by.
+    ``clock`` gives the times every ledger write is stamped with and leases are judged by;
+    ``crash`` is the run's crash hook (``after_dispatch``: the ledger accepted the effect,
+    the owner has not seen its outcome).
     """
 
     def __init__(
@@ -130,8 +151,10 @@ class StoreExecutor:
         clock: Callable[[], float] = time.time,
         wait_round: float = 5.0,
         ledger: Ledger | None = None,
+        crash: CrashHook = _crash.point,
     ) -> None:
         self.ledger = ledger if ledger is not None else ledger_for(store)
+        self._crash = crash
         self._owns_ledger = ledger is None
         self._queue_of = queue_of or _default_queue
         self._clock = clock
@@ -155,6 +178,8 @@ class StoreExecutor:
     ) -> Outcome:
         if not await self.dispatch(assignment, signal=signal, local=local):
             return Cancelled(reason="the effect was aborted before it started")
+        body = assignment.body
+        self._crash("after_dispatch", body.tool_name if isinstance(body, ToolBody) else None)
         # The run loop tells a running effect to stop with ``cancel`` (after its grace):
         # that writes cancel_requested, and the executor's copy of the signal fires.
         return await self.outcome(assignment.key)
@@ -251,6 +276,14 @@ class RoutingExecutor:
         for key in keys:
             await self.remote.acknowledge(key)
 
+    async def recorded(self) -> None:
+        """The drive came to rest: every outcome ``run`` returned is recorded, the last one
+        too, which no next effect will acknowledge. Best effort: a store failure here leaves
+        a key settled, which loses nothing."""
+        if self._unacked:
+            with contextlib.suppress(StoreError):
+                await self._acknowledge()
+
     async def _target(self, a: Assignment) -> Executor:
         body = a.body
         queue = (
@@ -296,6 +329,10 @@ class RoutingExecutor:
     async def outcome(self, key: AssignmentKey) -> Outcome:
         return await self._where.get(key.effect_id, self.remote).outcome(key)
 
+    async def acknowledge(self, key: AssignmentKey) -> bool:
+        """A key of the ledger (a previous owner's, kept at a takeover) is recorded."""
+        return await self.remote.acknowledge(key)
+
     def attach(self, key: AssignmentKey) -> Attachment:
         # A key not dispatched from here may be a previous owner's, in the ledger.
         if self._where.get(key.effect_id) is self.local:
@@ -324,6 +361,7 @@ def routed(
     store: object,
     ledgers: dict[int, Ledger],
     model_queue: str | None = None,
+    crash: CrashHook = _crash.point,
 ) -> Executor:
     """``local`` itself when no tool (and not the model) names a queue: the in-process path
     unchanged; else a ``RoutingExecutor`` on the store's ledger (one per store, in
@@ -334,7 +372,9 @@ def routed(
     ledger = ledgers.get(id(store))
     if ledger is None:
         ledger = ledgers[id(store)] = ledger_for(store)
-    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger)
+    remote = StoreExecutor(
+        store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger, crash=crash
+    )
     return RoutingExecutor(local, remote, queues, model_queue=model_queue)
 
 
