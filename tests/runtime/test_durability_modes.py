@@ -1,0 +1,96 @@
+"""The ``effects`` durability mode in a real run: which commits wait for the disk, counted.
+
+A SQLite store's connection is traced (``set_trace_callback``, the seam): a write transaction's
+COMMIT fsyncs the WAL unless the store set ``synchronous=NORMAL`` for it. Counts, never
+times. What the mode keeps under a SIGKILL is shown by ``test_crash.py`` in both modes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stead
+from stead.testing import Reply, ScriptedModel
+
+pytestmark = pytest.mark.timeout(60)
+
+TURNS = 4
+
+
+class Commits:
+    """Write transactions committed on one connection, and those that fsynced."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.commits = self.fsyncs = 0
+        self._synced, self._writing = True, False
+        db.set_trace_callback(self)
+
+    def __call__(self, statement: str) -> None:
+        s = statement.upper()
+        if s.startswith("PRAGMA SYNCHRONOUS="):
+            self._synced = s.endswith("FULL")
+        elif s.startswith("BEGIN"):
+            self._writing = "IMMEDIATE" in s
+        elif s.startswith("COMMIT") and self._writing:
+            self.commits += 1
+            self.fsyncs += self._synced
+
+
+async def lookup(order_id: int) -> dict[str, Any]:
+    """Look an order up."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def agent(effect: str, durability: str) -> stead.Agent:
+    model = ScriptedModel(
+        [Reply(tool_calls=[("lookup", {"order_id": i})]) for i in range(TURNS)] + ["Shipped."]
+    )
+    tool = stead.tool(effect=effect, name="lookup")(lookup)  # type: ignore[call-overload]
+    return stead.Agent(f"a-{effect}-{durability}", model, [tool], durability=durability)  # type: ignore[arg-type]
+
+
+async def counted(where: Path, effect: str, durability: str) -> Commits:
+    """Commits of one run of TURNS tool turns of ``effect`` (after its creation)."""
+    where.mkdir(exist_ok=True)
+    a = agent(effect, durability)
+    async with stead.Runtime(f"sqlite:///{where / 'runs.db'}", agents=[a]) as rt:
+        rid = await rt.start(a, "Check the orders.")  # run_created: synced in every mode
+        commits = Commits(rt.store._db)  # type: ignore[attr-defined]
+        view = await rt.run(rid)
+        assert view.status is stead.RunStatus.COMPLETED
+        kinds = [e.event.kind for e in await rt.events(rid)]
+        assert kinds.count("tool_result_recorded") == TURNS
+    return commits
+
+
+async def test_strict_syncs_every_step(tmp_path: Path) -> None:
+    commits = await counted(tmp_path, "read_only", "strict")
+    # The claim, run_started and the release ride unsynced (they always did); every other
+    # commit waits for the disk: each reply with its intent, each result, the end.
+    assert commits.commits - commits.fsyncs == 3
+    assert commits.fsyncs == 2 * TURNS + 1
+
+
+async def test_effects_syncs_read_only_work_only_at_the_end(tmp_path: Path) -> None:
+    strict = await counted(tmp_path / "strict", "read_only", "strict")
+    commits = await counted(tmp_path / "effects", "read_only", "effects")
+    assert commits.commits == strict.commits  # the same commits, fewer of them synced
+    assert commits.fsyncs == 1  # run_completed: the state someone waits for
+
+
+async def test_effects_syncs_the_intent_of_a_tool_with_an_effect(tmp_path: Path) -> None:
+    commits = await counted(tmp_path / "idem", "idempotent_write", "effects")
+    assert commits.fsyncs == TURNS + 1  # each intent, and the end; not the results
+    commits = await counted(tmp_path / "non", "non_idempotent", "effects")
+    # Without a reconcile function the start record is a commit of its own: the intent, the
+    # start and the result of each call, and the end.
+    assert commits.fsyncs == 3 * TURNS + 1
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(stead.UserError, match="durability takes one of 'strict', 'effects'"):
+        agent("read_only", "fast")
