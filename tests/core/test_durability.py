@@ -102,7 +102,7 @@ def test_a_waiting_or_final_state_is_synced() -> None:
         tool_call_id="a",
         reason="policy",
         payload={},
-        token="t",  # noqa: S106
+        token="t",
     )
     assert effects(state(RunStatus.AWAITING_APPROVAL, a="read_only"), asked)
     done = RunCompleted(output="ok", stop_reason="end_turn")

@@ -53,11 +53,16 @@ def agent(effect: str, durability: str) -> stead.Agent:
     return stead.Agent(f"a-{effect}-{durability}", model, [tool], durability=durability)  # type: ignore[arg-type]
 
 
+def fresh(where: Path) -> Path:
+    """A store file in a new folder ``where``."""
+    where.mkdir()
+    return where / "runs.db"
+
+
 async def counted(where: Path, effect: str, durability: str) -> Commits:
     """Commits of one run of TURNS tool turns of ``effect`` (after its creation)."""
-    where.mkdir(exist_ok=True)
     a = agent(effect, durability)
-    async with stead.Runtime(f"sqlite:///{where / 'runs.db'}", agents=[a]) as rt:
+    async with stead.Runtime(f"sqlite:///{fresh(where)}", agents=[a]) as rt:
         rid = await rt.start(a, "Check the orders.")  # run_created: synced in every mode
         commits = Commits(rt.store._db)  # type: ignore[attr-defined]
         view = await rt.run(rid)
@@ -68,7 +73,7 @@ async def counted(where: Path, effect: str, durability: str) -> Commits:
 
 
 async def test_strict_syncs_every_step(tmp_path: Path) -> None:
-    commits = await counted(tmp_path, "read_only", "strict")
+    commits = await counted(tmp_path / "strict", "read_only", "strict")
     # The claim, run_started and the release ride unsynced (they always did); every other
     # commit waits for the disk: each reply with its intent, each result, the end.
     assert commits.commits - commits.fsyncs == 3
