@@ -18,22 +18,6 @@ from stead.core.messages import AssistantMessage, ToolCall, Usage
 from stead.core.states import RunStatus
 
 
-def state(status: RunStatus, **classes: str) -> RunState:
-    """A state in ``status`` whose open calls have the given effect classes."""
-    st = RunState(run_id="r")
-    st.status = status
-    for call_id, effect in classes.items():
-        st.calls[call_id] = CallState(
-            turn_index=0,
-            tool_call_id=call_id,
-            name="t",
-            arguments="{}",
-            effect_class=effect,  # type: ignore[arg-type]
-            idempotency_key="k",
-        )
-    return st
-
-
 def requested(call_id: str, effect: str | None, **kw: object) -> ToolCallRequested:
     return ToolCallRequested(
         turn_index=0,
@@ -44,6 +28,23 @@ def requested(call_id: str, effect: str | None, **kw: object) -> ToolCallRequest
         idempotency_key="k",
         **kw,  # type: ignore[arg-type]
     )
+
+
+def state(status: RunStatus, **classes: str) -> RunState:
+    """A state in ``status`` whose open calls have the given effect classes."""
+    st = RunState(run_id="r")
+    st.status = status
+    for call_id, effect in classes.items():
+        e = requested(call_id, effect)
+        st.calls[call_id] = CallState(
+            turn_index=0,
+            tool_call_id=call_id,
+            name=e.name,
+            arguments=e.arguments,
+            effect_class=e.effect_class,
+            idempotency_key=e.idempotency_key,
+        )
+    return st
 
 
 def reply(*calls: str) -> AssistantMessageRecorded:

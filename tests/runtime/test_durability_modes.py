@@ -7,37 +7,17 @@ times. What the mode keeps under a SIGKILL is shown by ``test_crash.py`` in both
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import stead
-from stead.testing import Reply, ScriptedModel
+from stead.testing import Reply, ScriptedModel, SQLiteCommits
 
 pytestmark = pytest.mark.timeout(60)
 
 TURNS = 4
-
-
-class Commits:
-    """Write transactions committed on one connection, and those that fsynced."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.commits = self.fsyncs = 0
-        self._synced, self._writing = True, False
-        db.set_trace_callback(self)
-
-    def __call__(self, statement: str) -> None:
-        s = statement.upper()
-        if s.startswith("PRAGMA SYNCHRONOUS="):
-            self._synced = s.endswith("FULL")
-        elif s.startswith("BEGIN"):
-            self._writing = "IMMEDIATE" in s
-        elif s.startswith("COMMIT") and self._writing:
-            self.commits += 1
-            self.fsyncs += self._synced
 
 
 async def lookup(order_id: int) -> dict[str, Any]:
@@ -59,12 +39,12 @@ def fresh(where: Path) -> Path:
     return where / "runs.db"
 
 
-async def counted(where: Path, effect: str, durability: str) -> Commits:
+async def counted(where: Path, effect: str, durability: str) -> SQLiteCommits:
     """Commits of one run of TURNS tool turns of ``effect`` (after its creation)."""
     a = agent(effect, durability)
     async with stead.Runtime(f"sqlite:///{fresh(where)}", agents=[a]) as rt:
         rid = await rt.start(a, "Check the orders.")  # run_created: synced in every mode
-        commits = Commits(rt.store._db)  # type: ignore[attr-defined]
+        commits = SQLiteCommits(rt.store)
         view = await rt.run(rid)
         assert view.status is stead.RunStatus.COMPLETED
         kinds = [e.event.kind for e in await rt.events(rid)]

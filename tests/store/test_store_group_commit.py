@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,33 +24,11 @@ from _builders import T0, RunBuilder, call_id, result, seeded
 from stead.core.events import ModelCallFailed
 from stead.errors import Conflict, Fenced
 from stead.store import SQLiteStore, Store
+from stead.testing import SQLiteCommits
 
 pytestmark = pytest.mark.timeout(60)
 
 PIPE = asyncio.subprocess.PIPE
-
-
-class Commits:
-    """Counts the write transactions a SQLite store's connection committed, and how many of
-    them fsynced."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.commits = 0
-        self.fsyncs = 0
-        self._synced = True
-        self._writing = False
-        db: sqlite3.Connection = store._db  # the store's one connection: the seam
-        db.set_trace_callback(self)
-
-    def __call__(self, statement: str) -> None:
-        s = statement.upper()
-        if s.startswith("PRAGMA SYNCHRONOUS="):
-            self._synced = s.endswith("FULL")
-        elif s.startswith("BEGIN"):
-            self._writing = "IMMEDIATE" in s  # a read's BEGIN ... COMMIT syncs nothing
-        elif s.startswith("COMMIT") and self._writing:
-            self.commits += 1
-            self.fsyncs += self._synced
 
 
 def transactions(backend: Backend, run_ids: Sequence[str], after: int) -> int:
@@ -86,8 +63,8 @@ async def append(
     )
 
 
-def counter(backend: Backend, store: Store) -> Commits | None:
-    return Commits(store) if isinstance(store, SQLiteStore) else None
+def counter(backend: Backend, store: Store) -> SQLiteCommits | None:
+    return SQLiteCommits(store) if isinstance(store, SQLiteStore) else None
 
 
 async def test_appends_of_eight_runs_at_once_are_one_transaction_and_one_fsync(

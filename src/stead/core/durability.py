@@ -27,7 +27,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
-from stead.core.events import Event, ToolCallRequested
+from stead.core.events import (
+    AssistantMessageRecorded,
+    Event,
+    LoopDetected,
+    ModelCallFailed,
+    NoticeInjected,
+    RunDeadlineSet,
+    RunStarted,
+    StepFailed,
+    ToolAttemptFailed,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
+    TurnResumed,
+    TurnStarted,
+)
 from stead.core.fold import CallState, RunState
 from stead.core.states import AT_REST
 
@@ -38,23 +55,24 @@ MODES: Final = ("strict", "effects")
 """Every mode, the default first."""
 
 _LOOP_KINDS: Final = frozenset(
-    {
-        "run_started",
-        "turn_started",
-        "turn_resumed",
-        "notice_injected",
-        "model_call_failed",
-        "assistant_message",
-        "tool_call_requested",
-        "tool_call_started",
-        "tool_result_recorded",
-        "tool_attempt_failed",
-        "loop_detected",
-        "run_deadline_set",
-        "tools_listed",
-        "trace_linked",
-        "step_failed",
-    }
+    cls.kind
+    for cls in (
+        RunStarted,
+        TurnStarted,
+        TurnResumed,
+        NoticeInjected,
+        ModelCallFailed,
+        AssistantMessageRecorded,
+        ToolCallRequested,
+        ToolCallStarted,
+        ToolResultRecorded,
+        ToolAttemptFailed,
+        LoopDetected,
+        RunDeadlineSet,
+        ToolsListed,
+        TraceLinked,
+        StepFailed,
+    )
 )
 """Kinds a commit may hold and still skip the sync in ``effects`` mode (each is checked
 further below). Any other kind (a person's decision, a recovery verdict, a redispatch, an

@@ -45,7 +45,7 @@ AfterBatch = Callable[[Sequence[str]], None]
 class GroupCommit:
     """Collects appends into batches for one store (see the module docstring)."""
 
-    __slots__ = ("_last", "_loop", "_many", "_one", "_queue", "_task", "after_batch", "batches")
+    __slots__ = ("_last", "_many", "_one", "_queue", "_task", "after_batch", "batches")
 
     def __init__(self, one: Write, many: WriteMany) -> None:
         self._one = one
@@ -54,7 +54,6 @@ class GroupCommit:
         """The run of the latest append: the next one of the same run writes alone."""
         self._queue: list[tuple[Any, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.after_batch: AfterBatch | None = None
         """Told of every batch of more than one append once it committed (a test's seam)."""
         self.batches = 0
@@ -68,9 +67,7 @@ class GroupCommit:
             await self._one(append)  # a run alone: the path without group commit
             return
         self._last = run_id
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._queue.append((append, done))
         if self._task is None:
