@@ -45,34 +45,35 @@ AfterBatch = Callable[[Sequence[str]], None]
 class GroupCommit:
     """Collects appends into batches for one store (see the module docstring)."""
 
-    __slots__ = ("_last", "_many", "_one", "_queue", "_task", "after_batch", "batches")
+    __slots__ = ("_many", "_one", "_queue", "after_batch", "batches", "last", "task")
 
     def __init__(self, one: Write, many: WriteMany) -> None:
         self._one = one
         self._many = many
-        self._last: str | None = None
-        """The run of the latest append: the next one of the same run writes alone."""
+        self.last: str | None = None
+        """The run of the latest batched append: the next one of the same run, with no batch
+        under way, is written alone."""
         self._queue: list[tuple[Any, asyncio.Future[None]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
+        """The batch being written, if one is."""
         self.after_batch: AfterBatch | None = None
         """Told of every batch of more than one append once it committed (a test's seam)."""
         self.batches = 0
         """Transactions of more than one append written so far (for tests and metrics)."""
 
     async def submit(self, run_id: str, append: Any) -> None:
-        """Write ``append`` of ``run_id``, alone or in a batch; return once it is durable.
+        """Write ``append`` of ``run_id`` in a batch; return once it is durable.
 
-        Raises the append's own refusal, never another member's."""
-        if run_id == self._last and self._task is None:
-            await self._one(append)  # a run alone: the path without group commit
-            return
-        self._last = run_id
+        Raises the append's own refusal, never another member's. ``SQLStore.append`` calls
+        this only when the append would not be alone (another run's append came last, or a
+        batch is under way); a run alone it writes itself, at the cost of two comparisons."""
+        self.last = run_id
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._queue.append((append, done))
-        if self._task is None:
+        if self.task is None:
             # Starts on the next turn of the loop: the appends made in this turn join it.
-            self._task = loop.create_task(self._drain())
+            self.task = loop.create_task(self._drain())
         await done
 
     async def _drain(self) -> None:
@@ -105,7 +106,7 @@ class GroupCommit:
             self._queue = []
             raise
         finally:
-            self._task = None
+            self.task = None
 
     async def _alone(self, append: Any) -> BaseException | None:
         try:

@@ -393,9 +393,12 @@ class SQLStore(ChatRows):
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
-        await self.group.submit(
-            run_id, (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
-        )
+        a = (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
+        group = self.group
+        if run_id != group.last or group.task is not None:
+            await group.submit(run_id, a)  # other runs are appending: join their batch
+            return expected_seq + len(rows)
+        await self._append_alone(a)  # a run appending alone: the path without group commit
         return expected_seq + len(rows)
 
     @functools.cached_property
