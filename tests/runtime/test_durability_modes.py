@@ -2,18 +2,22 @@
 
 A SQLite store's connection is traced (``set_trace_callback``, the seam): a write transaction's
 COMMIT fsyncs the WAL unless the store set ``synchronous=NORMAL`` for it. Counts, never
-times. What the mode keeps under a SIGKILL is shown by ``test_crash.py`` in both modes.
+times. What the mode keeps under a SIGKILL is shown by ``test_crash.py`` in both modes. The
+last test drives twelve runs of one process at once, in both modes and on both stores: their
+appends share batches (group commit) and every history stays valid.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import stead
-from stead.testing import Reply, ScriptedModel, SQLiteCommits
+from stead.runtime import RunSession
+from stead.testing import Reply, ScriptedModel, SQLiteCommits, assert_valid_history
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,3 +83,41 @@ async def test_effects_syncs_the_intent_of_a_tool_with_an_effect(tmp_path: Path)
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(stead.UserError, match="durability takes one of 'strict', 'effects'"):
         agent("read_only", "fast")
+
+
+async def _many(url: str, durability: str) -> tuple[stead.Runtime, list[str]]:
+    """Twelve runs of one Runtime driven at once, half with a non_idempotent tool."""
+
+    async def send(order_id: int) -> dict[str, Any]:
+        """Send a note about an order."""
+        return {"sent": order_id}
+
+    agents = [agent("read_only", durability)]
+    model = ScriptedModel(
+        [Reply(tool_calls=[("send", {"order_id": i})]) for i in range(TURNS)] + ["Sent."]
+    )
+    sender = stead.tool(effect="non_idempotent", name="send")(send)
+    agents.append(stead.Agent(f"s-{durability}", model, [sender], durability=durability))  # type: ignore[arg-type]
+    rt = stead.Runtime(url, agents=agents)
+    ids = [await rt.start(agents[i % 2], "Go.") for i in range(12)]
+    views = await asyncio.gather(*(rt.run(rid) for rid in ids))
+    assert {v.status for v in views} == {stead.RunStatus.COMPLETED}
+    return rt, ids
+
+
+@pytest.mark.parametrize("durability", ["strict", "effects"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_many_runs_of_one_process_share_commits_and_keep_valid_histories(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, durability: str
+) -> None:
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else ""
+    rt, ids = await _many(url or f"sqlite:///{tmp_path / 'runs.db'}", durability)
+    try:
+        assert rt.store.group.batches > 0  # type: ignore[attr-defined]
+        for rid in ids:
+            state, _ = await RunSession.load_state(rt.store, rid)
+            assert_valid_history(state)
+            sends = [e.event for e in await rt.events(rid) if e.event.kind == "tool_call_started"]
+            assert len(sends) == (TURNS if ids.index(rid) % 2 else 0)  # each send once
+    finally:
+        await rt.close()
