@@ -49,6 +49,7 @@ serve-demo: $(STAMP)
 soak: $(STAMP)
 	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py
 	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py
+	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q tests/runtime/test_crash.py -k effects
 
 fuzz: $(STAMP)
 	STEAD_FUZZ_EXAMPLES=$${STEAD_FUZZ_EXAMPLES:-2000} $(BIN)/python -m pytest -q tests/fuzz
