@@ -7,6 +7,7 @@
     .venv/bin/python bench/in_flight.py --quick         # 20 in flight, fewer sides: does it work
     .venv/bin/python bench/in_flight.py --in-flight 100 --sides stead-sqlite,langgraph
     .venv/bin/python bench/in_flight.py --json          # the same figures, machine-readable
+    .venv/bin/python bench/in_flight.py --count         # and SQLite commits/fsyncs a step
 
 (``make concurrent`` installs the optional ``compare`` extra, LangGraph and DBOS, and runs the
 first line; without them their rows say so.)
@@ -117,9 +118,16 @@ def stead_agent(latency: float, durability: str | None) -> stead.Agent:
         raise Unavailable(f"no durability={durability!r} mode in this stead ({e})") from e
 
 
-async def stead_side(url: str, n: int, total: int, latency: float, mode: str | None) -> float:
+COUNTS: dict[str, int] = {}
+"""Commits and fsyncs of the last stead-sqlite measurement (``--count``), else empty."""
+
+
+async def stead_side(
+    url: str, n: int, total: int, latency: float, mode: str | None, count: bool = False
+) -> float:
     agent = stead_agent(latency, mode)
     rt = stead.Runtime(url, agents=[agent])
+    COUNTS.clear()
     try:
 
         async def one(i: int) -> None:
@@ -129,7 +137,16 @@ async def stead_side(url: str, n: int, total: int, latency: float, mode: str | N
                 raise SystemExit(f"stead run {rid} ended {view.status} after {view.turns} turns")
 
         await one(-1)  # warm-up, untimed
-        return await in_flight(n, total, one)
+        if not count or not url.startswith("sqlite"):
+            return await in_flight(n, total, one)
+        # Every statement of the store's connection traced: what group commit saves, counted.
+        from overhead import CommitCounter
+
+        counter = CommitCounter()
+        rt.store._db.set_trace_callback(counter.tracker())  # type: ignore[attr-defined]
+        wall = await in_flight(n, total, one)
+        COUNTS.update(commits=counter.commits, fsyncs=counter.fsyncs)
+        return wall
     finally:
         await rt.close()
 
@@ -283,7 +300,7 @@ async def measure(side: str, n: int, args: argparse.Namespace, tmp: str, pg: str
             url = fresh_schema(pg)
         else:
             url = f"sqlite:///{path}"
-        return await stead_side(url, n, total, args.latency, mode)
+        return await stead_side(url, n, total, args.latency, mode, args.count)
     if side == "langgraph":
         return await langgraph_side(path, n, total, args.latency)
     if side == "dbos":
@@ -313,9 +330,14 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"n/a: {r['skipped']}"
             )
             continue
+        counted = ""
+        if "fsyncs_per_step" in r:
+            counted = (
+                f"  {r['commits_per_step']:.2f} commits, {r['fsyncs_per_step']:.2f} fsyncs a step"
+            )
         lines.append(
             f"{r['in_flight']:>9}  {r['side']:<24} {r['runs']:>6} {r['wall_s']:>8.2f} "
-            f"{r['steps_per_s']:>9.0f} {r['x_ideal']:>7.1f}x"
+            f"{r['steps_per_s']:>9.0f} {r['x_ideal']:>7.1f}x{counted}"
         )
     return "\n".join(lines)
 
@@ -344,6 +366,12 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                             steps_per_s=runs * STEPS_PER_RUN / wall,
                             x_ideal=wall / ideal,
                         )
+                        if COUNTS:
+                            steps = runs * STEPS_PER_RUN
+                            row.update(
+                                commits_per_step=COUNTS["commits"] / steps,
+                                fsyncs_per_step=COUNTS["fsyncs"] / steps,
+                            )
                     rows.append(row)
                     if not args.json:
                         print(table([row]).splitlines()[-1], flush=True)
@@ -361,6 +389,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dir", help="where the SQLite files go (default: the temp dir)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="20 in flight, one wave")
+    parser.add_argument(
+        "--count",
+        action="store_true",
+        help="stead on SQLite: count commits and fsyncs a step too (traces every statement)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.in_flight, args.waves = [20], 1

@@ -13,7 +13,9 @@ turn, so 21 steps a run.
   per effect class of that tool: ``read_only``, ``idempotent_write``, ``non_idempotent`` (with
   a reconcile function: its durable ``tool_call_started`` rides in the intent's commit) and
   ``non_idem_no_rec`` (no reconcile function: ``tool_call_started`` is committed on its own
-  before the handler runs, one more fsync per tool call, so the goal is not applied to it).
+  before the handler runs, one more fsync per tool call, so the goal is not applied to it);
+  and ``effects``: the ``read_only`` tool in the ``effects`` durability mode, whose goal is
+  0.6x the floor (it fsyncs once a run where the floor fsyncs once a step).
   Per run: ``rid = await rt.start(agent, input)`` then ``await rt.run(rid)``.
 * **floor**: the same loop with no framework. It builds the same ``ModelRequest`` (growing
   message list) for the same ``ScriptedModel.complete``, awaits the same tool function, and
@@ -61,9 +63,13 @@ GOAL = 1.5
 INPUT = "Check the ten open orders and tell me which have shipped."
 SYSTEM = "You look up orders. Call lookup once per order, then answer in one line."
 FLOOR = "floor"
-VARIANTS = ("read_only", "idempotent_write", "non_idempotent", "non_idem_no_rec")
+VARIANTS = ("read_only", "idempotent_write", "non_idempotent", "non_idem_no_rec", "effects")
 """stead rows: the tool's effect class; the two non_idempotent rows differ in whether the
-tool has a reconcile function."""
+tool has a reconcile function; ``effects`` is the read_only row in the ``effects`` durability
+mode (issue 15: only the commits an effect depends on wait for the disk)."""
+GOALS = {"effects": 0.6}
+"""A row's own goal where it is not ``GOAL``: the effects mode fsyncs once a run, not once a
+step as the floor does, so it must beat the floor."""
 UNJUDGED = {"non_idem_no_rec": "n/a: +1 fsync/call, by design"}
 """Rows the goal does not apply to, and why: a non_idempotent tool without a reconcile
 function commits its start record on its own, so that a crash before the handler ran leaves
@@ -95,6 +101,9 @@ async def find_lookup(order_id: int) -> stead.Unknown:
 
 def agent_for(variant: str) -> stead.Agent:
     """An agent whose only tool is ``lookup`` of the variant's side-effect class."""
+    if variant == "effects":
+        tool = stead.tool(effect="read_only", name="lookup")(lookup)
+        return stead.Agent("bench-effects", script(), [tool], system=SYSTEM, durability="effects")
     if variant == "non_idem_no_rec":
         tool = stead.tool(effect="non_idempotent", name="lookup")(lookup)
     elif variant == "non_idempotent":
@@ -383,8 +392,11 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
                 "fsyncs_per_run": s.counts["fsyncs"],
                 "events_per_run": s.counts["events"],
                 "goal_met": (
-                    None if s.name == FLOOR or s.name in UNJUDGED else s.median / floor <= GOAL
+                    None
+                    if s.name == FLOOR or s.name in UNJUDGED
+                    else s.median / floor <= GOALS.get(s.name, GOAL)
                 ),
+                "goal_ratio": GOALS.get(s.name, GOAL),
                 "goal_note": UNJUDGED.get(s.name),
                 "noisy": max(s.us_per_step) > 2 * min(s.us_per_step),
             }
@@ -419,6 +431,7 @@ stead overhead: µs per durable step, stead vs a no-framework floor, measured in
           reconcile function; non_idem_no_rec: without, so its start record is a commit of
           its own); timed per run:
           rid = await rt.start(agent, input); await rt.run(rid)  (lease claim/release included)
+          effects: the read_only tool in the effects durability mode (fsyncs at the end)
   floor   same ScriptedModel.complete (same growing ModelRequest) and same tool function,
           no framework; ONE row (the step's JSON) per step into a fresh SQLite file (WAL,
           synchronous=FULL), one commit per row, plus one row at run creation.
@@ -444,6 +457,8 @@ def render(result: dict[str, Any]) -> str:
         goal = {None: "", True: "met", False: "NOT met"}[row["goal_met"]] or (
             row["goal_note"] or ""
         )
+        if goal and row["goal_ratio"] != GOAL:
+            goal += f" (goal <= {row['goal_ratio']}x)"
         if goal and (row in noisy or result["rows"][0] in noisy):
             goal += " (noisy)"
         lines.append(

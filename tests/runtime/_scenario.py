@@ -12,6 +12,7 @@ import os
 import sqlite3
 
 import stead
+from stead.core.durability import MODES, Durability
 from stead.core.messages import ToolCall
 from stead.testing import EffectLedger, Reply, ScriptedModel
 
@@ -97,12 +98,20 @@ def slow_lookup(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     return {"order_id": order_id, "status": "shipped"}
 
 
+def durability() -> Durability:
+    """The agents' durability mode: ``$STEAD_TEST_DURABILITY``, which a crash test sets for
+    the child processes it starts (strict by default)."""
+    mode = os.environ.get("STEAD_TEST_DURABILITY", "strict")
+    assert mode in MODES, mode
+    return mode  # type: ignore[return-value]
+
+
 def agent(kind: str = "reconcilable") -> stead.Agent:
     if kind == "slow":
         model = ScriptedModel(
             [Reply(tool_calls=[("slow_lookup", {"order_id": 7})]), "Order 7 shipped."]
         )
-        return stead.Agent("crash-slow", model, [slow_lookup])
+        return stead.Agent("crash-slow", model, [slow_lookup], durability=durability())
     if kind == "reconcilable":
         model = ScriptedModel(
             [
@@ -116,7 +125,12 @@ def agent(kind: str = "reconcilable") -> stead.Agent:
                 "Told on-call that order 42 shipped.",
             ]
         )
-        return stead.Agent("crash-scenario", model, [lookup_order, upsert_ticket, send_message])
+        return stead.Agent(
+            "crash-scenario",
+            model,
+            [lookup_order, upsert_ticket, send_message],
+            durability=durability(),
+        )
     if kind == "reused_ids":
         # An OpenAI-compatible server that numbers calls per reply: call_0 in every turn.
         model = ScriptedModel(
@@ -126,9 +140,9 @@ def agent(kind: str = "reconcilable") -> stead.Agent:
             ]
             + ["Two tickets."]
         )
-        return stead.Agent("crash-reused-ids", model, [upsert_ticket])
+        return stead.Agent("crash-reused-ids", model, [upsert_ticket], durability=durability())
     model = ScriptedModel([Reply(tool_calls=[("charge_card", {"cents": 500})]), "Charged 5.00."])
-    return stead.Agent("crash-unreconcilable", model, [charge_card])
+    return stead.Agent("crash-unreconcilable", model, [charge_card], durability=durability())
 
 
 def _over_100(args: dict[str, object]) -> bool:
@@ -158,6 +172,14 @@ def steer_agent(kind: str) -> stead.Agent:
             [Reply(tool_calls=[("refund", {"order_id": 42, "cents": 25_000})]), "Handled."]
         )
         limits = stead.Limits(approval_timeout=None)
-        return stead.Agent("steer-approval", model, [refund], limits=limits)
+        return stead.Agent(
+            "steer-approval", model, [refund], limits=limits, durability=durability()
+        )
     model = ScriptedModel([Reply(tool_calls=[("long_job", {})]), "Finished after resume."])
-    return stead.Agent("steer-cancel", model, [long_job], limits=stead.Limits(cancel_grace=2.0))
+    return stead.Agent(
+        "steer-cancel",
+        model,
+        [long_job],
+        limits=stead.Limits(cancel_grace=2.0),
+        durability=durability(),
+    )

@@ -9,6 +9,7 @@ was delivered exactly once, and every tool call in the history has exactly one r
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 
 import pytest
@@ -37,6 +38,30 @@ CRASHES = [
         for t in TOOLS
     ],
 ]
+
+EFFECTS_CRASHES = [
+    "after_intent#1",  # a read_only intent: unsynced in effects mode
+    "after_result_commit:lookup_order",  # a read_only result: unsynced
+    "after_tool_effect:upsert_ticket",  # an idempotent_write, its intent synced
+    "before_result_commit:send_message",  # a non_idempotent result: synced in both modes
+]
+"""The points the crash suite also runs in the ``effects`` durability mode by default: each
+boundary where that mode commits without a sync, and the non_idempotent ones it keeps
+synced. ``STEAD_TEST_ALL_MODES=1`` runs every point in both modes."""
+ALL_MODES = os.environ.get("STEAD_TEST_ALL_MODES") == "1"
+IN_BOTH = [
+    *[(c, "strict") for c in CRASHES],
+    *[(c, "effects") for c in (CRASHES if ALL_MODES else EFFECTS_CRASHES)],
+]
+
+
+@pytest.fixture
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The agents' durability mode in the child processes (``_scenario.durability``)."""
+    value: str = getattr(request, "param", "strict")
+    monkeypatch.setenv("STEAD_TEST_DURABILITY", value)
+    return value
+
 
 # A result lost with the process means the handler runs again on resume.
 RERUN = {
@@ -72,8 +97,8 @@ def test_every_named_point_is_exercised() -> None:
     assert named <= set(CRASH_POINTS)
 
 
-@pytest.mark.parametrize("crash", CRASHES)
-def test_crash_then_resume_in_new_process(scenario: Scenario, crash: str) -> None:
+@pytest.mark.parametrize(("crash", "mode"), IN_BOTH, indirect=["mode"])
+def test_crash_then_resume_in_new_process(scenario: Scenario, crash: str, mode: str) -> None:
     first = scenario.run("start", "reconcilable", crash=crash)
     assert first.returncode == KILLED, f"crash point {crash} never fired: {first.stderr}"
 
@@ -122,18 +147,20 @@ def test_no_crash_baseline(scenario: Scenario) -> None:
 
 
 @pytest.mark.parametrize(
-    ("crash", "decision", "charges"),
+    ("crash", "decision", "charges", "mode"),
     [
         # Killed after the start was recorded, before the handler ran: truthfully "not
         # happened", so it runs once now.
-        ("after_tool_started:charge_card", "not_happened", 1),
+        ("after_tool_started:charge_card", "not_happened", 1, "strict"),
         # Killed after the charge, before its result was durable: "happened".
-        ("after_tool_effect:charge_card", "happened", 1),
-        ("before_result_commit:charge_card", "happened", 1),
+        ("after_tool_effect:charge_card", "happened", 1, "strict"),
+        ("after_tool_effect:charge_card", "happened", 1, "effects"),
+        ("before_result_commit:charge_card", "happened", 1, "strict"),
     ],
+    indirect=["mode"],
 )
 def test_unknown_outcome_waits_for_a_person(
-    scenario: Scenario, crash: str, decision: str, charges: int
+    scenario: Scenario, crash: str, decision: str, charges: int, mode: str
 ) -> None:
     first = scenario.run("start", "unreconcilable", crash=crash)
     assert first.returncode == KILLED, first.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from stead.core.durability import MODES, Durability
 from stead.core.limits import Budget, Limits
 from stead.core.output import OUTPUT_TOOL
 from stead.core.pricing import PriceTable
@@ -50,11 +51,15 @@ class Agent:
         deps_type: type[Any] | None = None,
         settings: ModelSettings | None = None,
         model_queue: str | None = None,
+        durability: Durability = "strict",
     ) -> None:
         """``output_type`` (a pydantic model, dataclass, TypedDict, ``list[...]``...) makes the
         run's answer a validated value (``RunView.data``) instead of text; ``deps_type`` is
         the type of ``Runtime(deps=...)`` its tools read as ``ctx.deps``; ``settings`` are
-        its model settings (a run's own, ``Runtime.start(settings=...)``, win)."""
+        its model settings (a run's own, ``Runtime.start(settings=...)``, win); ``durability``
+        is ``"strict"`` (every step on disk before the next) or ``"effects"`` (only the
+        commits an effect outside the log depends on wait for the disk: see
+        ``stead.core.durability`` and the README's "Durability modes")."""
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
         checks.identifier("the Agent's name", name)
@@ -86,6 +91,13 @@ class Agent:
         self.deps_type = check_deps_type(name, deps_type, self.registry)
         check_queue(model_queue, f"Agent {name!r}: model_queue")
         self.model_queue = model_queue
+        if durability not in MODES:
+            raise UserError(
+                f"Agent {name!r}: durability takes one of {', '.join(map(repr, MODES))}, "
+                f"not {durability!r:.40}"
+            )
+        self.durability: Durability = durability
+        """Which commits of its runs wait for the disk (``stead.core.durability``)."""
         """The executor queue of this agent's model calls (``stead executor --queues``),
         while a pool serves it; None: in the run's own process."""
         if self.budget.max_usd is not None and self.prices.get(self.model.model_name) is None:

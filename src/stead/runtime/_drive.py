@@ -190,6 +190,7 @@ class Driving:
             limits=agent.limits,
             snapshot_every=self.snapshot_every,
             snapshot_seq=snap_seq,
+            durability=agent.durability,
         )
         takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
         if takeover:

@@ -23,6 +23,7 @@ from typing import Final
 
 from stead.core.builders._limits import stamp_asked
 from stead.core.decide import Step, ToolSpec, automatic_events, next_step
+from stead.core.durability import Durability, must_sync
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
@@ -75,6 +76,7 @@ class RunSession:
         snapshot_every: int = 256,
         snapshot_seq: int = 0,
         conflict_retries: int = 8,
+        durability: Durability = "strict",
     ) -> None:
         self.store = store
         self.state = state
@@ -86,6 +88,8 @@ class RunSession:
         self.snapshot_every = snapshot_every
         self._snapshot_seq = snapshot_seq
         self._conflict_retries = conflict_retries
+        self.durability = durability
+        """The agent's mode: which commits wait for the disk (``stead.core.durability``)."""
         self._busy = False
         self._waiters: list[asyncio.Future[None]] = []
         self.fenced = False
@@ -232,6 +236,7 @@ class RunSession:
         state = self.state
         before = state.seq
         batch = list(events(state) if callable(events) else events)
+        calls = state.calls  # the turn's calls, which a turn_started in the batch replaces
         if state.deadline is not None and not state.deadline_counts_waiting:
             batch = stamp_asked(batch, self.clock())  # a wait its deadline leaves out
         try:
@@ -251,6 +256,8 @@ class RunSession:
         if state.seq - self._snapshot_seq >= self.snapshot_every:
             snapshot = (state.seq, state.to_json())
         assert state.status is not None
+        if sync and self.durability != "strict":
+            sync = must_sync(self.durability, state, batch, calls)
         try:
             await self.store.append(
                 state.run_id,

@@ -22,6 +22,7 @@ crash point ``before_result_commit``, which does nothing unless a test armed it
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -45,6 +46,7 @@ from stead.store._base import (
     snapshot_text,
 )
 from stead.store._chat import ChatRows
+from stead.store._group import GroupCommit
 from stead.store._migrations import migrations, statements
 
 RUN_COLUMNS = (
@@ -292,6 +294,14 @@ class SQLStore(ChatRows):
         commit."""
         raise NotImplementedError
 
+    async def _append_many(self, batch: Sequence[Append]) -> list[BaseException | None]:
+        """Write several appends (of different runs, or of one run in order) in ONE
+        transaction: each member's guard checked on its own, the members whose guard holds
+        written, and ``before_commit`` called for each of those before the commit. Returns
+        each member's refusal (None: written). Raises, with nothing written, when the
+        transaction as a whole fails (``GroupCommit`` then writes each member alone)."""
+        raise NotImplementedError
+
     async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
         """Run ``CLAIM`` with ``params``; the new epoch, or None when it changed nothing."""
         raise NotImplementedError
@@ -363,15 +373,27 @@ class SQLStore(ChatRows):
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
+        a = (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
+        group = self.group
+        if run_id != group.last or group.task is not None:
+            await group.submit(run_id, a)  # other runs are appending: join their batch
+            return expected_seq + len(rows)
+        await self._append_alone(a)  # a run appending alone: the path without group commit
+        return expected_seq + len(rows)
+
+    @functools.cached_property
+    def group(self) -> GroupCommit:
+        """This store's group commit (``stead.store._group``): the appends of many runs of
+        this process in one transaction. ``group.after_batch`` is a test's seam."""
+        return GroupCommit(self._append_alone, self._append_many)
+
+    async def _append_alone(self, a: Append) -> None:
         try:
-            await self._append(
-                (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
-            )
+            await self._append(a)
         except Duplicate as exc:
             raise Conflict(
-                f"run {run_id}: a result for this tool call is already recorded ({exc})"
+                f"run {a[0]}: a result for this tool call is already recorded ({exc})"
             ) from exc
-        return expected_seq + len(rows)
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``."""

@@ -315,7 +315,42 @@ class PostgresStore(_sql.SQLStore):
             )
 
     async def _append(self, a: _sql.Append) -> None:
-        run_id, events, rows, expected, epoch, status, now, snapshot, sync = a
+        run_id, events, _, expected, epoch, _, _, snapshot, sync = a
+        # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
+        # commits without waiting for the WAL flush (the module docstring says why that
+        # loses no effect).
+        async with self._conn() as conn:
+            self.before_commit(run_id, events)  # the statement below is the commit
+            cur = await conn.execute(_APPENDS[snapshot is not None, sync], self._params(a))
+            if await cur.fetchone() is None:
+                raise await self.refusal(_Session(conn), run_id, epoch, expected)
+
+    async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
+        """See ``SQLStore._append_many``: the members' statements pipelined in one
+        transaction (one flush; none when no member asks for one). A member whose guard
+        fails writes nothing (its statement's CTEs write only when its ``UPDATE`` matched)
+        and is told why; the others commit."""
+        sync = any(a[8] for a in batch)
+        out: list[BaseException | None] = []
+        async with self._conn() as conn, conn.transaction():
+            async with conn.pipeline():
+                cursors = [
+                    await conn.execute(_APPENDS[a[7] is not None, sync], self._params(a))
+                    for a in batch
+                ]
+            for a, cur in zip(batch, cursors, strict=True):
+                if await cur.fetchone() is None:
+                    out.append(await self.refusal(_Session(conn), a[0], a[4], a[3]))
+                else:
+                    out.append(None)
+            for a, refused in zip(batch, out, strict=True):
+                if refused is None:
+                    self.before_commit(a[0], a[1])  # the transaction commits after this
+        return out
+
+    def _params(self, a: _sql.Append) -> dict[str, Any]:
+        """The parameters of one append's statement (``_APPENDS``)."""
+        run_id, _, rows, expected, epoch, status, now, snapshot, _ = a
         seq = expected + len(rows)
         params: dict[str, Any] = {
             "run": run_id,
@@ -337,14 +372,7 @@ class PostgresStore(_sql.SQLStore):
         }
         if snapshot is not None:
             params.update(snap_seq=snapshot[0], snap_v=snapshot[1], snap=snapshot[2])
-        # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
-        # commits without waiting for the WAL flush (the module docstring says why that
-        # loses no effect).
-        async with self._conn() as conn:
-            self.before_commit(run_id, events)  # the statement below is the commit
-            cur = await conn.execute(_APPENDS[snapshot is not None, sync], params)
-            if await cur.fetchone() is None:
-                raise await self.refusal(_Session(conn), run_id, epoch, expected)
+        return params
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         row = await s.one(self.CLAIM, params)

@@ -202,29 +202,25 @@ class SQLiteStore(_sql.SQLStore):
             db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
 
     async def _append(self, a: _sql.Append) -> None:
-        run_id, events, rows, expected, epoch, status, now, snapshot, sync = a
+        run_id, events, _, expected, epoch, _, _, _, sync = a
         tx = _Tx(self, True, sync)
         with tx as db:
-            # The epoch and sequence checks and the write they guard are one statement in
-            # the write transaction: a stale owner or a stale sequence changes nothing.
-            guard = (expected + len(rows), status, now, run_id, epoch, expected)
-            if db.execute(_GUARD, guard).rowcount != 1:
+            if not _put(db, a):
                 raise await self.refusal(tx, run_id, epoch, expected)
-            db.executemany(
-                _INSERT_EVENT,
-                [
-                    (run_id, expected + i, kind, version, turn, call, data, now)
-                    for i, (kind, version, turn, call, data) in enumerate(rows, 1)
-                ],
-            )
-            if snapshot is not None:
-                db.execute(
-                    "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
-                    "version = excluded.version, state = excluded.state",
-                    (run_id, *snapshot),
-                )
             self.before_commit(run_id, events)  # rows written, COMMIT not run
+
+    async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
+        """See ``SQLStore._append_many``: one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so one
+        fsync for the batch (none when no member asks for one)."""
+        out: list[BaseException | None] = []
+        tx = _Tx(self, True, any(a[8] for a in batch))
+        with tx as db:
+            for a in batch:
+                out.append(None if _put(db, a) else await self.refusal(tx, a[0], a[4], a[3]))
+            for a, refused in zip(batch, out, strict=True):
+                if refused is None:
+                    self.before_commit(a[0], a[1])  # rows written, COMMIT not run
+        return out
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
@@ -305,6 +301,32 @@ class SQLiteStore(_sql.SQLStore):
                 (run_id,),
             ).fetchone()[0]
         return int(ev) + int(sn)
+
+
+def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
+    """Write one append inside the caller's write transaction if its guard holds; False (and
+    nothing written) when the run is not at the expected sequence and epoch."""
+    run_id, _, rows, expected, epoch, status, now, snapshot, _ = a
+    # The epoch and sequence checks and the write they guard are one statement in the
+    # write transaction: a stale owner or a stale sequence changes nothing.
+    guard = (expected + len(rows), status, now, run_id, epoch, expected)
+    if db.execute(_GUARD, guard).rowcount != 1:
+        return False
+    db.executemany(
+        _INSERT_EVENT,
+        [
+            (run_id, expected + i, kind, version, turn, call, data, now)
+            for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+        ],
+    )
+    if snapshot is not None:
+        db.execute(
+            "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
+            "version = excluded.version, state = excluded.state",
+            (run_id, *snapshot),
+        )
+    return True
 
 
 def _retry_busy(action: Callable[[], object], timeout: float) -> None:

@@ -1,0 +1,114 @@
+"""Which commits must wait for the disk: the durability mode of an agent (issue 15).
+
+``strict`` (the default) syncs every commit of the run loop, as stead always did: each step is
+on disk before the next one starts. ``effects`` syncs a commit only where something outside
+the log depends on it, and lets the others commit without waiting for the disk (SQLite:
+``synchronous=NORMAL`` for that commit; PostgreSQL: ``synchronous_commit = off``):
+
+* before a tool that is not ``read_only`` starts: the commit holding its intent (the reply
+  and its ``tool_call_requested``), or its ``tool_call_started``;
+* when a ``non_idempotent`` call's result is recorded (it must never be asked for again);
+* when the run reports a state someone outside waits for: waiting on a person
+  (``awaiting_approval``) or finished;
+* whatever is not the run loop's own step: recovery verdicts, redispatch records.
+
+An unsynced commit is visible at once and survives the crash of the process that wrote it
+(it is in the WAL the operating system holds); what the machine losing power (or, on
+PostgreSQL, the database server crashing) can take is a suffix of such commits, which the
+next synced commit would have brought to disk with it. What such a loss takes is only what is
+safe to do again: a model reply (the model is asked again) or a ``read_only`` or
+``idempotent_write`` result (the tool runs again, with the same idempotency key).
+
+The decision is pure: the events of the commit and the state after them in, a boolean out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final, Literal
+
+from stead.core.events import (
+    AssistantMessageRecorded,
+    Event,
+    LoopDetected,
+    ModelCallFailed,
+    NoticeInjected,
+    RunDeadlineSet,
+    RunStarted,
+    StepFailed,
+    ToolAttemptFailed,
+    ToolCallRequested,
+    ToolCallStarted,
+    ToolResultRecorded,
+    ToolsListed,
+    TraceLinked,
+    TurnResumed,
+    TurnStarted,
+)
+from stead.core.fold import CallState, RunState
+from stead.core.states import AT_REST
+
+Durability = Literal["strict", "effects"]
+"""An agent's durability mode (``Agent(durability=...)``)."""
+
+MODES: Final = ("strict", "effects")
+"""Every mode, the default first."""
+
+_LOOP_KINDS: Final = frozenset(
+    cls.kind
+    for cls in (
+        RunStarted,
+        TurnStarted,
+        TurnResumed,
+        NoticeInjected,
+        ModelCallFailed,
+        AssistantMessageRecorded,
+        ToolCallRequested,
+        ToolCallStarted,
+        ToolResultRecorded,
+        ToolAttemptFailed,
+        LoopDetected,
+        RunDeadlineSet,
+        ToolsListed,
+        TraceLinked,
+        StepFailed,
+    )
+)
+"""Kinds a commit may hold and still skip the sync in ``effects`` mode (each is checked
+further below). Any other kind (a person's decision, a recovery verdict, a redispatch, an
+end of the run) makes the commit synced."""
+
+
+def must_sync(
+    mode: Durability,
+    state: RunState,
+    events: Sequence[Event],
+    earlier: Mapping[str, CallState] | None = None,
+) -> bool:
+    """Whether a commit of ``events`` must wait for the disk before the run loop goes on.
+
+    ``state`` is the state after them; ``earlier`` the calls of the turn before them, for a
+    result whose turn the same commit closes (its ``turn_started`` leaves the call out of
+    ``state.calls``)."""
+    if mode == "strict" or state.status in AT_REST:
+        return True
+    calls = state.calls
+    for e in events:
+        kind = e.kind
+        if kind not in _LOOP_KINDS:
+            return True
+        if kind == "tool_call_requested":
+            assert isinstance(e, ToolCallRequested)
+            if e.rejection is None and not e.final and e.effect_class != "read_only":
+                return True  # the intent of a call with an effect outside the log
+        elif kind in ("tool_call_started", "tool_result_recorded"):
+            call_id = getattr(e, "tool_call_id", "")
+            call = calls.get(call_id) or (earlier or {}).get(call_id)
+            if call is None:
+                return True  # a call this state does not know: take no chance
+            effect = call.effect_class
+            if effect == "non_idempotent" or (
+                kind == "tool_call_started" and effect != "read_only"
+            ):
+                return True
+    return False
