@@ -145,8 +145,8 @@ class Pool:
                         log.warning("claiming effects failed (will retry): %s", exc)
                 for c in claims:
                     self._start(c)
-                if claims and len(self._running) < self.concurrency:
-                    continue
+                # Fewer than asked for: nothing more is claimable now, so wait for a notice
+                # or the poll (claiming again at once would cost an empty claim per effect).
                 await self._idle()
             await self._shutdown()
         finally:
@@ -209,7 +209,9 @@ class Pool:
         tool = None if isinstance(a.body, ModelBody) else a.body.tool_name
         here = self._executor_for(a)
         self._hook("after_claim", tool)
-        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock()):
+        # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
+        sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
+        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync):
             return  # taken over or cancelled meanwhile
         self._hook("after_start", tool)
         if here is None:
