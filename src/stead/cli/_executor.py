@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from stead.cli._args import LOG_FORMAT, not_negative, positive
-from stead.cli._command import command, load_agents
+from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.cli._worker import LOG_LEVELS
 from stead.errors import UserError
 
@@ -15,6 +15,7 @@ from stead.errors import UserError
 def _arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("--agents", required=True, help="module:attr with the agents whose tools run")
     e.add_argument("--queues", required=True, help="comma-separated queues to serve")
+    add_deps_option(e)
     e.add_argument("--concurrency", type=positive(int, 10_000), default=8, help="effects at once")
     e.add_argument(
         "--max-concurrent",
@@ -47,6 +48,7 @@ def run_executor(args: argparse.Namespace) -> int:
     agents = load_agents(args.agents)
     if not agents:
         raise UserError("stead executor needs --agents module:attr naming at least one Agent")
+    deps = load_deps(args.deps)
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     pool = Pool(
         args.store,
@@ -57,6 +59,7 @@ def run_executor(args: argparse.Namespace) -> int:
         poll_interval=args.poll,
         grace=args.grace,
         max_concurrent=args.max_concurrent,
+        deps=deps,
     )
     asyncio.run(serve_pool(pool))
     return 0

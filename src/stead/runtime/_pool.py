@@ -47,6 +47,7 @@ from stead.core.effects import (
 )
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime._agent import Agent
+from stead.runtime._deps import check_deps
 from stead.runtime._executor import InProcessExecutor
 from stead.runtime._store_executor import outcome_to_json
 from stead.store import _limits, open_store
@@ -84,9 +85,12 @@ class Pool:
         max_concurrent: int | None = None,
         clock: Callable[[], float] = time.time,
         hook: PoolHook = _nothing,
+        deps: Any = None,
     ) -> None:
         """``max_concurrent``: hold each of ``queues`` to that many effects at once across
-        every executor of the fleet (the store keeps the count; ``store._limits``)."""
+        every executor of the fleet (the store keeps the count; ``store._limits``).
+        ``deps``: this process's live objects its tools read as ``ctx.deps``, as a
+        ``Runtime``'s (checked against each agent's ``deps_type``; never recorded)."""
         self.queues = [q for q in queues if q]
         if not self.queues:
             raise UserError("an executor needs --queues naming at least one queue")
@@ -105,9 +109,11 @@ class Pool:
         self._tools: dict[str, InProcessExecutor] = {}
         self._models: dict[str, InProcessExecutor] = {}
         for agent in agents:
+            check_deps(agent, deps)
             here = InProcessExecutor(
-                agent.model, agent.registry, None, cancel_grace=agent.limits.cancel_grace
-            )
+                agent.model, agent.registry, None, cancel_grace=agent.limits.cancel_grace,
+                deps=deps,
+            )  # fmt: skip
             for t in agent.registry:
                 self._tools.setdefault(t.name, here)
             self._models.setdefault(agent.model.model_name, here)
