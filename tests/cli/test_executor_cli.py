@@ -73,7 +73,6 @@ async def test_stead_executor_serves_its_queue_until_sigterm(
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("executor", "--agents", "m:a"), "--queues"),
         (("executor", "--agents", "m:a", "--queues", "q", "--concurrency", "0"), "more than zero"),
         (("executor", "--agents", "m:a", "--queues", "q", "--lease-ttl", "-1"), "more than zero"),
         (("executor", "--agents", "m:a", "--queues", "q", "--grace", "-1"), "zero or more"),
@@ -145,3 +144,56 @@ def test_a_bad_deps_option_is_one_clear_line(
     assert "--deps deps_scenario:nothing: module 'deps_scenario' has no 'nothing'" in (
         capsys.readouterr().err
     )
+
+
+def test_stead_executor_without_queues_says_what_to_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    args = ["--store", f"sqlite:///{tmp_path / 'x.db'}", "executor", "--agents",
+            "deps_scenario:agent"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "needs --queues" in err and "stead executor serve" in err
+
+
+def test_stead_executor_serve_performs_tools_over_http_until_sigterm() -> None:
+    """`stead executor serve` as a real process: it wants a token, serves the agent's tools
+    with its own deps to an ``HttpExecutor``, and exits 0 on SIGTERM."""
+    from stead.core.effects import Assignment, AssignmentKey, ToolBody
+    from stead.server._executor_http import HttpExecutor
+
+    here = Path(__file__).resolve().parent
+    base = [STEAD, "executor", "serve", "--agents", "deps_scenario:agent",
+            "--deps", "deps_scenario:make_db", "--port", "0"]  # fmt: skip
+    refused = subprocess.run(base, cwd=here, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "needs a token" in refused.stderr
+    proc = subprocess.Popen(
+        [*base, "--token", "owner:s3cret-s3cret-s3cret"],
+        cwd=here, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("stead executor serve: http://127.0.0.1:"), proc.communicate()
+        url = line.split(": ", 1)[1].strip()
+        key = AssignmentKey(session_id="s", run_id="r-http", effect_id="e-http")
+        body = ToolBody(
+            tool_name="whose_db", definition_digest="", arguments="{}",
+            effect_class="read_only", replay_policy="rerun", tool_call_id="c1",
+            turn_index=0, idempotency_key="k1", attempt=1,
+        )  # fmt: skip
+
+        async def go() -> object:
+            far = HttpExecutor(url, "s3cret-s3cret-s3cret")
+            try:
+                return await far.run(Assignment(key=key, body=body), signal=stead.AbortSignal())
+            finally:
+                await far.close()
+
+        outcome = asyncio.run(go())
+        assert getattr(outcome, "content", None) == f"executor {proc.pid}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err

@@ -40,6 +40,7 @@ from stead.core.effects import (
 )
 from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
+from stead.runtime._deps import check_deps
 from stead.runtime._store_executor import outcome_from_json, outcome_to_json
 from stead.server._security import check_bind, who
 
@@ -235,10 +236,12 @@ async def serve_executor(
     port: int = 8100,
     ready: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
+    deps: Any = None,
 ) -> None:
     """Serve the agents' models and tools as one in-process executor over HTTP until ``stop``
     is set (for ``stead executor serve``): the process needs no store, only the code. A token
-    is required, always: whoever holds it runs the tools."""
+    is required, always: whoever holds it runs the tools. ``deps``: what its tools read as
+    ``ctx.deps`` (this process's, checked against the agent's ``deps_type``)."""
     import uvicorn
 
     from stead.server._serve import _Server
@@ -250,7 +253,8 @@ async def serve_executor(
     if len(executors) != 1:
         raise UserError("an executor behind HTTP serves one agent's model and tools: name one")
     (agent,) = executors.values()
-    executor = InProcessExecutor(agent.model, agent.registry)
+    check_deps(agent, deps)
+    executor = InProcessExecutor(agent.model, agent.registry, deps=deps)
     app = executor_app(executor, tokens)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _Server(config)  # no signal handling of its own: ``stop`` ends it
