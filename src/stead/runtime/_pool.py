@@ -49,8 +49,9 @@ from stead.errors import SteadError, StoreError, UserError
 from stead.runtime._agent import Agent
 from stead.runtime._deps import check_deps
 from stead.runtime._executor import InProcessExecutor
+from stead.runtime._far_progress import Forwarder
 from stead.runtime._store_executor import outcome_to_json
-from stead.store import _limits, open_store
+from stead.store import _limits, _progress, open_store
 from stead.store._ledger import Claimed, ledger_for
 
 log = logging.getLogger("stead.executor")
@@ -106,12 +107,15 @@ class Pool:
         self.grace = grace
         self.clock = clock
         self._hook = hook
+        self._progress = Forwarder(self.ledger, clock=clock)
+        """Model calls' text deltas, on their way to the runs' owners (progress from afar)."""
         self._tools: dict[str, InProcessExecutor] = {}
         self._models: dict[str, InProcessExecutor] = {}
         for agent in agents:
             check_deps(agent, deps)
             here = InProcessExecutor(
-                agent.model, agent.registry, None, cancel_grace=agent.limits.cancel_grace,
+                agent.model, agent.registry, self._progress,
+                cancel_grace=agent.limits.cancel_grace,
                 deps=deps,
             )  # fmt: skip
             for t in agent.registry:
@@ -228,7 +232,10 @@ class Pool:
                 else ModelFailed(code="executor_error", message=f"no {what} here")
             )
         else:
+            if tool is None:
+                self._progress.performing(a.key.run_id, c.effect_id)
             outcome = await here.run(a, signal=sig)
+        streamed = await self._progress.finish(a.key.run_id, c.effect_id)
         self._hook("before_settle", tool)
         if isinstance(outcome, ModelFailed) and outcome.code == "rate_limited":
             # The provider is slowing the fleet down, not this call: pause the queue for
@@ -238,6 +245,9 @@ class Pool:
                 await _limits.pause(self.ledger, c.queue, self.clock() + wait)
         if await self._settle(c, outcome_to_json(outcome)):
             self.performed += 1
+            if streamed:  # the settled message is in; its preview is done with
+                with contextlib.suppress(StoreError):
+                    await _progress.forget(self.ledger, c.effect_id)
         else:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)

@@ -25,6 +25,7 @@ from stead.core.effects import (
     Assignment,
     AssignmentKey,
     Cancelled,
+    ModelBody,
     ModelFailed,
     ModelSucceeded,
     Outcome,
@@ -36,8 +37,10 @@ from stead.core.effects import (
 )
 from stead.core.ledger import Attachment, attachment_of
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.core.progress import ProgressSink
 from stead.providers import ModelResponse
 from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime._far_progress import Follower
 from stead.store._ledger import Ledger, ledger_for
 
 # -- outcomes on the wire ----------------------------------------------------------------------
@@ -130,7 +133,11 @@ class StoreExecutor:
         clock: Callable[[], float] = time.time,
         wait_round: float = 5.0,
         ledger: Ledger | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
+        """``progress``: where a model call's deltas from its executor go (the owner's
+        window: ``runtime._far_progress``)."""
+        self._progress = progress
         self.ledger = ledger if ledger is not None else ledger_for(store)
         self._owns_ledger = ledger is None
         self._queue_of = queue_of or _default_queue
@@ -157,7 +164,22 @@ class StoreExecutor:
             return Cancelled(reason="the effect was aborted before it started")
         # The run loop tells a running effect to stop with ``cancel`` (after its grace):
         # that writes cancel_requested, and the executor's copy of the signal fires.
-        return await self.outcome(assignment.key)
+        following = self._follow(assignment)
+        try:
+            return await self.outcome(assignment.key)
+        finally:
+            if following is not None:
+                following.cancel()
+
+    def _follow(self, a: Assignment) -> asyncio.Future[None] | None:
+        """A model call's deltas from its executor, fed to a new generation of the owner's
+        window while it runs (none without a window, or for a tool)."""
+        body = a.body
+        if self._progress is None or not isinstance(body, ModelBody):
+            return None
+        turn = body.request.get("turn_index")
+        sink = self._progress.begin(a.key.run_id, turn if isinstance(turn, int) else -1)
+        return asyncio.ensure_future(Follower(self.ledger, a.key.effect_id, sink).run())
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
         """Wait for the key to settle and read how (a plain read once it has)."""
@@ -331,7 +353,12 @@ def routed(
     ledger = ledgers.get(id(store))
     if ledger is None:
         ledger = ledgers[id(store)] = ledger_for(store)
-    remote = StoreExecutor(store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger)
+    remote = StoreExecutor(
+        store,
+        queue_of=lambda a: _queue(a, queues, model_queue),
+        ledger=ledger,
+        progress=local._progress,
+    )
     return RoutingExecutor(local, remote, queues, model_queue=model_queue)
 
 

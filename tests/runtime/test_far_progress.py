@@ -1,0 +1,87 @@
+"""Progress from afar (issue 11 part 6): a model call performed by an executor pool streams
+its provisional text back to the run's owner, to ``Runtime(on_progress=...)``, in order, in
+a generation the owner opened; only the final message is recorded; the executor's frames are
+deleted once the call settled. On both stores (the pool a task of this loop on its own
+store connection, as in test_store_executor.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stead
+from stead.core.messages import AssistantMessage, Usage
+from stead.providers import ModelCall, ModelResponse
+from stead.runtime import Pool
+from stead.store import _progress
+
+pytestmark = pytest.mark.timeout(90)
+
+QUEUE = "model-stream"
+CHUNKS = ["Hel", "lo ", "wor", "ld"]
+
+
+class Streamer:
+    """Streams ``CHUNKS`` a little apart, then holds the reply until the owner has shown
+    them all (``seen``, at most 20 s), so the test does not depend on timing."""
+
+    model_name = "streamer"
+
+    def __init__(self) -> None:
+        self.seen = asyncio.Event()
+
+    async def complete(self, call: ModelCall) -> ModelResponse:
+        assert call.on_progress is not None, "the pool gives its model calls a progress sink"
+        for chunk in CHUNKS:
+            call.on_progress(chunk)
+            await asyncio.sleep(0.02)
+        await asyncio.wait({asyncio.ensure_future(self.seen.wait())}, timeout=20)
+        message = AssistantMessage(text="".join(CHUNKS), stop_reason="end_turn")
+        return ModelResponse(message=message, usage=Usage(input_tokens=1, output_tokens=1), model=self.model_name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+async def test_a_pooled_model_call_streams_to_the_owners_on_progress(url: str) -> None:
+    model = Streamer()
+    agent = stead.Agent("far-streamer", model, model_queue=QUEUE)  # type: ignore[arg-type]
+    frames: list[Any] = []
+
+    def listen(frame: Any) -> None:
+        frames.append(frame)
+        if "".join(f.text for f in frames) == "".join(CHUNKS):
+            model.seen.set()
+
+    pool = Pool(url, [agent], queues=[QUEUE], poll_interval=0.02, lease_ttl=30)
+    serving = asyncio.ensure_future(pool.run())
+    try:
+        for _ in range(600):
+            if await pool.ledger.serves(QUEUE, now=time.time()):
+                break
+            await asyncio.sleep(0.02)
+        async with stead.Runtime(url, agents=[agent], on_progress=listen) as rt:
+            await rt.start(agent, "go", run_id="r-far")
+            view = await rt.run("r-far")
+            events = [e.event for e in await rt.events("r-far")]
+        assert view.status == stead.RunStatus.COMPLETED, events
+        assert view.output == "Hello world"
+        assert model.seen.is_set()
+        assert "".join(f.text for f in frames) == "Hello world"
+        assert {(f.run_id, f.generation) for f in frames} == {("r-far", 1)}
+        assert [f.sequence for f in frames] == list(range(len(frames)))
+        [effect_id] = await pool.ledger.keys("r-far")
+        assert await _progress.frames(pool.ledger, effect_id, -1) == []  # deleted at settle
+    finally:
+        pool.stop()
+        pool.stop()
+        await serving
+        await pool.close()
