@@ -41,7 +41,8 @@ class Streamer:
             await asyncio.sleep(0.02)
         await asyncio.wait({asyncio.ensure_future(self.seen.wait())}, timeout=20)
         message = AssistantMessage(text="".join(CHUNKS), stop_reason="end_turn")
-        return ModelResponse(message=message, usage=Usage(input_tokens=1, output_tokens=1), model=self.model_name)
+        usage = Usage(input_tokens=1, output_tokens=1)
+        return ModelResponse(message=message, usage=usage, model=self.model_name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -184,10 +184,13 @@ class Ledger:
         guard: str,
         params: Sequence[Any],
         now: float,
+        *,
+        sync: bool = True,
     ) -> Row | None:
         """One transition: the row's conditional update (``sets`` then ``guard``, with
         ``params`` for both in order) and, when it matched, the event at the position it
-        returned. None when the guard refused it (nothing written)."""
+        returned. None when the guard refused it (nothing written). ``sync`` is the
+        transaction's here; a dialect that says it in the statement reads it."""
         rows = await s.all(
             self._q(
                 f"UPDATE ledger_keys SET {sets}, position = position + 1, updated_at = ? "
@@ -226,8 +229,13 @@ class Ledger:
     ) -> bool:
         """``_transition`` in a transaction of its own (PostgreSQL makes it one statement);
         ``sync=False`` commits without waiting for the disk (see ``start``)."""
-        async with self._tx(sync=sync) as s:
-            return await self._transition(s, effect_id, event, sets, guard, params, now) is not None
+        async with self._single(sync=sync) as s:
+            row = await self._transition(s, effect_id, event, sets, guard, params, now, sync=sync)
+        return row is not None
+
+    def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
+        """Where a one-transition write runs (PostgreSQL: an autocommitted statement)."""
+        return self._tx(sync=sync)
 
     async def _origin(
         self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float

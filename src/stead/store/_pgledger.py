@@ -150,21 +150,8 @@ class PostgresLedger(Ledger):
         )
         return await s.one(statement, args)
 
-    async def _one_transition(
-        self,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-        *,
-        sync: bool = True,
-    ) -> bool:
-        """``_transition`` autocommitted: one statement, one round trip."""
-        async with self._pg._session() as s:
-            row = await self._transition(s, effect_id, event, sets, guard, params, now, sync=sync)
-        return row is not None
+    def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
+        return self._pg._session()  # the statement says whether it waits for the flush
 
     async def accept(
         self,
