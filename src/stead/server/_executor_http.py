@@ -21,6 +21,7 @@ server, so a second read (after a lost answer) gets it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -34,10 +35,12 @@ from stead._signal import AbortSignal
 from stead.core.effects import (
     AssignmentKey,
     Cancelled,
+    ModelBody,
     Outcome,
     assignment_from_json,
     assignment_to_json,
 )
+from stead.core.progress import Cursor, ProgressSink, ProgressWindow
 from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
 from stead.runtime._deps import check_deps
@@ -47,8 +50,11 @@ from stead.server._security import check_bind, who
 # -- the server ----------------------------------------------------------------------------
 
 
-def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
-    """``executor`` over HTTP; ``tokens`` maps each bearer secret to its holder's name."""
+def executor_app(
+    executor: Executor, tokens: Mapping[str, str], progress: ProgressWindow | None = None
+) -> Starlette:
+    """``executor`` over HTTP; ``tokens`` maps each bearer secret to its holder's name;
+    ``progress``: the window its model calls stream into, read at ``.../progress``."""
     settled: dict[str, Outcome] = {}
     signals: dict[str, AbortSignal] = {}
 
@@ -117,6 +123,24 @@ def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
         await executor.cancel(key_of(request), str(reason))
         return Response(status_code=202)
 
+    async def frames(request: Request) -> Response:
+        """A run's streamed text after ``?generation=G&sequence=S`` (progress from afar)."""
+        q = request.query_params
+        try:
+            cursor = Cursor(int(q.get("generation", "0")), int(q.get("sequence", "-1")))
+        except ValueError:
+            return JSONResponse({"error": "generation and sequence are integers"}, 400)
+        if progress is None:
+            return JSONResponse({"frames": [], "reset": False, "gap": False})
+        got = progress.read(request.path_params["run"], cursor)
+        return JSONResponse(
+            {
+                "frames": [[f.generation, f.sequence, f.text] for f in got.frames],
+                "reset": got.reset,
+                "gap": got.gap,
+            }
+        )
+
     one = "/v1/effects/{session}/{run}/{effect}"
     return Starlette(
         routes=[
@@ -125,6 +149,7 @@ def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
             Route(one + "/outcome", guarded(outcome), methods=["GET"]),
             Route(one + "/abort", guarded(abort), methods=["POST"]),
             Route(one + "/cancel", guarded(cancel), methods=["POST"]),
+            Route(one + "/progress", guarded(frames), methods=["GET"]),
         ]
     )
 
@@ -147,7 +172,13 @@ class HttpExecutor:
         poll: float = 0.05,
         retries: int = 5,
         client: httpx.AsyncClient | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
+        """``progress``: where a model call's streamed text goes while it runs far away
+        (the owner's window; read from the far side every 50 ms)."""
+        self._progress = progress
+        self.missed = 0
+        """Frames the far side's window evicted before they were read (gaps)."""
         self._client = client or httpx.AsyncClient(
             base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30
         )
@@ -201,10 +232,37 @@ class HttpExecutor:
             await asyncio.sleep(self._poll)
 
     async def run(self, assignment: Any, *, signal: AbortSignal, local: object = None) -> Outcome:
-        """``dispatch`` then ``outcome``."""
+        """``dispatch`` then ``outcome`` (a model call's text streamed meanwhile)."""
         if not await self.dispatch(assignment, signal=signal):
             return Cancelled(reason="the effect was aborted before it started")
-        return await self.outcome(assignment.key)
+        body = assignment.body
+        if self._progress is None or not isinstance(body, ModelBody):
+            return await self.outcome(assignment.key)
+        turn = body.request.get("turn_index")
+        sink = self._progress.begin(assignment.key.run_id, turn if isinstance(turn, int) else -1)
+        following = asyncio.ensure_future(self._follow(assignment.key, sink))
+        try:
+            return await self.outcome(assignment.key)
+        finally:
+            following.cancel()
+
+    async def _follow(self, key: AssignmentKey, sink: Callable[[str], None]) -> None:
+        """Feed the far window's frames of the call to ``sink`` until cancelled (lossy: a
+        failed read is skipped; a reset starts the far attempt's frames afresh)."""
+        generation, sequence = 0, -1
+        while True:
+            await asyncio.sleep(0.05)
+            params = {"generation": generation, "sequence": sequence}
+            try:
+                r = await self._client.get(self._path(key) + "/progress", params=params)
+                got = r.json() if r.status_code == 200 else {}
+            except (httpx.HTTPError, ValueError):
+                continue
+            self.missed += bool(got.get("gap"))
+            for frame in got.get("frames", ()):
+                generation, sequence, text = frame
+                with contextlib.suppress(Exception):  # a listener's failure is the window's
+                    sink(text)
 
     async def attach(self, key: AssignmentKey) -> str:
         """What the far executor holds for ``key``."""
@@ -254,8 +312,9 @@ async def serve_executor(
         raise UserError("an executor behind HTTP serves one agent's model and tools: name one")
     (agent,) = executors.values()
     check_deps(agent, deps)
-    executor = InProcessExecutor(agent.model, agent.registry, deps=deps)
-    app = executor_app(executor, tokens)
+    window = ProgressWindow()
+    executor = InProcessExecutor(agent.model, agent.registry, window, deps=deps)
+    app = executor_app(executor, tokens, window)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _Server(config)  # no signal handling of its own: ``stop`` ends it
     task = asyncio.ensure_future(server.serve())
