@@ -7,6 +7,7 @@ store connection, as in test_store_executor.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,38 @@ async def test_a_pooled_model_call_streams_to_the_owners_on_progress(url: str) -
         pool.stop()
         await serving
         await pool.close()
+
+
+async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
+    tmp_path: Path,
+) -> None:
+    """The executor's frames 1 and 2 never reached the store: the owner's subscriber sees
+    sequence 0 then 3 (a gap, as for an eviction), and the follower counts them."""
+    from stead.core.progress import Cursor, ProgressWindow
+    from stead.runtime._far_progress import Follower, far_sink
+    from stead.store import open_store
+    from stead.store._ledger import ledger_for
+
+    store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    ledger = ledger_for(store)
+    seen: list[Any] = []
+    window = ProgressWindow(listeners=[seen.append])
+    try:
+        await _progress.publish(ledger, "m1", 0, ["a"], now=0.0)
+        await _progress.publish(ledger, "m1", 3, ["d"], now=0.0)
+        sink, holes = far_sink(window, "r1", 0)
+        follower = Follower(ledger, "m1", sink, holes)
+        following = asyncio.ensure_future(follower.run())
+        for _ in range(500):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        assert [(f.sequence, f.text) for f in seen] == [(0, "a"), (3, "d")]
+        assert follower.missed == 2
+        assert window.read("r1", Cursor(1, 0)).gap
+    finally:
+        await ledger.close()
+        await store.close()

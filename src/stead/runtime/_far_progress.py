@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
 
+from stead.core.progress import ProgressSink, ProgressWindow
 from stead.errors import StoreError
 from stead.store import _progress
 from stead.store._ledger import Ledger
@@ -30,6 +32,23 @@ log = logging.getLogger("stead.executor")
 
 def _drop(text: str) -> None:
     return None
+
+
+def _nothing(count: int) -> None:
+    return None
+
+
+def far_sink(
+    progress: ProgressSink, run_id: str, turn_index: int
+) -> tuple[Callable[[str], None], Callable[[int], None]]:
+    """A new generation of the owner's window for a call made far away: its delta sink, and
+    what to call with the number of frames lost on the way (the window skips that many
+    sequence numbers, when it is a ``ProgressWindow``)."""
+    sink = progress.begin(run_id, turn_index)
+    if not isinstance(progress, ProgressWindow):
+        return sink, _nothing
+    generation = progress.generation(run_id)
+    return sink, functools.partial(progress.skip, run_id, generation)
 
 
 class _Stream:
@@ -123,10 +142,19 @@ class Follower:
     cancelled (the call settled). Reads every 50 ms while frames come, backing off to half a
     second while none do."""
 
-    def __init__(self, ledger: Ledger, effect_id: str, sink: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        effect_id: str,
+        sink: Callable[[str], None],
+        holes: Callable[[int], None] = _nothing,
+    ) -> None:
+        """``holes(n)``: n frames of the executor's sequence never came (the owner's window
+        skips as many sequence numbers: ``far_sink``)."""
         self._ledger = ledger
         self._effect_id = effect_id
         self._sink = sink
+        self._holes = holes
         self.last = -1
         """The last sequence fed to the sink."""
         self.missed = 0
@@ -141,7 +169,9 @@ class Follower:
             except StoreError:
                 got = []
             for seq, text in got:
-                self.missed += seq - self.last - 1
+                if seq > self.last + 1:
+                    self.missed += seq - self.last - 1
+                    self._holes(seq - self.last - 1)
                 self.last = seq
                 with contextlib.suppress(Exception):  # a listener's failure is the window's
                     self._sink(text)

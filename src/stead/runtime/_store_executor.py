@@ -40,7 +40,7 @@ from stead.core.messages import AssistantMessage, Usage, message_from_json, mess
 from stead.core.progress import ProgressSink
 from stead.providers import ModelResponse
 from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._far_progress import Follower
+from stead.runtime._far_progress import Follower, far_sink
 from stead.store._ledger import Ledger, ledger_for
 
 # -- outcomes on the wire ----------------------------------------------------------------------
@@ -178,8 +178,8 @@ class StoreExecutor:
         if self._progress is None or not isinstance(body, ModelBody):
             return None
         turn = body.request.get("turn_index")
-        sink = self._progress.begin(a.key.run_id, turn if isinstance(turn, int) else -1)
-        return asyncio.ensure_future(Follower(self.ledger, a.key.effect_id, sink).run())
+        sink, holes = far_sink(self._progress, a.key.run_id, turn if isinstance(turn, int) else -1)
+        return asyncio.ensure_future(Follower(self.ledger, a.key.effect_id, sink, holes).run())
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
         """Wait for the key to settle and read how (a plain read once it has)."""

@@ -44,6 +44,7 @@ from stead.core.progress import Cursor, ProgressSink, ProgressWindow
 from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
 from stead.runtime._deps import check_deps
+from stead.runtime._far_progress import far_sink
 from stead.runtime._store_executor import outcome_from_json, outcome_to_json
 from stead.server._security import check_bind, who
 
@@ -178,7 +179,7 @@ class HttpExecutor:
         (the owner's window; read from the far side every 50 ms)."""
         self._progress = progress
         self.missed = 0
-        """Frames the far side's window evicted before they were read (gaps)."""
+        """Frames the far side's window evicted before they were read (holes)."""
         self._client = client or httpx.AsyncClient(
             base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30
         )
@@ -239,16 +240,19 @@ class HttpExecutor:
         if self._progress is None or not isinstance(body, ModelBody):
             return await self.outcome(assignment.key)
         turn = body.request.get("turn_index")
-        sink = self._progress.begin(assignment.key.run_id, turn if isinstance(turn, int) else -1)
-        following = asyncio.ensure_future(self._follow(assignment.key, sink))
+        run_id = assignment.key.run_id
+        sink, holes = far_sink(self._progress, run_id, turn if isinstance(turn, int) else -1)
+        following = asyncio.ensure_future(self._follow(assignment.key, sink, holes))
         try:
             return await self.outcome(assignment.key)
         finally:
             following.cancel()
 
-    async def _follow(self, key: AssignmentKey, sink: Callable[[str], None]) -> None:
+    async def _follow(
+        self, key: AssignmentKey, sink: Callable[[str], None], holes: Callable[[int], None]
+    ) -> None:
         """Feed the far window's frames of the call to ``sink`` until cancelled (lossy: a
-        failed read is skipped; a reset starts the far attempt's frames afresh)."""
+        failed read is skipped; frames the far window evicted are ``holes``)."""
         generation, sequence = 0, -1
         while True:
             await asyncio.sleep(0.05)
@@ -258,8 +262,11 @@ class HttpExecutor:
                 got = r.json() if r.status_code == 200 else {}
             except (httpx.HTTPError, ValueError):
                 continue
-            self.missed += bool(got.get("gap"))
             for frame in got.get("frames", ()):
+                lost = frame[1] - (sequence + 1 if frame[0] == generation else 0)
+                if lost > 0:
+                    self.missed += lost
+                    holes(lost)
                 generation, sequence, text = frame
                 with contextlib.suppress(Exception):  # a listener's failure is the window's
                     sink(text)
