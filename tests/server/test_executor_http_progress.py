@@ -5,6 +5,8 @@ in order, in a generation the owner opened, before the final message comes back.
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,39 +14,20 @@ import pytest
 import stead
 from stead._signal import AbortSignal
 from stead.core.effects import Assignment, AssignmentKey, ModelBody, ModelSucceeded
-from stead.core.messages import AssistantMessage, Usage, UserMessage, message_to_json
+from stead.core.messages import UserMessage, message_to_json
 from stead.core.progress import ProgressWindow
-from stead.providers import ModelCall, ModelResponse
 from stead.server._executor_http import HttpExecutor, serve_executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+from _streamer import CHUNKS, Streamer
 
 pytestmark = pytest.mark.timeout(60)
 
 SECRET = "executor-secret-for-the-progress-test"
-CHUNKS = ["Hel", "lo ", "wor", "ld"]
 REQUEST = {
     "model": "streamer", "system": "", "tools": [], "max_output_tokens": None,
     "messages": [message_to_json(UserMessage(content="hi"))], "turn_index": 0, "settings": {},
 }  # fmt: skip
-
-
-class Streamer:
-    """Streams ``CHUNKS``, then holds its reply until the owner has shown them (``seen``, at
-    most 20 s): the test does not depend on timing."""
-
-    model_name = "streamer"
-
-    def __init__(self) -> None:
-        self.seen = asyncio.Event()
-
-    async def complete(self, call: ModelCall) -> ModelResponse:
-        assert call.on_progress is not None
-        for chunk in CHUNKS:
-            call.on_progress(chunk)
-            await asyncio.sleep(0.02)
-        await asyncio.wait({asyncio.ensure_future(self.seen.wait())}, timeout=20)
-        message = AssistantMessage(text="".join(CHUNKS), stop_reason="end_turn")
-        usage = Usage(input_tokens=1, output_tokens=1)
-        return ModelResponse(message=message, usage=usage, model=self.model_name)
 
 
 async def test_a_model_call_far_away_streams_to_the_owners_window() -> None:
