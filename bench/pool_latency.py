@@ -1,19 +1,21 @@
-"""What does an executor pool add per tool call? In process against the ledger, both stores.
+"""What does an executor pool add per tool and model call? In process against the ledger.
 
     .venv/bin/python bench/pool_latency.py            # 300 calls per side and store
     .venv/bin/python bench/pool_latency.py --quick    # 30: does it work at all
     .venv/bin/python bench/pool_latency.py --json
 
-One call is one ``Executor.run`` of a tool assignment whose handler returns at once, so
-what is measured is the path, not the tool: **in process** (``InProcessExecutor``, what a
-worker does today) against **pool** (``StoreExecutor``: accept the key in the ledger; a
-``Pool`` with its own store connection claims it, starts it, performs it, settles it; the
-owner wakes, by a PostgreSQL notice or SQLite's poll, and reads the outcome). The pool runs
-as a task of this process on its own connection: the database round trips, the notice and
-the poll are the real ones, the process boundary's scheduling is not counted. Calls run one
-after another (latency, not throughput). SQLite polls every ``SQLiteStore.poll_interval``
-(50 ms) on the owner's side and 20 ms on the pool's, so its figure is bounded below by
-them; PostgreSQL wakes both sides by notice. PostgreSQL is a throwaway local server
+One call is one ``Executor.run`` of a tool assignment whose handler returns at once, or of
+a model call a ``ScriptedModel`` answers at once, so what is measured is the path, not the
+work: **in process** (``InProcessExecutor``, what a worker does today) against **pool**
+(``StoreExecutor``: accept the key in the ledger; a ``Pool`` with its own store connection
+claims it, starts it, performs it, settles it; the owner wakes, by a PostgreSQL notice or
+SQLite's poll, and reads the outcome). The pool runs as a task of this process on its own
+connection: the database round trips, the notice and the poll are the real ones, the process
+boundary's scheduling is not counted. Calls run one after another (latency, not throughput).
+SQLite has no notices: the pool polls every 20 ms here (``stead executor --poll``), the owner
+reads the key after 1 ms and half as late again each time up to the ledger's 50 ms interval;
+PostgreSQL wakes both sides by notice (the pool's poll is its default 0.5 s, a backstop for a
+lost notice). PostgreSQL is a throwaway local server
 (``stead.testing.temporary_postgres``, durable) unless ``STEAD_BENCH_POSTGRES_URL`` is set;
 without the server binaries its rows are skipped.
 """
@@ -37,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import stead  # noqa: E402
-from stead.core.effects import Assignment, AssignmentKey, ToolBody  # noqa: E402
+from stead.core.effects import Assignment, AssignmentKey, ModelBody, ToolBody  # noqa: E402
+from stead.core.messages import UserMessage, message_to_json  # noqa: E402
 from stead.runtime import InProcessExecutor, Pool, StoreExecutor  # noqa: E402
 from stead.store import open_store  # noqa: E402
 from stead.testing import ScriptedModel  # noqa: E402
@@ -52,9 +55,20 @@ async def echo(x: int) -> int:
 AGENT = stead.Agent("bench", ScriptedModel(["-"]), tools=[echo])
 
 
-def job(i: int) -> Assignment:
+REQUEST = {
+    "model": "scripted", "system": "", "tools": [], "max_output_tokens": None,
+    "messages": [message_to_json(UserMessage(content="hi"))], "turn_index": 0, "settings": {},
+}  # fmt: skip
+
+
+def job(i: int, kind: str = "tool") -> Assignment:
+    key = AssignmentKey(session_id="s", run_id=f"bench-{kind}-{i // 50}", effect_id=f"{kind}{i}")
+    if kind == "model":
+        return Assignment(
+            key=key, body=ModelBody(model="scripted", request=REQUEST, request_digest="")
+        )
     return Assignment(
-        key=AssignmentKey(session_id="s", run_id=f"bench-{i // 50}", effect_id=f"e{i}"),
+        key=key,
         body=ToolBody(
             tool_name="echo", definition_digest="", arguments=f'{{"x": {i}}}',
             effect_class="read_only", replay_policy="rerun", tool_call_id=f"c{i}",
@@ -68,16 +82,17 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
-async def measure(url: str, calls: int) -> dict[str, Any]:
+async def measure(url: str, calls: int, poll: float) -> dict[str, Any]:
     local = InProcessExecutor(AGENT.model, AGENT.registry)
     sig = stead.AbortSignal()
-    here: list[float] = []
-    for i in range(calls):
-        t = time.perf_counter()
-        await local.run(job(i), signal=sig)
-        here.append(time.perf_counter() - t)
+    here: dict[str, list[float]] = {"tool": [], "model": []}
+    for kind, times in here.items():
+        for i in range(calls):
+            t = time.perf_counter()
+            await local.run(job(i, kind), signal=sig)
+            times.append(time.perf_counter() - t)
     store = open_store(url)
-    pool = Pool(url, [AGENT], queues=["bench"], poll_interval=0.02, lease_ttl=30)
+    pool = Pool(url, [AGENT], queues=["bench"], poll_interval=poll, lease_ttl=30)
     serving = asyncio.ensure_future(pool.run())
     owner = StoreExecutor(store, queue_of=lambda _: "bench")
     try:
@@ -85,12 +100,13 @@ async def measure(url: str, calls: int) -> dict[str, Any]:
             if await owner.ledger.serves("bench", now=time.time()):
                 break
             await asyncio.sleep(0.01)
-        await owner.run(job(calls), signal=sig)  # warm-up
-        far: list[float] = []
-        for i in range(calls + 1, 2 * calls + 1):
-            t = time.perf_counter()
-            await owner.run(job(i), signal=sig)
-            far.append(time.perf_counter() - t)
+        far: dict[str, list[float]] = {"tool": [], "model": []}
+        for kind, times in far.items():
+            await owner.run(job(calls, kind), signal=sig)  # warm-up
+            for i in range(calls + 1, 2 * calls + 1):
+                t = time.perf_counter()
+                await owner.run(job(i, kind), signal=sig)
+                times.append(time.perf_counter() - t)
     finally:
         pool.stop()
         pool.stop()
@@ -100,11 +116,14 @@ async def measure(url: str, calls: int) -> dict[str, Any]:
         await store.close()
     ms = 1000.0
     return {
-        "in_process_p50_ms": statistics.median(here) * ms,
-        "pool_p50_ms": statistics.median(far) * ms,
-        "pool_p99_ms": pct(far, 0.99) * ms,
-        "added_p50_ms": (statistics.median(far) - statistics.median(here)) * ms,
-        "added_p99_ms": (pct(far, 0.99) - pct(here, 0.99)) * ms,
+        kind: {
+            "in_process_p50_ms": statistics.median(here[kind]) * ms,
+            "pool_p50_ms": statistics.median(far[kind]) * ms,
+            "pool_p99_ms": pct(far[kind], 0.99) * ms,
+            "added_p50_ms": (statistics.median(far[kind]) - statistics.median(here[kind])) * ms,
+            "added_p99_ms": (pct(far[kind], 0.99) - pct(here[kind], 0.99)) * ms,
+        }
+        for kind in here
     }
 
 
@@ -130,22 +149,24 @@ def main() -> None:
     calls = 30 if args.quick else 300
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        rows["sqlite"] = asyncio.run(measure(f"sqlite:///{tmp}/bench.db", calls))
+        rows["sqlite"] = asyncio.run(measure(f"sqlite:///{tmp}/bench.db", calls, 0.02))
     with postgres() as url:
         if url is not None:
-            rows["postgres"] = asyncio.run(measure(url, calls))
+            rows["postgres"] = asyncio.run(measure(url, calls, 0.5))
     if args.json:
         print(json.dumps({"calls": calls, "rows": rows}, indent=2))
         return
-    print(f"{calls} tool calls per side, one at a time (ms)")
+    print(f"{calls} calls per kind and side, one at a time (ms; load {os.getloadavg()[0]:.1f})")
     print(
-        f"{'store':10} {'in proc p50':>12} {'pool p50':>9} {'pool p99':>9} {'+p50':>7} {'+p99':>7}"
+        f"{'store':10} {'call':6} {'in proc p50':>12} {'pool p50':>9} {'pool p99':>9} "
+        f"{'+p50':>7} {'+p99':>7}"
     )
-    for name, r in rows.items():
-        print(
-            f"{name:10} {r['in_process_p50_ms']:12.3f} {r['pool_p50_ms']:9.2f} "
-            f"{r['pool_p99_ms']:9.2f} {r['added_p50_ms']:7.2f} {r['added_p99_ms']:7.2f}"
-        )
+    for name, kinds in rows.items():
+        for kind, r in kinds.items():
+            print(
+                f"{name:10} {kind:6} {r['in_process_p50_ms']:12.3f} {r['pool_p50_ms']:9.2f} "
+                f"{r['pool_p99_ms']:9.2f} {r['added_p50_ms']:7.2f} {r['added_p99_ms']:7.2f}"
+            )
 
 
 if __name__ == "__main__":

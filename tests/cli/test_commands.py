@@ -58,7 +58,7 @@ def test_each_command_parses_to_its_own_function(path: tuple[str, ...]) -> None:
     if command.arguments is not None:
         command.arguments(probe)
     needed = [a for a in probe._actions if not a.option_strings and a.dest != "help"]
-    values = {"decision": "skip"}
+    values = {"decision": "skip", "mode": "serve"}
     argv += [values.get(a.dest, "x") for a in needed]
     argv += [
         o

@@ -76,3 +76,64 @@ def test_effects_list_and_show(tmp_path: Path) -> None:
     missing = stead_cli("--store", store, "effects", "show", rid, "zzzz")
     assert missing.returncode != 0
     assert "no effect" in missing.stderr and "stead effects list" in missing.stderr
+
+
+@stead.tool(effect="read_only", queue="fx")
+def far(what: str) -> str:
+    """Look at something, in an executor."""
+    return f"far {what}"
+
+
+def _pooled_run(store: str) -> str:
+    from stead.runtime import Pool
+
+    agent = stead.Agent(
+        "eff-pool",
+        ScriptedModel([Reply(tool_calls=[("far", {"what": "x"}), ("peek", {"what": "y"})]), "ok"]),
+        [far, peek],
+    )
+
+    async def go() -> str:
+        pool = Pool(store, [agent], queues=["fx"], poll_interval=0.02)
+        serving = asyncio.ensure_future(pool.run())
+        try:
+            for _ in range(600):
+                if await pool.ledger.serves("fx", now=time.time()):
+                    break
+                await asyncio.sleep(0.02)
+            async with stead.Runtime(store, agents=[agent]) as rt:
+                rid = await rt.start(agent, "go", run_id="run_effects_pool")
+                assert (await rt.run(rid)).status == stead.RunStatus.COMPLETED
+        finally:
+            pool.stop()
+            pool.stop()
+            await serving
+            await pool.close()
+        return pool.id
+
+    return asyncio.run(go())
+
+
+def test_effects_say_where_each_ran(tmp_path: Path) -> None:
+    """A call an executor pool performed shows its queue, executor, epoch and claims (from
+    the execution ledger); one the run performed itself says in process."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    executor = _pooled_run(store)
+    lines = stead_cli("--store", store, "effects", "list", "run_effects_pool", "--json")
+    assert lines.returncode == 0, lines.stderr
+    rows = {r["name"]: r for r in map(json.loads, lines.stdout.splitlines())}
+    assert rows["far"]["ledger"] == {
+        "phase": "acknowledged",
+        "queue": "fx",
+        "executor": executor,
+        "epoch": 1,
+        "attempts": 1,
+        "claims": [{"executor": executor, "epoch": 1}],
+    }
+    assert rows["peek"]["ledger"] is None
+    listed = stead_cli("--store", store, "effects", "list", "run_effects_pool")
+    assert "ran at" in listed.stdout and "in process" in listed.stdout
+    shown = stead_cli("--store", store, "effects", "show", "run_effects_pool",
+                      rows["far"]["effect_id"])  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"claims: {executor} at epoch 1" in " ".join(shown.stdout.split())

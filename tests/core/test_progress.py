@@ -111,3 +111,14 @@ def test_a_reader_never_sees_a_frame_twice_and_always_learns_of_losses(
     last = window.generation("run")
     if produced.get(last):
         assert final.cursor == Cursor(last, produced[last] - 1)
+
+
+def test_frames_lost_far_away_are_skipped_so_the_gap_shows() -> None:
+    w = ProgressWindow()
+    emit = w.begin("r", 0)
+    emit("a")
+    w.skip("r", 1, 2)  # two frames of generation 1 never arrived
+    w.skip("r", 7, 5)  # a void generation: nothing
+    emit("d")
+    got = w.read("r", Cursor(1, 0))
+    assert [(f.sequence, f.text) for f in got.frames] == [(3, "d")] and got.gap

@@ -118,6 +118,51 @@ async def with_runtime(
         return await fn(rt)
 
 
+def _attribute(flag: str, spec: str) -> Any:
+    """The object ``module:attr`` names (``flag`` is the option, for messages); the module
+    is imported from the working directory first. A ``UserError`` line for any failure."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UserError(f"{flag} wants module:attribute, got {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise UserError(
+            f"{flag} {spec}: importing module {module_name!r} failed: {one_line(exc)}"
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise UserError(f"{flag} {spec}: module {module_name!r} has no {attr!r}") from exc
+
+
+def add_deps_option(parser: argparse.ArgumentParser) -> None:
+    """``--deps`` of a process that runs tools (``stead worker``, ``stead executor``)."""
+    parser.add_argument(
+        "--deps",
+        default=None,
+        help="module:attr with the live objects tools read as ctx.deps (called once if callable)",
+    )
+
+
+def load_deps(spec: str | None) -> Any:
+    """``--deps module:attr``: the live objects this process's tools read as ``ctx.deps``
+    (``Runtime(deps=...)``): the attribute itself, or what it returns when it is callable (a
+    function or class, called once, here: a connection pool is made in the process that
+    uses it). None without the option."""
+    if not spec:
+        return None
+    obj = _attribute("--deps", spec)
+    if not callable(obj):
+        return obj
+    try:
+        return obj()
+    except Exception as exc:
+        attr = spec.partition(":")[2]
+        raise UserError(f"--deps {spec}: {attr}() raised {one_line(exc)}") from exc
+
+
 def load_agents(spec: str | None) -> list[Agent]:
     """``module:attr`` naming an Agent, a list of Agents, or a function returning either.
 
@@ -128,20 +173,8 @@ def load_agents(spec: str | None) -> list[Agent]:
     """
     if not spec:
         return []
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise UserError(f"--agents wants module:attribute, got {spec!r}")
-    sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise UserError(
-            f"--agents {spec}: importing module {module_name!r} failed: {one_line(exc)}"
-        ) from exc
-    try:
-        obj: Any = getattr(module, attr)
-    except AttributeError as exc:
-        raise UserError(f"--agents {spec}: module {module_name!r} has no {attr!r}") from exc
+    attr = spec.partition(":")[2]
+    obj: Any = _attribute("--agents", spec)
     if callable(obj) and not isinstance(obj, Agent):
         try:
             obj = obj()

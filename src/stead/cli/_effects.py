@@ -1,6 +1,8 @@
 """``stead effects list RUN`` and ``stead effects show RUN EFFECT``: a run's effects, one row
 per key (``stead.core.effect_log``): how each ended, the reconciler's verdicts at takeovers,
-its redispatch ledger. Parsing and rendering only."""
+its redispatch ledger, and where it ran (``stead.store._placement``: the queue, executor,
+epoch and claims of a key performed by an executor pool; in process when it has none).
+Parsing and rendering only."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from rich.text import Text
 from stead.cli._command import Command, runtime_command
 from stead.cli._render import plain, timeline
 from stead.core.effect_log import EffectRecord, effect_records
-from stead.errors import UserError
+from stead.errors import StoreError, UserError
 from stead.runtime import Runtime
+from stead.store._ledger import ledger_for
+from stead.store._placement import Placement, placements
 
 _STYLE = {
     "settled": "green",
@@ -48,7 +52,39 @@ def _ledger(r: EffectRecord) -> str:
     return text + (f", given up: {led.reason}" if led.given_up else "")
 
 
-def _json(r: EffectRecord) -> dict[str, Any]:
+async def _placed(rt: Runtime, run_id: str) -> dict[str, Placement]:
+    """The run's keys in the execution ledger (none for a store without one)."""
+    try:
+        ledger = ledger_for(rt.store)
+    except StoreError:
+        return {}
+    try:
+        return await placements(ledger, run_id)
+    finally:
+        await ledger.close()
+
+
+def _where(p: Placement | None) -> str:
+    if p is None:
+        return "in process"
+    text = f"{p.executor or '-'} ({p.queue}, epoch {p.epoch}"
+    return text + (f", {p.attempts} attempts)" if p.attempts != 1 else ")")
+
+
+def _placement_json(p: Placement | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "phase": p.phase,
+        "queue": p.queue,
+        "executor": p.executor,
+        "epoch": p.epoch,
+        "attempts": p.attempts,
+        "claims": [{"executor": x, "epoch": e} for x, e in p.claims],
+    }
+
+
+def _json(r: EffectRecord, p: Placement | None = None) -> dict[str, Any]:
     led = r.redispatch
     return {
         "effect_id": r.effect_id,
@@ -71,6 +107,7 @@ def _json(r: EffectRecord) -> dict[str, Any]:
             "reason": led.reason,
         },
         "seqs": r.seqs,
+        "ledger": _placement_json(p),
     }
 
 
@@ -86,13 +123,17 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             "`stead effects list RUN` shows their ids"
         )
     (r,) = found
+    p = (await _placed(rt, args.run_id)).get(r.effect_id)
     if args.json:
-        print(json.dumps(_json(r), ensure_ascii=False))
+        print(json.dumps(_json(r, p), ensure_ascii=False))
         return 0
     title = f"{r.effect_id} {r.name} (turn {r.turn_index}, attempt {r.attempt}): {r.state}"
     out.print(timeline([s for s in stored if s.seq in set(r.seqs)], title=title))
     if _ledger(r):
         out.print(Text(f"redispatch ledger: {_ledger(r)}"))
+    if p is not None:
+        held = ", ".join(f"{x} at epoch {e}" for x, e in p.claims) or "never claimed"
+        out.print(Text(plain(f"ran at: {_where(p)}, {p.phase}; claims: {held}")))
     return 0
 
 
@@ -100,12 +141,14 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     stored = await rt.events(args.run_id)
     records = effect_records((s.seq, s.event) for s in stored)
+    placed = await _placed(rt, args.run_id)
     if args.json:
         for r in records:
-            print(json.dumps(_json(r), ensure_ascii=False))
+            print(json.dumps(_json(r, placed.get(r.effect_id)), ensure_ascii=False))
         return 0
     table = Table(title=Text(plain(args.run_id)), show_edge=False, header_style="bold")
-    for col in ("effect", "turn", "what", "attempt", "state", "verdicts", "redispatch", "detail"):
+    columns = ("effect", "turn", "what", "attempt", "state", "ran at", "verdicts", "redispatch")
+    for col in (*columns, "detail"):
         table.add_column(col)
     for r in records:
         verdicts = ", ".join(f"{v.verdict} ({v.observed})" for v in r.verdicts)
@@ -115,6 +158,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             Text(plain(f"{r.name} {r.tool_call_id}".strip())),
             str(r.attempt),
             Text(r.state, style=_STYLE[r.state]),
+            Text(plain(_where(placed.get(r.effect_id)))),
             verdicts,
             _ledger(r),
             Text(plain(r.detail)[:60]),

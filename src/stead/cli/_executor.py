@@ -1,17 +1,38 @@
-"""``stead executor``: parse the options, set up logging, perform effects until SIGTERM."""
+"""``stead executor``: parse the options, set up logging, perform effects until SIGTERM.
+
+``stead executor --queues ...`` performs effects from the store's execution ledger
+(``runtime._pool.Pool``); ``stead executor serve`` performs them for a run owner over HTTP
+(``server._executor_http.serve_executor``): a sandbox that runs tools then needs no database
+credentials, only the code and a token."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+from typing import Any
 
 from stead.cli._args import not_negative, positive
-from stead.cli._command import command
+from stead.cli._command import add_deps_option, command, load_deps
 from stead.cli._worker import LOG_LEVELS, agents_to_serve, serve_until_signalled
+from stead.errors import UserError
+from stead.runtime import Agent
 
 
 def _arguments(e: argparse.ArgumentParser) -> None:
+    e.add_argument(
+        "mode",
+        nargs="?",
+        choices=["serve"],
+        help="serve: perform effects over HTTP for a run owner (HttpExecutor), no store needed",
+    )
     e.add_argument("--agents", required=True, help="module:attr with the agents whose tools run")
-    e.add_argument("--queues", required=True, help="comma-separated queues to serve")
+    e.add_argument("--queues", default=None, help="comma-separated queues to serve from the store")
+    add_deps_option(e)
+    e.add_argument("--agent", default=None, help="serve: the agent to serve, if --agents has more")
+    e.add_argument("--token", action="append", default=[], help="serve: NAME:SECRET, repeatable")
+    e.add_argument("--host", default="127.0.0.1", help="serve: address to bind (default loopback)")
+    e.add_argument("--port", type=int, default=8100, help="serve: port (0: any free one)")
     e.add_argument("--concurrency", type=positive(int, 10_000), default=8, help="effects at once")
     e.add_argument(
         "--max-concurrent",
@@ -37,10 +58,20 @@ def run_executor(args: argparse.Namespace) -> int:
     whose executor died), perform up to --concurrency at once with the tools and models of
     --agents, and settle them. A tool goes to a queue with @stead.tool(queue='gpu'); while no
     executor serves its queue it runs in the worker's own process. SIGTERM: claim nothing
-    more, finish for --grace seconds, then cancel and give back the rest."""
+    more, finish for --grace seconds, then cancel and give back the rest. `stead executor
+    serve` performs one agent's model and tool calls over HTTP instead (bearer --token
+    required), until SIGTERM."""
     from stead.runtime._pool import Pool
 
     agents = agents_to_serve(args, "executor")
+    deps = load_deps(args.deps)
+    if args.mode == "serve":
+        return _serve(args, agents, deps)
+    if not args.queues:
+        raise UserError(
+            "stead executor needs --queues naming the queues to serve from the store "
+            "(or `stead executor serve` to perform effects over HTTP)"
+        )
     return serve_until_signalled(
         Pool(
             args.store,
@@ -51,8 +82,41 @@ def run_executor(args: argparse.Namespace) -> int:
             poll_interval=args.poll,
             grace=args.grace,
             max_concurrent=args.max_concurrent,
+            deps=deps,
         )
     )
+
+
+def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
+    try:
+        from stead.server import parse_tokens
+        from stead.server._executor_http import serve_executor
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise UserError(
+            f"stead executor serve needs the server extra: pip install 'stead[server]' ({exc})"
+        ) from exc
+    if args.agent is not None:
+        agents = [a for a in agents if a.name == args.agent]
+        if not agents:
+            raise UserError(f"--agent {args.agent}: no agent of that name in --agents")
+    tokens = parse_tokens(args.token)
+
+    def ready(port: int) -> None:
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"stead executor serve: http://{host}:{port}/", flush=True)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for s in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(s, stop.set)
+        await serve_executor(
+            agents, tokens=tokens, host=args.host, port=args.port, ready=ready, stop=stop,
+            deps=deps,
+        )  # fmt: skip
+
+    asyncio.run(go())
+    return 0
 
 
 COMMANDS = (run_executor,)

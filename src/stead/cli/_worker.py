@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from stead.cli._args import LOG_FORMAT, add_claim_options, not_negative, positive
-from stead.cli._command import command, load_agents
+from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.errors import UserError
 from stead.runtime import Agent, Worker
 from stead.runtime._serve import Served, until_signalled
@@ -15,6 +15,7 @@ from stead.runtime._serve import Served, until_signalled
 
 def _arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
+    add_deps_option(w)
     add_claim_options(w, concurrency=16)
     w.add_argument("--lease-ttl", type=positive(float), default=30.0, help="lease length, seconds")
     w.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
@@ -57,6 +58,7 @@ def run_worker(args: argparse.Namespace) -> int:
     agents = agents_to_serve(args, "worker")
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
+    deps = load_deps(args.deps)
     return serve_until_signalled(
         Worker(
             args.store,
@@ -65,6 +67,7 @@ def run_worker(args: argparse.Namespace) -> int:
             lease_ttl=args.lease_ttl,
             poll_interval=args.poll,
             grace=args.grace,
+            deps=deps,
         )
     )
 

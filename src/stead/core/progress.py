@@ -153,6 +153,14 @@ class ProgressWindow:
                 self.listener_errors += 1
         return frame
 
+    def skip(self, run_id: str, generation: int, count: int) -> None:
+        """``count`` frames of ``generation`` were lost on their way here (progress from an
+        executor far away): the next frame's sequence jumps past them, so a subscriber sees
+        the gap as it sees an eviction."""
+        window = self._runs.get(run_id)
+        if window is not None and window.generation == generation and count > 0:
+            window.next_sequence += count
+
     def generation(self, run_id: str) -> int:
         """The run's current generation (0 if none began)."""
         window = self._runs.get(run_id)

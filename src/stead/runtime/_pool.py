@@ -46,10 +46,12 @@ from stead.core.effects import (
 )
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime._agent import Agent
+from stead.runtime._deps import check_deps
 from stead.runtime._executor import InProcessExecutor
+from stead.runtime._far_progress import Forwarder
 from stead.runtime._serve import until_signalled
 from stead.runtime._store_executor import outcome_to_json
-from stead.store import _limits, open_store
+from stead.store import _limits, _progress, open_store
 from stead.store._ledger import Claimed, ledger_for
 
 log = logging.getLogger("stead.executor")
@@ -84,9 +86,12 @@ class Pool:
         max_concurrent: int | None = None,
         clock: Callable[[], float] = time.time,
         hook: PoolHook = _nothing,
+        deps: Any = None,
     ) -> None:
         """``max_concurrent``: hold each of ``queues`` to that many effects at once across
-        every executor of the fleet (the store keeps the count; ``store._limits``)."""
+        every executor of the fleet (the store keeps the count; ``store._limits``).
+        ``deps``: this process's live objects its tools read as ``ctx.deps``, as a
+        ``Runtime``'s (checked against each agent's ``deps_type``; never recorded)."""
         self.queues = [q for q in queues if q]
         if not self.queues:
             raise UserError("an executor needs --queues naming at least one queue")
@@ -102,12 +107,17 @@ class Pool:
         self.grace = grace
         self.clock = clock
         self._hook = hook
+        self._progress = Forwarder(self.ledger, clock=clock)
+        """Model calls' text deltas, on their way to the runs' owners (progress from afar)."""
         self._tools: dict[str, InProcessExecutor] = {}
         self._models: dict[str, InProcessExecutor] = {}
         for agent in agents:
+            check_deps(agent, deps)
             here = InProcessExecutor(
-                agent.model, agent.registry, None, cancel_grace=agent.limits.cancel_grace
-            )
+                agent.model, agent.registry, self._progress,
+                cancel_grace=agent.limits.cancel_grace,
+                deps=deps,
+            )  # fmt: skip
             for t in agent.registry:
                 self._tools.setdefault(t.name, here)
             self._models.setdefault(agent.model.model_name, here)
@@ -149,8 +159,8 @@ class Pool:
                         log.warning("claiming effects failed (will retry): %s", exc)
                 for c in claims:
                     self._start(c)
-                if claims and len(self._running) < self.concurrency:
-                    continue
+                # Fewer than asked for: nothing more is claimable now, so wait for a notice
+                # or the poll (claiming again at once would cost an empty claim per effect).
                 await self._idle()
             await self._shutdown()
         finally:
@@ -213,7 +223,9 @@ class Pool:
         tool = None if isinstance(a.body, ModelBody) else a.body.tool_name
         here = self._executor_for(a)
         self._hook("after_claim", tool)
-        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock()):
+        # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
+        sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
+        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync):
             return  # taken over or cancelled meanwhile
         self._hook("after_start", tool)
         if here is None:
@@ -224,7 +236,10 @@ class Pool:
                 else ModelFailed(code="executor_error", message=f"no {what} here")
             )
         else:
+            if tool is None:
+                self._progress.performing(a.key.run_id, c.effect_id)
             outcome = await here.run(a, signal=sig)
+        streamed = await self._progress.finish(a.key.run_id, c.effect_id)
         self._hook("before_settle", tool)
         if isinstance(outcome, ModelFailed) and outcome.code == "rate_limited":
             # The provider is slowing the fleet down, not this call: pause the queue for
@@ -234,6 +249,9 @@ class Pool:
                 await _limits.pause(self.ledger, c.queue, self.clock() + wait)
         if await self._settle(c, outcome_to_json(outcome)):
             self.performed += 1
+            if streamed:  # the settled message is in; its preview is done with
+                with contextlib.suppress(StoreError):
+                    await _progress.forget(self.ledger, c.effect_id)
         else:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)

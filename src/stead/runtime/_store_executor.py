@@ -28,6 +28,7 @@ from stead.core.effects import (
     Assignment,
     AssignmentKey,
     Cancelled,
+    ModelBody,
     ModelFailed,
     ModelSucceeded,
     Outcome,
@@ -39,9 +40,11 @@ from stead.core.effects import (
 )
 from stead.core.ledger import Attachment, attachment_of
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
+from stead.core.progress import ProgressSink
 from stead.errors import StoreError
 from stead.providers import ModelResponse
 from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime._far_progress import Follower, far_sink
 from stead.store._ledger import Ledger, ledger_for
 
 # -- outcomes on the wire ----------------------------------------------------------------------
@@ -152,7 +155,11 @@ class StoreExecutor:
         wait_round: float = 5.0,
         ledger: Ledger | None = None,
         crash: CrashHook = _crash.point,
+        progress: ProgressSink | None = None,
     ) -> None:
+        """``progress``: where a model call's deltas from its executor go (the owner's
+        window: ``runtime._far_progress``)."""
+        self._progress = progress
         self.ledger = ledger if ledger is not None else ledger_for(store)
         self._crash = crash
         self._owns_ledger = ledger is None
@@ -182,7 +189,22 @@ class StoreExecutor:
         self._crash("after_dispatch", body.tool_name if isinstance(body, ToolBody) else None)
         # The run loop tells a running effect to stop with ``cancel`` (after its grace):
         # that writes cancel_requested, and the executor's copy of the signal fires.
-        return await self.outcome(assignment.key)
+        following = self._follow(assignment)
+        try:
+            return await self.outcome(assignment.key)
+        finally:
+            if following is not None:
+                following.cancel()
+
+    def _follow(self, a: Assignment) -> asyncio.Future[None] | None:
+        """A model call's deltas from its executor, fed to a new generation of the owner's
+        window while it runs (none without a window, or for a tool)."""
+        body = a.body
+        if self._progress is None or not isinstance(body, ModelBody):
+            return None
+        turn = body.request.get("turn_index")
+        sink, holes = far_sink(self._progress, a.key.run_id, turn if isinstance(turn, int) else -1)
+        return asyncio.ensure_future(Follower(self.ledger, a.key.effect_id, sink, holes).run())
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
         """Wait for the key to settle and read how (a plain read once it has)."""
@@ -373,7 +395,11 @@ def routed(
     if ledger is None:
         ledger = ledgers[id(store)] = ledger_for(store)
     remote = StoreExecutor(
-        store, queue_of=lambda a: _queue(a, queues, model_queue), ledger=ledger, crash=crash
+        store,
+        queue_of=lambda a: _queue(a, queues, model_queue),
+        ledger=ledger,
+        crash=crash,
+        progress=local._progress,
     )
     return RoutingExecutor(local, remote, queues, model_queue=model_queue)
 

@@ -21,6 +21,7 @@ server, so a second read (after a lost answer) gets it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -34,20 +35,27 @@ from stead._signal import AbortSignal
 from stead.core.effects import (
     AssignmentKey,
     Cancelled,
+    ModelBody,
     Outcome,
     assignment_from_json,
     assignment_to_json,
 )
+from stead.core.progress import Cursor, ProgressSink, ProgressWindow
 from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
+from stead.runtime._deps import check_deps
+from stead.runtime._far_progress import far_sink
 from stead.runtime._store_executor import outcome_from_json, outcome_to_json
 from stead.server._security import check_bind, who
 
 # -- the server ----------------------------------------------------------------------------
 
 
-def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
-    """``executor`` over HTTP; ``tokens`` maps each bearer secret to its holder's name."""
+def executor_app(
+    executor: Executor, tokens: Mapping[str, str], progress: ProgressWindow | None = None
+) -> Starlette:
+    """``executor`` over HTTP; ``tokens`` maps each bearer secret to its holder's name;
+    ``progress``: the window its model calls stream into, read at ``.../progress``."""
     settled: dict[str, Outcome] = {}
     signals: dict[str, AbortSignal] = {}
 
@@ -116,6 +124,24 @@ def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
         await executor.cancel(key_of(request), str(reason))
         return Response(status_code=202)
 
+    async def frames(request: Request) -> Response:
+        """A run's streamed text after ``?generation=G&sequence=S`` (progress from afar)."""
+        q = request.query_params
+        try:
+            cursor = Cursor(int(q.get("generation", "0")), int(q.get("sequence", "-1")))
+        except ValueError:
+            return JSONResponse({"error": "generation and sequence are integers"}, 400)
+        if progress is None:
+            return JSONResponse({"frames": [], "reset": False, "gap": False})
+        got = progress.read(request.path_params["run"], cursor)
+        return JSONResponse(
+            {
+                "frames": [[f.generation, f.sequence, f.text] for f in got.frames],
+                "reset": got.reset,
+                "gap": got.gap,
+            }
+        )
+
     one = "/v1/effects/{session}/{run}/{effect}"
     return Starlette(
         routes=[
@@ -124,6 +150,7 @@ def executor_app(executor: Executor, tokens: Mapping[str, str]) -> Starlette:
             Route(one + "/outcome", guarded(outcome), methods=["GET"]),
             Route(one + "/abort", guarded(abort), methods=["POST"]),
             Route(one + "/cancel", guarded(cancel), methods=["POST"]),
+            Route(one + "/progress", guarded(frames), methods=["GET"]),
         ]
     )
 
@@ -146,7 +173,13 @@ class HttpExecutor:
         poll: float = 0.05,
         retries: int = 5,
         client: httpx.AsyncClient | None = None,
+        progress: ProgressSink | None = None,
     ) -> None:
+        """``progress``: where a model call's streamed text goes while it runs far away
+        (the owner's window; read from the far side every 50 ms)."""
+        self._progress = progress
+        self.missed = 0
+        """Frames the far side's window evicted before they were read (holes)."""
         self._client = client or httpx.AsyncClient(
             base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30
         )
@@ -200,10 +233,43 @@ class HttpExecutor:
             await asyncio.sleep(self._poll)
 
     async def run(self, assignment: Any, *, signal: AbortSignal, local: object = None) -> Outcome:
-        """``dispatch`` then ``outcome``."""
+        """``dispatch`` then ``outcome`` (a model call's text streamed meanwhile)."""
         if not await self.dispatch(assignment, signal=signal):
             return Cancelled(reason="the effect was aborted before it started")
-        return await self.outcome(assignment.key)
+        body = assignment.body
+        if self._progress is None or not isinstance(body, ModelBody):
+            return await self.outcome(assignment.key)
+        turn = body.request.get("turn_index")
+        run_id = assignment.key.run_id
+        sink, holes = far_sink(self._progress, run_id, turn if isinstance(turn, int) else -1)
+        following = asyncio.ensure_future(self._follow(assignment.key, sink, holes))
+        try:
+            return await self.outcome(assignment.key)
+        finally:
+            following.cancel()
+
+    async def _follow(
+        self, key: AssignmentKey, sink: Callable[[str], None], holes: Callable[[int], None]
+    ) -> None:
+        """Feed the far window's frames of the call to ``sink`` until cancelled (lossy: a
+        failed read is skipped; frames the far window evicted are ``holes``)."""
+        generation, sequence = 0, -1
+        while True:
+            await asyncio.sleep(0.05)
+            params = {"generation": generation, "sequence": sequence}
+            try:
+                r = await self._client.get(self._path(key) + "/progress", params=params)
+                got = r.json() if r.status_code == 200 else {}
+            except (httpx.HTTPError, ValueError):
+                continue
+            for frame in got.get("frames", ()):
+                lost = frame[1] - (sequence + 1 if frame[0] == generation else 0)
+                if lost > 0:
+                    self.missed += lost
+                    holes(lost)
+                generation, sequence, text = frame
+                with contextlib.suppress(Exception):  # a listener's failure is the window's
+                    sink(text)
 
     async def attach(self, key: AssignmentKey) -> str:
         """What the far executor holds for ``key``."""
@@ -235,10 +301,12 @@ async def serve_executor(
     port: int = 8100,
     ready: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
+    deps: Any = None,
 ) -> None:
     """Serve the agents' models and tools as one in-process executor over HTTP until ``stop``
     is set (for ``stead executor serve``): the process needs no store, only the code. A token
-    is required, always: whoever holds it runs the tools."""
+    is required, always: whoever holds it runs the tools. ``deps``: what its tools read as
+    ``ctx.deps`` (this process's, checked against the agent's ``deps_type``)."""
     import uvicorn
 
     from stead.server._serve import _Server
@@ -250,8 +318,10 @@ async def serve_executor(
     if len(executors) != 1:
         raise UserError("an executor behind HTTP serves one agent's model and tools: name one")
     (agent,) = executors.values()
-    executor = InProcessExecutor(agent.model, agent.registry)
-    app = executor_app(executor, tokens)
+    check_deps(agent, deps)
+    window = ProgressWindow()
+    executor = InProcessExecutor(agent.model, agent.registry, window, deps=deps)
+    app = executor_app(executor, tokens, window)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _Server(config)  # no signal handling of its own: ``stop`` ends it
     task = asyncio.ensure_future(server.serve())

@@ -195,10 +195,13 @@ class Ledger:
         guard: str,
         params: Sequence[Any],
         now: float,
+        *,
+        sync: bool = True,
     ) -> Row | None:
         """One transition: the row's conditional update (``sets`` then ``guard``, with
         ``params`` for both in order) and, when it matched, the event at the position it
-        returned. None when the guard refused it (nothing written)."""
+        returned. None when the guard refused it (nothing written). ``sync`` is the
+        transaction's here; a dialect that says it in the statement reads it."""
         rows = await s.all(
             self._q(
                 f"UPDATE ledger_keys SET {sets}, position = position + 1, updated_at = ? "
@@ -224,11 +227,17 @@ class Ledger:
             await self._work_notice(s, row[3])
         return row
 
-    async def _one_transition(self, change: Change, now: float) -> bool:
+    async def _one_transition(self, change: Change, now: float, *, sync: bool = True) -> bool:
         """``_transition`` alone, in a transaction of its own (PostgreSQL makes it one
-        statement); False when the guard refused it."""
-        async with self._tx() as s:
-            return await self._transition(s, *change, now) is not None
+        statement); False when the guard refused it. ``sync=False`` commits without waiting
+        for the disk (see ``start``)."""
+        async with self._single(sync=sync) as s:
+            row = await self._transition(s, *change, now, sync=sync)
+        return row is not None
+
+    def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
+        """Where a one-transition write runs (PostgreSQL: an autocommitted statement)."""
+        return self._tx(sync=sync)
 
     async def _origin(
         self, s: Session, key: tuple[str, str, str], origin: str, extra: Sequence[Any], now: float
@@ -287,12 +296,17 @@ class Ledger:
             )
         return row is not None and row[0] == "aborted"
 
-    async def start(self, effect_id: str, *, epoch: int, now: float) -> bool:
-        """The holder at ``epoch`` begins the effect; False when it no longer holds it."""
+    async def start(self, effect_id: str, *, epoch: int, now: float, sync: bool = True) -> bool:
+        """The holder at ``epoch`` begins the effect; False when it no longer holds it.
+
+        ``sync=False`` for an effect whose recovery does not depend on it (all but a
+        non_idempotent tool: ``recovery_of`` restarts them claimed or started): a crash that
+        loses the write leaves the key claimed, recovered the same way, and the settle's
+        synced commit makes it durable (one log: a flush covers what came before)."""
         e = LedgerEvent(kind="started", epoch=epoch)
         return await self._one_transition(Change(
             effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
-            (epoch,)), now,
+            (epoch,)), now, sync=sync,
         )  # fmt: skip
 
     async def settle(
@@ -357,7 +371,8 @@ class Ledger:
         if limit < 1 or not queues:
             return []
         out: list[Claimed] = []
-        async with self._tx() as s:
+        # Unsynced on SQLite (``SQLiteStore._writing``): the ``started`` after it syncs it.
+        async with self._tx(sync=False) as s:
             rows: list[Row] = []
             for queue in queues:
                 take = await _limits.room(self, s, queue, now, limit - len(rows))
@@ -511,6 +526,20 @@ class Ledger:
 class SQLiteLedger(Ledger):
     """SQLite: ``BEGIN IMMEDIATE`` (the store's write transaction) holds the one write lock
     from a claim's select to its updates; waiters poll."""
+
+    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
+        """No notices: read the key after 1 ms, then half as late again each time, up to
+        the watcher's interval. Most effects settle within milliseconds; a waiter that only
+        polled at the interval would add all of it to each (a read is a fraction of a ms)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        step = 0.001
+        while step < self.watch.poll_interval and loop.time() + step < deadline:
+            position = await super().wait_changed(effect_id, run_id, after, step)
+            if position > after:
+                return position
+            step *= 1.5
+        return await super().wait_changed(effect_id, run_id, after, deadline - loop.time())
 
 
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import psycopg
 
+from stead.core.ledger import LedgerEvent
 from stead.errors import StoreError
-from stead.store._ledger import _READ, Change, KeyRow, Ledger, _key_row, event_data
+from stead.store._ledger import _READ, Claimed, KeyRow, Ledger, _key_row, event_data
 from stead.store._pglisten import Listener
-from stead.store._sql import Session
+from stead.store._sql import Row, Session
 from stead.store._watch import _until_set
-from stead.store.postgres import PostgresStore, _channel, _Session
+from stead.store.postgres import _LINGER, _UNSYNCED, PostgresStore, _channel, _Session
 
 
 def _channel_sql(key: str) -> str:
@@ -43,6 +45,41 @@ _NOTICES = {
 }
 """What a one-statement transition notifies, by its event's kind (the last parameter is
 the effect id: the settle's payload is ``effect_id:position``, never the outcome)."""
+_CLAIMED_DATA = "'{\"epoch\":' || epoch || ',\"executor\":' || to_json(?::text)::text || '}'"
+"""A claim's event data (``event_data``'s keys and order) with the epoch the update made."""
+_ACCEPT = (
+    "WITH k AS (INSERT INTO ledger_keys (effect_id, run_id, session_id, origin, kind, queue, "
+    "assignment, phase, epoch, position, created_at, updated_at) "
+    "VALUES (%s, %s, %s, 'accepted', %s, %s, %s, 'accepted', 0, 1, %s, %s) "
+    "ON CONFLICT (effect_id) DO NOTHING RETURNING effect_id), "
+    "e AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
+    "SELECT effect_id, 1, 'accepted', '{}', %s FROM k) SELECT "
+)
+"""An acceptance of a new key: its row and first event (``Ledger._origin``), then the notice."""
+_CLAIM_FAST = (
+    "WITH p AS (SELECT k.effect_id FROM ledger_keys k WHERE k.phase = 'accepted' "
+    "AND k.cancel = 0 AND k.queue = ANY(%(queues)s) AND NOT EXISTS "
+    "(SELECT 1 FROM queue_limits q WHERE q.queue = k.queue) "
+    "ORDER BY k.updated_at LIMIT %(limit)s FOR UPDATE OF k SKIP LOCKED), "
+    "u AS (UPDATE ledger_keys k SET phase = 'claimed', epoch = k.epoch + 1, "
+    "executor = %(executor)s, position = k.position + 1, updated_at = %(now)s FROM p "
+    "WHERE k.effect_id = p.effect_id AND k.phase = 'accepted' "
+    "RETURNING k.effect_id, k.position, k.epoch, k.assignment, k.queue), "
+    "i AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
+    "SELECT effect_id, position, 'claimed', "
+    + _CLAIMED_DATA.replace("?", "%(executor)s")
+    + ", %(now)s FROM u) "
+    "SELECT effect_id, epoch, assignment, queue FROM u "
+    "UNION ALL SELECT NULL, NULL, NULL, NULL WHERE "
+    "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
+    "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
+    "AND k.phase IN ('accepted', 'claimed', 'started') AND CASE WHEN k.phase = 'accepted' "
+    "THEN k.cancel = 1 ELSE NOT EXISTS (SELECT 1 FROM executors x WHERE "
+    "x.executor_id = k.executor AND x.lease_expires_at > %(now)s) END)"
+)
+"""A claim's common case in one statement: accepted keys of queues without a limit, and a
+last row of NULLs when something needs ``Ledger.claim``'s general path (a queue with a limit
+or a pause, an orphaned key, a cancelled one)."""
 
 
 class PostgresLedger(Ledger):
@@ -73,41 +110,95 @@ class PostgresLedger(Ledger):
     def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._tx_cm()
 
-    async def _one_transition(self, change: Change, now: float) -> bool:
-        """One autocommitted statement, one round trip: the row's conditional update, the
-        event at the position it returned, and the notice (a settle's on the run's effects
-        channel, a release's on its queue's), each only when the update matched. The
-        channel is ``postgres._channel`` computed in SQL from the row's run or queue."""
-        effect_id, event, sets, guard, params = change
+    async def _transition(
+        self,
+        s: Session,
+        effect_id: str,
+        event: LedgerEvent,
+        sets: str,
+        guard: str,
+        params: Sequence[Any],
+        now: float,
+        *,
+        sync: bool = True,
+    ) -> Row | None:
+        """One round trip: the row's conditional update, the event at the position it
+        returned (a claim's data carries the epoch the update made), and the notice (a
+        settle's on the run's effects channel, a release's on its queue's), each only when
+        the update matched. The channel is ``postgres._channel`` computed in SQL from the
+        row's run or queue."""
         notice = _NOTICES.get(event.kind, "")
         n = sets.count("?")
-        args: list[Any] = [*params[:n], now, effect_id, *params[n:]]
-        args += [effect_id, event.kind, event_data(event), now]
+        args: list[Any] = [*params[:n], now, effect_id, *params[n:], effect_id, event.kind]
+        if event.kind == "claimed":
+            data = _CLAIMED_DATA
+            args += [event.executor or ""]
+        else:
+            data = "?"
+            args += [event_data(event)]
+        args.append(now)
         if notice:
             args += [self._pg._schema, effect_id]
+        unsynced = "" if sync else f", {_UNSYNCED}"
         statement = self._q(
             f"WITH u AS (UPDATE ledger_keys SET {sets}, position = position + 1, "
             f"updated_at = ? WHERE effect_id = ? AND {guard} "
-            "RETURNING position, run_id, queue), "
+            "RETURNING position, run_id, epoch, queue), "
             "i AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
-            f"SELECT ?, position, ?, ?, ? FROM u) SELECT position{notice} FROM u"
+            f"SELECT ?, position, ?, {data}, ? FROM u) "
+            f"SELECT position, run_id, epoch, queue{notice}{unsynced} FROM u"
         )
-        async with self._pg._conn() as conn:
-            cur = await conn.execute(statement, args)
-            return await cur.fetchone() is not None
+        return await s.one(statement, args)
 
-    async def _settled_notice(self, s: Session, run_id: str, effect_id: str, pos: int) -> None:
-        await s.one(
-            "SELECT pg_notify(%s, %s)", (self._channel(f"effects:{run_id}"), f"{effect_id}:{pos}")
-        )
+    def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
+        return self._pg._session()  # the statement says whether it waits for the flush
 
-    async def _work_notice(self, s: Session, queue: str | None) -> None:
+    async def accept(
+        self,
+        key: tuple[str, str, str],
+        *,
+        kind: str,
+        queue: str | None,
+        assignment: dict[str, Any],
+        now: float,
+    ) -> bool:
+        """``Ledger.accept`` in one autocommitted statement on the fast path (the key is
+        new: its row, its first event and the queue's notice); a key that existed already
+        is read back to tell accepted from aborted."""
+        effect_id, run_id, session_id = key
+        text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
+        notice = "pg_notify(%s, '')" if queue is not None else "1"
+        args: list[Any] = [effect_id, run_id, session_id, kind, queue, text, now, now, now]
         if queue is not None:
-            await s.one("SELECT pg_notify(%s, '')", (self._channel(f"queue:{queue}"),))
+            args.append(self._channel(f"queue:{queue}"))
+        async with self._pg._session() as s:
+            if await s.one(_ACCEPT + notice + " FROM k", args) is not None:
+                return True
+            row = await s.one("SELECT origin FROM ledger_keys WHERE effect_id = %s", (effect_id,))
+        return row is not None and row[0] == "accepted"
+
+    async def claim(
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+    ) -> list[Claimed]:
+        """``Ledger.claim``: its common case in one round trip (``_CLAIM_FAST``); the general
+        path (several statements in a transaction) only when that says it is needed."""
+        if limit < 1 or not queues:
+            return []
+        args = {"queues": list(queues), "limit": limit, "executor": executor, "now": now}
+        async with self._pg._conn() as conn:
+            rows = await (await conn.execute(_CLAIM_FAST, args)).fetchall()
+        out = [Claimed(r[0], int(r[1]), json.loads(r[2]), False, r[3]) for r in rows if r[0]]
+        if len(out) < len(rows) and len(out) < limit:
+            out += await super().claim(executor, queues, limit=limit - len(out), now=now)
+        return out
 
     def _on_watch(self, effect_id: str) -> None:
         channel = self._channel(f"effects:{self._run_of[effect_id]}")
         self._watched.setdefault(channel, set()).add(effect_id)
+        if self.listener.listening(channel):
+            # Another key of the run is (or was just) waited on: its channel is heard, so
+            # this key's first read plus the notices after it are the truth.
+            self.watch.heard((effect_id,))
         self.listener.want(channel)
 
     def _on_unwatch(self, effect_id: str) -> None:
@@ -119,6 +210,12 @@ class PostgresLedger(Ledger):
         keys.discard(effect_id)
         self.watch.forget(effect_id)
         if not keys:
+            # A run's effects come one after another: keep its channel a while rather than
+            # UNLISTEN and LISTEN again for the next key.
+            asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, channel)
+
+    def _drop_if_unwatched(self, channel: str) -> None:
+        if not self._watched.get(channel):
             self._watched.pop(channel, None)
             self.listener.drop(channel)
 

@@ -46,6 +46,13 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.connected = False
         """Whether the connection is up and listening to what was wanted last time."""
+        self._have: set[str] = set()
+        """The channels the connection has LISTENed to (while ``connected``)."""
+
+    def listening(self, channel: str) -> bool:
+        """Whether ``channel`` is heard now and stays so: a notice on it from here on is
+        delivered (until a reconnect, which ``on_listening(None)`` tells)."""
+        return self.connected and channel in self._have and channel in self._want
 
     def want(self, channel: str) -> None:
         """Listen to ``channel`` (soon; ``on_listening`` says when)."""
@@ -98,7 +105,7 @@ class Listener:
             delay = min(delay * 2, 5.0)
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        have: set[str] = set()
+        have = self._have = set()
         first = True
         while True:
             self._poke.clear()  # a change from here on pokes the drain below at once
@@ -108,7 +115,7 @@ class Listener:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             for channel in sorted(have - want):
                 await conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(channel)))
-            have = want
+            have = self._have = want
             self.connected = True
             if first:
                 self._on_listening(None)

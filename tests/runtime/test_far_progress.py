@@ -1,0 +1,102 @@
+"""Progress from afar (issue 11 part 6): a model call performed by an executor pool streams
+its provisional text back to the run's owner, to ``Runtime(on_progress=...)``, in order, in
+a generation the owner opened; only the final message is recorded; the executor's frames are
+deleted once the call settled. On both stores (the pool a task of this loop on its own
+store connection, as in test_store_executor.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _streamer import CHUNKS, Streamer
+
+import stead
+from stead.runtime import Pool
+from stead.store import _progress
+
+pytestmark = pytest.mark.timeout(90)
+
+QUEUE = "model-stream"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+async def test_a_pooled_model_call_streams_to_the_owners_on_progress(url: str) -> None:
+    model = Streamer()
+    agent = stead.Agent("far-streamer", model, model_queue=QUEUE)  # type: ignore[arg-type]
+    frames: list[Any] = []
+
+    def listen(frame: Any) -> None:
+        frames.append(frame)
+        if "".join(f.text for f in frames) == "".join(CHUNKS):
+            model.seen.set()
+
+    pool = Pool(url, [agent], queues=[QUEUE], poll_interval=0.02, lease_ttl=30)
+    serving = asyncio.ensure_future(pool.run())
+    try:
+        for _ in range(600):
+            if await pool.ledger.serves(QUEUE, now=time.time()):
+                break
+            await asyncio.sleep(0.02)
+        async with stead.Runtime(url, agents=[agent], on_progress=listen) as rt:
+            await rt.start(agent, "go", run_id="r-far")
+            view = await rt.run("r-far")
+            events = [e.event for e in await rt.events("r-far")]
+        assert view.status == stead.RunStatus.COMPLETED, events
+        assert view.output == "Hello world"
+        assert model.seen.is_set()
+        assert "".join(f.text for f in frames) == "Hello world"
+        assert {(f.run_id, f.generation) for f in frames} == {("r-far", 1)}
+        assert [f.sequence for f in frames] == list(range(len(frames)))
+        [effect_id] = await pool.ledger.keys("r-far")
+        assert await _progress.frames(pool.ledger, effect_id, -1) == []  # deleted at settle
+    finally:
+        pool.stop()
+        pool.stop()
+        await serving
+        await pool.close()
+
+
+async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
+    tmp_path: Path,
+) -> None:
+    """The executor's frames 1 and 2 never reached the store: the owner's subscriber sees
+    sequence 0 then 3 (a gap, as for an eviction), and the follower counts them."""
+    from stead.core.progress import Cursor, ProgressWindow
+    from stead.runtime._far_progress import Follower, far_sink
+    from stead.store import open_store
+    from stead.store._ledger import ledger_for
+
+    store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    ledger = ledger_for(store)
+    seen: list[Any] = []
+    window = ProgressWindow(listeners=[seen.append])
+    try:
+        await _progress.publish(ledger, "m1", 0, ["a"], now=0.0)
+        await _progress.publish(ledger, "m1", 3, ["d"], now=0.0)
+        sink, holes = far_sink(window, "r1", 0)
+        follower = Follower(ledger, "m1", sink, holes)
+        following = asyncio.ensure_future(follower.run())
+        for _ in range(500):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        assert [(f.sequence, f.text) for f in seen] == [(0, "a"), (3, "d")]
+        assert follower.missed == 2
+        assert window.read("r1", Cursor(1, 0)).gap
+    finally:
+        await ledger.close()
+        await store.close()

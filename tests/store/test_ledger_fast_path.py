@@ -1,0 +1,165 @@
+"""The ledger's fast path (what a pool adds per call, bench/pool_latency.py) keeps its rules.
+
+- PostgreSQL: the acceptance, the claim (a new fencing epoch) and the settle wait for the
+  WAL flush; ``started`` skips it except for a non_idempotent tool, whose recovery alone it
+  changes. Seen as in test_pg_unsynced.py: a deferred constraint trigger notes the
+  ``synchronous_commit`` each committed write of ``ledger_keys`` saw.
+- PostgreSQL: the one-statement claim hands out accepted keys, and still takes the general
+  path for an orphaned key (its holder's lease lapsed) and for a queue with a limit.
+- PostgreSQL: a run's effects channel stays heard between its effects (no UNLISTEN and
+  LISTEN per call).
+- SQLite: a waiter sees a settle long before the watcher's poll interval comes round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import psycopg
+import pytest
+from test_ledger_store import T0, key, tool_assignment
+from test_pg_unsynced import synced_by_default
+
+from stead.store import _limits, open_store
+from stead.store._ledger import ledger_for
+from stead.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.timeout(60)
+
+NOTE_COMMITS = """
+CREATE TABLE ledger_notes (id bigserial PRIMARY KEY, effect_id text NOT NULL,
+    phase text NOT NULL, setting text NOT NULL);
+CREATE FUNCTION note_ledger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ledger_notes (effect_id, phase, setting)
+    VALUES (NEW.effect_id, NEW.phase, current_setting('synchronous_commit'));
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER note_ledger AFTER INSERT OR UPDATE ON ledger_keys
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note_ledger();
+"""
+
+
+def _take(conn: psycopg.Connection[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    rows = conn.execute("DELETE FROM ledger_notes RETURNING id, effect_id, phase, setting")
+    return [tuple(r[1:]) for r in sorted(rows.fetchall())]
+
+
+async def test_postgres_only_a_safe_start_skips_the_flush(pg_url: str) -> None:
+    url = synced_by_default(pg_url)
+    store = PostgresStore(url)
+    led = ledger_for(store)
+    try:
+        with psycopg.connect(url, autocommit=True) as notes:
+            notes.execute(NOTE_COMMITS.encode())
+            for e, cls in (("e1", "read_only"), ("e2", "non_idempotent")):
+                a = tool_assignment(e, cls)
+                assert await led.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
+            await led.heartbeat("x1", ["q"], ttl=30, now=T0)
+            claims = await led.claim("x1", ["q"], limit=5, now=T0)
+            assert sorted(c.effect_id for c in claims) == ["e1", "e2"]
+            assert {c.epoch for c in claims} == {1}
+            assert _take(notes) == [
+                ("e1", "accepted", "on"), ("e2", "accepted", "on"),
+                *sorted([("e1", "claimed", "on"), ("e2", "claimed", "on")]),
+            ]  # fmt: skip
+            assert await led.start("e1", epoch=1, now=T0, sync=False)
+            assert await led.start("e2", epoch=1, now=T0, sync=True)
+            assert _take(notes) == [("e1", "started", "off"), ("e2", "started", "on")]
+            assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0)
+            assert _take(notes) == [("e1", "settled", "on")]
+        # The claim's event, written in SQL, reads back as any other.
+        history = await led.history("e1")
+        assert [(h.kind, h.executor, h.epoch) for h in history[:2]] == [
+            ("accepted", None, 0),
+            ("claimed", "x1", 1),
+        ]
+    finally:
+        await led.close()
+        await store.close()
+
+
+async def test_postgres_claim_takes_orphans_and_limited_queues_by_the_general_path(
+    pg_url: str,
+) -> None:
+    store = open_store(pg_url)
+    led = ledger_for(store)
+    try:
+        for e in ("o1", "f1"):
+            a = tool_assignment(e)
+            assert await led.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
+        await led.heartbeat("dead", ["q"], ttl=1, now=T0)
+        [first, second] = await led.claim("dead", ["q"], limit=2, now=T0)
+        assert await led.start(first.effect_id, epoch=1, now=T0)
+        # "dead"'s lease lapses: another executor takes both over (restarted, claimed).
+        await led.heartbeat("x2", ["q"], ttl=30, now=T0 + 5)
+        taken = await led.claim("x2", ["q"], limit=5, now=T0 + 5)
+        assert sorted((c.effect_id, c.epoch, c.restarted) for c in taken) == sorted(
+            [(first.effect_id, 3, True), (second.effect_id, 3, True)]
+        )
+        # A queue with a limit: at most that many held, whatever the claim asks.
+        for e in ("l1", "l2", "l3"):
+            a = tool_assignment(e)
+            assert await led.accept(key(e), kind="tool", queue="lim", assignment=a, now=T0)
+        await _limits.set_limit(led, "lim", 2)
+        await led.heartbeat("x3", ["lim"], ttl=30, now=T0 + 5)
+        assert len(await led.claim("x3", ["lim"], limit=5, now=T0 + 5)) == 2
+        assert await led.claim("x3", ["lim"], limit=5, now=T0 + 5) == []
+    finally:
+        await led.close()
+        await store.close()
+
+
+async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: str) -> None:
+    store = open_store(pg_url)
+    owner, pool = ledger_for(store), ledger_for(store)
+    try:
+        channel = owner._channel("effects:r1")  # type: ignore[attr-defined]
+        for n, e in enumerate(("e1", "e2")):
+            a = tool_assignment(e)
+            assert await owner.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
+            await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
+            [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
+            waiting = asyncio.ensure_future(owner.wait_changed(e, "r1", 2, 20))
+            if n == 0:  # the first key of the run: its channel is LISTENed to
+                for _ in range(1000):
+                    if owner.listener.listening(channel):
+                        break
+                    await asyncio.sleep(0.01)
+            else:  # the second is heard from its first read: no LISTEN to wait for
+                await asyncio.sleep(0)
+                assert e in owner.watch._heard
+            assert await pool.settle(e, epoch=c.epoch, outcome={"kind": "x"}, now=T0)
+            assert await asyncio.wait_for(waiting, 15) == 3
+            assert owner.listener.listening(channel)  # kept for the run's next effect
+    finally:
+        await owner.close()
+        await pool.close()
+        await store.close()
+
+
+async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    owner_store, pool_store = open_store(url), open_store(url)
+    owner = ledger_for(owner_store, poll_interval=30.0)  # the watcher alone: 30 s
+    pool = ledger_for(pool_store)
+    try:
+        a = tool_assignment("e1")
+        assert await owner.accept(key("e1"), kind="tool", queue="q", assignment=a, now=T0)
+        await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
+        [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
+        waiting = asyncio.ensure_future(owner.wait_changed("e1", "r1", 2, 25))
+
+        async def settle_soon() -> None:
+            await asyncio.sleep(0.05)
+            assert await pool.settle("e1", epoch=c.epoch, outcome={"kind": "x"}, now=T0)
+
+        await settle_soon()
+        # Well before the 30 s poll (and the 25 s round): the waiter read the key itself.
+        assert await asyncio.wait_for(waiting, 10) == 3
+    finally:
+        await owner.close()
+        await pool.close()
+        await owner_store.close()
+        await pool_store.close()
