@@ -92,6 +92,7 @@ class PostgresStore(_sql.SQLStore):
 
     dialect = "postgres"
     PARAM = "%s"
+    BYTES_DATA = True
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
@@ -489,7 +490,7 @@ _APPEND_HEAD = (
     " INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, created_at)"
     " SELECT %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id, u.data, %(now)s"
     " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(versions)s::int[],"
-    " %(turns)s::int[], %(calls)s::text[], %(datas)s::text[])"
+    " %(turns)s::int[], %(calls)s::text[], %(datas)s::bytea[])"
     " AS u(seq, kind, version, turn_index, tool_call_id, data)"
     " WHERE EXISTS (SELECT 1 FROM upd))"
 )
