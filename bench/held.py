@@ -32,7 +32,7 @@ from throughput import fresh_url, memory, postgres
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = []
     with tempfile.TemporaryDirectory(prefix="stead-held-") as d, postgres() as pg:
-        for backend in ("sqlite", "postgres"):
+        for backend in args.stores:
             m = await memory(fresh_url(backend, pg, Path(d)), args.runs, Path(d))
             m["backend"] = backend
             out.append(m)
@@ -49,6 +49,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000, help="runs held at once")
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument(
+        "--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"]
+    )
     args = parser.parse_args()
     result = asyncio.run(main(args))
     if args.json:

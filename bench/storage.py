@@ -31,22 +31,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import random
 import sqlite3
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import stead
 from stead.core.messages import message_to_json
 from stead.store.sqlite import SQLiteStore
-from stead.testing import Reply, ScriptedModel, temporary_postgres
+from stead.testing import Reply, ScriptedModel
+from throughput import postgres  # the same throwaway server (or $STEAD_BENCH_POSTGRES_URL)
 
 RESULT_BYTES = 1000
 WORDS = [
@@ -143,16 +141,6 @@ async def sqlite_case(turns: int, tmp: Path) -> dict[str, Any]:
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    url = os.environ.get("STEAD_BENCH_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    with temporary_postgres(durable=True) as url:
-        yield url
 
 
 RELATIONS = (
