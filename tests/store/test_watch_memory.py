@@ -44,3 +44,27 @@ async def test_a_waiter_is_a_future_not_an_event_and_a_task() -> None:
     await asyncio.gather(*calls, return_exceptions=True)
     await watcher.close()
     assert each < 2500, each
+
+
+async def test_a_run_watched_in_rounds_has_one_pending_unlisten(pg_url: str) -> None:
+    """An owner's cancel watcher waits in short rounds; PostgreSQL keeps a run's channel
+    listened to for 5 s after each round, and used to schedule a timer per round: with the
+    runtime's 0.2 s watch interval, 25 alive per held run. One pending look per run now."""
+    from _backends import postgres_backend
+    from _builders import seeded
+
+    from stead.store.postgres import PostgresStore
+
+    async with postgres_backend(pg_url) as b:
+        store = b.open()
+        assert isinstance(store, PostgresStore)
+        run = await seeded(store, "run-1")
+        for _ in range(20):
+            assert await store.wait_changed("run-1", run.written, 0.01) == run.written
+        loop = asyncio.get_running_loop()
+        pending = [
+            h
+            for h in loop._scheduled  # type: ignore[attr-defined]
+            if getattr(h, "_callback", None) == store._drop_if_unwatched and not h.cancelled()
+        ]
+        assert len(pending) == 1, len(pending)
