@@ -18,9 +18,12 @@ class AbortSignal:
     __slots__ = ("_aborted", "_callbacks", "_event", "_lock", "_reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._event: threading.Event | None = None
+        """Made by the first ``wait_sync`` only: a run holds one signal for its whole drive,
+        and a ``threading.Event`` (a condition, its lock and a waiter list) is about 1 KiB
+        that a run which never has a thread wait on it (most) would carry for nothing."""
         self._aborted = False
-        """The event's flag, read without a call: ``aborted`` is asked several times a step."""
+        """The flag, read without a call: ``aborted`` is asked several times a step."""
         self._lock = threading.Lock()
         self._reason = ""
         self._callbacks: list[Callable[[str], object]] = []
@@ -38,11 +41,12 @@ class AbortSignal:
     def abort(self, reason: str = "aborted") -> None:
         """Set the signal and run the callbacks (once; later calls are no-ops)."""
         with self._lock:
-            if self._event.is_set():
+            if self._aborted:
                 return
             self._reason = reason
             self._aborted = True
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
             cb(reason)
@@ -50,7 +54,7 @@ class AbortSignal:
     def add_callback(self, cb: Callable[[str], object]) -> None:
         """Call ``cb(reason)`` on abort (at once if already aborted)."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._aborted:
                 self._callbacks.append(cb)
                 return
         cb(self._reason)
@@ -63,7 +67,13 @@ class AbortSignal:
 
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block a thread until aborted or ``timeout``; True if aborted."""
-        return self._event.wait(timeout)
+        with self._lock:  # made and set under the lock: an abort is never missed
+            if self._aborted:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     async def wait(self) -> str:
         """Wait (async) until aborted; returns the reason."""

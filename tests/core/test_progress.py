@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,3 +124,21 @@ def test_frames_lost_far_away_are_skipped_so_the_gap_shows() -> None:
     emit("d")
     got = w.read("r", Cursor(1, 0))
     assert [(f.sequence, f.text) for f in got.frames] == [(3, "d")] and got.gap
+
+
+def test_a_window_holds_no_frame_store_before_its_first_frame() -> None:
+    """Every model turn of every held run opens a window (issue 15: memory per waiting run);
+    a run waiting on a model that has streamed nothing yet holds no deque of frames (an
+    empty one is a block of 64 slots). Measured 1,325 bytes a window before, 573 after."""
+    window = ProgressWindow(max_runs=2000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        sinks = [window.begin(f"run-{i:04d}", 0) for i in range(1000)]
+        each = (tracemalloc.get_traced_memory()[0] - before) / len(sinks)
+    finally:
+        tracemalloc.stop()
+    assert each < 900, each
+    sinks[0]("Hel")
+    sinks[0]("lo")
+    assert text_of(window.read("run-0000").frames) == "Hello"

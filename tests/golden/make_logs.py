@@ -266,9 +266,17 @@ def _every_kind() -> dict[str, Any]:
     rows, fields = [], []
     for seq, event in enumerate(every_kind(), start=1):
         kind, version, _turn, _call, data = event_row(event)
-        rows.append([seq, kind, version, data])
+        rows.append([seq, kind, version, _text(data)])
         fields.append(plain(event))
     return {"rows": rows, "snapshot": None, "fields": fields}
+
+
+def _text(data: str | bytes) -> str:
+    """A row's JSON text (a large row is stored compressed since migration 0005)."""
+    from stead.store._base import unpack_data
+
+    data = unpack_data(data)
+    return data.decode("utf-8") if isinstance(data, bytes) else data
 
 
 def _rows(path: Path, rid: str) -> dict[str, Any]:
@@ -282,7 +290,7 @@ def _rows(path: Path, rid: str) -> dict[str, Any]:
     db.close()
     from stead.store._sql import unpack
 
-    out: dict[str, Any] = {"rows": [list(r) for r in rows], "snapshot": None}
+    out: dict[str, Any] = {"rows": [[*r[:3], _text(r[3])] for r in rows], "snapshot": None}
     if snap is not None:
         out["snapshot"] = {
             "seq": snap[0],

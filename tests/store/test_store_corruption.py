@@ -33,6 +33,8 @@ def _data(backend: Backend) -> dict:
 
 
 def _set(backend: Backend, column: str, value: object) -> None:
+    if column == "data" and isinstance(value, str) and backend.name == "postgres":
+        value = value.encode()  # a bytea column (migration 0007): bytes, not bytea's escapes
     backend.sql(f"UPDATE events SET {column} = ? WHERE run_id = ? AND seq = ?", value, RUN, SEQ)
 
 
@@ -63,6 +65,7 @@ CORRUPTIONS: dict[str, Callable[[Backend], None]] = {
     "mistyped_field": _mistyped,
     "unknown_field": _unknown_field,
     "malformed_nested_message": _bad_tool_calls,
+    "damaged_compressed": lambda b: _set(b, "data", zlib.compress(b'{"turn_index": 0}')[:-2]),
     "unknown_kind": lambda b: _set(b, "kind", "turn_exploded"),
     "newer_version": lambda b: _set(b, "version", 99),
 }

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from _builders import T0, fold_log
+from _builders import T0, RunBuilder, fold_log
 
 from stead.core.events import TurnStarted
 from stead.runtime import RunSession
@@ -176,3 +176,94 @@ def test_a_dialect_mark_that_names_no_dialect_is_refused() -> None:
     assert render("a {BIGINT}{WITHOUT_ROWID};\n@postgres\n@sqlite b\n", "postgres") == (
         "a BIGINT;\n\n"
     )
+
+
+# -- a store written by the code before migration 0007 -----------------------------------
+#
+# ``fixtures/*-5503f36.*`` hold the same three runs as written by main at 5503f36: SQLite's
+# events in 0001's WITHOUT ROWID table, PostgreSQL's event data as text, snapshots with their
+# checksum. Migration 0007 moves the rows (a rowid table; bytes); everything reads back as
+# written, the checksummed snapshots are still relied on, and the store writes on, a large
+# row compressed beside the old ones.
+
+TODAY = "5503f36"
+EXPECTED_TODAY: dict[str, Any] = json.loads((FIXTURES / f"expected-{TODAY}.json").read_text())
+
+
+async def _migrated_loads_as_written(store: Store) -> None:
+    assert {r.run_id for r in await store.list_runs()} == set(EXPECTED_TODAY)
+    for run_id, want in EXPECTED_TODAY.items():
+        loaded = await store.load(run_id)
+        assert (loaded.record.last_seq, loaded.record.status) == (want["last_seq"], want["status"])
+        assert (loaded.snapshot_seq, loaded.snapshot) == (want["snapshot_seq"], want["snapshot"])
+        log = [s.event for s in await store.read_events(run_id)]
+        assert len(log) == want["last_seq"]
+        state, _ = await RunSession.load_state(store, run_id)
+        assert state.to_json() == fold_log(log).to_json()
+        assert await RunSession.verify(store, run_id) == want["last_seq"]
+    # The store writes on: a result of 4 KB (stored compressed) after the migrated rows.
+    b = RunBuilder("after-0007")
+    await b.create(store, now=T0 + 10)
+    b.start()
+    b.tool_turn(result_size=4000)
+    await b.flush(store, now=T0 + 11)
+    assert [s.event for s in await store.read_events("after-0007")] == b.log
+
+
+async def test_a_sqlite_file_written_before_0007_migrates_and_loads(tmp_path: Path) -> None:
+    copy = tmp_path / "old.db"
+    shutil.copy(FIXTURES / f"sqlite-{TODAY}.db", copy)
+    store = SQLiteStore(copy)
+    try:
+        await _migrated_loads_as_written(store)
+    finally:
+        await store.close()
+    db = sqlite3.connect(copy)
+    try:
+        (table,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = 'events'").fetchone()
+        kinds = db.execute(
+            "SELECT typeof(data), count(*) FROM events WHERE run_id = 'after-0007' GROUP BY 1"
+        ).fetchall()
+    finally:
+        db.close()
+    assert "WITHOUT ROWID" not in table  # rows of a few KB stay on their page
+    assert dict(kinds)["blob"] == 1  # the large result, compressed; the rest is text
+
+
+async def test_a_postgres_schema_written_before_0007_migrates_and_loads(pg_url: str) -> None:
+    dump = json.loads((FIXTURES / f"postgres-{TODAY}.json").read_text())
+    _restore(pg_url, dump)
+    assert dump["expected"] == EXPECTED_TODAY
+    store = PostgresStore(pg_url)
+    try:
+        await _migrated_loads_as_written(store)
+    finally:
+        await store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'events' "
+            "AND column_name = 'data' AND table_schema = current_schema()"
+        ).fetchone()
+        big = conn.execute(
+            "SELECT count(*) FROM events WHERE run_id = 'after-0007' AND get_byte(data, 0) = 120"
+        ).fetchone()
+    assert row == ("bytea",)
+    assert big == (1,)  # 'x': the zlib stream of the large result
+
+
+def _restore(pg_url: str, dump: dict[str, Any]) -> None:
+    """A schema as ``make_old_stores.py`` dumped it: its migrations, then its rows (bytes
+    were dumped as ``{"bytes": hex}``)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+        )
+        for sql in dump["migrations"].values():
+            for statement in statements(sql):
+                conn.execute(statement.encode())
+        for table, content in dump["tables"].items():
+            columns = ", ".join(content["columns"])
+            marks = ", ".join(["%s"] * len(content["columns"]))
+            for row in content["rows"]:
+                values = [bytes.fromhex(v["bytes"]) if isinstance(v, dict) else v for v in row]
+                conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})".encode(), values)

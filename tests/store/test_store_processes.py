@@ -4,8 +4,10 @@ the middle of a commit. No threads standing in for processes, no mocks."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import random
 import signal
 import sqlite3
 import sys
@@ -207,15 +209,18 @@ async def test_sigkill_inside_the_result_commit_leaves_no_trace(
     """The child dies at ``before_result_commit`` (the store's ``before_commit`` hook, which
     every append calls): on SQLite its rows are inserted, the transaction is open, COMMIT
     never runs; on PostgreSQL the one autocommitted statement that is the write and its commit
-    is never sent. "spilled" makes the batch big enough (~3 MB) that SQLite writes uncommitted
-    pages into the WAL before the kill; they must be ignored all the same."""
+    is never sent. "spilled" makes the batch big enough (~3 MB as stored) that SQLite writes
+    uncommitted pages into the WAL before the kill; they must be ignored all the same."""
     b = RunBuilder("run-1")
     await b.create(store)
     epoch = await store.claim("run-1", owner="doomed", now=T0, ttl=60)
     b.start(owner="doomed", epoch=epoch)
     b.tool_turn(calls=2, results=False)
     before = await b.flush(store, epoch=epoch)
-    content = "x" * (1_500_000 if size == "spilled" else 300)
+    # Text that does not compress: a large row is stored compressed (_base.pack_data), and a
+    # run of "x" would shrink to a few KB and never reach the WAL uncommitted.
+    noise = base64.b64encode(random.Random(0).randbytes(1_500_000)).decode()
+    content = noise if size == "spilled" else "x" * 300
     batch = b.add(
         result(0, "call_0_0", content=content),
         result(0, "call_0_1", content=content),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -215,8 +216,9 @@ _ROW_ENCODER = compact_encoder(sort_keys=False)
 
 def event_row(
     event: Event, refusal: type[InvalidEvent] = InvalidEvent
-) -> tuple[str, int, int | None, str | None, str]:
-    """(kind, version, turn_index, tool_call_id, data) for an insert.
+) -> tuple[str, int, int | None, str | None, str | bytes]:
+    """(kind, version, turn_index, tool_call_id, data) for an insert: data is the event's
+    JSON text, or for a large row its compressed bytes (``pack_data``).
 
     Every row is checked first by the rules ``decode`` reads it back with (``problem``), and
     its text for what UTF-8 cannot encode: what the store accepts, it can read back. A
@@ -243,11 +245,39 @@ def event_row(
         version,
         turn if isinstance(turn, int) else None,
         call if isinstance(call, str) else None,
-        text,
+        text if len(text) < PACK_AT else pack_data(text),
     )
 
 
-def created_row(event: Any) -> tuple[str, int, int | None, str | None, str]:
+PACK_AT = 512
+"""Event data of this many characters or more is stored compressed (``pack_data``). Below
+it a row is small beside its page and its index entries, and zlib's setup would cost more
+than the bytes it saves; the rows of a tool turn with short arguments and results are all
+below it, so the common append never compresses."""
+
+
+def pack_data(text: str) -> str | bytes:
+    """A large row's data as stored: the zlib stream (level 1) of its UTF-8 text, unless that
+    saves less than a tenth (text that does not compress is kept as text).
+
+    JSON tool results, documents and long replies compress to a third or half, which keeps a
+    run's rows near the size of its content on both stores (PostgreSQL compresses a value
+    itself only when its row passes ~2 KB). The reader tells the two apart by the first
+    byte: event data is a JSON object, ``{``; a zlib stream starts with ``x`` (0x78), and its
+    Adler-32 checksum makes damage a ``CorruptEvent``, not a different event."""
+    raw = text.encode("utf-8")
+    packed = zlib.compress(raw, 1)
+    return packed if len(packed) * 10 < len(raw) * 9 else text
+
+
+def unpack_data(data: str | bytes) -> str | bytes:
+    """The JSON text of a stored row: ``pack_data`` undone (``zlib.error`` if damaged)."""
+    if isinstance(data, bytes) and data[:1] == b"x":
+        return zlib.decompress(data)
+    return data
+
+
+def created_row(event: Any) -> tuple[str, int, int | None, str | None, str | bytes]:
     """``event_row`` of a run's ``run_created``: every value in it is the caller's, so a
     refusal is an ``InvalidInput`` (a ``UserError``) naming the argument."""
     return event_row(event, InvalidInput)
@@ -294,6 +324,10 @@ def known_key(run_id: str) -> None:
 
 def decode_row(run_id: str, seq: int, kind: str, version: int, data: str | bytes) -> Event:
     """Decode one row or raise ``CorruptEvent`` naming the run and sequence."""
+    try:
+        data = unpack_data(data)
+    except zlib.error as exc:
+        raise CorruptEvent(run_id, seq, f"compressed data is damaged ({exc})") from exc
     try:
         parsed = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except (ValueError, TypeError) as exc:

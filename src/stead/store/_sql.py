@@ -155,8 +155,16 @@ def crash_before_result(run_id: str, events: Sequence[Event]) -> None:
 # -- the base -----------------------------------------------------------------------------
 
 
-EventRow = tuple[str, int, int | None, str | None, str]
+EventRow = tuple[str, int, int | None, str | None, str | bytes]
 """(kind, version, turn_index, tool_call_id, data): ``event_row`` of an event."""
+
+
+def utf8_rows(rows: list[EventRow]) -> list[EventRow]:
+    """``rows`` with every data as bytes, for a dialect whose column is bytes (PostgreSQL's
+    ``bytea``: text sent to it would be parsed as bytea's escape syntax)."""
+    return [r if isinstance(r[4], bytes) else (*r[:4], r[4].encode("utf-8")) for r in rows]
+
+
 Packed = tuple[int, int, bytes]
 """A snapshot to write: (seq, version, ``pack``-ed state)."""
 Append = tuple[str, Sequence[Event], list[EventRow], int, int, str, float, Packed | None, bool]
@@ -201,6 +209,9 @@ class SQLStore(ChatRows):
     STATE: ClassVar[str] = "s.state"
     SYNCED_CLAIMS: ClassVar[bool] = True
     """Whether ``claim`` waits for the disk (see each dialect for why it does or not)."""
+    BYTES_DATA: ClassVar[bool] = False
+    """Whether event data is written as bytes only (``utf8_rows``); SQLite keeps a small
+    row's JSON as text, readable in its shell."""
 
     SELECT_RUN: ClassVar[str] = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
     POSITION: ClassVar[str] = "SELECT last_seq, epoch FROM runs WHERE run_id = ?"
@@ -347,6 +358,8 @@ class SQLStore(ChatRows):
         """See ``Store.create_run``. The event is checked before anything is written
         (``created_row``: a refusal is an ``InvalidInput`` naming the caller's argument)."""
         kind, version, turn, call, data = created_row(event)
+        if self.BYTES_DATA and isinstance(data, str):
+            data = data.encode("utf-8")
         row = (event.run_id, event.agent, event.session_id, event.correlation_id, now)
         try:
             await self._create((*row, kind, version, turn, call, data))
@@ -370,6 +383,8 @@ class SQLStore(ChatRows):
         if not events:
             return expected_seq
         rows = list(map(event_row, events))
+        if self.BYTES_DATA:
+            rows = utf8_rows(rows)
         packed = None
         if snapshot is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))

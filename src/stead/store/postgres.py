@@ -92,6 +92,7 @@ class PostgresStore(_sql.SQLStore):
 
     dialect = "postgres"
     PARAM = "%s"
+    BYTES_DATA = True
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
@@ -129,6 +130,8 @@ class PostgresStore(_sql.SQLStore):
         self._listener = Listener(url, on_notice=self._on_notice, on_listening=self._on_listening)
         self._watched: dict[str, str] = {}
         """Channel -> run id, for the runs someone waits on."""
+        self._lingering: set[str] = set()
+        """Runs whose channel a timer will drop unless someone waits on them again."""
         self._watch = Watcher(
             self._read_seqs,
             poll_interval=poll_interval,
@@ -456,9 +459,14 @@ class PostgresStore(_sql.SQLStore):
     def _on_unwatch(self, run_id: str) -> None:
         # Callers wait in short rounds (an owner watching its run for cancel requests):
         # keep listening a while, rather than UNLISTEN and LISTEN again every round.
-        asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, run_id)
+        # One pending look per run: an owner's watcher ends a round every 0.2 s, and a timer
+        # per round was 25 alive per held run at once.
+        if run_id not in self._lingering:
+            self._lingering.add(run_id)
+            asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, run_id)
 
     def _drop_if_unwatched(self, run_id: str) -> None:
+        self._lingering.discard(run_id)
         if not self._watch.watching(run_id):
             channel = self.run_channel(run_id)
             self._watched.pop(channel, None)
@@ -517,7 +525,7 @@ _APPEND_HEAD = (
     " INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, created_at)"
     " SELECT %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id, u.data, %(now)s"
     " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(versions)s::int[],"
-    " %(turns)s::int[], %(calls)s::text[], %(datas)s::text[])"
+    " %(turns)s::int[], %(calls)s::text[], %(datas)s::bytea[])"
     " AS u(seq, kind, version, turn_index, tool_call_id, data)"
     " WHERE EXISTS (SELECT 1 FROM upd))"
 )
