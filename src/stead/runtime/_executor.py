@@ -12,7 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from stead import _logs
 from stead._signal import AbortSignal
@@ -263,18 +263,19 @@ class InProcessExecutor:
             return ToolFailed(
                 failure=f"tool {body.tool_name!r} is no longer registered in this worker"
             )
+        # Spelled out, not a comprehension over the field names: this is every tool call.
         ctx = ToolContext(
             run_id=key.run_id,
+            tool_call_id=body.tool_call_id,
+            turn_index=body.turn_index,
+            idempotency_key=body.idempotency_key,
+            attempt=body.attempt,
+            tool_name=body.tool_name,
             signal=signal,
             cancel_grace=self._cancel_grace,
             deps=self.deps,
-            **{name: getattr(body, name) for name in _AS_IN_BODY},
         )
         return await tool.invoke(body.arguments, ctx)
-
-
-_AS_IN_BODY: Final = ("tool_call_id", "turn_index", "idempotency_key", "attempt", "tool_name")
-"""What a tool's context says of its call as the assignment's body says it, by name."""
 
 
 def _turn(request: dict[str, object]) -> int:
