@@ -7,7 +7,7 @@ import asyncio
 
 from stead.core.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from stead.providers import ModelCall, ModelRequest
-from stead.testing import ScriptedModel
+from stead.testing import Reply, ScriptedModel
 
 SCRIPT = ["zero", "one", "two"]
 
@@ -38,3 +38,31 @@ def test_grown_diverged_and_shortened_conversations_get_the_fresh_answers() -> N
     assert _answer(model, diverged) == _fresh(diverged)
     # Shorter than what it saw last (a compacted history): measured again, whole.
     assert _answer(model, (user,)) == _fresh((user,))
+
+
+def test_a_reply_built_once_is_the_same_message_for_every_run() -> None:
+    """The message of a script entry is built once and shared (it is immutable); an entry
+    that is a function of the request is asked every time."""
+    asked: list[int] = []
+
+    def entry(request: ModelRequest) -> str:
+        asked.append(len(request.messages))
+        return f"seen {len(request.messages)}"
+
+    model = ScriptedModel([Reply(tool_calls=[("t", {"a": 1})]), entry])
+    first = UserMessage(content="one")
+    second = UserMessage(content="two")
+    replies = [
+        asyncio.run(model.complete(ModelCall(ModelRequest(model="m", system="", messages=(m,)))))
+        for m in (first, second)
+    ]
+    assert replies[0].message is replies[1].message
+    assert replies[0].message.tool_calls[0].arguments == '{"a": 1}'
+    said = replies[0].message
+    result = ToolResultMessage(tool_call_id=said.tool_calls[0].id, name="t", content="r")
+    texts = [
+        asyncio.run(model.complete(ModelCall(ModelRequest(model="m", system="", messages=h))))
+        for h in ((first, said, result), (first, said, result, said, result)[:3])
+    ]
+    assert [t.message.text for t in texts] == ["seen 3", "seen 3"]
+    assert asked == [3, 3]

@@ -56,6 +56,12 @@ class ScriptedModel:
     calls: int = field(default=0, init=False)
     """How many times this object was called (in this process)."""
     _failures: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    _built: dict[int, tuple[Reply, AssistantMessage]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each turn's reply as a message, by the script entry it was built from: the message is
+    immutable, and building it again (its arguments as JSON, its text checked) for every run
+    of a script is most of this model's cost."""
     _seen: dict[int, tuple[tuple[Message, ...], int, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -90,13 +96,17 @@ class ScriptedModel:
             if reply.fail_times is None or seen < reply.fail_times:
                 self._failures[turn] = seen + 1
                 raise ProviderError(f"scripted failure at turn {turn}", code=reply.error)
-        calls = tuple(_tool_call(c, turn, i) for i, c in enumerate(reply.tool_calls))
         if on_progress is not None and reply.text:
             for i in range(0, len(reply.text), 16):
                 on_progress(reply.text[i : i + 16])
-        message = AssistantMessage(
-            text=reply.text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn"
-        )
+        built = self._built.get(turn)
+        if built is not None and built[0] is reply:
+            message = built[1]
+        else:
+            calls = tuple(_tool_call(c, turn, i) for i, c in enumerate(reply.tool_calls))
+            stop = "tool_use" if calls else "end_turn"
+            message = AssistantMessage(text=reply.text, tool_calls=calls, stop_reason=stop)
+            self._built[turn] = (reply, message)
         usage = reply.usage or _estimate(len(request.system) + prompt_chars, message)
         return ModelResponse(message=message, usage=usage, model=self.name)
 
