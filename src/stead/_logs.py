@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import TextIO
+from typing import Final, TextIO
 
 _IDS: ContextVar[tuple[str, str, str]] = ContextVar("stead_log_ids", default=("-", "-", "-"))
 
@@ -50,8 +51,9 @@ def bind_call(turn: int, call_id: str) -> Token[tuple[str, str, str]]:
     return _IDS.set((_IDS.get()[0], str(turn), call_id))
 
 
-def unbind(token: Token[tuple[str, str, str]]) -> None:
-    _IDS.reset(token)
+unbind: Final[Callable[[Token[tuple[str, str, str]]], None]] = _IDS.reset
+"""Undo a ``bind_run`` or ``bind_call`` (the ContextVar's own reset: no Python frame, and it
+is called for every model and tool call)."""
 
 
 class RunLogFilter(logging.Filter):

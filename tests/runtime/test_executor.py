@@ -124,3 +124,23 @@ async def test_a_key_accepted_and_settled_is_never_also_aborted(
     await executor.outcome(a.key)
     assert not await executor.abort(a.key)
     assert executor.attach(a.key) != "aborted"
+
+
+async def test_a_cancelled_outcome_waiter_leaves_the_inline_effect_running(
+    executor: InProcessExecutor,
+) -> None:
+    """Whoever waits for an inline effect's outcome and gives up (its task cancelled) does not
+    take the effect down with it: the run that performs it still gets its outcome."""
+    global gate
+    gate = asyncio.Event()
+    a = assignment("e5", n=5)
+    running = asyncio.ensure_future(executor.run(a, signal=AbortSignal()))
+    await asyncio.sleep(0)
+    waiter = asyncio.ensure_future(executor.outcome(a.key))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    gate.set()
+    outcome = await running
+    assert outcome.kind == "tool_succeeded"
+    assert executor.attach(a.key) == "missing"

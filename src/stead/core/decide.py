@@ -172,38 +172,41 @@ _READY = ("execute", "reconcile", "ask_question")
 
 def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     """Recovery (and consent) rule for one unsettled call."""
-    nxt = call.attempts + 1
+    action, why = _plan(call, spec)
+    return ToolPlan(
+        tool_call_id=call.tool_call_id, action=action, attempt=call.attempts + 1, reason=why
+    )
 
-    def plan(
-        action: Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"],
-        why: str,
-    ) -> ToolPlan:
-        return ToolPlan(tool_call_id=call.tool_call_id, action=action, attempt=nxt, reason=why)
 
+_Action: TypeAlias = Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"]
+
+
+def _plan(call: CallState, spec: ToolSpec | None) -> tuple[_Action, str]:
+    """``plan_call``'s (action, reason): one tuple, not a closure built per call."""
     if call.decision in ("approve", "not_happened"):
-        return plan("execute", f"a person decided {call.decision}")
+        return "execute", f"a person decided {call.decision}"
     if spec is not None and spec.asks:
-        return plan("ask_question", "a question tool waits for a person's answer")
+        return "ask_question", "a question tool waits for a person's answer"
     if not call.in_flight:
         if call.requires_approval:
-            return plan("ask_consent", "the tool's policy asks a person first")
-        return plan("execute", "not started")
+            return "ask_consent", "the tool's policy asks a person first"
+        return "execute", "not started"
     effect = call.effect_class
     if effect == "read_only":
-        return plan("execute", "read_only: safe to run again")
+        return "execute", "read_only: safe to run again"
     if effect == "idempotent_write":
-        return plan("execute", "idempotent_write: run again with the same idempotency key")
+        return "execute", "idempotent_write: run again with the same idempotency key"
     # non_idempotent (or a tool that vanished): never blindly again.
     if call.reconciled == "not_done":
-        return plan("execute", "reconcile said it did not happen")
+        return "execute", "reconcile said it did not happen"
     if call.reconciled is None and spec is not None and spec.has_reconcile:
-        return plan("reconcile", "in flight when its worker died; asking its reconcile function")
+        return "reconcile", "in flight when its worker died; asking its reconcile function"
     why = (
         "reconcile could not tell whether it happened"
         if call.reconciled == "unknown"
         else "in flight when its worker died and it has no reconcile function"
     )
-    return plan("ask_human", why)
+    return "ask_human", why
 
 
 def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | None = None) -> Step:

@@ -104,10 +104,13 @@ class PriceTable:
     ``defaults=False`` starts from nothing.
     """
 
-    __slots__ = ("_prices",)
+    __slots__ = ("_found", "_prices")
 
     def __init__(self, prices: Mapping[str, Price] | None = None, *, defaults: bool = True) -> None:
         self._prices = {**(DEFAULT_PRICES if defaults else {}), **(prices or {})}
+        self._found: dict[str, Price | None] = {}
+        """``lookup``'s answers by model name: the table never changes, and a run's view
+        prices every turn (a family match scans every key)."""
 
     def with_prices(self, prices: Mapping[str, Price]) -> PriceTable:
         """A new table: this one, with ``prices`` added or replacing entries of the same name."""
@@ -115,6 +118,14 @@ class PriceTable:
 
     def lookup(self, model: str) -> Price | None:
         """The price of ``model``: exact name, else the longest family key; None if unknown."""
+        if model in self._found:
+            return self._found[model]
+        if len(self._found) >= 1024:  # bounded: model names come from providers' replies
+            self._found.clear()
+        price = self._found[model] = self._match(model)
+        return price
+
+    def _match(self, model: str) -> Price | None:
         name = model
         for prefix in ("anthropic:", "openai:"):
             if name.startswith(prefix):

@@ -24,7 +24,6 @@ from stead.core.builders import (
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Event,
-    RunCancelRequested,
 )
 from stead.core.fold import RunState
 from stead.core.progress import (
@@ -34,13 +33,12 @@ from stead.core.progress import (
 from stead.core.reconcile import RecoveryPolicy
 from stead.core.states import AT_REST, RunStatus
 from stead.errors import (
-    Fenced,
     LeaseHeld,
-    StoreError,
 )
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor
+from stead.runtime._keeper import Keeper
 from stead.runtime._loop import RunLoop
 from stead.runtime._observe import Observer, observing
 from stead.runtime._reconcile import reconcile_takeover
@@ -109,6 +107,7 @@ class Driving:
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
+    _keeper: Keeper
 
     if TYPE_CHECKING:
 
@@ -202,17 +201,13 @@ class Driving:
         signal = AbortSignal()
         executor = hooks.executor(self._executor_factory(agent, self.progress))
         loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
-        # The lease heartbeat and the cancel watcher start a moment after the drive: a
-        # run that rests sooner (most turns on a fast model) never pays for two tasks.
-        # The watcher's first look then still sees a cancel written in that moment.
-        helpers: list[asyncio.Task[None]] = []
+        # The Runtime's keeper renews the lease and hears a cancel request from another
+        # process (runtime/_keeper.py): it takes the run a moment after the drive starts, so a
+        # run that rests sooner (most turns on a fast model) never costs it anything. Its
+        # first look then still sees a cancel written in that moment.
         aio = asyncio.get_running_loop()
-
-        def start_helpers() -> None:
-            helpers.append(aio.create_task(self._heartbeat(session, signal)))
-            helpers.append(aio.create_task(self._watch(session, signal)))
-
-        timer = aio.call_later(min(self.watch_interval / 4, self.lease_ttl / 3), start_helpers)
+        delay = min(self.watch_interval / 4, self.lease_ttl / 3)
+        timer = aio.call_later(delay, self._keeper.hold, session, signal)
         error: BaseException | None = None
         try:
             if takeover:  # what the dead owner left in flight, before the drive goes on
@@ -227,13 +222,8 @@ class Driving:
         finally:
             hooks.ended(session.state, error)
             timer.cancel()
+            self._keeper.drop(session)
             loop.deadline.stop()
-            for h in helpers:
-                h.cancel()
-            # Wait for the helpers without swallowing a cancellation of *this* task:
-            # gather collects theirs, and an outer cancel still propagates.
-            if helpers:
-                await asyncio.gather(*helpers, return_exceptions=True)
         return RunView.of(session.state, self.agents)
 
     def _has_work_while_waiting(self, state: RunState, agent_name: str) -> bool:
@@ -243,60 +233,3 @@ class Driving:
         if state.status is not RunStatus.AWAITING_APPROVAL or agent is None:
             return False
         return isinstance(next_step(state, agent.registry.specs(), agent.limits), RunTools)
-
-    async def _heartbeat(self, session: RunSession, signal: AbortSignal) -> None:
-        """Renew the lease every third of its TTL until the run rests.
-
-        A renewal the store could not make (the database restarting, a dropped connection)
-        is tried again at the next beat rather than given up: the lease is still ours until it
-        expires, and a heartbeat that stopped would let it lapse under a live worker, so that
-        another worker took the run over while its tools still ran. If the lease did lapse
-        and someone claimed the run meanwhile, the next renewal that reaches the store is
-        refused, and the run stops as fenced.
-        """
-        run_id = session.state.run_id
-        while True:
-            await asyncio.sleep(self.lease_ttl / 3)
-            try:
-                await self.store.renew(
-                    run_id,
-                    owner=self.owner,
-                    epoch=session.epoch,
-                    now=self.clock(),
-                    ttl=self.lease_ttl,
-                )
-            except Fenced:
-                session.fenced = True
-                signal.abort("lease lost: another worker took this run over")
-                return
-            except StoreError as exc:
-                log.warning("renewing the lease of run %s failed (retrying): %s", run_id, exc)
-
-    async def _watch(self, session: RunSession, signal: AbortSignal) -> None:
-        """Notice, within ``watch_interval``, a cancel request another process appended.
-
-        A read the store could not make (the database restarting, a locked file) is tried
-        again after ``watch_interval``, as the heartbeat does: a watcher that stopped would
-        leave the run deaf to cancel requests for the rest of its drive.
-        """
-        run_id = session.state.run_id
-        seen = session.state.seq
-        while not signal.aborted:
-            # Our own appends advance the session before the store, so they never wake us:
-            # only another process's write does.
-            seen = max(seen, session.state.seq)
-            try:
-                last = await self.store.wait_changed(run_id, seen, self.watch_interval)
-                if last <= max(seen, session.state.seq):
-                    continue
-                for stored in await self.store.read_events(run_id, after=seen):
-                    if isinstance(stored.event, RunCancelRequested):
-                        signal.abort(stored.event.reason or "cancelled")
-                        return
-            except StoreError as exc:
-                log.warning(
-                    "watching run %s for cancel requests failed (retrying): %s", run_id, exc
-                )
-                await asyncio.sleep(self.watch_interval)
-                continue
-            seen = last

@@ -12,7 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from stead import _logs
 from stead._signal import AbortSignal
@@ -115,9 +115,11 @@ class InProcessExecutor:
         self._tools = tools
         self._progress = progress
         self._tasks: dict[str, asyncio.Future[Outcome]] = {}
-        """Accepted effects: a task of their own (dispatch), or the future an inline run
-        (``run``) settles when it ends."""
-        self._inline: set[str] = set()
+        """Effects accepted by ``dispatch``: each a task of its own."""
+        self._inline: dict[str, asyncio.Future[Outcome] | None] = {}
+        """Effects ``run`` performs in the caller's task, until they end: a future to settle
+        then, made only when someone waits for the outcome (``outcome``), which nearly
+        never happens."""
         self._signals: dict[str, AbortSignal] = {}
         self._aborted: set[str] = set()
         self._accepted: set[str] = set()
@@ -130,7 +132,7 @@ class InProcessExecutor:
         if k in self._aborted:
             return False
         self._accepted.add(k)
-        if k not in self._tasks:
+        if k not in self._tasks and k not in self._inline:
             self._signals[k] = signal
             self._tasks[k] = asyncio.ensure_future(self._perform(assignment, signal, local))
         return True
@@ -145,44 +147,51 @@ class InProcessExecutor:
         k = assignment.key.effect_id
         if k in self._aborted:
             return Cancelled(reason="the effect was aborted before it started")
-        if k in self._tasks:
+        if k in self._tasks or k in self._inline:
             return await self.outcome(assignment.key)
-        done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._tasks[k] = done
+        self._inline[k] = None
         self._accepted.add(k)
-        self._inline.add(k)
         self._signals[k] = signal
         try:
             result = await self._perform(assignment, signal, local)
         except asyncio.CancelledError:
-            done.cancel()
+            if (waiter := self._inline.pop(k, None)) is not None:
+                waiter.cancel()
             raise
         except BaseException as exc:
-            done.set_exception(exc)
-            done.exception()  # mark it retrieved: nobody else need be waiting
+            if (waiter := self._inline.pop(k, None)) is not None:
+                waiter.set_exception(exc)
+                waiter.exception()  # mark it retrieved: its waiter may be gone
             raise
         else:
-            done.set_result(result)
+            if (waiter := self._inline.pop(k, None)) is not None:
+                waiter.set_result(result)
             return result
         finally:
-            self._inline.discard(k)
-            self._tasks.pop(k, None)
             self._signals.pop(k, None)
 
     async def outcome(self, key: AssignmentKey) -> Outcome:
-        task = self._tasks.get(key.effect_id)
+        k = key.effect_id
+        if k in self._inline:  # performed by ``run`` in another task: wait for its end
+            waiter = self._inline[k]
+            if waiter is None:
+                waiter = self._inline[k] = asyncio.get_running_loop().create_future()
+            return await asyncio.shield(waiter)
+        task = self._tasks.get(k)
         if task is None:
-            raise KeyError(f"effect {key.effect_id} was never dispatched here")
+            raise KeyError(f"effect {k} was never dispatched here")
         try:
             return await task
         finally:
             if task.done():
-                self._tasks.pop(key.effect_id, None)
-                self._signals.pop(key.effect_id, None)
+                self._tasks.pop(k, None)
+                self._signals.pop(k, None)
 
     def attach(self, key: AssignmentKey) -> Attachment:
         if key.effect_id in self._aborted:
             return "aborted"
+        if key.effect_id in self._inline:
+            return "active"
         task = self._tasks.get(key.effect_id)
         if task is None:
             return "missing"
@@ -198,24 +207,21 @@ class InProcessExecutor:
         sig = self._signals.get(key.effect_id)
         if sig is not None:
             sig.abort(reason)
+        # An inline effect has no task of its own (it is not in ``_tasks``): it stops with
+        # the caller's task.
         task = self._tasks.get(key.effect_id)
-        if task is not None and not task.done() and key.effect_id not in self._inline:
-            # An inline effect has no task of its own: it stops with the caller's task.
+        if task is not None and not task.done():
             task.cancel()
 
     async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
         body = a.body
+        # The call's turn and id on every log record it makes (its tool's own, too).
         if isinstance(body, ToolBody):
             ids = _logs.bind_call(body.turn_index, body.tool_call_id)
+        elif isinstance(local, ModelRequest):
+            ids = _logs.bind_call(local.turn_index, "model")
         else:
             ids = _logs.bind_call(_turn(body.request), "model")
-        try:
-            return await self._perform_bound(a, signal, local)
-        finally:
-            _logs.unbind(ids)
-
-    async def _perform_bound(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
-        body = a.body
         try:
             if isinstance(body, ModelBody):
                 request = (
@@ -248,6 +254,8 @@ class InProcessExecutor:
             if isinstance(body, ModelBody):
                 return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
             return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
+        finally:
+            _logs.unbind(ids)
 
     async def _tool(self, key: AssignmentKey, body: ToolBody, signal: AbortSignal) -> Outcome:
         tool = self._tools.get(body.tool_name)
@@ -255,18 +263,19 @@ class InProcessExecutor:
             return ToolFailed(
                 failure=f"tool {body.tool_name!r} is no longer registered in this worker"
             )
+        # Spelled out, not a comprehension over the field names: this is every tool call.
         ctx = ToolContext(
             run_id=key.run_id,
+            tool_call_id=body.tool_call_id,
+            turn_index=body.turn_index,
+            idempotency_key=body.idempotency_key,
+            attempt=body.attempt,
+            tool_name=body.tool_name,
             signal=signal,
             cancel_grace=self._cancel_grace,
             deps=self.deps,
-            **{name: getattr(body, name) for name in _AS_IN_BODY},
         )
         return await tool.invoke(body.arguments, ctx)
-
-
-_AS_IN_BODY: Final = ("tool_call_id", "turn_index", "idempotency_key", "attempt", "tool_name")
-"""What a tool's context says of its call as the assignment's body says it, by name."""
 
 
 def _turn(request: dict[str, object]) -> int:

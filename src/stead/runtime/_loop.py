@@ -169,7 +169,11 @@ class RunLoop:
             if isinstance(step, Wait):
                 return step.status
             try:  # one step, performed here (a coroutine per step costs more than it reads)
-                match step:
+                match step:  # the two steps of nearly every turn first
+                    case CallModel(turn_recorded=True):
+                        await self._model_turn(step)
+                    case RunTools():
+                        await self._run_tools(step)
                     case Cancel():
                         await self.session.append(
                             lambda st: cancel_events(st, st.cancel_requested or "")
@@ -182,13 +186,9 @@ class RunLoop:
                         await self.session.append(opening, sync=False)
                     case ResumeTurn():
                         await self.session.append([resumed_turn_event(step.turn_index)])
-                    case CallModel(turn_recorded=False) | Finish() | Fail():
+                    case CallModel() | Finish() | Fail():  # a turn or an end to record
                         opening = automatic_events(self.session.state, step)
                         await self.session.append(opening, automatic=False)
-                    case CallModel():
-                        await self._model_turn(step)
-                    case RunTools():
-                        await self._run_tools(step)
             except (Fenced, Conflict, StoreError):
                 raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:

@@ -44,6 +44,7 @@ from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
 from stead.runtime._history import hydrate
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
+from stead.runtime._keeper import Keeper
 from stead.runtime._observe import Observer, checked
 from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
@@ -116,6 +117,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
             self.progress.subscribe(on_progress)
         self.backoff = backoff or Backoff()
         self.watch_interval = 0.2
+        self._keeper = Keeper(self)
         self._crash = crash
         if recovery is not None and not isinstance(recovery, RecoveryPolicy):
             raise UserError(f"recovery takes a stead.RecoveryPolicy, not {type(recovery).__name__}")
@@ -155,6 +157,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
 
     async def close(self) -> None:
         """Close the store."""
+        await self._keeper.close()
         for ledger in self._ledgers.values():
             await ledger.close()
         await self.store.close()

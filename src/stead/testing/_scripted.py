@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,18 @@ class ScriptedModel:
     calls: int = field(default=0, init=False)
     """How many times this object was called (in this process)."""
     _failures: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    _built: dict[int, tuple[Reply, AssistantMessage]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each turn's reply as a message, by the script entry it was built from: the message is
+    immutable, and building it again (its arguments as JSON, its text checked) for every run
+    of a script is most of this model's cost."""
+    _seen: dict[int, tuple[tuple[Message, ...], int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The last conversation seen of each run (by its first message), with its assistant
+    turns and characters: the next request of that run extends it, and only the new messages
+    are measured."""
 
     @property
     def model_name(self) -> str:
@@ -65,7 +78,7 @@ class ScriptedModel:
         """Answer turn N with script entry N."""
         request, signal, on_progress = call.request, call.signal, call.on_progress
         self.calls += 1
-        turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        turn, prompt_chars = self._measure(request.messages)
         if turn >= len(self.replies):
             raise ProviderError(
                 f"ScriptedModel has {len(self.replies)} replies but was asked for turn {turn}",
@@ -83,15 +96,45 @@ class ScriptedModel:
             if reply.fail_times is None or seen < reply.fail_times:
                 self._failures[turn] = seen + 1
                 raise ProviderError(f"scripted failure at turn {turn}", code=reply.error)
-        calls = tuple(_tool_call(c, turn, i) for i, c in enumerate(reply.tool_calls))
         if on_progress is not None and reply.text:
             for i in range(0, len(reply.text), 16):
                 on_progress(reply.text[i : i + 16])
-        message = AssistantMessage(
-            text=reply.text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn"
-        )
-        usage = reply.usage or _estimate(request, message)
+        built = self._built.get(turn)
+        if built is not None and built[0] is reply:
+            message = built[1]
+        else:
+            calls = tuple(_tool_call(c, turn, i) for i, c in enumerate(reply.tool_calls))
+            stop = "tool_use" if calls else "end_turn"
+            message = AssistantMessage(text=reply.text, tool_calls=calls, stop_reason=stop)
+            self._built[turn] = (reply, message)
+        usage = reply.usage or _estimate(len(request.system) + prompt_chars, message)
         return ModelResponse(message=message, usage=usage, model=self.name)
+
+    def _measure(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """(assistant messages, characters) of a conversation. A run's next request holds
+        the same message objects as its last one plus a few: those are checked by identity
+        (in C) and only the new ones measured, so a turn costs its new messages, not the
+        whole history again. A conversation that shares nothing is measured whole."""
+        if not messages:
+            return 0, 0
+        key = id(messages[0])
+        start = turns = chars = 0
+        hit = self._seen.get(key)
+        if hit is not None:
+            seen, seen_turns, seen_chars = hit
+            # ``seen`` keeps its messages alive, so an id here still names the same object.
+            if len(seen) <= len(messages) and all(map(operator.is_, seen, messages)):
+                start, turns, chars = len(seen), seen_turns, seen_chars
+        for m in messages[start:]:
+            if isinstance(m, AssistantMessage):
+                turns += 1
+                chars += len(m.text) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+            else:
+                chars += len(m.content)
+        if len(self._seen) >= _SEEN_MAX:
+            self._seen.clear()  # bounded: a fresh measure costs a scan, never a wrong answer
+        self._seen[key] = (tuple(messages), turns, chars)
+        return turns, chars
 
 
 def _tool_call(spec: CallSpec, turn: int, index: int) -> ToolCall:
@@ -102,17 +145,14 @@ def _tool_call(spec: CallSpec, turn: int, index: int) -> ToolCall:
     return ToolCall(id=f"call_{turn}_{index}", name=name, arguments=text)
 
 
-def _estimate(request: ModelRequest, message: AssistantMessage) -> Usage:
+_SEEN_MAX = 4096
+"""Conversations ``ScriptedModel._measure`` remembers (one a run in flight)."""
+
+
+def _estimate(prompt: int, message: AssistantMessage) -> Usage:
     """~4 characters a token, deterministic, so budgets behave in tests like in life."""
-    prompt = len(request.system) + sum(_chars(m) for m in request.messages)
     out = len(message.text) + sum(len(c.arguments) + len(c.name) for c in message.tool_calls)
     return Usage(input_tokens=prompt // 4 + 1, output_tokens=out // 4 + 1)
-
-
-def _chars(m: Message) -> int:
-    if isinstance(m, AssistantMessage):
-        return len(m.text) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-    return len(m.content)
 
 
 async def _sleep(seconds: float, signal: AbortSignal) -> None:

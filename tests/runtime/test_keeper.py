@@ -1,0 +1,68 @@
+"""One keeper per Runtime renews the leases of every run it drives and hears a cancel request
+written by another process for each: no heartbeat or watcher task per run (issue 15)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import stead
+from stead.core.states import RunStatus
+from stead.testing import Reply, ScriptedModel
+
+RUNS = 4
+started: list[int] = []
+
+
+@stead.tool(effect="read_only")
+async def hold(n: int) -> str:
+    """Wait until cancelled."""
+    started.append(n)
+    await asyncio.Event().wait()
+    return "never"
+
+
+def _keepers() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "Keeper._keep"]
+
+
+async def _until(check: object, what: str) -> None:
+    for _ in range(200):
+        if await check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_one_keeper_renews_every_lease_and_hears_every_cancel(tmp_path: Path) -> None:
+    started.clear()
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    model = ScriptedModel([Reply(tool_calls=[("hold", {"n": 1})]), "done"])
+    agent = stead.Agent("kept", model, [hold], limits=stead.Limits(cancel_grace=0.05))
+    async with stead.Runtime(store, agents=[agent], lease_ttl=0.6) as owner:
+        owner.watch_interval = 0.05
+        rids = [await owner.start(agent, f"go {i}") for i in range(RUNS)]
+        driving = [asyncio.ensure_future(owner.run(rid)) for rid in rids]
+
+        async def all_started() -> bool:
+            return len(started) == RUNS
+
+        await _until(all_started, "every tool to start")
+        first = {rid: (await owner.store.get_run(rid)).lease_expires_at for rid in rids}
+
+        async def all_renewed() -> bool:
+            now = {rid: (await owner.store.get_run(rid)).lease_expires_at for rid in rids}
+            return all((now[r] or 0) > (first[r] or 0) for r in rids)
+
+        await _until(all_renewed, "every lease to be renewed")
+        assert len(_keepers()) == 1
+        async with stead.Runtime(store, agents=[agent]) as other:
+            for rid in rids:
+                await other.cancel(rid, "stop")
+        views = await asyncio.wait_for(asyncio.gather(*driving), timeout=10)
+        assert {v.status for v in views} == {RunStatus.CANCELLED}
+
+        async def keeper_gone() -> bool:
+            return not _keepers()
+
+        await _until(keeper_gone, "the keeper to end with its last run")
