@@ -33,6 +33,7 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
         "idempotent_write",
         "non_idempotent",
         "non_idem_no_rec",
+        "effects",
     }
     floor = rows["floor"]["fsyncs_per_run"]
     assert floor == 22  # one row at creation + one per step (21 steps)
@@ -41,6 +42,10 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
         assert rows[side]["goal_met"] in (True, False)  # judged, whatever the timing
     assert rows["non_idem_no_rec"]["fsyncs_per_run"] == floor + 10  # one per tool call
     assert rows["non_idem_no_rec"]["goal_met"] is None
+    # durability="effects" with read_only tools: only the run's creation and its end wait
+    # for the disk (issue 15's row, judged against 0.6x the floor).
+    assert rows["effects"]["fsyncs_per_run"] == 2
+    assert rows["effects"]["goal_met"] in (True, False)
     assert all(r["us_per_step_median"] > 0 for r in rows.values())
 
 
