@@ -27,13 +27,15 @@ demo: $(STAMP)
 
 # The suite's time is mostly waiting on child processes, servers and the database, so more
 # workers than CPUs pays off: 4 on a 2-CPU machine (each worker collects the whole suite and
-# starts its own PostgreSQL). --dist loadfile keeps a module's tests on one worker, so a
-# module-scoped server stack starts once. Bytecode is written (PYTHONDONTWRITEBYTECODE unset):
-# every child process the suite starts then imports stead from .pyc instead of compiling it.
+# starts its own PostgreSQL). --dist worksteal gives each worker a contiguous quarter of the
+# suite (a module's tests, and so its module-scoped server stack, mostly stay on one worker)
+# and lets an idle worker take over half of a busy one's remaining tests. Bytecode is written
+# (PYTHONDONTWRITEBYTECODE unset): the child processes the suite starts then import stead
+# from .pyc instead of compiling it each time.
 TEST_JOBS   ?= 4
 PYTEST_ARGS ?=
 test: $(STAMP) chromium
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 # The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
 # Installed with apt-get when absent and we are root (CI is); otherwise those tests say why.
