@@ -32,7 +32,7 @@ class Ledger:
         ]
 
     def wait_for(
-        self, event: str, tool: str, n: int = 1, timeout: float = 30
+        self, event: str, tool: str, n: int = 1, timeout: float = 90
     ) -> list[dict[str, object]]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -69,7 +69,7 @@ class HttpServer:
                 stderr=subprocess.STDOUT,
                 env=dict(os.environ),
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a Python start-up can take this long under load
         while time.monotonic() < deadline:
             found = RUNNING.search(self.log.read_bytes()[seen:])
             if found:
