@@ -1,6 +1,8 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
 #   make demo   create .venv, install, run the crash-and-recover demo on SQLite
 #   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
+#               in TEST_JOBS parallel workers (pytest-xdist); `make test TEST_JOBS=0` runs it
+#               serially, PYTEST_ARGS adds pytest options (e.g. PYTEST_ARGS="-x tests/store")
 #   make soak   the scale-out soaks at full size: 200 runs, 4 workers (and 2 workers + 2
 #               executors), kills every few seconds; every pool crash case on both stores
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
@@ -24,8 +26,17 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/stead demo
 
+# The suite's time is mostly waiting on child processes, servers and the database, so more
+# workers than CPUs pays off: 4 on a 2-CPU machine (each worker collects the whole suite and
+# starts its own PostgreSQL). --dist worksteal gives each worker a contiguous quarter of the
+# suite (a module's tests, and so its module-scoped server stack, mostly stay on one worker)
+# and lets an idle worker take over half of a busy one's remaining tests. Bytecode is written
+# (PYTHONDONTWRITEBYTECODE unset): the child processes the suite starts then import stead
+# from .pyc instead of compiling it each time.
+TEST_JOBS   ?= 4
+PYTEST_ARGS ?=
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 # The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
 # Installed with apt-get when absent and we are root (CI is); otherwise those tests say why.

@@ -12,6 +12,9 @@ every other test shares.
 
 Without PostgreSQL the tests that need it are skipped, except when ``CI`` is set: then they
 fail, so a CI run can never pass without having run them.
+
+``make test`` runs the suite in pytest-xdist workers: each worker is a session of its own, so
+each starts its own servers (no port, directory or database is shared between workers).
 """
 
 from __future__ import annotations
@@ -19,14 +22,43 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from stead.testing import PostgresServer
 
 PG_ENV = "STEAD_TEST_POSTGRES_URL"
+
+# No wall-clock limits on hypothesis's examples: on a loaded machine (parallel workers, CI)
+# a slow example or slow generation is not a bug. A test's own @settings still wins.
+settings.register_profile("stead", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("stead")
+
+
+def _utf8(value: Any) -> Any:
+    """``value`` with every string made UTF-8 encodable (a lone surrogate escaped)."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_utf8(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(report: Any) -> Any:
+    """xdist sends each report to the controller as UTF-8: tests that feed lone surrogates
+    through stead log them (captured log, tracebacks), which would crash the worker."""
+    data = yield
+    return _utf8(data)
 
 
 def _missing(why: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -32,7 +32,7 @@ class Ledger:
         ]
 
     def wait_for(
-        self, event: str, tool: str, n: int = 1, timeout: float = 30
+        self, event: str, tool: str, n: int = 1, timeout: float = 90
     ) -> list[dict[str, object]]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -43,38 +43,44 @@ class Ledger:
         raise AssertionError(f"the server never wrote {n} {event} of {tool}: {self.rows()}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+RUNNING = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
 @dataclass
 class HttpServer:
-    url: str
-    port: int
-    process: subprocess.Popen[bytes]
+    """``mcp_server.py`` over HTTP. The first start listens on a port the kernel picks (0,
+    read back from uvicorn's log line), so parallel test workers never race for one; a start
+    after ``kill`` reuses it, so ``url`` stays valid across restarts."""
+
     log: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> None:
+        seen = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
+            process = self.process = subprocess.Popen(
                 [sys.executable, str(SERVER), "http", str(self.port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=dict(os.environ),
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a Python start-up can take this long under load
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            found = RUNNING.search(self.log.read_bytes()[seen:])
+            if found:
+                self.port = int(found.group(1))
                 return
-            except OSError:
-                if self.process.poll() is not None:
-                    raise AssertionError(self.log.read_text()) from None
-                time.sleep(0.05)
-        raise AssertionError("the MCP HTTP server did not start")
+            if process.poll() is not None:
+                raise AssertionError(self.log.read_text())
+            time.sleep(0.05)
+        raise AssertionError(f"the MCP HTTP server did not start: {self.log.read_text()}")
 
     def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(10)
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)

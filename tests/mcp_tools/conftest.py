@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _mcp import HttpServer, Ledger, free_port
+from _mcp import HttpServer, Ledger
 
 
 @pytest.fixture
@@ -19,8 +19,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
 
 @pytest.fixture
 def http_server(tmp_path: Path, ledger: Ledger) -> Iterator[HttpServer]:
-    port = free_port()
-    server = HttpServer(f"http://127.0.0.1:{port}/mcp", port, None, tmp_path / "http.log")  # type: ignore[arg-type]
+    server = HttpServer(tmp_path / "http.log")
     server.start()
     try:
         yield server

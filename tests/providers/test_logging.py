@@ -23,7 +23,7 @@ from stead.mcp import MCPTools
 from stead.providers.anthropic import AnthropicModel
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "mcp_tools"))
-from _mcp import HttpServer, free_port
+from _mcp import HttpServer
 
 API_KEY = "sk-ant-api03-VERYSECRETKEY0123456789"
 BEARER = "mcp-bearer-TOKEN-0123456789abcdef"
@@ -67,8 +67,7 @@ async def test_a_full_run_at_debug_logs_ids_and_no_secret(
 ) -> None:
     text, records = logs
     monkeypatch.setenv("STEAD_MCP_LEDGER", str(tmp_path / "ledger.jsonl"))
-    port = free_port()
-    mcp_server = HttpServer(f"http://127.0.0.1:{port}/mcp", port, None, tmp_path / "m.log")  # type: ignore[arg-type]
+    mcp_server = HttpServer(tmp_path / "m.log")
     mcp_server.start()
     tokens: list[str] = []
     try:

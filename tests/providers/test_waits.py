@@ -152,7 +152,8 @@ async def test_a_run_whose_stream_never_ends_fails_with_deadline_exceeded(
     server.push(pinging_for_ever(kind), pinging_for_ever(kind))
     agent = stead.Agent(
         "stuck",
-        model_for(kind, server, deadline=0.3),
+        # Long enough for each attempt's request to reach the server on a loaded machine.
+        model_for(kind, server, deadline=1.0),
         limits=stead.Limits(max_model_attempts=2),
     )
     async with stead.Runtime(store, agents=[agent], backoff=SHORT) as rt:

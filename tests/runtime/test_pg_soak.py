@@ -31,8 +31,10 @@ from stead.store import open_store
 
 RUNS = int(os.environ.get("STEAD_SOAK_RUNS", "80"))
 WORKERS = 4
-HARD_LIMIT = 100.0
-"""The soak fails if the runs have not all come to rest by then."""
+HARD_LIMIT = 300.0
+"""The soak fails if the runs have not all come to rest by then (about 15 s on an idle
+machine; far more beside three other xdist workers on a loaded one, where worker
+restarts are slow)."""
 
 pytestmark = pytest.mark.timeout(HARD_LIMIT + 60)
 

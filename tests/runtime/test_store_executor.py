@@ -168,7 +168,7 @@ async def test_cancel_fires_the_executors_copy_of_the_signal(
     url: str, store: Any, ledger: Ledger
 ) -> None:
     a = stead.Agent("h", ScriptedModel(["x"]), tools=[hang])
-    async with pool_running(url, [a], ttl=0.3):
+    async with pool_running(url, [a]):
         ex = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)
         job = assignment("e1", tool="hang", arguments="{}")
         waiting = asyncio.ensure_future(ex.run(job, signal=stead.AbortSignal()))

@@ -372,11 +372,11 @@ async def test_an_unreachable_postgres_is_a_store_error() -> None:
     pytest.importorskip("psycopg")
     from stead.store.postgres import PostgresStore
 
-    with socket.socket() as s:
+    with socket.socket() as s:  # bound and never listening: refused, and no other test's port
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    url = f"postgresql://nobody:secret@127.0.0.1:{port}/x"
-    for opening in (lambda: PostgresStore(url, timeout=1.0), lambda: open_store(url)):
-        with pytest.raises(StoreError, match=rf"cannot open .* 127.0.0.1:{port}/x") as caught:
-            opening()
-        assert "secret" not in str(caught.value)
+        url = f"postgresql://nobody:secret@127.0.0.1:{port}/x"
+        for opening in (lambda: PostgresStore(url, timeout=1.0), lambda: open_store(url)):
+            with pytest.raises(StoreError, match=rf"cannot open .* 127.0.0.1:{port}/x") as caught:
+                opening()
+            assert "secret" not in str(caught.value)
