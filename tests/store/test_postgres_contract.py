@@ -324,8 +324,9 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
 
         async def heard(run: RunBuilder, reconnected: Callable[[], bool]) -> None:
             waiting = asyncio.ensure_future(watcher.wait_changed(run.run_id, run.written, 45))
-            for _ in range(2000):  # the listener (re)connects on its own
-                if reconnected():
+            channel = watcher.run_channel(run.run_id)
+            for _ in range(2000):  # the listener (re)connects on its own, then hears the run
+                if reconnected() and watcher._listener.listening(channel):
                     break
                 await asyncio.sleep(0.02)
             before = watcher.notices
