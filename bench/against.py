@@ -51,7 +51,8 @@ def main() -> None:
         for side in ("this", "other") if r % 2 == 0 else ("other", "this"):
             seen[side].append(one_round(trees[side], args.runs, args.dir))
         print(f"  round {r + 1}/{args.rounds}", file=sys.stderr)
-    names = list(seen["this"][0])
+    # Rows both trees have (a newer tree may add one, e.g. the ``effects`` mode).
+    names = [n for n in seen["this"][0] if n in seen["other"][0]]
     out: dict[str, Any] = {"trees": {k: str(v) for k, v in trees.items()}, "dir": args.dir}
     for name in names:
         a = [x[name] for x in seen["this"]]
