@@ -8,7 +8,7 @@ import pytest
 from _builders import T0, RunBuilder, created, every_kind, final_turn, seeded
 
 from stead.core.events import EVENT_TYPES, TurnStarted
-from stead.errors import Conflict, RunNotFound
+from stead.errors import Conflict, RunNotFound, UserError
 from stead.store import Store
 
 pytestmark = pytest.mark.timeout(30)
@@ -63,6 +63,23 @@ async def test_read_events_after_returns_the_suffix(store: Store) -> None:
     assert [s.seq for s in await store.read_events("run-1", after=3)] == list(range(4, n + 1))
     assert [s.event for s in await store.read_events("run-1", after=3)] == b.log[3:]
     assert await store.read_events("run-1", after=n) == []
+
+
+async def test_read_events_with_a_limit_returns_only_the_first_ones(store: Store) -> None:
+    """A conversation's chain wants each earlier run's run_created alone: it must not decode
+    the whole log to take it (runtime/_history.py)."""
+    b = await seeded(store, "run-1", turns=2)
+    n = len(b.log)
+    [first] = await store.read_events("run-1", limit=1)
+    assert (first.seq, first.event) == (1, b.log[0])
+    assert [s.seq for s in await store.read_events("run-1", after=2, limit=3)] == [3, 4, 5]
+    assert [s.seq for s in await store.read_events("run-1", after=n - 1, limit=5)] == [n]
+    assert await store.read_events("run-1", after=n, limit=1) == []
+    with pytest.raises(RunNotFound):
+        await store.read_events("nope", limit=1)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(UserError, match="limit takes a positive int"):
+            await store.read_events("run-1", limit=bad)  # type: ignore[arg-type]
 
 
 async def test_load_without_snapshot_is_the_whole_log(store: Store) -> None:

@@ -52,7 +52,7 @@ def _keep(kept: OrderedDict[str, tuple[Message, ...]], run_id: str, h: tuple[Mes
 
 async def _created(store: Store, run_id: str, by: str) -> RunCreated:
     try:
-        events = await store.read_events(run_id)
+        events = await store.read_events(run_id, limit=1)
     except RunNotFound:
         events = []
     first = events[0].event if events else None

@@ -139,8 +139,11 @@ class Store(Protocol):
         """The run's row, latest snapshot and tail. ``RunNotFound`` if absent."""
         ...
 
-    async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
-        """Events with seq > ``after``, in order."""
+    async def read_events(
+        self, run_id: str, after: int = 0, *, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Events with seq > ``after``, in order; the first ``limit`` of them when given (a
+        reader that wants one event does not decode a whole log)."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Protocol
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, UserError
 from stead.store._base import (
     CLAIMABLE,
     Claim,
@@ -232,6 +232,8 @@ class SQLStore(ChatRows):
         "ORDER BY e.seq"
     )
     """The run's last_seq and its events after a point, from one snapshot of the database."""
+    READ_SOME: ClassVar[str] = READ_EVENTS + " LIMIT ?"
+    """The same, the first ``limit`` events only (a conversation's chain reads one each)."""
     LIST_ALL: ClassVar[str] = f"SELECT {RUN_COLUMNS} FROM runs ORDER BY updated_at DESC LIMIT ?"
     LIST_BY_STATUS: ClassVar[str] = (
         f"SELECT {RUN_COLUMNS} FROM runs WHERE lease_owner IS NULL AND status = ? "
@@ -262,6 +264,7 @@ class SQLStore(ChatRows):
         "LOAD",
         "TAIL",
         "READ_EVENTS",
+        "READ_SOME",
         "LIST_ALL",
         "LIST_BY_STATUS",
         "CLAIM",
@@ -423,14 +426,22 @@ class SQLStore(ChatRows):
         tail = decode_events(run_id, rows, snap_seq, rec.last_seq)
         return Loaded(record=rec, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)
 
-    async def read_events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
+    async def read_events(
+        self, run_id: str, after: int = 0, *, limit: int | None = None
+    ) -> list[StoredEvent]:
         """See ``Store.read_events``."""
         known_key(run_id)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise UserError(f"read_events: limit takes a positive int or None, not {limit!r:.40}")
         async with self._reading() as s:
-            rows = await s.all(self.READ_EVENTS, (after, run_id))
+            if limit is None:
+                rows = await s.all(self.READ_EVENTS, (after, run_id))
+            else:
+                rows = await s.all(self.READ_SOME, (after, run_id, limit))
         if not rows:
             raise RunNotFound(run_id)
-        return decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, rows[0][0])
+        last = rows[0][0] if limit is None else min(rows[0][0], after + limit)
+        return decode_events(run_id, [r[1:] for r in rows if r[1] is not None], after, last)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """See ``Store.get_run``."""
