@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from stead.cli._args import not_negative, positive
-from stead.cli._command import add_deps_option, command, load_deps
+from stead.cli._command import add_deps_option, command, load_deps, server_extra, url_of
 from stead.cli._worker import LOG_LEVELS, agents_to_serve, serve_until_signalled
 from stead.errors import UserError
 from stead.runtime import Agent
@@ -88,13 +88,9 @@ def run_executor(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
-    try:
+    with server_extra("stead executor serve"):
         from stead.server import parse_tokens
         from stead.server._executor_http import serve_executor
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise UserError(
-            f"stead executor serve needs the server extra: pip install 'stead[server]' ({exc})"
-        ) from exc
     if args.agent is not None:
         agents = [a for a in agents if a.name == args.agent]
         if not agents:
@@ -102,8 +98,7 @@ def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
     tokens = parse_tokens(args.token)
 
     def ready(port: int) -> None:
-        host = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"stead executor serve: http://{host}:{port}/", flush=True)
+        print(f"stead executor serve: {url_of(args.host, port)}", flush=True)
 
     async def go() -> None:
         stop = asyncio.Event()
