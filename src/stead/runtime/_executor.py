@@ -12,18 +12,15 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stead import _logs
 from stead._signal import AbortSignal
 from stead.core.effects import (
-    Assignment,
-    AssignmentKey,
     Cancelled,
     ModelBody,
     ModelFailed,
     ModelSucceeded,
-    Outcome,
     ToolBody,
     ToolFailed,
 )
@@ -34,6 +31,9 @@ from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
+
+if TYPE_CHECKING:  # in annotations only: what runs here is the outcomes it makes
+    from stead.core.effects import Assignment, AssignmentKey, Outcome
 
 
 class Executor(Protocol):
