@@ -26,14 +26,16 @@ import functools
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Unpack
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
 from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound
 from stead.store._base import (
     CLAIMABLE,
+    Appending,
     Claim,
+    Claiming,
     Loaded,
     RunRecord,
     StoredEvent,
@@ -367,28 +369,21 @@ class SQLStore(ChatRows):
             raise Conflict(f"run {event.run_id!r} already exists") from exc
 
     async def append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, dict[str, Any]] | None = None,
-        sync: bool = True,
+        self, run_id: str, events: Sequence[Event], **options: Unpack[Appending]
     ) -> int:
         """See ``Store.append``. Every event is checked (``event_row``: ``InvalidEvent``)
         before the dialect writes anything."""
+        expected_seq = options["expected_seq"]
         if not events:
             return expected_seq
         rows = list(map(event_row, events))
         if self.BYTES_DATA:
             rows = utf8_rows(rows)
         packed = None
-        if snapshot is not None:
+        if (snapshot := options.get("snapshot")) is not None:
             packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
-        a = (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
+        epoch, status, sync = options["epoch"], options["status"], options.get("sync", True)
+        a = (run_id, events, rows, expected_seq, epoch, status, options["now"], packed, sync)
         group = self.group
         if run_id != group.last or group.task is not None:
             await group.submit(run_id, a)  # other runs are appending: join their batch
@@ -473,18 +468,12 @@ class SQLStore(ChatRows):
         async with self._writing(sync=False) as s:
             await s.run(self.release_sql, (run_id, epoch, owner))
 
-    async def claim_next(
-        self,
-        *,
-        owner: str,
-        now: float,
-        ttl: float,
-        limit: int = 1,
-        agents: Sequence[str] | None = None,
-    ) -> list[Claim]:
+    async def claim_next(self, **options: Unpack[Claiming]) -> list[Claim]:
         """See ``Store.claim_next``."""
+        limit, agents = options.get("limit", 1), options.get("agents")
         if limit < 1 or (agents is not None and not agents):
             return []
+        owner, now, ttl = options["owner"], options["now"], options["ttl"]
         rows = await self._claim_rows(owner=owner, now=now, ttl=ttl, limit=limit, agents=agents)
         return [
             Claim(run_id=r[0], agent=r[1], status=r[2], epoch=r[3], previous_owner=r[4])
