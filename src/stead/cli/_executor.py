@@ -12,9 +12,9 @@ import asyncio
 import signal
 from typing import Any
 
-from stead.cli._args import not_negative, positive
+from stead.cli._args import add_process_options, positive, serving
 from stead.cli._command import add_deps_option, command, load_deps, server_extra, url_of
-from stead.cli._worker import LOG_LEVELS, agents_to_serve, serve_until_signalled
+from stead.cli._worker import agents_to_serve, serve_until_signalled
 from stead.errors import UserError
 from stead.runtime import Agent
 
@@ -41,11 +41,7 @@ def _arguments(e: argparse.ArgumentParser) -> None:
         help="hold each queue to N effects at once across every executor (a model's limit)",
     )
     e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
-    e.add_argument("--lease-ttl", type=positive(float), default=15.0, help="lease, seconds")
-    e.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
-    e.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level"
-    )
+    add_process_options(e, lease_ttl=15.0, lease_help="lease, seconds")
 
 
 @command(
@@ -77,12 +73,9 @@ def run_executor(args: argparse.Namespace) -> int:
             args.store,
             agents,
             queues=[q.strip() for q in args.queues.split(",")],
-            concurrency=args.concurrency,
-            lease_ttl=args.lease_ttl,
-            poll_interval=args.poll,
-            grace=args.grace,
             max_concurrent=args.max_concurrent,
             deps=deps,
+            **serving(args),
         )
     )
 
