@@ -9,7 +9,9 @@ import argparse
 import pytest
 
 from stead.cli import GROUPS, _parser
-from stead.cli._command import Command
+from stead.cli._args import Serving, serving
+from stead.cli._command import Command, server_extra, url_of
+from stead.errors import UserError
 
 
 def _leaves(command: Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
@@ -85,3 +87,34 @@ def test_every_api_route_is_in_a_router() -> None:
     assert len(paths) == len(set(paths))
     assert ("/runs/{run_id}/approvals/{call_id}/approve", "POST") in paths
     assert ("/health", "GET") in paths
+
+
+@pytest.mark.parametrize("command_name", ["stead serve", "stead executor serve"])
+def test_a_missing_server_extra_says_what_to_install(command_name: str) -> None:
+    # Both serving commands import stead.server through the one guard.
+    needs = rf"^{command_name} needs the server extra: pip install"
+    with pytest.raises(UserError, match=needs), server_extra(command_name):
+        raise ImportError("No module named 'starlette'")
+
+
+def test_the_ready_line_brackets_an_ipv6_host() -> None:
+    assert url_of("127.0.0.1", 8000) == "http://127.0.0.1:8000/"
+    assert url_of("::1", 8100) == "http://[::1]:8100/"
+
+
+@pytest.mark.parametrize(
+    ("command_name", "defaults"),
+    [
+        ("worker", Serving(concurrency=16, lease_ttl=30.0, poll_interval=1.0, grace=30.0)),
+        ("executor", Serving(concurrency=8, lease_ttl=15.0, poll_interval=0.5, grace=30.0)),
+    ],
+)
+def test_worker_and_executor_take_the_serving_options_alike(
+    command_name: str, defaults: Serving
+) -> None:
+    # Each keeps its own defaults; the flags mean the same and reach Worker / Pool by name.
+    base = [command_name, "--agents", "m:a"]
+    assert serving(_parser().parse_args(base)) == defaults
+    flags = ["--concurrency", "3", "--poll", "0.25", "--lease-ttl", "9", "--grace", "0"]
+    given = serving(_parser().parse_args([*base, *flags]))
+    assert given == Serving(concurrency=3, lease_ttl=9.0, poll_interval=0.25, grace=0.0)

@@ -1,4 +1,5 @@
-"""argparse types for numbers, and the options ``stead worker`` and ``stead serve`` share.
+"""argparse types for numbers, and the options ``stead worker``, ``stead executor`` and
+``stead serve`` share.
 
 A value out of range is refused by argparse itself (usage line, what was wrong, exit 2)
 instead of reaching the runtime as a negative limit or lease."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 
 def _finite(value: float) -> bool:
@@ -64,4 +65,39 @@ def add_claim_options(parser: Any, *, concurrency: int, when: str = "") -> None:
     )
     parser.add_argument(
         "--poll", type=positive(float), default=1.0, help=f"{when}seconds between claim polls"
+    )
+
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+"""What ``--log-level`` takes (any case)."""
+
+
+def add_process_options(
+    parser: Any, *, lease_ttl: float, lease_help: str, log_help: str = "logging level"
+) -> None:
+    """``--lease-ttl``, ``--grace`` and ``--log-level`` of a process that serves until SIGTERM
+    (``stead worker``, ``stead executor``): one definition, so both refuse the same values."""
+    parser.add_argument("--lease-ttl", type=positive(float), default=lease_ttl, help=lease_help)
+    parser.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=log_help
+    )
+
+
+class Serving(TypedDict):
+    """What ``Worker`` and the executor ``Pool`` both take from the options above."""
+
+    concurrency: int
+    lease_ttl: float
+    poll_interval: float
+    grace: float
+
+
+def serving(args: argparse.Namespace) -> Serving:
+    """``Serving`` from the parsed options (``--poll`` is ``poll_interval``)."""
+    return Serving(
+        concurrency=args.concurrency,
+        lease_ttl=args.lease_ttl,
+        poll_interval=args.poll,
+        grace=args.grace,
     )

@@ -15,7 +15,8 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +191,24 @@ def load_agents(spec: str | None) -> list[Agent]:
             "function returning one"
         )
     return agents
+
+
+@contextmanager
+def server_extra(command_name: str) -> Iterator[None]:
+    """Around the imports of ``stead.server`` (an optional extra): without it, a
+    ``UserError`` that says what to install, not an ``ImportError`` traceback."""
+    try:
+        yield
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise UserError(
+            f"{command_name} needs the server extra: pip install 'stead[server]' ({exc})"
+        ) from exc
+
+
+def url_of(host: str, port: int) -> str:
+    """The address a server bound to ``host``:``port`` is reached at (an IPv6 host in
+    brackets), for the line that says it is ready."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def one_line(exc: BaseException) -> str:

@@ -12,9 +12,9 @@ import asyncio
 import signal
 from typing import Any
 
-from stead.cli._args import not_negative, positive
-from stead.cli._command import add_deps_option, command, load_deps
-from stead.cli._worker import LOG_LEVELS, agents_to_serve, serve_until_signalled
+from stead.cli._args import add_process_options, positive, serving
+from stead.cli._command import add_deps_option, command, load_deps, server_extra, url_of
+from stead.cli._worker import agents_to_serve, serve_until_signalled
 from stead.errors import UserError
 from stead.runtime import Agent
 
@@ -41,11 +41,7 @@ def _arguments(e: argparse.ArgumentParser) -> None:
         help="hold each queue to N effects at once across every executor (a model's limit)",
     )
     e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
-    e.add_argument("--lease-ttl", type=positive(float), default=15.0, help="lease, seconds")
-    e.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
-    e.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level"
-    )
+    add_process_options(e, lease_ttl=15.0, lease_help="lease, seconds")
 
 
 @command(
@@ -77,24 +73,17 @@ def run_executor(args: argparse.Namespace) -> int:
             args.store,
             agents,
             queues=[q.strip() for q in args.queues.split(",")],
-            concurrency=args.concurrency,
-            lease_ttl=args.lease_ttl,
-            poll_interval=args.poll,
-            grace=args.grace,
             max_concurrent=args.max_concurrent,
             deps=deps,
+            **serving(args),
         )
     )
 
 
 def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
-    try:
+    with server_extra("stead executor serve"):
         from stead.server import parse_tokens
         from stead.server._executor_http import serve_executor
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise UserError(
-            f"stead executor serve needs the server extra: pip install 'stead[server]' ({exc})"
-        ) from exc
     if args.agent is not None:
         agents = [a for a in agents if a.name == args.agent]
         if not agents:
@@ -102,8 +91,7 @@ def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
     tokens = parse_tokens(args.token)
 
     def ready(port: int) -> None:
-        host = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"stead executor serve: http://{host}:{port}/", flush=True)
+        print(f"stead executor serve: {url_of(args.host, port)}", flush=True)
 
     async def go() -> None:
         stop = asyncio.Event()

@@ -8,7 +8,7 @@ import logging
 import os
 
 from stead.cli._args import LOG_FORMAT, add_claim_options, positive
-from stead.cli._command import command, load_agents
+from stead.cli._command import command, load_agents, server_extra, url_of
 from stead.errors import UserError
 
 
@@ -38,13 +38,9 @@ def run_serve(args: argparse.Namespace) -> int:
     dashboard's URL."""
     # Until SIGTERM/SIGINT; 0 after a clean shutdown.
     agents = load_agents(args.agents)
-    try:
+    with server_extra("stead serve"):
         from stead.server import parse_tokens, serve
         from stead.server._security import check_bind, new_token
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise UserError(
-            f"stead serve needs the server extra: pip install 'stead[server]' ({exc})"
-        ) from exc
     if args.worker and not agents:
         raise UserError("--worker needs --agents module:attr naming the agents to drive")
     specs = list(args.token)
@@ -62,8 +58,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     def ready(port: int) -> None:
-        host = f"[{args.host}]" if ":" in args.host else args.host
-        url = f"http://{host}:{port}/"
+        url = url_of(args.host, port)
         if made is not None:
             tell(f"stead serve: {url}#token={made}  (token made for this run, name 'local')")
         else:

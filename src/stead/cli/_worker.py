@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from stead.cli._args import LOG_FORMAT, add_claim_options, not_negative, positive
+from stead.cli._args import LOG_FORMAT, add_claim_options, add_process_options, serving
 from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.errors import UserError
 from stead.runtime import Agent, Worker
@@ -17,19 +17,12 @@ def _arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--agents", required=True, help="module:attr with the agents to serve")
     add_deps_option(w)
     add_claim_options(w, concurrency=16)
-    w.add_argument("--lease-ttl", type=positive(float), default=30.0, help="lease length, seconds")
-    w.add_argument("--grace", type=not_negative, default=30.0, help="shutdown grace, seconds")
-    w.add_argument(
-        "--log-level",
-        default="INFO",
-        type=str.upper,
-        choices=LOG_LEVELS,
-        help="DEBUG logs every run's outcome",
+    add_process_options(
+        w,
+        lease_ttl=30.0,
+        lease_help="lease length, seconds",
+        log_help="DEBUG logs every run's outcome",
     )
-
-
-LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
-"""What ``--log-level`` takes (any case)."""
 
 
 def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:
@@ -59,17 +52,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     deps = load_deps(args.deps)
-    return serve_until_signalled(
-        Worker(
-            args.store,
-            agents,
-            concurrency=args.concurrency,
-            lease_ttl=args.lease_ttl,
-            poll_interval=args.poll,
-            grace=args.grace,
-            deps=deps,
-        )
-    )
+    return serve_until_signalled(Worker(args.store, agents, deps=deps, **serving(args)))
 
 
 COMMANDS = (run_worker,)

@@ -23,19 +23,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from stead._signal import AbortSignal
-from stead.core.effects import (
-    Assignment,
-    AssignmentKey,
-    Cancelled,
-    ModelBody,
-    ModelFailed,
-    ModelSucceeded,
-    Outcome,
-    ToolBody,
-    ToolFailed,
-    ToolSucceeded,
-    ToolUnknown,
-)
+from stead.core import effects as fx
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -219,11 +207,11 @@ class TracedExecutor:
         return getattr(self.inner, name)
 
     async def run(
-        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
-    ) -> Outcome:
+        self, assignment: fx.Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> fx.Outcome:
         body = assignment.body
         tracing = self.drive.tracing
-        if isinstance(body, ModelBody):
+        if isinstance(body, fx.ModelBody):
             name, attributes = f"chat {body.model}", _chat_attributes(self.drive, body, local)
             kind = SpanKind.CLIENT
         else:
@@ -251,24 +239,24 @@ class TracedExecutor:
         return outcome
 
     async def dispatch(
-        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+        self, assignment: fx.Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> bool:
         return await self.inner.dispatch(assignment, signal=signal, local=local)
 
-    async def outcome(self, key: AssignmentKey) -> Outcome:
+    async def outcome(self, key: fx.AssignmentKey) -> fx.Outcome:
         return await self.inner.outcome(key)
 
-    def attach(self, key: AssignmentKey) -> Attachment:
+    def attach(self, key: fx.AssignmentKey) -> Attachment:
         return self.inner.attach(key)
 
-    async def abort(self, key: AssignmentKey) -> bool:
+    async def abort(self, key: fx.AssignmentKey) -> bool:
         return await self.inner.abort(key)
 
-    async def cancel(self, key: AssignmentKey, reason: str) -> None:
+    async def cancel(self, key: fx.AssignmentKey, reason: str) -> None:
         await self.inner.cancel(key, reason)
 
 
-def _chat_attributes(drive: DriveTrace, body: ModelBody, local: object) -> dict[str, Any]:
+def _chat_attributes(drive: DriveTrace, body: fx.ModelBody, local: object) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": body.model,
@@ -285,7 +273,7 @@ def _chat_attributes(drive: DriveTrace, body: ModelBody, local: object) -> dict[
     return attributes
 
 
-def _tool_attributes(body: ToolBody) -> dict[str, Any]:
+def _tool_attributes(body: fx.ToolBody) -> dict[str, Any]:
     return {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": body.tool_name,
@@ -297,9 +285,9 @@ def _tool_attributes(body: ToolBody) -> dict[str, Any]:
     }
 
 
-def _settled(tracing: Tracing, span: Span, outcome: Outcome) -> None:
+def _settled(tracing: Tracing, span: Span, outcome: fx.Outcome) -> None:
     match outcome:
-        case ModelSucceeded():
+        case fx.ModelSucceeded():
             response = outcome.response
             u = response.usage
             span.set_attribute("gen_ai.response.model", response.model)
@@ -315,19 +303,19 @@ def _settled(tracing: Tracing, span: Span, outcome: Outcome) -> None:
             if tracing.capture_content:
                 reply = json.dumps([message_to_json(response.message)])
                 span.set_attribute("gen_ai.output.messages", reply)
-        case ModelFailed():
+        case fx.ModelFailed():
             span.set_attribute("error.type", outcome.code)
             span.set_status(Status(StatusCode.ERROR, outcome.message[:200]))
-        case ToolSucceeded():
+        case fx.ToolSucceeded():
             if tracing.capture_content:
                 span.set_attribute("gen_ai.tool.call.result", outcome.content)
-        case ToolFailed():
+        case fx.ToolFailed():
             span.set_attribute("error.type", "tool_error")
             span.set_status(Status(StatusCode.ERROR, outcome.failure[:200]))
-        case ToolUnknown():
+        case fx.ToolUnknown():
             span.add_event("stead.tool.outcome_unknown", {"stead.reason": outcome.reason})
             span.set_attribute("error.type", "outcome_unknown")
-        case Cancelled():
+        case fx.Cancelled():
             span.add_event("stead.cancelled", {"stead.reason": outcome.reason})
             span.set_attribute("error.type", "cancelled")
 

@@ -12,18 +12,15 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stead import _logs
 from stead._signal import AbortSignal
 from stead.core.effects import (
-    Assignment,
-    AssignmentKey,
     Cancelled,
     ModelBody,
     ModelFailed,
     ModelSucceeded,
-    Outcome,
     ToolBody,
     ToolFailed,
 )
@@ -34,6 +31,9 @@ from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import ToolContext, ToolRegistry
+
+if TYPE_CHECKING:  # in annotations only: what runs here is the outcomes it makes
+    from stead.core.effects import Assignment, AssignmentKey, Outcome
 
 
 class Executor(Protocol):
@@ -263,19 +263,46 @@ class InProcessExecutor:
             return ToolFailed(
                 failure=f"tool {body.tool_name!r} is no longer registered in this worker"
             )
-        # Spelled out, not a comprehension over the field names: this is every tool call.
-        ctx = ToolContext(
-            run_id=key.run_id,
-            tool_call_id=body.tool_call_id,
-            turn_index=body.turn_index,
-            idempotency_key=body.idempotency_key,
-            attempt=body.attempt,
-            tool_name=body.tool_name,
-            signal=signal,
-            cancel_grace=self._cancel_grace,
-            deps=self.deps,
+        ctx = tool_context(
+            key.run_id, body, body.tool_name, body.attempt, signal, self._cancel_grace, self.deps
         )
         return await tool.invoke(body.arguments, ctx)
+
+
+class CallIdentity(Protocol):
+    """What names a tool call in its run: a ``ToolBody`` of an assignment, a ``CallState``."""
+
+    @property
+    def tool_call_id(self) -> str: ...
+    @property
+    def turn_index(self) -> int: ...
+    @property
+    def idempotency_key(self) -> str: ...
+
+
+def tool_context(
+    run_id: str,
+    call: CallIdentity,
+    tool_name: str,
+    attempt: int,
+    signal: AbortSignal,
+    cancel_grace: float,
+    deps: Any,
+) -> ToolContext:
+    """The ``ToolContext`` of one attempt of a call: one definition for the executor that
+    runs the call and the loop that asks or reconciles it, so both hand a tool the same.
+    Spelled out, not a comprehension over the field names: this is every tool call."""
+    return ToolContext(
+        run_id=run_id,
+        tool_call_id=call.tool_call_id,
+        turn_index=call.turn_index,
+        idempotency_key=call.idempotency_key,
+        attempt=attempt,
+        tool_name=tool_name,
+        signal=signal,
+        cancel_grace=cancel_grace,
+        deps=deps,
+    )
 
 
 def _turn(request: dict[str, object]) -> int:

@@ -79,7 +79,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._ask import ask_events
 from stead.runtime._backoff import Backoff
 from stead.runtime._deadline import DeadlineWatch
-from stead.runtime._executor import Executor
+from stead.runtime._executor import Executor, tool_context
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, output_schemas, run_settings
@@ -496,17 +496,9 @@ class RunLoop:
                     )
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
-        return ToolContext(
-            run_id=self.session.state.run_id,
-            tool_call_id=call.tool_call_id,
-            turn_index=call.turn_index,
-            idempotency_key=call.idempotency_key,
-            attempt=attempt,
-            tool_name=call.name,
-            signal=self.signal,
-            cancel_grace=self.limits.cancel_grace,
-            deps=getattr(self.executor, "deps", None),  # the Runtime's, via its executor
-        )
+        deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor
+        run_id, grace = self.session.state.run_id, self.limits.cancel_grace
+        return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps)
 
     async def _execute(
         self, call: CallState, attempt: int, *, start_recorded: bool = False

@@ -13,7 +13,7 @@ import json
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Required, TypedDict, Unpack
 
 from stead.core.canonical import compact_encoder
 from stead.core.event_codec import WRITERS, decode, problem, unstorable_field
@@ -106,6 +106,41 @@ class Claim:
     """Who held the (lapsed) lease before, if anyone: a worker that died or hung."""
 
 
+class Appending(TypedDict, total=False):
+    """The keyword options of ``Store.append``: defined once, for the contract and the stores
+    that honour it (``append(run_id, events, expected_seq=..., epoch=..., ...)``)."""
+
+    expected_seq: Required[int]
+    """The run's last sequence the events follow."""
+    epoch: Required[int]
+    """The appender's fencing epoch."""
+    status: Required[str]
+    """The run's status after these events."""
+    now: Required[float]
+    """When (seconds since the epoch)."""
+    snapshot: tuple[int, dict[str, Any]] | None
+    """(seq, state) to store alongside; None (the default): none."""
+    sync: bool
+    """False may skip waiting for the disk, for events whose loss in a crash of the store (a
+    power cut; a crash of the PostgreSQL server alone) loses no effect (the next synced commit
+    makes them durable too). True by default."""
+
+
+class Claiming(TypedDict, total=False):
+    """The keyword options of ``Store.claim_next``, defined once as ``Appending`` is."""
+
+    owner: Required[str]
+    """Who claims (each claim leases the run to it)."""
+    now: Required[float]
+    """When (seconds since the epoch)."""
+    ttl: Required[float]
+    """How long the lease lasts, seconds."""
+    limit: int
+    """How many runs at most (1 by default)."""
+    agents: Sequence[str] | None
+    """Only runs of these agents; None (the default): any agent's."""
+
+
 class Store(Protocol):
     """The durable home of runs. SQLite and PostgreSQL implement it identically."""
 
@@ -113,25 +148,13 @@ class Store(Protocol):
         """Insert a run and its ``run_created`` event (seq 1). ``Conflict`` if it exists."""
 
     async def append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        *,
-        expected_seq: int,
-        epoch: int,
-        status: str,
-        now: float,
-        snapshot: tuple[int, dict[str, Any]] | None = None,
-        sync: bool = True,
+        self, run_id: str, events: Sequence[Event], **options: Unpack[Appending]
     ) -> int:
         """Append atomically after ``expected_seq``; return the new last sequence.
 
         In one transaction: ``Fenced`` if the run's epoch is not ``epoch``; ``Conflict`` if its
         last sequence is not ``expected_seq`` or a result for the same call already exists.
-        ``status`` is the run's status after these events; ``snapshot`` is (seq, state) to
-        store alongside. ``sync=False`` may skip waiting for the disk, for events whose loss
-        in a crash of the store (a power cut; a crash of the PostgreSQL server alone) loses no
-        effect (the next synced commit makes them durable too).
+        The keyword options are ``Appending``'s.
         """
         ...
 
@@ -172,21 +195,13 @@ class Store(Protocol):
         """Drop our lease if we still hold it (no error otherwise)."""
         ...
 
-    async def claim_next(
-        self,
-        *,
-        owner: str,
-        now: float,
-        ttl: float,
-        limit: int = 1,
-        agents: Sequence[str] | None = None,
-    ) -> list[Claim]:
+    async def claim_next(self, **options: Unpack[Claiming]) -> list[Claim]:
         """Claim up to ``limit`` runs nobody holds: queued ones, and ones in ``CLAIMABLE``
         whose lease lapsed or was released; oldest update first.
 
         Each claim bumps the run's epoch and leases it to ``owner`` until ``now + ttl``, in one
         transaction, so concurrent claimers (processes, machines) never get the same run.
-        ``agents`` restricts the claim to runs of those agents.
+        The keyword options are ``Claiming``'s.
         """
         ...
 

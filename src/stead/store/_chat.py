@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, Unpack, runtime_checkable
 
 from stead.errors import StoreError
 
@@ -42,19 +42,28 @@ class ConversationEntry:
     """When it was recorded."""
 
 
+class Recording(TypedDict):
+    """The keyword arguments of ``record_message``: defined once, for the contract and the
+    SQL stores' implementation of it."""
+
+    message_id: str
+    """The sender's id of the message: a second send of it finds the first."""
+    run_id: str
+    """The run that answers it."""
+    agent: str
+    """That run's agent."""
+    input: dict[str, Any]
+    """``{"content": text, "attachments": [...]}``: what the run is created with."""
+    now: float
+    """When it is recorded."""
+
+
 @runtime_checkable
 class ConversationStore(Protocol):
     """What ``Runtime.send`` needs of a store besides ``Store`` (both SQL stores have it)."""
 
     async def record_message(
-        self,
-        conversation_id: str,
-        *,
-        message_id: str,
-        run_id: str,
-        agent: str,
-        input: dict[str, Any],
-        now: float,
+        self, conversation_id: str, **message: Unpack[Recording]
     ) -> tuple[ConversationEntry, bool]:
         """The message's row, and True when this call made it (False: it was there)."""
         ...
@@ -125,19 +134,14 @@ class ChatRows:
         return sql.replace("?", self.PARAM)
 
     async def record_message(
-        self,
-        conversation_id: str,
-        *,
-        message_id: str,
-        run_id: str,
-        agent: str,
-        input: dict[str, Any],
-        now: float,
+        self, conversation_id: str, **message: Unpack[Recording]
     ) -> tuple[ConversationEntry, bool]:
         """See ``ConversationStore.record_message``. The position is taken in the insert;
         a unique key that refuses it (another sender took that position, or this message id
         is recorded) sends us back to look again."""
         from stead.store._sql import Duplicate  # the shared code imports this module
+
+        message_id, run_id, agent = message["message_id"], message["run_id"], message["agent"]
 
         by_id = self._q(
             f"SELECT {_COLUMNS} FROM conversation_messages "
@@ -148,7 +152,7 @@ class ChatRows:
             "SELECT ?, COALESCE(MAX(position) + 1, 0), ?, ?, ?, ?, ? "
             "FROM conversation_messages WHERE conversation_id = ?"
         )
-        text = json.dumps(input, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(message["input"], separators=(",", ":"), ensure_ascii=False)
         for _ in range(_RACES):
             async with self._reading() as s:
                 row = await s.one(by_id, (conversation_id, message_id))
@@ -156,7 +160,7 @@ class ChatRows:
                 return _entry(row), False
             try:
                 async with self._writing() as s:
-                    params = (conversation_id, message_id, run_id, agent, text, now)
+                    params = (conversation_id, message_id, run_id, agent, text, message["now"])
                     await s.run(insert, (*params, conversation_id))
                     row = await s.one(by_id, (conversation_id, message_id))
             except Duplicate:
