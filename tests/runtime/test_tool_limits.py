@@ -188,7 +188,9 @@ def test_bad_limits_are_refused_with_what_to_do() -> None:
         stead.tool(effect="read_only", retries=-1)
     with pytest.raises(stead.UserError, match="need a reconcile function"):
         stead.tool(retries=2)(f)  # non_idempotent by default: no blind retry
-    assert stead.tool(effect="idempotent_write", retries=2, timeout=3)(f).retries == 2
+    limited = stead.tool(effect="idempotent_write", retries=2, timeout=3)(f)
+    # Read as the other options are: attributes (a method here would be truthy, never 3).
+    assert (limited.retries, limited.timeout) == (2, 3)
 
 
 def test_the_attempt_count_survives_a_sigkill(tmp_path: Path) -> None:

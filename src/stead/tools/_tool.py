@@ -237,6 +237,7 @@ class Tool(Generic[P, R]):
         serves it; None (the default): always in the run's own process."""
         return self._queue
 
+    @property
     def timeout(self) -> float | None:
         """Seconds one attempt may take before it is aborted through its signal (None: no
         limit); a timed-out attempt is a failure, retried like any other."""
