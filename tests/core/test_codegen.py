@@ -102,3 +102,40 @@ def test_a_message_field_set_to_anything_is_checked_as_the_reader_reads(message:
             assert ok is (why is None), (type(message).__name__, f.name, v, why)
             if ok and v != "\ud800":
                 assert MESSAGE.dec(MESSAGE.enc(m)) == m
+
+
+def test_a_copy_carries_every_shared_field_and_only_those() -> None:
+    """``compile_copy`` builds the target from the fields both dataclasses have (here a call's
+    state from its request), the rest from keywords or their defaults."""
+    from stead.core._codegen import compile_copy
+    from stead.core.events import ToolCallRequested
+    from stead.core.fold import CallState
+
+    request = ToolCallRequested(
+        turn_index=2,
+        tool_call_id="c1",
+        name="t",
+        arguments="{}",
+        effect_class="non_idempotent",
+        idempotency_key="k",
+        rejection="bad",
+        requires_approval=True,
+        final=True,
+    )
+    copy = compile_copy(ToolCallRequested, CallState)
+    state = copy(request, attempts=3)
+    shared = {f.name for f in dataclasses.fields(CallState)} & {
+        f.name for f in dataclasses.fields(ToolCallRequested)
+    }
+    assert shared == {
+        "turn_index",
+        "tool_call_id",
+        "name",
+        "arguments",
+        "effect_class",
+        "idempotency_key",
+        "rejection",
+        "requires_approval",
+    }
+    assert {n: getattr(state, n) for n in shared} == {n: getattr(request, n) for n in shared}
+    assert (state.attempts, state.result, state.decision) == (3, None, None)
