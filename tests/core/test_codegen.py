@@ -122,7 +122,7 @@ def test_a_copy_carries_every_shared_field_and_only_those() -> None:
         requires_approval=True,
         final=True,
     )
-    copy = compile_copy(ToolCallRequested, CallState)
+    copy = compile_copy(ToolCallRequested, CallState, "attempts")
     state = copy(request, attempts=3)
     shared = {f.name for f in dataclasses.fields(CallState)} & {
         f.name for f in dataclasses.fields(ToolCallRequested)
@@ -139,3 +139,5 @@ def test_a_copy_carries_every_shared_field_and_only_those() -> None:
     }
     assert {n: getattr(state, n) for n in shared} == {n: getattr(request, n) for n in shared}
     assert (state.attempts, state.result, state.decision) == (3, None, None)
+    with pytest.raises(TypeError):
+        copy(request, unknown=1)  # only the keywords it was compiled for

@@ -97,14 +97,16 @@ def compile_enc(table: Table, written: set[str | None]) -> Callable[[Any], JSON]
     return src.function("enc", lines)
 
 
-def compile_copy(source: type[Any], target: type[T]) -> Callable[..., T]:
-    """``target`` built from the fields of a ``source`` it has too, plus keyword ``more``.
+def compile_copy(source: type[Any], target: type[T], *more: str) -> Callable[..., T]:
+    """``target`` built from the fields of a ``source`` it has too, and keywords ``more``.
 
     Where one record carries another's fields on (a call's state from its request, a verdict
     from its target), the shared names are found once from the two dataclasses and the copy
-    is one straight-line call, as fast as writing ``name=v.name`` for each by hand."""
+    is one straight-line call with named keywords (no ``**``: a plain vectorcall), as fast as
+    writing ``name=v.name`` for each by hand."""
     theirs = {f.name for f in fields(source)}
     shared = [f.name for f in fields(target) if f.name in theirs]  # type: ignore[arg-type]
     src = _Source()
-    items = "".join(f"{n}=v.{n}, " for n in shared)
-    return src.function("copy", [f"return {src.bind(target)}({items}**more)"], "v, **more")
+    items = ", ".join([*(f"{n}=v.{n}" for n in shared), *(f"{n}={n}" for n in more)])
+    params = ", ".join(["v", *(["*", *more] if more else [])])
+    return src.function("copy", [f"return {src.bind(target)}({items})"], params)

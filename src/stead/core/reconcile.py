@@ -361,7 +361,9 @@ def verdict_event(decision: Decision, epoch: int) -> EffectReconciled:
     return _VERDICT(d.target, observed=d.observed, verdict=d.verdict, reason=d.reason, epoch=epoch)
 
 
-_VERDICT: Final[Callable[..., EffectReconciled]] = compile_copy(Target, EffectReconciled)
+_VERDICT: Final[Callable[..., EffectReconciled]] = compile_copy(
+    Target, EffectReconciled, "observed", "verdict", "reason", "epoch"
+)
 """The verdict's event with its target's key fields (turn, call, attempt, effect id)."""
 
 
