@@ -33,7 +33,7 @@ from stead.core.failures import FailurePhase
 from stead.core.fold import CallState, RunState
 from stead.core.limits import Limits
 from stead.core.states import FAILABLE, FINISHED, RunStatus
-from stead.core.tagged import Tagged, tagged
+from stead.core.tagged import TaggedRecord, tagged
 
 FINAL_TURN_NOTICE = (
     "This is your final turn: tools are no longer available. Give your best final answer now. "
@@ -58,24 +58,26 @@ class ToolSpec:
 
 
 @tagged("start_run")
-class StartRun(Tagged):
+class StartRun(TaggedRecord):
     """A queued run: record run_started."""
 
 
-@tagged("resume_turn")
-class ResumeTurn(Tagged):
-    """A requeued run whose last turn has open calls: record turn_resumed."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TurnStep(TaggedRecord):
+    """A step of turn ``turn_index`` (its label names the turn)."""
 
     turn_index: int
-    """The open turn."""
+
+
+@tagged("resume_turn")
+class ResumeTurn(_TurnStep):
+    """A requeued run whose last turn has open calls: record turn_resumed."""
 
 
 @tagged("call_model")
-class CallModel(Tagged):
+class CallModel(_TurnStep):
     """Ask the model for turn ``turn_index``."""
 
-    turn_index: int
-    """Which turn."""
     turn_recorded: bool
     """turn_started is already in the log (a retry or a resume mid-call)."""
     attempt: int
@@ -100,7 +102,7 @@ class ToolPlan:
 
 
 @tagged("run_tools")
-class RunTools(Tagged):
+class RunTools(TaggedRecord):
     """Settle the open calls of the current turn."""
 
     plans: tuple[ToolPlan, ...]
@@ -108,7 +110,7 @@ class RunTools(Tagged):
 
 
 @tagged("finish")
-class Finish(Tagged):
+class Finish(TaggedRecord):
     """Complete the run: a reply without tool calls, or the turn limit with a handoff."""
 
     output: str
@@ -118,7 +120,7 @@ class Finish(Tagged):
 
 
 @tagged("fail")
-class Fail(Tagged):
+class Fail(TaggedRecord):
     """The run cannot go on: record run_failed."""
 
     code: str
@@ -132,7 +134,7 @@ class Fail(Tagged):
 
 
 @tagged("cancel")
-class Cancel(Tagged):
+class Cancel(TaggedRecord):
     """A cancel was requested: abort in-flight work, close open calls, record run_cancelled."""
 
     reason: str
@@ -140,7 +142,7 @@ class Cancel(Tagged):
 
 
 @tagged("wait")
-class Wait(Tagged):
+class Wait(TaggedRecord):
     """Nothing a worker can do: finished, or waiting on a person."""
 
     status: RunStatus
@@ -238,7 +240,7 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
 
 def step_label(state: RunState, step: Step) -> str:
     """A short name for a step, for ``step_failed`` and its evidence: kind and turn."""
-    turn = getattr(step, "turn_index", state.turn_index)
+    turn = step.turn_index if isinstance(step, _TurnStep) else state.turn_index
     return f"{step.kind} (turn {turn})" if turn >= 0 else step.kind
 
 

@@ -20,7 +20,7 @@ from stead.core.codec import Record
 from stead.core.events import EffectClass
 from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
 from stead.core.messages import Usage
-from stead.core.tagged import Tagged, tagged
+from stead.core.tagged import TaggedRecord, tagged
 
 ReplayPolicy = Literal["rerun", "rerun_with_key", "reconcile_or_ask"]
 """How a call in flight at a crash is recovered; follows from the effect class."""
@@ -136,7 +136,7 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
 
 
 @tagged("model_succeeded")
-class ModelSucceeded(Tagged):
+class ModelSucceeded(TaggedRecord):
     """The model replied."""
 
     response: Any
@@ -144,7 +144,7 @@ class ModelSucceeded(Tagged):
 
 
 @tagged("model_failed")
-class ModelFailed(Tagged):
+class ModelFailed(TaggedRecord):
     """The model call failed with a stable code."""
 
     code: str
@@ -167,7 +167,7 @@ class ModelFailed(Tagged):
 
 
 @tagged("tool_succeeded")
-class ToolSucceeded(Tagged):
+class ToolSucceeded(TaggedRecord):
     """The handler returned."""
 
     content: str
@@ -175,7 +175,7 @@ class ToolSucceeded(Tagged):
 
 
 @tagged("tool_failed")
-class ToolFailed(Tagged):
+class ToolFailed(TaggedRecord):
     """The handler raised or refused: a known failure, it did not (fully) happen."""
 
     failure: str
@@ -185,7 +185,7 @@ class ToolFailed(Tagged):
 
 
 @tagged("tool_unknown")
-class ToolUnknown(Tagged):
+class ToolUnknown(TaggedRecord):
     """It may or may not have happened. Never re-run automatically."""
 
     reason: str
@@ -193,7 +193,7 @@ class ToolUnknown(Tagged):
 
 
 @tagged("cancelled")
-class Cancelled(Tagged):
+class Cancelled(TaggedRecord):
     """The effect was aborted before it settled."""
 
     reason: str = ""

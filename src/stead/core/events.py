@@ -25,7 +25,7 @@ from stead.core.messages import (
     repair_text,
     unstorable,
 )
-from stead.core.tagged import Tagged, tagged
+from stead.core.tagged import TaggedRecord, tagged
 
 EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
@@ -48,7 +48,7 @@ def _repair_field(event: Any, name: str, where: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Turn(Tagged):
+class _Turn(TaggedRecord):
     """An event of one turn: ``turn_index`` counts from 0."""
 
     turn_index: int
@@ -62,7 +62,7 @@ class _Call(_Turn):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Owner(Tagged):
+class _Owner(TaggedRecord):
     """An owner took the run: the worker (``owner``) and its fencing ``epoch``."""
 
     owner: str
@@ -70,14 +70,14 @@ class _Owner(Tagged):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Why(Tagged):
+class _Why(TaggedRecord):
     """An event whose ``reason`` says why, for the timeline."""
 
     reason: str = ""
 
 
 @tagged("run_created")
-class RunCreated(Tagged):
+class RunCreated(TaggedRecord):
     """A run exists, with everything needed to start it on any machine."""
 
     run_id: str
@@ -298,7 +298,7 @@ class ApprovalDecided(_Call):
 
 
 @tagged("run_completed")
-class RunCompleted(Tagged):
+class RunCompleted(TaggedRecord):
     """The run reached its goal or a stop condition."""
 
     output: str
@@ -312,7 +312,7 @@ class RunCompleted(Tagged):
 
 
 @tagged("run_failed")
-class RunFailed(Tagged):
+class RunFailed(TaggedRecord):
     """The run hit an unrecoverable error."""
 
     code: str
@@ -331,7 +331,7 @@ class RunFailed(Tagged):
 
 
 @tagged("step_failed")
-class StepFailed(Tagged):
+class StepFailed(TaggedRecord):
     """A step of the run loop raised something that is not about the lease, the store or a
     cancel (a bug, or input the run cannot take). Counted by the fold: the
     ``Limits.max_step_failures``-th failure of the same step in a row ends the run ``failed``
@@ -366,7 +366,7 @@ class RunTimedOut(_Why):
 
 
 @tagged("run_deadline_set")
-class RunDeadlineSet(Tagged):
+class RunDeadlineSet(TaggedRecord):
     """The run must finish by ``deadline`` or time out: set at its start from
     ``Limits.max_duration``, and moved later by a wait on a person that does not count."""
 
@@ -408,7 +408,7 @@ class EffectReconciled(_Turn):
 
 
 @tagged("redispatch")
-class RedispatchRecorded(Tagged):
+class RedispatchRecorded(TaggedRecord):
     """One record of a key's redispatch ledger: ``planned`` (before the dispatch), then
     ``dispatched`` (accepted), or ``given_up``. Folded by ``stead.core.reconcile``."""
 
@@ -425,7 +425,7 @@ class RedispatchRecorded(Tagged):
 
 
 @tagged("tools_listed")
-class ToolsListed(Tagged):
+class ToolsListed(TaggedRecord):
     """A tool source (an MCP server) listed its tools at a drive's start, and they differ from
     the last listing of this run's log: the timeline shows a changed definition."""
 
@@ -436,7 +436,7 @@ class ToolsListed(Tagged):
 
 
 @tagged("trace_linked")
-class TraceLinked(Tagged):
+class TraceLinked(TaggedRecord):
     """The run's trace context (W3C ``traceparent``), so that a drive in another process, after
     a crash, continues the same trace."""
 

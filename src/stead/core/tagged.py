@@ -16,7 +16,7 @@ from typing import ClassVar, TypeVar, dataclass_transform
 T = TypeVar("T")
 
 
-class Tagged:
+class TaggedRecord:
     """The base of a tagged record: its ``kind`` is set by ``tagged``, on the class."""
 
     __slots__ = ()
@@ -28,7 +28,9 @@ def tagged(kind: str) -> Callable[[type[T]], type[T]]:
     """Declare the class a frozen, keyword-only, slotted dataclass whose ``kind`` is ``kind``."""
 
     def declare(cls: type[T]) -> type[T]:
-        cls.kind = kind  # type: ignore[attr-defined]  # Tagged declares it
+        if not issubclass(cls, TaggedRecord):  # else a type checker does not know its kind
+            raise TypeError(f"a tagged record derives from TaggedRecord: {cls.__name__}")
+        cls.kind = kind  # TaggedRecord declares it
         return dataclass(frozen=True, slots=True, kw_only=True)(cls)
 
     return declare
