@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
+import core_strategies
 import pytest
 from core_strategies import sample_event
 
@@ -111,14 +112,8 @@ def test_a_copy_carries_every_shared_field_and_only_those() -> None:
     from stead.core.events import ToolCallRequested
     from stead.core.fold import CallState
 
-    request = ToolCallRequested(
-        turn_index=2,
-        tool_call_id="c1",
-        name="t",
-        arguments="{}",
-        effect_class="non_idempotent",
-        idempotency_key="k",
-        rejection="bad",
+    request = dataclasses.replace(
+        core_strategies.request(2, "c1", "non_idempotent", rejection="bad"),
         requires_approval=True,
         final=True,
     )
