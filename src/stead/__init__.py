@@ -6,6 +6,7 @@ results are replayed instead of re-run, and a call whose outcome is uncertain is
 or handed to a person, never blindly retried.
 """
 
+from stead import errors
 from stead._logs import RunLogFilter, configure_logging, redact  # issue 13: logging
 from stead._signal import AbortSignal
 from stead.core.messages import (  # conversations and attachments (issue 12)
@@ -18,26 +19,7 @@ from stead.core.messages import (  # conversations and attachments (issue 12)
 from stead.core.reconcile import RecoveryPolicy  # recovery at a takeover (issue 11)
 from stead.core.settings import ModelSettings  # issue 12 (e-output): model settings
 from stead.core.states import RunStatus
-from stead.errors import (
-    Aborted,
-    ApprovalError,
-    Conflict,
-    ConversationBusy,
-    CorruptEvent,
-    Fenced,
-    IllegalTransition,
-    InvalidEvent,
-    InvalidInput,
-    LeaseHeld,
-    ProviderError,
-    ProviderHTTPError,
-    RunNotFound,
-    SteadError,
-    StoreError,
-    UnknownAgent,
-    UnknownConversation,
-    UserError,
-)
+from stead.errors import *  # noqa: F403 - every public error, listed once in errors.__all__
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
 from stead.runtime._inputs import Document, Image  # conversations and attachments (issue 12)
 from stead.runtime._view import TurnCost  # cost on the view (issue 12)
@@ -45,62 +27,46 @@ from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # a run: its agent, limits, runtime and what it shows
     "AbortSignal",
-    "Aborted",
     "Agent",
-    "ApprovalError",
-    "AssistantMessage",  # issue 12: conversations, attachments, cost
-    "Attachment",  # issue 12: conversations, attachments, cost
     "Budget",
-    "Conflict",
-    "ConversationBusy",  # issue 12: conversations, attachments, cost
-    "CorruptEvent",
-    "Document",  # issue 12: conversations, attachments, cost
-    "Done",
-    "Fenced",
-    "IllegalTransition",
-    "Image",  # issue 12: conversations, attachments, cost
-    "InvalidEvent",
-    "InvalidInput",
-    "LeaseHeld",
     "Limits",
-    "ModelSettings",  # issue 12 (e-output): model settings
-    "NotDone",
     "PendingApproval",
-    "ProviderError",
-    "ProviderHTTPError",
-    "RecoveryPolicy",  # recovery at a takeover (issue 11)
-    "RunLogFilter",
-    "RunNotFound",
     "RunStatus",
     "RunView",
     "Runtime",
-    "SteadError",
-    "StoreError",
+    "__version__",
+]
+__all__ += [  # tools
+    "Done",
+    "NotDone",
     "Tool",
     "ToolContext",
-    "ToolResultMessage",  # issue 12: conversations, attachments, cost
-    "TurnCost",  # issue 12: conversations, attachments, cost
     "Unknown",
-    "UnknownAgent",
-    "UnknownConversation",  # issue 12: conversations, attachments, cost
-    "Usage",
-    "UserError",
-    "UserMessage",  # issue 12: conversations, attachments, cost
-    "__version__",
-    "configure_logging",  # issue 13: logging
     "question_tool",  # issue 12 (asking a person): Runtime.answer takes its answer
-    "redact",  # issue 13: logging
     "tool",
 ]
+__all__ += [  # issue 12: conversations, attachments, cost, model settings
+    "AssistantMessage",
+    "Attachment",
+    "Document",
+    "Image",
+    "ModelSettings",
+    "ToolResultMessage",
+    "TurnCost",
+    "Usage",
+    "UserMessage",
+]
+__all__ += ["RecoveryPolicy"]  # recovery at a takeover (issue 11)
+__all__ += ["RunLogFilter", "configure_logging", "redact"]  # issue 13: logging
+__all__ += errors.__all__  # every public error (conversation errors of issue 12 too)
+__all__.sort()
 
 
 def __getattr__(name: str) -> object:
     """``stead.RunCancelled``, the old name of ``stead.Aborted``: still importable, with a
     ``DeprecationWarning`` (it shared its name with the event ``RunCancelled``)."""
-    from stead import errors
-
     if name in errors._DEPRECATED:
         return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

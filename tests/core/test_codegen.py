@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
+import core_strategies
 import pytest
 from core_strategies import sample_event
 
@@ -102,3 +103,36 @@ def test_a_message_field_set_to_anything_is_checked_as_the_reader_reads(message:
             assert ok is (why is None), (type(message).__name__, f.name, v, why)
             if ok and v != "\ud800":
                 assert MESSAGE.dec(MESSAGE.enc(m)) == m
+
+
+def test_a_copy_carries_every_shared_field_and_only_those() -> None:
+    """``compile_copy`` builds the target from the fields both dataclasses have (here a call's
+    state from its request), the rest from keywords or their defaults."""
+    from stead.core._codegen import compile_copy
+    from stead.core.events import ToolCallRequested
+    from stead.core.fold import CallState
+
+    request = dataclasses.replace(
+        core_strategies.request(2, "c1", "non_idempotent", rejection="bad"),
+        requires_approval=True,
+        final=True,
+    )
+    copy = compile_copy(ToolCallRequested, CallState, "attempts")
+    state = copy(request, attempts=3)
+    shared = {f.name for f in dataclasses.fields(CallState)} & {
+        f.name for f in dataclasses.fields(ToolCallRequested)
+    }
+    assert shared == {
+        "turn_index",
+        "tool_call_id",
+        "name",
+        "arguments",
+        "effect_class",
+        "idempotency_key",
+        "rejection",
+        "requires_approval",
+    }
+    assert {n: getattr(state, n) for n in shared} == {n: getattr(request, n) for n in shared}
+    assert (state.attempts, state.result, state.decision) == (3, None, None)
+    with pytest.raises(TypeError):
+        copy(request, unknown=1)  # only the keywords it was compiled for

@@ -6,6 +6,7 @@ crash anywhere in a redispatch never spends a second slot for one attempt."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -376,10 +377,7 @@ def _log(*events: Event) -> RunState:
 
 
 def _requested(call: str, cls: Any, approval: bool = False) -> ToolCallRequested:
-    r = request(0, call, cls)
-    return ToolCallRequested(
-        **{**{f: getattr(r, f) for f in r.__slots__}, "requires_approval": approval}
-    )  # type: ignore[attr-defined]
+    return dataclasses.replace(request(0, call, cls), requires_approval=approval)
 
 
 CASES: list[tuple[str, list[Event], list[tuple[str, int]]]] = [

@@ -33,6 +33,7 @@ from stead.core.failures import FailurePhase
 from stead.core.fold import CallState, RunState
 from stead.core.limits import Limits
 from stead.core.states import FAILABLE, FINISHED, RunStatus
+from stead.core.tagged import TaggedRecord, tagged
 
 FINAL_TURN_NOTICE = (
     "This is your final turn: tools are no longer available. Give your best final answer now. "
@@ -56,32 +57,27 @@ class ToolSpec:
 # -- steps ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StartRun:
+@tagged("start_run")
+class StartRun(TaggedRecord):
     """A queued run: record run_started."""
 
-    kind: Literal["start_run"] = "start_run"
-    """Tag."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResumeTurn:
+class _TurnStep(TaggedRecord):
+    """A step of turn ``turn_index`` (its label names the turn)."""
+
+    turn_index: int
+
+
+@tagged("resume_turn")
+class ResumeTurn(_TurnStep):
     """A requeued run whose last turn has open calls: record turn_resumed."""
 
-    kind: Literal["resume_turn"] = "resume_turn"
-    """Tag."""
-    turn_index: int
-    """The open turn."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallModel:
+@tagged("call_model")
+class CallModel(_TurnStep):
     """Ask the model for turn ``turn_index``."""
 
-    kind: Literal["call_model"] = "call_model"
-    """Tag."""
-    turn_index: int
-    """Which turn."""
     turn_recorded: bool
     """turn_started is already in the log (a retry or a resume mid-call)."""
     attempt: int
@@ -105,34 +101,28 @@ class ToolPlan:
     """Why (shown in the timeline)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunTools:
+@tagged("run_tools")
+class RunTools(TaggedRecord):
     """Settle the open calls of the current turn."""
 
-    kind: Literal["run_tools"] = "run_tools"
-    """Tag."""
     plans: tuple[ToolPlan, ...]
     """One plan per unsettled call, in the model's order."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finish:
+@tagged("finish")
+class Finish(TaggedRecord):
     """Complete the run: a reply without tool calls, or the turn limit with a handoff."""
 
-    kind: Literal["finish"] = "finish"
-    """Tag."""
     output: str
     """The final answer (or the handoff)."""
     stop_reason: str
     """Why."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fail:
+@tagged("fail")
+class Fail(TaggedRecord):
     """The run cannot go on: record run_failed."""
 
-    kind: Literal["fail"] = "fail"
-    """Tag."""
     code: str
     """Stable failure code."""
     phase: FailurePhase
@@ -143,22 +133,18 @@ class Fail:
     """Structured evidence for ``RunFailed.details``."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel:
+@tagged("cancel")
+class Cancel(TaggedRecord):
     """A cancel was requested: abort in-flight work, close open calls, record run_cancelled."""
 
-    kind: Literal["cancel"] = "cancel"
-    """Tag."""
     reason: str
     """The request's reason."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Wait:
+@tagged("wait")
+class Wait(TaggedRecord):
     """Nothing a worker can do: finished, or waiting on a person."""
 
-    kind: Literal["wait"] = "wait"
-    """Tag."""
     status: RunStatus
     """The status it rests in."""
 
@@ -254,7 +240,7 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
 
 def step_label(state: RunState, step: Step) -> str:
     """A short name for a step, for ``step_failed`` and its evidence: kind and turn."""
-    turn = getattr(step, "turn_index", state.turn_index)
+    turn = step.turn_index if isinstance(step, _TurnStep) else state.turn_index
     return f"{step.kind} (turn {turn})" if turn >= 0 else step.kind
 
 

@@ -20,6 +20,7 @@ from stead.core.codec import Record
 from stead.core.events import EffectClass
 from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
 from stead.core.messages import Usage
+from stead.core.tagged import TaggedRecord, tagged
 
 ReplayPolicy = Literal["rerun", "rerun_with_key", "reconcile_or_ask"]
 """How a call in flight at a crash is recovered; follows from the effect class."""
@@ -134,22 +135,18 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
 # -- outcomes --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSucceeded:
+@tagged("model_succeeded")
+class ModelSucceeded(TaggedRecord):
     """The model replied."""
 
-    kind: Literal["model_succeeded"] = "model_succeeded"
-    """Tag."""
     response: Any
     """The provider-neutral response (a ModelResponse)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelFailed:
+@tagged("model_failed")
+class ModelFailed(TaggedRecord):
     """The model call failed with a stable code."""
 
-    kind: Literal["model_failed"] = "model_failed"
-    """Tag."""
     code: str
     """One of the model failure codes."""
     message: str = ""
@@ -169,44 +166,36 @@ class ModelFailed:
         return is_retryable(self.code)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolSucceeded:
+@tagged("tool_succeeded")
+class ToolSucceeded(TaggedRecord):
     """The handler returned."""
 
-    kind: Literal["tool_succeeded"] = "tool_succeeded"
-    """Tag."""
     content: str
     """Serialized result the model reads."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolFailed:
+@tagged("tool_failed")
+class ToolFailed(TaggedRecord):
     """The handler raised or refused: a known failure, it did not (fully) happen."""
 
-    kind: Literal["tool_failed"] = "tool_failed"
-    """Tag."""
     failure: str
     """What went wrong, for the model."""
     retry: bool = False
     """Whether the tool says trying again could help (the model decides)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolUnknown:
+@tagged("tool_unknown")
+class ToolUnknown(TaggedRecord):
     """It may or may not have happened. Never re-run automatically."""
 
-    kind: Literal["tool_unknown"] = "tool_unknown"
-    """Tag."""
     reason: str
     """Why it is unknown."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cancelled:
+@tagged("cancelled")
+class Cancelled(TaggedRecord):
     """The effect was aborted before it settled."""
 
-    kind: Literal["cancelled"] = "cancelled"
-    """Tag."""
     reason: str = ""
     """Why."""
 

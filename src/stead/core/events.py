@@ -1,6 +1,8 @@
 """The events of a run's log: typed, frozen, versioned, named in the past tense.
 
-Each event is a frozen dataclass with a ``kind`` tag, in the ``Event`` union. Their rows in
+Each event is a tagged record (``stead.core.tagged``: a frozen dataclass named by its
+``kind``) in the ``Event`` union; the events of a turn, of a call, of an owner taking the run
+share those fields from one base (base fields first: the order of a row's keys). Their rows in
 the store (``encode``, ``decode``, the writer's check ``problem``, versions and upcasters)
 are ``stead.core.event_codec``'s, which follows from the fields here: adding an event needs
 nothing there. Text from outside (a model's reply, a tool's result, an error message) is made
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from stead.core.canonical import JSON
 from stead.core.messages import (
@@ -23,6 +25,7 @@ from stead.core.messages import (
     repair_text,
     unstorable,
 )
+from stead.core.tagged import TaggedRecord, tagged
 
 EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
@@ -45,10 +48,38 @@ def _repair_field(event: Any, name: str, where: str) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunCreated:
+class _Turn(TaggedRecord):
+    """An event of one turn: ``turn_index`` counts from 0."""
+
+    turn_index: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Call(_Turn):
+    """An event of one tool call of a turn: ``tool_call_id`` is the model's call id."""
+
+    tool_call_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Owner(TaggedRecord):
+    """An owner took the run: the worker (``owner``) and its fencing ``epoch``."""
+
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Why(TaggedRecord):
+    """An event whose ``reason`` says why, for the timeline."""
+
+    reason: str = ""
+
+
+@tagged("run_created")
+class RunCreated(TaggedRecord):
     """A run exists, with everything needed to start it on any machine."""
 
-    kind: ClassVar[str] = "run_created"
     run_id: str
     """The run's id."""
     agent: str
@@ -70,68 +101,44 @@ class RunCreated:
     """Images and documents sent with ``input``, by digest (their bytes are stored once)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunStarted:
+@tagged("run_started")
+class RunStarted(_Owner):
     """A worker began driving a queued run."""
 
-    kind: ClassVar[str] = "run_started"
-    owner: str
-    """The worker that claimed it."""
-    epoch: int
-    """Its fencing epoch."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRecovered:
+@tagged("run_recovered")
+class RunRecovered(_Owner):
     """A new owner took over a run whose previous owner died or lost its lease."""
 
-    kind: ClassVar[str] = "run_recovered"
-    owner: str
-    """The new owner."""
-    epoch: int
-    """The new fencing epoch."""
     previous_owner: str = ""
     """Who held it before, if known."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnStarted:
+@tagged("turn_started")
+class TurnStarted(_Turn):
     """A model call for turn ``turn_index`` is about to be made."""
 
-    kind: ClassVar[str] = "turn_started"
-    turn_index: int
-    """Counts from 0."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResumed:
+@tagged("turn_resumed")
+class TurnResumed(_Turn):
     """An interrupted turn with unfinished tool calls is being continued after a requeue."""
 
-    kind: ClassVar[str] = "turn_resumed"
-    turn_index: int
-    """The open turn."""
 
+@tagged("notice_injected")
+class NoticeInjected(_Turn):
+    """The runtime added a system notice to the conversation (e.g. "this is your last turn"),
+    carried by the request of turn ``turn_index``."""
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoticeInjected:
-    """The runtime added a system notice to the conversation (e.g. "this is your last turn")."""
-
-    kind: ClassVar[str] = "notice_injected"
-    turn_index: int
-    """The turn whose request carries it."""
     content: str
     """What the model reads."""
     reason: str = ""
     """Why: final_turn, ..."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelCallFailed:
+@tagged("model_call_failed")
+class ModelCallFailed(_Turn):
     """One attempt of a model call failed; retried or not according to ``code``."""
 
-    kind: ClassVar[str] = "model_call_failed"
-    turn_index: int
-    """The turn."""
     attempt: int
     """1 for the first attempt."""
     code: str
@@ -145,13 +152,10 @@ class ModelCallFailed:
         _repair_field(self, "message", "in this message")  # a provider's error text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AssistantMessageRecorded:
+@tagged("assistant_message")
+class AssistantMessageRecorded(_Turn):
     """The model's final reply for a turn. Its tool calls are the write-ahead intent."""
 
-    kind: ClassVar[str] = "assistant_message"
-    turn_index: int
-    """The turn."""
     message: AssistantMessage
     """Text and tool calls."""
     usage: Usage
@@ -162,15 +166,10 @@ class AssistantMessageRecorded:
     """The ``ModelSettings`` the call was sent with (``to_json``), when any were set."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallRequested:
+@tagged("tool_call_requested")
+class ToolCallRequested(_Call):
     """Intent: this call will run (or is refused, when ``rejection`` is set). Written first."""
 
-    kind: ClassVar[str] = "tool_call_requested"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The model's call id."""
     name: str
     """Tool name as the model gave it."""
     arguments: str
@@ -189,46 +188,31 @@ class ToolCallRequested:
     awaited, so, like a refused call, it leaves the run where it is."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopDetected:
+@tagged("loop_detected")
+class LoopDetected(_Call):
     """The model repeated the same call (tool and canonical arguments) too many times in a row;
     this call is not run and gets an error result asking for another strategy."""
 
-    kind: ClassVar[str] = "loop_detected"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The intercepted call."""
     name: str
     """Its tool."""
     repeats: int
     """How many identical calls in a row, this one included."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallStarted:
+@tagged("tool_call_started")
+class ToolCallStarted(_Call):
     """A handler is about to run (recorded for non_idempotent tools, where it matters)."""
 
-    kind: ClassVar[str] = "tool_call_started"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     attempt: int
     """1 for the first attempt."""
     effect_id: str
     """Deterministic id of this attempt."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolResultRecorded:
+@tagged("tool_result_recorded")
+class ToolResultRecorded(_Call):
     """The one result of a tool call. Unique per (run, turn_index, tool_call_id)."""
 
-    kind: ClassVar[str] = "tool_result_recorded"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     name: str
     """Tool name."""
     content: str
@@ -248,16 +232,11 @@ class ToolResultRecorded:
             _repair_field(self, "content", "in this result")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolAttemptFailed:
+@tagged("tool_attempt_failed")
+class ToolAttemptFailed(_Call):
     """One attempt of a call failed or timed out, and the tool's ``retries`` allow another:
     it runs again after ``retry_in`` seconds (a last failure is the call's result instead)."""
 
-    kind: ClassVar[str] = "tool_attempt_failed"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     attempt: int
     """The attempt that failed."""
     error: str
@@ -269,15 +248,10 @@ class ToolAttemptFailed:
         _repair_field(self, "error", "in this error")  # a tool's exception text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolOutcomeUnknown:
+@tagged("tool_outcome_unknown")
+class ToolOutcomeUnknown(_Call):
     """A call was in flight when its worker died and nothing can tell whether it happened."""
 
-    kind: ClassVar[str] = "tool_outcome_unknown"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     reason: str
     """Why it is unknown."""
 
@@ -285,28 +259,18 @@ class ToolOutcomeUnknown:
         _repair_field(self, "reason", "in this reason")  # may quote a reconcile function
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolReconciled:
+@tagged("tool_reconciled")
+class ToolReconciled(_Call):
     """A reconcile (status-check) function answered for an in-flight call."""
 
-    kind: ClassVar[str] = "tool_reconciled"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     verdict: Literal["done", "not_done", "unknown"]
     """done: result follows; not_done: it will run; unknown: a person decides."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequested:
+@tagged("approval_requested")
+class ApprovalRequested(_Call):
     """The run pauses until a person decides about this call."""
 
-    kind: ClassVar[str] = "approval_requested"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call waiting on the decision."""
     reason: Literal["outcome_unknown", "policy", "question"]
     """Unknown outcome after a crash, the tool's approval policy, or a question tool's
     question (the answer is the call's result)."""
@@ -319,15 +283,10 @@ class ApprovalRequested:
     """When the run times out if nobody decides (seconds since the epoch), if ever."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalDecided:
+@tagged("approval_decided")
+class ApprovalDecided(_Call):
     """A person decided about a pending call."""
 
-    kind: ClassVar[str] = "approval_decided"
-    turn_index: int
-    """The turn."""
-    tool_call_id: str
-    """The call."""
     decision: Decision
     """approve/not_happened: run it; deny/skip: error result; happened/answer: result given."""
     by: str = ""
@@ -338,26 +297,24 @@ class ApprovalDecided:
     """Edited arguments (canonical JSON) to run instead, for approve."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunCompleted:
+@tagged("run_completed")
+class RunCompleted(TaggedRecord):
     """The run reached its goal or a stop condition."""
 
-    kind: ClassVar[str] = "run_completed"
     output: str
     """Final answer."""
     stop_reason: str = "end_turn"
     """Why it stopped."""
-    usage: Usage = Usage()  # noqa: RUF009 - Usage is frozen, sharing one default is safe
+    usage: Usage = Usage()  # Usage is frozen: sharing one default is safe
     """Aggregated usage of the whole run."""
     data: JSON = None
     """The validated structured output (the agent's ``output_type``) as JSON; None for text."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunFailed:
+@tagged("run_failed")
+class RunFailed(TaggedRecord):
     """The run hit an unrecoverable error."""
 
-    kind: ClassVar[str] = "run_failed"
     code: str
     """Stable failure code."""
     phase: Literal["model", "runtime"]
@@ -373,15 +330,14 @@ class RunFailed:
         _repair_field(self, "message", "in this message")  # may quote a provider or a tool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepFailed:
+@tagged("step_failed")
+class StepFailed(TaggedRecord):
     """A step of the run loop raised something that is not about the lease, the store or a
     cancel (a bug, or input the run cannot take). Counted by the fold: the
     ``Limits.max_step_failures``-th failure of the same step in a row ends the run ``failed``
     (code ``step_failed``), so no claimant retries it forever. Kept small and plain text, so
     that it can be stored even when the step's own events could not."""
 
-    kind: ClassVar[str] = "step_failed"
     step: str
     """Which step, e.g. ``call_model (turn 2)``."""
     error_type: str
@@ -390,69 +346,51 @@ class StepFailed:
     """The exception's text (truncated)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunCancelRequested:
+@tagged("run_cancel_requested")
+class RunCancelRequested(_Why):
     """Someone asked to cancel the run; its owner aborts in-flight work and then cancels it."""
 
-    kind: ClassVar[str] = "run_cancel_requested"
-    reason: str = ""
-    """Why."""
     by: str = ""
     """Who asked."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunCancelled:
+@tagged("run_cancelled")
+class RunCancelled(_Why):
     """The run was aborted by a caller or signal."""
 
-    kind: ClassVar[str] = "run_cancelled"
-    reason: str = ""
-    """Why."""
+
+@tagged("run_timed_out")
+class RunTimedOut(_Why):
+    """A deadline passed: an approval's, or the run's own (``Limits.max_duration``); its
+    ``reason`` says which."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunTimedOut:
-    """A deadline passed: an approval's, or the run's own (``Limits.max_duration``)."""
-
-    kind: ClassVar[str] = "run_timed_out"
-    reason: str = ""
-    """Which deadline."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunDeadlineSet:
+@tagged("run_deadline_set")
+class RunDeadlineSet(TaggedRecord):
     """The run must finish by ``deadline`` or time out: set at its start from
     ``Limits.max_duration``, and moved later by a wait on a person that does not count."""
 
-    kind: ClassVar[str] = "run_deadline_set"
     deadline: float
     """Seconds since the epoch, by the clock of the process that set it."""
     counts_waiting: bool = True
     """Whether time waiting on a person counts against it."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRequeued:
-    """An explicit resume sent a finished run back to the queue."""
-
-    kind: ClassVar[str] = "run_requeued"
-    reason: str = ""
-    """Who asked, and why."""
+@tagged("run_requeued")
+class RunRequeued(_Why):
+    """An explicit resume sent a finished run back to the queue (``reason``: who, and why)."""
 
 
 Observed = Literal["active", "orphaned", "terminal", "missing", "aborted"]
 """What an executor holds for an effect's key (``stead.core.reconcile``)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EffectReconciled:
+@tagged("effect_reconciled")
+class EffectReconciled(_Turn):
     """At a takeover, the reconciler's verdict on an effect with intent and no outcome. A
     ``dispose`` is the disposal itself: the model call's attempt is spent (the turn goes on
     under a new key), a tool call's settles effect_unknown and its effect class decides."""
 
-    kind: ClassVar[str] = "effect_reconciled"
-    turn_index: int
-    """The effect's turn."""
     tool_call_id: str = ""
     """Its call; "" for the turn's model call."""
     attempt: int
@@ -469,12 +407,11 @@ class EffectReconciled:
     """The deciding owner's epoch: a superseded owner's verdict is refused."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RedispatchRecorded:
+@tagged("redispatch")
+class RedispatchRecorded(TaggedRecord):
     """One record of a key's redispatch ledger: ``planned`` (before the dispatch), then
     ``dispatched`` (accepted), or ``given_up``. Folded by ``stead.core.reconcile``."""
 
-    kind: ClassVar[str] = "redispatch"
     effect_id: str
     """The key handed over again."""
     step: Literal["planned", "dispatched", "given_up"]
@@ -487,24 +424,22 @@ class RedispatchRecorded:
     """The deciding owner's epoch."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolsListed:
+@tagged("tools_listed")
+class ToolsListed(TaggedRecord):
     """A tool source (an MCP server) listed its tools at a drive's start, and they differ from
     the last listing of this run's log: the timeline shows a changed definition."""
 
-    kind: ClassVar[str] = "tools_listed"
     source: str
     """The source's name."""
     tools: dict[str, Any]
     """Tool name -> its definition as listed (schema, annotations) and the effect class used."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TraceLinked:
+@tagged("trace_linked")
+class TraceLinked(TaggedRecord):
     """The run's trace context (W3C ``traceparent``), so that a drive in another process, after
     a crash, continues the same trace."""
 
-    kind: ClassVar[str] = "trace_linked"
     traceparent: str
     """``00-<trace id>-<span id>-<flags>`` of the span that recorded it."""
 

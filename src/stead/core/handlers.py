@@ -11,8 +11,10 @@ Adding an event: docs/adding-an-event.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
+from stead.core._codegen import compile_copy
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -305,18 +307,15 @@ def _requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
     return RunStatus.AWAITING_TOOL if e.rejection is None and not e.final else None
 
 
+_NEW_CALL: Final[Callable[[ToolCallRequested], CallState]] = compile_copy(
+    ToolCallRequested, CallState
+)
+"""A call's state as its request leaves it: every field the two share, copied."""
+
+
 @after(ToolCallRequested)
 def _after_requested(state: RunState, e: ToolCallRequested) -> None:
-    state.calls[e.tool_call_id] = CallState(
-        turn_index=e.turn_index,
-        tool_call_id=e.tool_call_id,
-        name=e.name,
-        arguments=e.arguments,
-        effect_class=e.effect_class,
-        idempotency_key=e.idempotency_key,
-        rejection=e.rejection,
-        requires_approval=e.requires_approval,
-    )
+    state.calls[e.tool_call_id] = _NEW_CALL(e)
     state.tool_calls_total += 1
     state.recent_calls.append(call_digest(e.name, e.arguments))
     del state.recent_calls[:-RECENT_CALLS]

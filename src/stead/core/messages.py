@@ -134,15 +134,6 @@ class ToolCall:
     arguments: str
     """The raw argument text the model produced; may not even be JSON (a model mistake)."""
 
-    def to_json(self) -> dict[str, str]:
-        """``{"id", "name", "arguments"}``."""
-        return TOOL_CALL.enc(self)  # type: ignore[no-any-return,misc]
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ToolCall:
-        """Decode; ``ValueError`` unless id, name and arguments are strings."""
-        return TOOL_CALL.dec(data)  # type: ignore[no-any-return]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Thinking:

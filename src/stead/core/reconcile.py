@@ -38,10 +38,11 @@ planned, so a crash between the two records spends no slot of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, TypeAlias, get_args
 
+from stead.core._codegen import compile_copy
 from stead.core.canonical import effect_id
 from stead.core.events import (
     EffectClass,
@@ -356,17 +357,14 @@ def after_dispatch(decision: Decision, answer: DispatchAnswer) -> Decision:
 def verdict_event(decision: Decision, epoch: int) -> EffectReconciled:
     """The timeline's line for a decision; for a disposal, the disposal itself (its handler
     spends the model call's attempt, or settles the tool call effect_unknown)."""
-    t = decision.target
-    return EffectReconciled(
-        turn_index=t.turn_index,
-        tool_call_id=t.tool_call_id,
-        attempt=t.attempt,
-        effect_id=t.effect_id,
-        observed=decision.observed,
-        verdict=decision.verdict,
-        reason=decision.reason,
-        epoch=epoch,
-    )
+    d = decision
+    return _VERDICT(d.target, observed=d.observed, verdict=d.verdict, reason=d.reason, epoch=epoch)
+
+
+_VERDICT: Final[Callable[..., EffectReconciled]] = compile_copy(
+    Target, EffectReconciled, "observed", "verdict", "reason", "epoch"
+)
+"""The verdict's event with its target's key fields (turn, call, attempt, effect id)."""
 
 
 def ledger_event(
