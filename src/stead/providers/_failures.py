@@ -103,6 +103,30 @@ def code_for_http(status: int, body: object, message: str = "") -> ModelFailureC
     return code
 
 
+def error_code(
+    status: int | None,
+    body: object,
+    message: str,
+    types: Mapping[str, ModelFailureCode],
+    keys: tuple[str, ...],
+) -> ModelFailureCode:
+    """A provider error's stable code: by HTTP status (refined by the body) when the request
+    was refused; for an error inside a stream, a context window overflow wherever the body
+    says so, else the first of the error object's fields ``keys`` found in the provider's
+    table ``types``, else ``provider_unavailable`` (retryable: an unknown error is assumed
+    transient)."""
+    if status is not None and status >= 400:
+        return code_for_http(status, body, message)
+    if is_context_overflow(body, message):
+        return "context_length_exceeded"
+    err = error_object(body)
+    for key in keys:
+        code = types.get(str(err.get(key) or ""))
+        if code is not None:
+            return code
+    return "provider_unavailable"
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float) -> float | None:
     """Seconds a response asks us to wait: ``retry-after-ms``, then ``retry-after`` as a
     number of seconds or an HTTP date (measured from ``now``, a Unix time). None if absent

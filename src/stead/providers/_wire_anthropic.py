@@ -74,9 +74,7 @@ from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
     StreamReply,
-    code_for_http,
-    error_object,
-    is_context_overflow,
+    error_code,
 )
 from stead.providers._lenient import count, missing_call_id, text
 
@@ -419,10 +417,4 @@ _ERROR_TYPES: Mapping[str, ModelFailureCode] = {
 def failure_code(status: int | None, body: object, message: str = "") -> ModelFailureCode:
     """The stable code for an Anthropic error: by HTTP status when the request was refused,
     by ``error.type`` for an ``error`` event inside a 200 stream."""
-    if status is not None and status >= 400:
-        return code_for_http(status, body, message)
-    kind = str(error_object(body).get("type", ""))
-    code = _ERROR_TYPES.get(kind, "provider_unavailable")
-    if code == "bad_request" and is_context_overflow(body, message):
-        return "context_length_exceeded"
-    return code
+    return error_code(status, body, message, _ERROR_TYPES, ("type",))

@@ -57,9 +57,8 @@ from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
     IncompleteReply,
     StreamReply,
-    code_for_http,
+    error_code,
     error_object,
-    is_context_overflow,
 )
 from stead.providers._lenient import count, missing_call_id, text
 from stead.providers._wire_anthropic import base64_of
@@ -326,15 +325,6 @@ def failure_code(status: int | None, body: object, message: str = "") -> ModelFa
     A 429 whose code is ``insufficient_quota`` is an exhausted balance, not a rate limit:
     ``billing``, which retrying does not fix.
     """
-    err = error_object(body)
-    if status is not None and status >= 400:
-        if status == 429 and err.get("code") == "insufficient_quota":
-            return "billing"
-        return code_for_http(status, body, message)
-    if is_context_overflow(body, message):
-        return "context_length_exceeded"
-    for key in ("code", "type"):
-        code = _ERROR_TYPES.get(str(err.get(key) or ""))
-        if code is not None:
-            return code
-    return "provider_unavailable"
+    if status == 429 and error_object(body).get("code") == "insufficient_quota":
+        return "billing"
+    return error_code(status, body, message, _ERROR_TYPES, ("code", "type"))
