@@ -68,7 +68,7 @@ class Keeper:
         loop = asyncio.get_running_loop()
         run_id = session.state.run_id
         due = loop.time() + self._host.lease_ttl / 3
-        self._held[run_id] = _Held(session, signal, loop, session.state.seq, due)
+        self._held[run_id] = _Held(session, signal, loop, session.durable_seq, due)
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             # A run of another (closed) loop never reached its ``drop``: not ours to renew.
