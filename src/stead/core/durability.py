@@ -11,7 +11,9 @@ same transaction:
 * when a ``non_idempotent`` call's result is recorded (it must never be asked for again);
 * when the run reports a state someone outside waits for: waiting on a person
   (``awaiting_approval``) or finished;
-* whatever is not the run loop's own step: recovery verdicts, redispatch records.
+* whatever is not the run loop's own step: recovery verdicts, redispatch records, and a
+  failed step's record (``Limits.max_step_failures`` counts them in whichever processes they
+  were, and a step whose events cannot be written must not be tried forever).
 
 What a crash of the process takes in ``effects`` mode is the held steps since the last
 durable commit (and a crash of the machine, or of the PostgreSQL server, what was written
@@ -35,7 +37,6 @@ from stead.core.events import (
     NoticeInjected,
     RunDeadlineSet,
     RunStarted,
-    StepFailed,
     ToolAttemptFailed,
     ToolCallRequested,
     ToolCallStarted,
@@ -71,7 +72,6 @@ _LOOP_KINDS: Final = frozenset(
         RunDeadlineSet,
         ToolsListed,
         TraceLinked,
-        StepFailed,
     )
 )
 """Kinds a commit may hold and still skip the sync in ``effects`` mode (each is checked
