@@ -123,7 +123,8 @@ class RunSession:
         """False for a ``steering`` session without a lease: it writes at whatever epoch the
         run is at."""
         self.on_commit: Callable[[RunState, list[Event]], None] | None = None
-        """Told of every commit (``stead.runtime._observe``); None unless someone watches."""
+        """Told of every commit (``stead.runtime._observe``), a held one when it is held;
+        None unless someone watches."""
         self.steering_only = False
         """True for a ``steering`` session: it appends no automatic events (it has no tools
         or limits to compute them from; the owner's next step does that)."""
@@ -335,7 +336,7 @@ class RunSession:
             raise
         written = batch
         if self.durability != "strict":  # strict never holds: its path is as it always was
-            if batch and (not sync or not must_sync(self.durability, state, batch, calls)):
+            if batch and not must_sync(self.durability, state, batch, calls):
                 if self._hold(state, batch):
                     return state
                 sync = False  # too many, or too old: written now, without the fsync
