@@ -259,3 +259,42 @@ async def test_held_steps_are_bounded(tmp_path: Path) -> None:
     assert events > HOLD_EVENTS
     # The claim and the release, one unsynced write of the held events, the synced end.
     assert (commits.commits, commits.fsyncs) == (4, 1)
+
+
+async def test_an_approval_answered_while_a_sibling_runs_is_kept(tmp_path: Path) -> None:
+    """A person can answer only while the run waits on one, and every commit of a run in that
+    state is durable: nothing is held for the decision to land under. Another Runtime approves
+    one call while its sibling (read_only) runs; the owner's result then meets the decision,
+    reads it, and the run goes on with it."""
+    other: stead.Runtime
+    charged: list[int] = []
+
+    @stead.tool(effect="read_only", name="lookup")
+    async def lookup(n: int, ctx: stead.ToolContext) -> str:
+        """Look n up; meanwhile, the person approves the charge."""
+        view = await other.approve(ctx.run_id, "call_0_1")
+        assert view.status is stead.RunStatus.AWAITING_APPROVAL  # the lookup is still open
+        return f"found {n}"
+
+    @stead.tool(effect="non_idempotent", name="charge", requires_approval=True)
+    async def charge(cents: int) -> str:
+        """Charge the card."""
+        charged.append(cents)
+        return "charged"
+
+    model = ScriptedModel(
+        [Reply(tool_calls=[("lookup", {"n": 1}), ("charge", {"cents": 500})]), "Charged."]
+    )
+    agent = stead.Agent("approved", model, [lookup, charge], durability="effects")
+    async with (
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as owner,
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as other,
+    ):
+        rid = await owner.start(agent, "Charge it.")
+        view = await owner.run(rid)
+        if view.status is stead.RunStatus.AWAITING_APPROVAL:  # rested before it heard
+            view = await owner.run(rid)
+        assert view.status is stead.RunStatus.COMPLETED
+        kinds = await _valid(owner, rid)
+    assert charged == [500]
+    assert kinds.count("approval_decided") == 1
