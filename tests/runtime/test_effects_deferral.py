@@ -298,3 +298,42 @@ async def test_an_approval_answered_while_a_sibling_runs_is_kept(tmp_path: Path)
         kinds = await _valid(owner, rid)
     assert charged == [500]
     assert kinds.count("approval_decided") == 1
+
+
+async def test_a_durable_write_that_meets_another_writer_starts_the_step_over(
+    tmp_path: Path,
+) -> None:
+    """The keeper has not looked yet when the owner's next durable commit (the intent of an
+    idempotent_write) meets the cancel another Runtime wrote under its held steps: the
+    commit is refused, the held steps dropped, and the drive starts over from the log, which
+    says to cancel. The tool whose intent was refused never runs."""
+    other: stead.Runtime
+    written: list[int] = []
+
+    @stead.tool(effect="read_only", name="lookup")
+    async def lookup(n: int, ctx: stead.ToolContext) -> str:
+        """Look n up; at the second, have another process cancel the run."""
+        if n == 1:
+            await other.cancel(ctx.run_id, "stop")
+        return f"found {n}"
+
+    @stead.tool(effect="idempotent_write", name="note")
+    async def note(n: int) -> str:
+        """Write a note."""
+        written.append(n)
+        return "noted"
+
+    turns: list[Reply | str] = [Reply(tool_calls=[("lookup", {"n": i})]) for i in range(2)]
+    model = ScriptedModel([*turns, Reply(tool_calls=[("note", {"n": 2})]), "Done."])
+    agent = stead.Agent("met", model, [lookup, note], durability="effects")
+    async with (
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as owner,
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as other,
+    ):
+        owner.watch_interval = 60.0  # the keeper does not look before the intent is written
+        rid = await owner.start(agent, "Look them up, then note it.")
+        view = await owner.run(rid)
+        assert view.status is stead.RunStatus.CANCELLED
+        kinds = await _valid(owner, rid)
+    assert kinds[:2] == ["run_created", "run_cancel_requested"]
+    assert written == []
