@@ -42,6 +42,14 @@ def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Either backend: the held append meets the other writer in each store's own check."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return url(tmp_path)
+
+
 async def _valid(rt: stead.Runtime, rid: str) -> list[str]:
     """The run's log folds and checks (``verify``); its kinds."""
     await RunSession.verify(rt.store, rid)
@@ -113,7 +121,7 @@ async def test_a_cancel_written_while_steps_are_held_is_heard_and_kept(tmp_path:
     assert kinds[-1] == "run_cancelled"
 
 
-async def test_a_takeover_while_steps_are_held_fences_them_out(tmp_path: Path) -> None:
+async def test_a_takeover_while_steps_are_held_fences_them_out(store_url: str) -> None:
     """The owner's lease lapsed and another worker took the run over: the owner's held steps
     are refused (fenced) and dropped, nothing of them reaches the log, and the new owner
     drives the run from the durable log to the end."""
@@ -130,8 +138,8 @@ async def test_a_takeover_while_steps_are_held_fences_them_out(tmp_path: Path) -
 
     agent = stead.Agent("taken", script(), [lookup], durability="effects")
     async with (
-        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as old,
-        stead.Runtime(url(tmp_path), agents=[agent]) as new,
+        stead.Runtime(store_url, agents=[agent], clock=lambda: FROZEN) as old,
+        stead.Runtime(store_url, agents=[agent]) as new,
     ):
         rid = await old.start(agent, "Look them up.")
         with pytest.raises(stead.Fenced):
@@ -288,7 +296,7 @@ async def test_an_approval_answered_while_a_sibling_runs_is_kept(tmp_path: Path)
 
 
 async def test_a_durable_write_that_meets_another_writer_starts_the_step_over(
-    tmp_path: Path,
+    store_url: str,
 ) -> None:
     """The keeper has not looked yet when the owner's next durable commit (the intent of an
     idempotent_write) meets the cancel another Runtime wrote under its held steps: the
@@ -314,8 +322,8 @@ async def test_a_durable_write_that_meets_another_writer_starts_the_step_over(
     model = ScriptedModel([*turns, Reply(tool_calls=[("note", {"n": 2})]), "Done."])
     agent = stead.Agent("met", model, [lookup, note], durability="effects")
     async with (
-        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as owner,
-        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as other,
+        stead.Runtime(store_url, agents=[agent], clock=lambda: FROZEN) as owner,
+        stead.Runtime(store_url, agents=[agent], clock=lambda: FROZEN) as other,
     ):
         owner.watch_interval = 60.0  # the keeper does not look before the intent is written
         rid = await owner.start(agent, "Look them up, then note it.")
