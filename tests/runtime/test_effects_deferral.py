@@ -332,3 +332,42 @@ async def test_a_durable_write_that_meets_another_writer_starts_the_step_over(
         kinds = await _valid(owner, rid)
     assert kinds[:2] == ["run_created", "run_cancel_requested"]
     assert written == []
+
+
+async def test_a_deadline_that_meets_another_writer_looks_again_from_the_log(
+    tmp_path: Path,
+) -> None:
+    """The run's deadline passes while steps are held and another Runtime has cancelled the
+    run under them: the timeout's commit is refused, the held steps dropped, and the drive
+    looks again from the log (which says to cancel) instead of raising."""
+    now = [FROZEN]
+    other: stead.Runtime
+
+    results: list[str | None] = []
+
+    @stead.tool(effect="read_only", name="lookup")
+    async def lookup(n: int, ctx: stead.ToolContext) -> str:
+        """Look n up; at the second, have another process cancel the run."""
+        if n == 1:
+            await other.cancel(ctx.run_id, "stop")
+        return f"found {n}"
+
+    def crash(point: str, tool: str | None) -> None:
+        """The crash-point seam: once the second result is held, the deadline passes."""
+        if point == "after_result_commit":
+            results.append(tool)
+            if len(results) == 2:
+                now[0] += 3600.0
+
+    limits = stead.Limits(max_duration=60.0)
+    agent = stead.Agent("late", script(), [lookup], durability="effects", limits=limits)
+    async with (
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: now[0], crash=crash) as owner,
+        stead.Runtime(url(tmp_path), agents=[agent], clock=lambda: FROZEN) as other,
+    ):
+        owner.watch_interval = 60.0
+        rid = await owner.start(agent, "Look them up.")
+        view = await owner.run(rid)
+        assert view.status is stead.RunStatus.CANCELLED
+        kinds = await _valid(owner, rid)
+    assert kinds[:2] == ["run_created", "run_cancel_requested"]
