@@ -15,7 +15,8 @@ turn, so 21 steps a run.
   ``non_idem_no_rec`` (no reconcile function: ``tool_call_started`` is committed on its own
   before the handler runs, one more fsync per tool call, so the goal is not applied to it);
   and ``effects``: the ``read_only`` tool in the ``effects`` durability mode, whose goal is
-  0.6x the floor (it fsyncs once a run where the floor fsyncs once a step).
+  0.6x the floor (its steps are held in memory and written with the run's end: one commit
+  and one fsync a run, where the floor commits and fsyncs once a step).
   Per run: ``rid = await rt.start(agent, input)`` then ``await rt.run(rid)``.
 * **floor**: the same loop with no framework. It builds the same ``ModelRequest`` (growing
   message list) for the same ``ScriptedModel.complete``, awaits the same tool function, and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stead.core.builders import step_failed_event
 from stead.core.durability import MODES, must_sync
 from stead.core.events import (
     ApprovalRequested,
@@ -118,3 +119,11 @@ def test_a_result_whose_commit_opens_the_next_turn_is_judged_by_its_own_call() -
     after = state(RUNNING)  # the new turn: no calls yet
     assert not must_sync("effects", after, [result("a"), TurnStarted(turn_index=1)], before)
     assert must_sync("effects", after, [result("b"), TurnStarted(turn_index=1)], before)
+
+
+def test_a_failed_step_is_synced() -> None:
+    """``max_step_failures`` counts failures in whichever processes they were: a record held
+    in memory and lost would start the count again, and a step whose events cannot be written
+    would be tried forever."""
+    failed = step_failed_event("model", RuntimeError("boom"))
+    assert effects(state(RUNNING), failed)

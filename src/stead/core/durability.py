@@ -1,23 +1,25 @@
 """Which commits must wait for the disk: the durability mode of an agent (issue 15).
 
 ``strict`` (the default) syncs every commit of the run loop, as stead always did: each step is
-on disk before the next one starts. ``effects`` syncs a commit only where something outside
-the log depends on it, and lets the others commit without waiting for the disk (SQLite:
-``synchronous=NORMAL`` for that commit; PostgreSQL: ``synchronous_commit = off``):
+on disk before the next one starts. ``effects`` makes a step durable only where something
+outside the log depends on it; the others are held in memory by the run's session
+(``stead.runtime._session``) and written with the next commit that must be durable, in the
+same transaction:
 
 * before a tool that is not ``read_only`` starts: the commit holding its intent (the reply
   and its ``tool_call_requested``), or its ``tool_call_started``;
 * when a ``non_idempotent`` call's result is recorded (it must never be asked for again);
 * when the run reports a state someone outside waits for: waiting on a person
   (``awaiting_approval``) or finished;
-* whatever is not the run loop's own step: recovery verdicts, redispatch records.
+* whatever is not the run loop's own step: recovery verdicts, redispatch records, and a
+  failed step's record (``Limits.max_step_failures`` counts them in whichever processes they
+  were, and a step whose events cannot be written must not be tried forever).
 
-An unsynced commit is visible at once and survives the crash of the process that wrote it
-(it is in the WAL the operating system holds); what the machine losing power (or, on
-PostgreSQL, the database server crashing) can take is a suffix of such commits, which the
-next synced commit would have brought to disk with it. What such a loss takes is only what is
-safe to do again: a model reply (the model is asked again) or a ``read_only`` or
-``idempotent_write`` result (the tool runs again, with the same idempotency key).
+What a crash of the process takes in ``effects`` mode is the held steps since the last
+durable commit (and a crash of the machine, or of the PostgreSQL server, what was written
+without a sync): only what is safe to do again, a model reply (the model is asked again) or a
+``read_only`` or ``idempotent_write`` result (the tool runs again, with the same idempotency
+key).
 
 The decision is pure: the events of the commit and the state after them in, a boolean out.
 """
@@ -35,7 +37,6 @@ from stead.core.events import (
     NoticeInjected,
     RunDeadlineSet,
     RunStarted,
-    StepFailed,
     ToolAttemptFailed,
     ToolCallRequested,
     ToolCallStarted,
@@ -71,7 +72,6 @@ _LOOP_KINDS: Final = frozenset(
         RunDeadlineSet,
         ToolsListed,
         TraceLinked,
-        StepFailed,
     )
 )
 """Kinds a commit may hold and still skip the sync in ``effects`` mode (each is checked
@@ -85,7 +85,8 @@ def must_sync(
     events: Sequence[Event],
     earlier: Mapping[str, CallState] | None = None,
 ) -> bool:
-    """Whether a commit of ``events`` must wait for the disk before the run loop goes on.
+    """Whether a commit of ``events`` must be durable before the run loop goes on (False:
+    ``effects`` mode may hold it in memory for the next durable commit).
 
     ``state`` is the state after them; ``earlier`` the calls of the turn before them, for a
     result whose turn the same commit closes (its ``turn_started`` leaves the call out of

@@ -20,7 +20,7 @@ from stead.core.builders._limits import deadline_events, deadline_passed, run_ti
 from stead.core.events import Event
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
-from stead.runtime._session import RunSession
+from stead.runtime._session import Rewound, RunSession
 
 REASON = "the run passed its deadline (Limits.max_duration)"
 """What the signal says when the deadline aborts a step."""
@@ -61,7 +61,10 @@ class DeadlineWatch:
             return None
         ended = run_timeout_events(state, self._clock())
         if ended:
-            await self._session.append(ended, automatic=False)
+            try:
+                await self._session.append(ended, automatic=False)
+            except Rewound:
+                return None  # held steps dropped for another writer's event: look again
             return RunStatus.TIMED_OUT
         if self._fired:
             # The timer stopped a step, and the run moved (a wait that does not count) before

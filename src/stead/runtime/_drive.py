@@ -37,7 +37,7 @@ from stead.errors import (
 )
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
-from stead.runtime._executor import Executor
+from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._keeper import Keeper
 from stead.runtime._loop import RunLoop
 from stead.runtime._observe import Observer, observing
@@ -87,6 +87,17 @@ async def lease(
     finally:
         with contextlib.suppress(Exception):
             await store.release(run_id, owner=owner, epoch=epoch)
+
+
+async def _write_held(session: RunSession) -> None:
+    """The drive is over (it rests, raised, or was cancelled: the process shutting down):
+    write what the session holds (effects mode) before the lease goes. Best effort: what
+    cannot be written (the lease lost, another writer first) is lost as in a crash."""
+    if session.holding and not session.fenced:
+        try:
+            await session.flush()
+        except Exception as exc:
+            log.warning("run %s: held events not written: %r", session.state.run_id, exc)
 
 
 class Driving:
@@ -199,7 +210,10 @@ class Driving:
             )
         hooks = await observing(self.observers, session, agent, previous_owner)
         signal = AbortSignal()
-        executor = hooks.executor(self._executor_factory(agent, self.progress))
+        inner = self._executor_factory(agent, self.progress)
+        # Held events (effects mode) are written before an effect that may leave the process.
+        session.flush_before_effects = not isinstance(inner, InProcessExecutor)
+        executor = hooks.executor(inner)
         loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         # The Runtime's keeper renews the lease and hears a cancel request from another
         # process (runtime/_keeper.py): it takes the run a moment after the drive starts, so a
@@ -220,6 +234,7 @@ class Driving:
             error = exc
             raise
         finally:
+            await _write_held(session)
             hooks.ended(session.state, error)
             timer.cancel()
             self._keeper.drop(session)

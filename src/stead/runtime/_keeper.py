@@ -68,7 +68,7 @@ class Keeper:
         loop = asyncio.get_running_loop()
         run_id = session.state.run_id
         due = loop.time() + self._host.lease_ttl / 3
-        self._held[run_id] = _Held(session, signal, loop, session.state.seq, due)
+        self._held[run_id] = _Held(session, signal, loop, session.durable_seq, due)
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             # A run of another (closed) loop never reached its ``drop``: not ours to renew.
@@ -133,12 +133,12 @@ class Keeper:
         the session before the store, so they never count: only another writer's do."""
         session = held.session
         run_id = session.state.run_id
-        seen = max(held.seen, session.state.seq)
+        seen = max(held.seen, session.durable_seq)  # not the events it holds unwritten
         try:
             # The run's row, not ``wait_changed``: one read now, and on PostgreSQL no
             # LISTEN taken and given back at every beat.
             last = (await self._host.store.get_run(run_id)).last_seq
-            if last > max(seen, session.state.seq):
+            if last > max(seen, session.durable_seq):
                 for stored in await self._host.store.read_events(run_id, after=seen):
                     if isinstance(stored.event, RunCancelRequested):
                         held.signal.abort(stored.event.reason or "cancelled")

@@ -168,6 +168,7 @@ class RunLoop:
             step = self.session.next_step()
             if isinstance(step, Wait):
                 return step.status
+            rewinds = self.session.rewinds  # held events dropped in the step: start it over
             try:  # one step, performed here (a coroutine per step costs more than it reads)
                 match step:  # the two steps of nearly every turn first
                     case CallModel(turn_recorded=True):
@@ -190,8 +191,11 @@ class RunLoop:
                         opening = automatic_events(self.session.state, step)
                         await self.session.append(opening, automatic=False)
             except (Fenced, Conflict, StoreError):
-                raise  # the lease, a race or the database: not the step's fault
+                if self.session.rewinds == rewinds or self.session.fenced:
+                    raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:
+                if self.session.rewinds != rewinds:
+                    continue  # what failed rested on events another writer's append undid
                 if self.signal.aborted or self.session.fenced:
                     raise  # a cancel or a lost lease, surfacing as whatever it broke
                 if not await self._step_failed(step, exc):
@@ -274,6 +278,7 @@ class RunLoop:
         )
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
+        await self.session.before_effect()
         outcome = await at_first_wait(
             self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
         )
@@ -522,6 +527,7 @@ class RunLoop:
             effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
         )
         assignment = tool_assignment(call, key, tool.definition_digest, attempt)
+        await self.session.before_effect()
         self._in_flight[call.tool_call_id] = key
         try:
             outcome = await self.executor.run(assignment, signal=self.signal)

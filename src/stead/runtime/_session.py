@@ -12,6 +12,17 @@ what it meant to append still applies to the new state, appends it again. Those 
 this same path: ``RunSession.steering`` opens a session at the run's current epoch without a
 lease (or at the epoch of a lease the caller holds), whose appends add no automatic events
 (the owner adds them) and which, meeting a newer epoch, moves to it and tries again.
+
+**Held events (the ``effects`` mode).** A commit nothing outside the log depends on
+(``stead.core.durability.must_sync`` says which) is not written at once: its events are folded
+into the state, their sequence numbers taken, and held in memory until the next commit that
+must be durable, which writes them together with its own (one append: one transaction, one
+fsync). Whatever makes the log a decision point outside this process writes them first:
+``flush`` (the drive ending, an effect handed to a pool, ``reload``). Held events are what a
+crash of this process loses: model replies and ``read_only`` / ``idempotent_write`` results,
+done again by the next owner. Another writer's append meanwhile makes the held append
+conflict: the session drops what it held, reads the log again and raises ``Rewound``, and the
+drive goes on from the log's state (``rewinds`` counts those, for the loop to tell).
 """
 
 from __future__ import annotations
@@ -60,6 +71,20 @@ class _Stale(Exception):
     """The log moved on under us; the state was reloaded and the append may be retried."""
 
 
+class Rewound(Conflict):
+    """Another writer appended while this session held events (``effects`` mode): they are
+    dropped, as a crash would drop them, and the state is the log's again. The append that
+    met it is not written; the drive goes on from the state the log now says."""
+
+
+HOLD_EVENTS: Final = 96
+"""At most this many events held before they are written anyway (unsynced): what a crash
+can make the next owner do again stays bounded, and so does the memory."""
+HOLD_SECONDS: Final = 1.0
+"""Events held longer than this (by the session's clock) are written with the next append
+(unsynced): readers of the log see a run's progress within about a second."""
+
+
 class RunSession:
     """The state and epoch of a run this process owns."""
 
@@ -98,10 +123,19 @@ class RunSession:
         """False for a ``steering`` session without a lease: it writes at whatever epoch the
         run is at."""
         self.on_commit: Callable[[RunState, list[Event]], None] | None = None
-        """Told of every commit (``stead.runtime._observe``); None unless someone watches."""
+        """Told of every commit (``stead.runtime._observe``), a held one when it is held;
+        None unless someone watches."""
         self.steering_only = False
         """True for a ``steering`` session: it appends no automatic events (it has no tools
         or limits to compute them from; the owner's next step does that)."""
+        self._held: list[Event] = []
+        """Events folded into ``state`` but not written yet (``effects`` mode only)."""
+        self._held_since = 0.0
+        self.rewinds = 0
+        """How many times held events were dropped because another writer appended."""
+        self.flush_before_effects = False
+        """Write held events before every effect (the executor may hand it to a pool in
+        another process, whose work must not rest on events this process may lose)."""
 
     @classmethod
     async def steering(
@@ -196,8 +230,58 @@ class RunSession:
         return self._step[1]
 
     async def reload(self) -> None:
-        """Throw away the in-memory state and fold it again from the store."""
+        """Write what is held (``flush``), then fold the state again from the store."""
+        if self._held and not self.fenced:
+            try:
+                await self.flush()
+            except (Rewound, Fenced):
+                return  # dropped, and the state read again from the log
+        await self._reread()
+
+    async def _reread(self) -> None:
+        """Throw away the in-memory state, held events included, and fold it again."""
+        self._held = []
         self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
+
+    @property
+    def holding(self) -> int:
+        """How many events are held, not yet written (``effects`` mode)."""
+        return len(self._held)
+
+    @property
+    def durable_seq(self) -> int:
+        """The last sequence the store has (``state.seq`` less the held events): what the
+        keeper compares with the run's row to tell another writer's append from ours."""
+        return self.state.seq - len(self._held)
+
+    def _hold(self, state: RunState, batch: list[Event]) -> bool:
+        """Hold ``batch`` (already folded into ``state``) for the next durable commit; False
+        when too many events, or too old ones, are held already: write them now."""
+        now = self.clock()
+        if not self._held:
+            self._held_since = now
+        elif len(self._held) + len(batch) >= HOLD_EVENTS or now - self._held_since >= HOLD_SECONDS:
+            return False
+        self._held.extend(batch)
+        if self.on_commit is not None:
+            self.on_commit(state, batch)
+        return True
+
+    async def flush(self, *, sync: bool = True) -> None:
+        """Write the held events now: the run's log becomes what this process knows (before
+        it stops driving the run, or hands an effect to another process). Raises ``Rewound``
+        when another writer appended meanwhile (they are dropped), ``Fenced`` when the lease
+        is lost."""
+        if self._held:
+            await self.append((), automatic=False, sync=sync)
+
+    async def before_effect(self) -> None:
+        """Called before each effect: the held events written when the executor may hand it
+        to another process (a pool), whose work must not rest on events this process may
+        lose. Unsynced: the pool's own record of the effect commits after them, in the same
+        log of the database, so it is never durable without them."""
+        if self._held and self.flush_before_effects:
+            await self.flush(sync=False)
 
     async def append(self, events: Batch, *, automatic: bool = True, sync: bool = True) -> RunState:
         """Validate, then durably append (plus the automatic bookkeeping the events make due,
@@ -248,20 +332,27 @@ class RunSession:
                     apply(state, e)
                 batch.extend(extra)
         except (IllegalTransition, Conflict, ValueError):
-            await self.reload()
+            await self._reread()
             raise
-        if not batch:
+        written = batch
+        if self.durability != "strict":  # strict never holds: its path is as it always was
+            if batch and not must_sync(self.durability, state, batch, calls):
+                if self._hold(state, batch):
+                    return state
+                sync = False  # too many, or too old: written now, without the fsync
+            if self._held:
+                written, self._held = [*self._held, *batch], []
+                before = state.seq - len(written)
+        if not written:
             return state
         snapshot = None
         if state.seq - self._snapshot_seq >= self.snapshot_every:
             snapshot = (state.seq, state.to_json())
         assert state.status is not None
-        if sync and self.durability != "strict":
-            sync = must_sync(self.durability, state, batch, calls)
         try:
             await self.store.append(
                 state.run_id,
-                batch,
+                written,
                 expected_seq=before,
                 epoch=self.epoch,
                 status=_VALUES[state.status],
@@ -270,25 +361,31 @@ class RunSession:
                 sync=sync,
             )
         except Fenced as exc:
-            await self.reload()
+            await self._reread()
             if not self.leased:  # the run was claimed meanwhile: write at its new epoch
                 self.epoch = (await self.store.get_run(state.run_id)).epoch
                 raise _Stale() from exc
             self.fenced = True
             raise
         except Conflict as exc:
-            await self.reload()
+            await self._reread()
+            if written is not batch:  # events were held: lost, as in a crash
+                self.rewinds += 1
+                raise Rewound(
+                    f"run {state.run_id}: another writer appended; the {len(written) - len(batch)}"
+                    " event(s) held in memory are dropped and the state read again"
+                ) from exc
             if self.state.seq != before:
                 raise _Stale() from exc
             raise
         except StoreError:
-            await self.reload()
+            await self._reread()
             raise
         except BaseException:
-            await asyncio.shield(self.reload())
+            await asyncio.shield(self._reread())
             raise
         if snapshot is not None:
             self._snapshot_seq = snapshot[0]
-        if self.on_commit is not None:
+        if self.on_commit is not None and batch:
             self.on_commit(state, batch)
         return state

@@ -148,9 +148,10 @@ def lease_lost(run_id: str, owner: str, epoch: int) -> Fenced:
 def crash_before_result(run_id: str, events: Sequence[Event]) -> None:
     """The default ``before_commit``: the crash point ``before_result_commit`` of an append
     that records a tool result (a test arms it; unarmed it costs one test)."""
-    if _crash.armed() and any(e.kind == "tool_result_recorded" for e in events):
-        name = next((n for e in events if isinstance(n := getattr(e, "name", None), str)), None)
-        _crash.point("before_result_commit", name)
+    if _crash.armed():  # each result's tool: a commit may carry several (held ones)
+        for e in events:
+            if e.kind == "tool_result_recorded":
+                _crash.point("before_result_commit", getattr(e, "name", None))
 
 
 # -- the base -----------------------------------------------------------------------------
