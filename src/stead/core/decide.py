@@ -47,7 +47,6 @@ class ToolSpec:
     """What the core needs to know of a registered tool (not its code)."""
 
     effect_class: EffectClass
-    """Side-effect class."""
     has_reconcile: bool = False
     """Whether it offers a status-check function for in-flight calls."""
     asks: bool = False
@@ -91,7 +90,6 @@ class ToolPlan:
     """What to do with one unsettled call."""
 
     tool_call_id: str
-    """The call."""
     action: Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"]
     """Run the handler, ask the reconcile function, ask a person whether it happened, ask
     a person for consent before it runs, or ask a question tool's question."""

@@ -35,11 +35,9 @@ class EffectRecord:
     """One effect of a run, as its log tells it."""
 
     effect_id: str
-    """Its key."""
     kind: Literal["model", "tool"]
     """A model call or a tool call."""
     turn_index: int
-    """Its turn."""
     tool_call_id: str
     """Its call; "" for a model call."""
     name: str

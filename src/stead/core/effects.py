@@ -37,9 +37,7 @@ class AssignmentKey:
     """Identity of one effect across processes."""
 
     session_id: str
-    """The run's session."""
     run_id: str
-    """The run."""
     effect_id: str
     """Deterministic digest of (run, step, call, attempt)."""
 
@@ -49,7 +47,6 @@ class ModelBody:
     """A model call."""
 
     model: str
-    """Model name."""
     request: dict[str, Any]
     """The provider-neutral request (system, messages, tools)."""
     request_digest: str
@@ -67,17 +64,14 @@ class ToolBody:
     arguments: str
     """Canonical JSON arguments."""
     effect_class: EffectClass
-    """Side-effect class."""
     replay_policy: ReplayPolicy
     """Recovery policy for this call."""
     tool_call_id: str
     """The model's call id."""
     turn_index: int
-    """Its turn."""
     idempotency_key: str
     """sha256(run_id + tool_call_id)."""
     attempt: int
-    """Attempt number."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

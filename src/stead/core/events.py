@@ -81,7 +81,6 @@ class RunCreated(TaggedRecord):
     """A run exists, with everything needed to start it on any machine."""
 
     run_id: str
-    """The run's id."""
     agent: str
     """Name of the agent definition that drives it (looked up by name on resume)."""
     input: str
@@ -194,7 +193,6 @@ class LoopDetected(_Call):
     this call is not run and gets an error result asking for another strategy."""
 
     name: str
-    """Its tool."""
     repeats: int
     """How many identical calls in a row, this one included."""
 
@@ -290,7 +288,6 @@ class ApprovalDecided(_Call):
     decision: Decision
     """approve/not_happened: run it; deny/skip: error result; happened/answer: result given."""
     by: str = ""
-    """Who decided."""
     reason: str = ""
     """Why (a denial's reason is shown to the model)."""
     arguments: str | None = None
@@ -351,7 +348,6 @@ class RunCancelRequested(_Why):
     """Someone asked to cancel the run; its owner aborts in-flight work and then cancels it."""
 
     by: str = ""
-    """Who asked."""
 
 
 @tagged("run_cancelled")

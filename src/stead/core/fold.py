@@ -53,7 +53,6 @@ class CallState:
     """Everything known about one tool call of the current turn."""
 
     turn_index: int
-    """Its turn."""
     tool_call_id: str
     """The model's id."""
     name: str
@@ -147,9 +146,7 @@ class RunState:
     """The folded state of one run."""
 
     run_id: str = ""
-    """Run id."""
     agent: str = ""
-    """Agent name."""
     input: str = ""
     """First user input."""
     session_id: str = ""

@@ -193,7 +193,6 @@ class UserMessage:
     role: Literal["user"] = "user"
     """Discriminator."""
     content: str
-    """The text."""
     attachments: tuple[Attachment, ...] = ()
     """Images and documents sent with the text, by digest (left out of its JSON when none,
     so the digest of every request without one is what it always was)."""
@@ -369,7 +368,6 @@ class ToolSchema:
     """A tool as the model sees it: name, description, JSON schema of its arguments."""
 
     name: str
-    """Tool name."""
     description: str
     """What it does, from the function's docstring."""
     parameters: dict[str, Any] = field(default_factory=dict)

@@ -40,7 +40,6 @@ class ProgressFrame:
     """One provisional text delta of a streaming model reply."""
 
     run_id: str
-    """The run."""
     turn_index: int
     """The turn whose reply is streaming."""
     generation: int

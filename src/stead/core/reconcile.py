@@ -129,7 +129,6 @@ class Target:
     """One effect with intent and no recorded outcome, and the key it was dispatched under."""
 
     turn_index: int
-    """Its turn."""
     tool_call_id: str
     """Its call; "" for the turn's model call."""
     attempt: int

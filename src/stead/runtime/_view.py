@@ -29,7 +29,6 @@ class TurnCost:
     model: str
     """The model its reply names ("" when unknown)."""
     usage: Usage
-    """Its tokens."""
     cost_usd: float | None
     """Dollars by the price table; None when the table has no price for ``model``."""
 
@@ -39,9 +38,7 @@ class PendingApproval:
     """A call waiting on a person."""
 
     tool_call_id: str
-    """The call."""
     tool: str
-    """Its tool."""
     reason: str
     """outcome_unknown or policy."""
     token: str
@@ -55,11 +52,8 @@ class RunView:
     """What a caller sees of a run."""
 
     run_id: str
-    """Run id."""
     agent: str
-    """Agent name."""
     status: RunStatus
-    """Current status."""
     output: str | None
     """Final answer, once completed."""
     stop_reason: str | None
@@ -73,7 +67,6 @@ class RunView:
     seq: int
     """Events in the log."""
     approvals: tuple[PendingApproval, ...] = field(default=())
-    """Pending approvals."""
     data: Any = None
     """The structured output of an agent with an ``output_type``, once completed: an
     instance of that type when this process has the agent (``Runtime(agents=[...])``), its

@@ -37,9 +37,7 @@ class RunRecord:
     """The run's row: identity, denormalised status, sequence and lease."""
 
     run_id: str
-    """Run id."""
     agent: str
-    """Agent name."""
     session_id: str
     """Session grouping."""
     correlation_id: str
@@ -67,7 +65,6 @@ class StoredEvent:
     seq: int
     """Per-run sequence number, from 1."""
     event: Event
-    """The event."""
     created_at: float
     """When it was appended."""
 
@@ -95,7 +92,6 @@ class Claim:
     """A run ``claim_next`` handed to a worker, under a freshly bumped epoch."""
 
     run_id: str
-    """The run."""
     agent: str
     """Its agent's name (the worker drives it with the agent of that name)."""
     status: str

@@ -91,7 +91,6 @@ class CallAdmission:
     took effect)."""
 
     tool_call_id: str
-    """The call."""
     arguments: str
     """Canonical JSON when valid; the raw text otherwise."""
     effect_class: EffectClass | None
