@@ -42,16 +42,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from stead.core import messages as msg
 from stead.core.failures import ModelFailureCode
-from stead.core.messages import (
-    AssistantMessage,
-    Message,
-    NoticeMessage,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
 from stead.core.settings import ModelSettings
 from stead.providers._base import ModelRequest, ModelResponse
 from stead.providers._failures import (
@@ -83,7 +75,7 @@ _STOP_REASONS = {
 WireMessage = dict[str, Any]
 
 
-def _user_content(m: UserMessage, attachments: Mapping[str, bytes] | None) -> Any:
+def _user_content(m: msg.UserMessage, attachments: Mapping[str, bytes] | None) -> Any:
     if not m.attachments:
         return m.content
     parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}]
@@ -156,7 +148,7 @@ def settings_params(settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
 
 def wire_messages(
     system: str,
-    messages: Sequence[Message],
+    messages: Sequence[msg.Message],
     *,
     notice_role: NoticeRole = "system",
     attachments: Mapping[str, bytes] | None = None,
@@ -176,10 +168,10 @@ def wire_messages(
 
     for m in messages:
         match m:
-            case UserMessage():
+            case msg.UserMessage():
                 release()
                 out.append({"role": "user", "content": _user_content(m, attachments)})
-            case NoticeMessage():
+            case msg.NoticeMessage():
                 notice = (
                     {"role": "system", "content": m.content}
                     if notice_role == "system"
@@ -188,11 +180,11 @@ def wire_messages(
                 held.append(notice)
                 if not awaiting:
                     release()
-            case AssistantMessage():
+            case msg.AssistantMessage():
                 release()
                 out.append(_assistant(m))
                 awaiting = {c.id for c in m.tool_calls}
-            case ToolResultMessage():
+            case msg.ToolResultMessage():
                 content = ERROR_PREFIX + m.content if m.is_error else m.content
                 out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": content})
                 awaiting.discard(m.tool_call_id)
@@ -202,7 +194,7 @@ def wire_messages(
     return out
 
 
-def _assistant(m: AssistantMessage) -> WireMessage:
+def _assistant(m: msg.AssistantMessage) -> WireMessage:
     msg: WireMessage = {"role": "assistant", "content": m.text or None}
     if m.tool_calls:
         msg["tool_calls"] = [
@@ -266,7 +258,7 @@ class OpenAIReply(StreamReply):
         if function.get("arguments"):
             call["arguments"].append(text(function["arguments"]))
 
-    def usage(self) -> Usage:
+    def usage(self) -> msg.Usage:
         """Usage from the final usage chunk (zero until it arrives, or if never sent)."""
         u = self._usage or {}
         details = u.get("prompt_tokens_details")
@@ -275,7 +267,7 @@ class OpenAIReply(StreamReply):
         cached = count(details.get("cached_tokens")) or 0
         written = count(details.get("cache_write_tokens")) or 0
         prompt = count(u.get("prompt_tokens")) or 0
-        return Usage(
+        return msg.Usage(
             input_tokens=max(0, prompt - cached - written),
             output_tokens=count(u.get("completion_tokens")) or 0,
             cache_creation_input_tokens=written,
@@ -287,7 +279,7 @@ class OpenAIReply(StreamReply):
         if self.finish_reason is None:
             raise IncompleteReply("the chat completion stream ended without a finish_reason")
         calls = tuple(
-            ToolCall(
+            msg.ToolCall(
                 # Some compatible servers omit ids; make one that is stable for this turn.
                 id=c["id"] or missing_call_id(self._turn_index, i),
                 name=c["name"],
@@ -299,7 +291,9 @@ class OpenAIReply(StreamReply):
         if calls and stop == "end_turn":
             stop = "tool_use"  # some servers say "stop" after tool calls
         return ModelResponse(
-            message=AssistantMessage(text="".join(self._text), tool_calls=calls, stop_reason=stop),
+            message=msg.AssistantMessage(
+                text="".join(self._text), tool_calls=calls, stop_reason=stop
+            ),
             usage=self.usage(),
             model=self.model,
         )
