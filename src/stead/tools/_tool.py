@@ -29,6 +29,7 @@ from stead.tools._arguments import ArgumentParser, InvalidArguments
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
 from stead.tools._queue import check_queue
+from stead.tools._readonly import ReadOnly
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
 from stead.tools._signature import (
     ReconcileShape,
@@ -206,52 +207,42 @@ class Tool(Generic[P, R]):
         """The decorated function."""
         return self._fn
 
-    @property
-    def name(self) -> str:
-        """The name the model calls it by."""
-        return self._name
-
-    @property
-    def description(self) -> str:
-        """What it does, for the model: the docstring's first paragraph unless given."""
-        return self._description
-
-    @property
-    def effect_class(self) -> EffectClass:
-        """Side-effect class; decides how a call in flight at a crash is recovered."""
-        return self._effect
-
-    @property
-    def reconcile(self) -> Reconciler | None:
-        """The status-check function for in-flight ``non_idempotent`` calls, if any."""
-        return self._reconcile
-
-    @property
-    def requires_approval(self) -> bool | ApprovalPolicy:
-        """True, False, or a policy of the validated arguments (see ``needs_approval``)."""
-        return self._requires_approval
-
-    @property
-    def queue(self) -> str | None:
-        """The executor queue its calls go to while a pool (``stead executor --queues``)
-        serves it; None (the default): always in the run's own process."""
-        return self._queue
-
-    @property
-    def timeout(self) -> float | None:
-        """Seconds one attempt may take before it is aborted through its signal (None: no
-        limit); a timed-out attempt is a failure, retried like any other."""
-        return self._timeout
-
-    @property
-    def retries(self) -> int:
-        """How many times a failed attempt is run again (with backoff; each one recorded)."""
-        return self._retries
-
-    @property
-    def asks(self) -> AnswerSpec | None:
-        """For a question tool, the answer it waits for; None for a tool that runs."""
-        return self._asks
+    name = ReadOnly[str]("_name", "The name the model calls it by.")
+    description = ReadOnly[str](
+        "_description", "What it does, for the model: the docstring's first paragraph unless given."
+    )
+    effect_class = ReadOnly[EffectClass](
+        "_effect", "Side-effect class; decides how a call in flight at a crash is recovered."
+    )
+    reconcile = ReadOnly[Reconciler | None](
+        "_reconcile", "The status-check function for in-flight ``non_idempotent`` calls, if any."
+    )
+    requires_approval = ReadOnly[bool | ApprovalPolicy](
+        "_requires_approval",
+        "True, False, or a policy of the validated arguments (see ``needs_approval``).",
+    )
+    queue = ReadOnly[str | None](
+        "_queue",
+        "The executor queue its calls go to while a pool (``stead executor --queues``) serves "
+        "it; None (the default): always in the run's own process.",
+    )
+    timeout = ReadOnly[float | None](
+        "_timeout",
+        "Seconds one attempt may take before it is aborted through its signal (None: no "
+        "limit); a timed-out attempt is a failure, retried like any other.",
+    )
+    retries = ReadOnly[int](
+        "_retries",
+        "How many times a failed attempt is run again (with backoff; each one recorded).",
+    )
+    asks = ReadOnly[AnswerSpec | None](
+        "_asks", "For a question tool, the answer it waits for; None for a tool that runs."
+    )
+    definition_digest = ReadOnly[str](
+        "_digest",
+        "sha256 of name, description, parameters and effect class: an executor refuses a call "
+        "recorded against a different definition.",
+    )
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -272,12 +263,6 @@ class Tool(Generic[P, R]):
             has_reconcile=self._reconcile is not None,
             asks=self._asks is not None,
         )
-
-    @property
-    def definition_digest(self) -> str:
-        """sha256 of name, description, parameters and effect class: an executor refuses
-        a call recorded against a different definition."""
-        return self._digest
 
     def schema(self) -> ToolSchema:
         """The tool as the model sees it."""
