@@ -473,6 +473,28 @@ class SQLStore(ChatRows):
         async with self._writing(sync=False) as s:
             await s.run(self.release_sql, (run_id, epoch, owner))
 
+    async def renew_leases(
+        self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
+    ) -> list[str]:
+        """See ``Store.renew_leases``: one unsynced transaction (PostgreSQL: one statement),
+        for a worker's every lease, instead of a transaction per run."""
+        lost: list[str] = []
+        async with self._writing(sync=False) as s:
+            for run_id, epoch in leases:
+                if await s.run(self.RENEW, (now + ttl, run_id, epoch, owner)) != 1:
+                    lost.append(run_id)
+        return lost
+
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See ``Store.last_seqs``: one read transaction (PostgreSQL: one statement)."""
+        out: dict[str, int] = {}
+        async with self._reading() as s:
+            for run_id in run_ids:
+                row = await s.one(self.POSITION, (run_id,))
+                if row is not None:
+                    out[run_id] = row[0]
+        return out
+
     async def claim_next(
         self,
         *,

@@ -444,6 +444,23 @@ class PostgresStore(_sql.SQLStore):
         self._listener.want(self.claimable_channel)
         await self._watch.wait_claimable(timeout)
 
+    async def renew_leases(
+        self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
+    ) -> list[str]:
+        """See ``Store.renew_leases``: one unsynced statement for every lease."""
+        if not leases:
+            return []
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                _RENEW_LEASES, (now + ttl, [r for r, _ in leases], [e for _, e in leases], owner)
+            )
+            kept = {r[0] for r in await cur.fetchall()}
+        return [run_id for run_id, _ in leases if run_id not in kept]
+
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See ``Store.last_seqs``: one statement."""
+        return await self._read_seqs(run_ids) if run_ids else {}
+
     async def _read_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
         async with self._conn() as conn:
             cur = await conn.execute(
@@ -516,6 +533,11 @@ class _Session:
         return cur.rowcount
 
 
+_RENEW_LEASES = (
+    "UPDATE runs r SET lease_expires_at = %s FROM unnest(%s::text[], %s::bigint[])"
+    " AS h(run_id, epoch) WHERE r.run_id = h.run_id AND r.epoch = h.epoch"
+    f" AND r.lease_owner = %s RETURNING r.run_id, {_UNSYNCED}"
+)
 _APPEND_HEAD = (
     "WITH upd AS ("
     " UPDATE runs SET last_seq = %(seq)s, status = %(status)s, updated_at = %(now)s"
