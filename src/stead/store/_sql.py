@@ -308,7 +308,8 @@ class SQLStore(ChatRows):
     async def _append_many(self, batch: Sequence[Append]) -> list[BaseException | None]:
         """Write several appends (of different runs, or of one run in order) in ONE
         transaction: each member's guard checked on its own, the members whose guard holds
-        written, and ``before_commit`` called for each of those before the commit. Returns
+        written, and ``before_commit`` called for each of those (or, where the commit is the
+        round trip that also checks the guards, for every member) before the commit. Returns
         each member's refusal (None: written). Raises, with nothing written, when the
         transaction as a whole fails (``GroupCommit`` then writes each member alone)."""
         raise NotImplementedError
