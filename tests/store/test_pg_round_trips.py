@@ -1,8 +1,9 @@
 """What an append costs PostgreSQL on the wire (issue 15): counted in the protocol, never timed.
 
-The store's one pooled connection is traced by libpq (``PGconn.trace``): every message the
-client sends is a line. A ``Sync`` ends what the client sends before it waits for the
-server, so Syncs are round trips; a ``Parse`` carries a statement's text.
+The store's one pooled connection is traced by libpq (``PGconn.trace``): every message is a
+line. The server ends each response the client waits for with ``ReadyForQuery`` (after a
+``Sync``, or after a simple ``Query`` such as a bare BEGIN), so those are round trips; a
+``Parse`` or ``Query`` carries a statement's text.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Wire:
-    """The client's messages on a store's only connection between ``start`` and ``take``."""
+    """The messages on a store's only connection between ``start`` and ``take``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -39,8 +40,7 @@ class Wire:
             conn.pgconn.untrace()  # flushes libpq's buffer
         text = self.path.read_text()
         new, self.seen = text[self.seen :], len(text)
-        # Our own two checkouts of the connection sent nothing.
-        return [line for line in new.splitlines() if line.startswith("F")]
+        return new.splitlines()  # our own checkouts of the connection sent nothing
 
 
 @pytest.fixture
@@ -58,8 +58,8 @@ def failed(i: int) -> ModelCallFailed:
     return ModelCallFailed(turn_index=0, attempt=i, code="rate_limited", message=f"try {i}")
 
 
-def syncs(sent: list[str]) -> int:
-    return sum(1 for line in sent if line.split("\t")[2:3] == ["Sync"])
+def round_trips(wire: list[str]) -> int:
+    return sum(1 for line in wire if line.split("\t")[::2] == ["B", "ReadyForQuery"])
 
 
 async def test_a_batch_of_appends_is_one_round_trip(traced: tuple[PostgresStore, Wire]) -> None:
@@ -76,9 +76,9 @@ async def test_a_batch_of_appends_is_one_round_trip(traced: tuple[PostgresStore,
     sent = await wire.take(store)
     assert seqs == [b.written + 1 for b in bs]
     assert store.group.batches == 1
-    # BEGIN, the seven statements and COMMIT pipelined: one Sync (it was four: BEGIN, the
-    # statements, COMMIT, and the pipeline's own).
-    assert syncs(sent) == 1, sent
+    # BEGIN, the seven statements and COMMIT pipelined, one Sync: one round trip (it was
+    # three: BEGIN, the pipelined statements, COMMIT).
+    assert round_trips(sent) == 1, sent
 
 
 async def test_a_short_append_sends_its_rows_as_scalars(
@@ -93,7 +93,7 @@ async def test_a_short_append_sends_its_rows_as_scalars(
             status=b.status, now=T0,
         )  # fmt: skip
         sent = await wire.take(store)
-        assert syncs(sent) == 1  # one append alone: one statement, one round trip
+        assert round_trips(sent) == 1  # one append alone: one statement, one round trip
         assert not any("unnest(" in line for line in sent), sent
         await wire.start(store)
     # A long append still sends arrays (one statement whatever its length).
@@ -102,6 +102,6 @@ async def test_a_short_append_sends_its_rows_as_scalars(
         status=b.status, now=T0,
     )  # fmt: skip
     sent = await wire.take(store)
-    assert syncs(sent) == 1 and any("unnest(" in line for line in sent)
+    assert round_trips(sent) == 1 and any("unnest(" in line for line in sent)
     events = await store.read_events(b.run_id)
     assert [e.event for e in events[-9:]] == [failed(i) for i in range(9)]
