@@ -87,7 +87,7 @@ async def test_a_short_append_sends_its_rows_as_scalars(
     store, wire = traced
     (b,) = [await seeded(store, "run-1")]
     await wire.start(store)
-    for n in (1, 2, 4):
+    for n in (1, 2, 16):
         b.written = await store.append(
             b.run_id, [failed(i) for i in range(n)], expected_seq=b.written, epoch=0,
             status=b.status, now=T0,
@@ -98,10 +98,10 @@ async def test_a_short_append_sends_its_rows_as_scalars(
         await wire.start(store)
     # A long append still sends arrays (one statement whatever its length).
     b.written = await store.append(
-        b.run_id, [failed(i) for i in range(9)], expected_seq=b.written, epoch=0,
+        b.run_id, [failed(i) for i in range(17)], expected_seq=b.written, epoch=0,
         status=b.status, now=T0,
     )  # fmt: skip
     sent = await wire.take(store)
     assert round_trips(sent) == 1 and any("unnest(" in line for line in sent)
     events = await store.read_events(b.run_id)
-    assert [e.event for e in events[-9:]] == [failed(i) for i in range(9)]
+    assert [e.event for e in events[-17:]] == [failed(i) for i in range(17)]
