@@ -165,10 +165,6 @@ class Store(Protocol):
         """Extend our lease. ``Fenced`` if someone else claimed the run since."""
         ...
 
-    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
-        """Drop our lease if we still hold it (no error otherwise)."""
-        ...
-
     async def renew_leases(
         self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
     ) -> list[str]:
@@ -180,6 +176,10 @@ class Store(Protocol):
     async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
         """Each run's last sequence, from one read (runs that do not exist are left out). A
         worker looks for other writers' appends (a cancel request) to all its runs with this."""
+        ...
+
+    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        """Drop our lease if we still hold it (no error otherwise)."""
         ...
 
     async def claim_next(

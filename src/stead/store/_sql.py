@@ -468,12 +468,6 @@ class SQLStore(ChatRows):
                 await self._row(s, run_id)
                 raise lease_lost(run_id, owner, epoch)
 
-    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
-        """See ``Store.release``. Unsynced: a release lost in a crash leaves the lease to
-        lapse; the epoch does not move."""
-        async with self._writing(sync=False) as s:
-            await s.run(self.release_sql, (run_id, epoch, owner))
-
     async def renew_leases(
         self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
     ) -> list[str]:
@@ -495,6 +489,12 @@ class SQLStore(ChatRows):
                 if row is not None:
                     out[run_id] = row[0]
         return out
+
+    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        """See ``Store.release``. Unsynced: a release lost in a crash leaves the lease to
+        lapse; the epoch does not move."""
+        async with self._writing(sync=False) as s:
+            await s.run(self.release_sql, (run_id, epoch, owner))
 
     async def claim_next(
         self,
