@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -294,11 +295,11 @@ class _WatchFailsAtFirst:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def get_run(self, run_id: str) -> stead.store.RunRecord:
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
         if self.armed and self.failures > 0:
             self.failures -= 1
             raise stead.StoreError("the database is restarting")
-        return await self.store.get_run(run_id)
+        return await self.store.last_seqs(run_ids)
 
 
 async def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:

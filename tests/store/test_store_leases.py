@@ -134,3 +134,32 @@ async def test_lease_calls_on_a_missing_run(store: Store) -> None:
     with pytest.raises(RunNotFound):
         await store.renew("nope", owner="a", epoch=1, now=T0, ttl=TTL)
     await store.release("nope", owner="a", epoch=1)  # nothing to release, no error
+
+
+async def test_renew_leases_renews_ours_in_one_call_and_names_the_lost(store: Store) -> None:
+    """A worker renews every lease it holds in one write (issue 15): each run's fencing is
+    its own, so a run taken over is named as lost and the others are renewed."""
+    epochs = {}
+    for rid in ("run-1", "run-2", "run-3"):
+        await store.create_run(created(rid), now=T0)
+        epochs[rid] = await store.claim(rid, owner="a", now=T0, ttl=TTL)
+    taken = await store.claim("run-2", owner="b", now=T0 + TTL + 1, ttl=TTL)
+    leases = [(rid, epochs[rid]) for rid in ("run-1", "run-2", "run-3")] + [("nope", 1)]
+    lost = await store.renew_leases(leases, owner="a", now=T0 + TTL, ttl=TTL)
+    assert lost == ["run-2", "nope"]
+    for rid in ("run-1", "run-3"):
+        rec = await store.get_run(rid)
+        assert (rec.lease_owner, rec.epoch, rec.lease_expires_at) == ("a", 1, T0 + 2 * TTL)
+    rec = await store.get_run("run-2")
+    assert (rec.lease_owner, rec.epoch, rec.lease_expires_at) == ("b", taken, T0 + 2 * TTL + 1)
+    # the right epoch under another owner's name is not ours either
+    assert await store.renew_leases([("run-2", taken)], owner="a", now=T0, ttl=TTL) == ["run-2"]
+    assert await store.renew_leases([], owner="a", now=T0, ttl=TTL) == []
+
+
+async def test_last_seqs_reads_many_runs_at_once(store: Store) -> None:
+    await seeded(store, "run-1")
+    await store.create_run(created("run-2"), now=T0)
+    want = {"run-1": (await store.get_run("run-1")).last_seq, "run-2": 1}
+    assert await store.last_seqs(["run-1", "nope", "run-2"]) == want
+    assert await store.last_seqs([]) == {}

@@ -187,6 +187,19 @@ class Store(Protocol):
         """Extend our lease. ``Fenced`` if someone else claimed the run since."""
         ...
 
+    async def renew_leases(
+        self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
+    ) -> list[str]:
+        """``renew`` for many (run_id, epoch) at once, in one write; return the run ids
+        whose lease was lost (another owner claimed it since, or the run is gone), whose
+        renewal changed nothing. A worker renews all its runs' leases with this."""
+        ...
+
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """Each run's last sequence, from one read (runs that do not exist are left out). A
+        worker looks for other writers' appends (a cancel request) to all its runs with this."""
+        ...
+
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         """Drop our lease if we still hold it (no error otherwise)."""
         ...

@@ -313,7 +313,8 @@ class SQLStore(ChatRows):
     async def _append_many(self, batch: Sequence[Append]) -> list[BaseException | None]:
         """Write several appends (of different runs, or of one run in order) in ONE
         transaction: each member's guard checked on its own, the members whose guard holds
-        written, and ``before_commit`` called for each of those before the commit. Returns
+        written, and ``before_commit`` called for each of those (or, where the commit is the
+        round trip that also checks the guards, for every member) before the commit. Returns
         each member's refusal (None: written). Raises, with nothing written, when the
         transaction as a whole fails (``GroupCommit`` then writes each member alone)."""
         raise NotImplementedError
@@ -482,6 +483,28 @@ class SQLStore(ChatRows):
             if await s.run(self.RENEW, (now + ttl, run_id, epoch, owner)) != 1:
                 await self._row(s, run_id)
                 raise lease_lost(run_id, owner, epoch)
+
+    async def renew_leases(
+        self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
+    ) -> list[str]:
+        """See ``Store.renew_leases``: one unsynced transaction (PostgreSQL: one statement),
+        for a worker's every lease, instead of a transaction per run."""
+        lost: list[str] = []
+        async with self._writing(sync=False) as s:
+            for run_id, epoch in leases:
+                if await s.run(self.RENEW, (now + ttl, run_id, epoch, owner)) != 1:
+                    lost.append(run_id)
+        return lost
+
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See ``Store.last_seqs``: one read transaction (PostgreSQL: one statement)."""
+        out: dict[str, int] = {}
+        async with self._reading() as s:
+            for run_id in run_ids:
+                row = await s.one(self.POSITION, (run_id,))
+                if row is not None:
+                    out[run_id] = row[0]
+        return out
 
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         """See ``Store.release``. Unsynced: a release lost in a crash leaves the lease to

@@ -60,11 +60,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import UniqueViolation
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _sql
-from stead.store._base import CLAIMABLE, known_key
+from stead.store import _pgappend, _sql
+from stead.store._base import known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
 
@@ -73,10 +74,7 @@ log = logging.getLogger("stead.store")
 _MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
 _LINGER = 5.0
 """Seconds a run's channel stays listened to after its last waiter left."""
-_UNSYNCED = "set_config('synchronous_commit', 'off', true)"
-"""``SET LOCAL synchronous_commit = off`` as an expression, so it rides in the statement that
-writes (one round trip, its transaction implicit). Put where it is evaluated once per row
-written: a statement that writes nothing has nothing to flush."""
+_UNSYNCED = _pgappend.UNSYNCED
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -318,64 +316,50 @@ class PostgresStore(_sql.SQLStore):
             )
 
     async def _append(self, a: _sql.Append) -> None:
-        run_id, events, _, expected, epoch, _, _, snapshot, sync = a
+        run_id, events, _, expected, epoch, _, _, _, sync = a
         # One statement is one transaction (autocommit): one round trip. ``sync=False``: it
         # commits without waiting for the WAL flush (the module docstring says why that
         # loses no effect).
         async with self._conn() as conn:
             self.before_commit(run_id, events)  # the statement below is the commit
-            cur = await conn.execute(_APPENDS[snapshot is not None, sync], self._params(a))
+            cur = await conn.execute(_pgappend.statement(a, sync), self._params(a))
             if await cur.fetchone() is None:
                 raise await self.refusal(_Session(conn), run_id, epoch, expected)
 
     async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
-        """See ``SQLStore._append_many``: the members' statements pipelined in one
-        transaction (one flush; none when no member asks for one). A member whose guard
-        fails writes nothing (its statement's CTEs write only when its ``UPDATE`` matched)
-        and is told why; the others commit."""
+        """See ``SQLStore._append_many``: BEGIN, the members' statements and COMMIT
+        pipelined, one round trip (one Sync) and one transaction (one flush; none when no
+        member asks for one). A member whose guard fails writes nothing (its statement's CTEs
+        write only when its ``UPDATE`` matched) and is told why; the others commit. As on the
+        path of one append, ``before_commit`` sees every member before that round trip,
+        which is the commit."""
         sync = any(a[8] for a in batch)
-        out: list[BaseException | None] = []
-        async with self._conn() as conn, conn.transaction():
-            async with conn.pipeline():
-                cursors = [
-                    await conn.execute(_APPENDS[a[7] is not None, sync], self._params(a))
-                    for a in batch
-                ]
-            for a, cur in zip(batch, cursors, strict=True):
-                if await cur.fetchone() is None:
-                    out.append(await self.refusal(_Session(conn), a[0], a[4], a[3]))
-                else:
-                    out.append(None)
-            for a, refused in zip(batch, out, strict=True):
-                if refused is None:
-                    self.before_commit(a[0], a[1])  # the transaction commits after this
-        return out
+        for a in batch:
+            self.before_commit(a[0], a[1])
+        async with self._conn() as conn:
+            try:
+                # Not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again for
+                # COMMIT; this is one Sync for all of it, at the pipeline's end.
+                async with conn.pipeline():
+                    await conn.execute("BEGIN")
+                    cursors = [
+                        await conn.execute(_pgappend.statement(a, sync), self._params(a))
+                        for a in batch
+                    ]
+                    await conn.execute("COMMIT")
+            except psycopg.Error:
+                # A failed statement made the server skip the rest, COMMIT too.
+                if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                    await conn.execute("ROLLBACK")
+                raise
+            written = [await cur.fetchone() is not None for cur in cursors]
+            return [
+                None if ok else await self.refusal(_Session(conn), a[0], a[4], a[3])
+                for a, ok in zip(batch, written, strict=True)
+            ]
 
     def _params(self, a: _sql.Append) -> dict[str, Any]:
-        """The parameters of one append's statement (``_APPENDS``)."""
-        run_id, _, rows, expected, epoch, status, now, snapshot, _ = a
-        seq = expected + len(rows)
-        params: dict[str, Any] = {
-            "run": run_id,
-            "seq": seq,
-            "status": status,
-            "now": now,
-            "epoch": epoch,
-            "expected": expected,
-            "seqs": list(range(expected + 1, seq + 1)),
-            "kinds": [r[0] for r in rows],
-            "versions": [r[1] for r in rows],
-            "turns": [r[2] for r in rows],
-            "calls": [r[3] for r in rows],
-            "datas": [r[4] for r in rows],
-            "changed": self.run_channel(run_id),
-            "ready": self.claimable_channel,
-            "payload": f"{run_id}:{seq}",
-            "claimable": status in CLAIMABLE,
-        }
-        if snapshot is not None:
-            params.update(snap_seq=snapshot[0], snap_v=snapshot[1], snap=snapshot[2])
-        return params
+        return _pgappend.params(a, self.run_channel(a[0]), self.claimable_channel)
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         row = await s.one(self.CLAIM, params)
@@ -443,6 +427,23 @@ class PostgresStore(_sql.SQLStore):
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
         self._listener.want(self.claimable_channel)
         await self._watch.wait_claimable(timeout)
+
+    async def renew_leases(
+        self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
+    ) -> list[str]:
+        """See ``Store.renew_leases``: one unsynced statement for every lease."""
+        if not leases:
+            return []
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                _RENEW_LEASES, (now + ttl, [r for r, _ in leases], [e for _, e in leases], owner)
+            )
+            kept = {r[0] for r in await cur.fetchall()}
+        return [run_id for run_id, _ in leases if run_id not in kept]
+
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See ``Store.last_seqs``: one statement."""
+        return await self._read_seqs(run_ids) if run_ids else {}
 
     async def _read_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
         async with self._conn() as conn:
@@ -516,37 +517,8 @@ class _Session:
         return cur.rowcount
 
 
-_APPEND_HEAD = (
-    "WITH upd AS ("
-    " UPDATE runs SET last_seq = %(seq)s, status = %(status)s, updated_at = %(now)s"
-    " WHERE run_id = %(run)s AND epoch = %(epoch)s AND last_seq = %(expected)s"
-    " RETURNING lease_owner),"
-    " ins AS ("
-    " INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, created_at)"
-    " SELECT %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id, u.data, %(now)s"
-    " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(versions)s::int[],"
-    " %(turns)s::int[], %(calls)s::text[], %(datas)s::bytea[])"
-    " AS u(seq, kind, version, turn_index, tool_call_id, data)"
-    " WHERE EXISTS (SELECT 1 FROM upd))"
+_RENEW_LEASES = (
+    "UPDATE runs r SET lease_expires_at = %s FROM unnest(%s::text[], %s::bigint[])"
+    " AS h(run_id, epoch) WHERE r.run_id = h.run_id AND r.epoch = h.epoch"
+    f" AND r.lease_owner = %s RETURNING r.run_id, {_UNSYNCED}"
 )
-_APPEND_SNAPSHOT = (
-    ", snap AS ("
-    " INSERT INTO snapshots (run_id, seq, version, state)"
-    " SELECT %(run)s, %(snap_seq)s, %(snap_v)s, %(snap)s WHERE EXISTS (SELECT 1 FROM upd)"
-    " ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, version = excluded.version,"
-    " state = excluded.state)"
-)
-_APPEND_TAIL = (
-    " SELECT pg_notify(%(changed)s, %(payload)s),"
-    " CASE WHEN lease_owner IS NULL AND %(claimable)s"
-    " THEN pg_notify(%(ready)s, %(payload)s) END{unsynced}"
-    " FROM upd"
-)
-_APPENDS = {
-    (snapshot, sync): _APPEND_HEAD
-    + (_APPEND_SNAPSHOT if snapshot else "")
-    + _APPEND_TAIL.format(unsynced="" if sync else f", {_UNSYNCED}")
-    for snapshot in (False, True)
-    for sync in (False, True)
-}
-"""The append statement by (with a snapshot, synced)."""
