@@ -48,6 +48,10 @@ finish in N s``; neither ends the bench. It also keeps the sides apart: one side
 leftover tasks or heap (which every cyclic garbage collection of the next side would walk)
 never reach another's.
 
+``--tune-gc``: each side's process calls ``stead.runtime.tune_gc()`` (what ``stead worker``
+does) once set up, just before its clock starts: the garbage collector's young threshold
+raised and the setup frozen; LangGraph and DBOS get it too.
+
 **Columns.** ``cpu us/step`` is the CPU time of the side's process over the timed part, per
 step: on a loaded machine it moves far less than the wall clock, so compare it when the
 machine is busy. ``gc %`` is the share of that CPU spent in Python's cyclic garbage collector
@@ -112,6 +116,9 @@ async def lookup(order_id: int) -> dict[str, Any]:
     return {"order_id": order_id, "status": "shipped", "carrier": "ups"}
 
 
+TUNE_GC = False
+"""``--tune-gc``: every side's process runs ``stead.runtime.tune_gc()`` before its clock starts."""
+
 CLOCKS: dict[str, float] = {}
 """CPU seconds and seconds of cyclic garbage collection of the last ``in_flight``."""
 
@@ -134,6 +141,8 @@ async def in_flight(n: int, total: int, one: Callable[[int], Awaitable[None]]) -
             collecting[1] += time.thread_time() - collecting[0]
 
     gc.collect()
+    if TUNE_GC:
+        stead.runtime.tune_gc()  # after the side's setup and warm-up: they are frozen
     gc.callbacks.append(timed)
     cpu, start = time.process_time(), time.perf_counter()
     try:
@@ -493,6 +502,7 @@ async def child_row(
     argv = [sys.executable, HERE, "--child", f"{side}:{n}", "--dir", tmp]
     argv += ["--waves", str(args.waves), "--latency", str(args.latency), "--model", args.model]
     argv += ["--count"] if args.count else []
+    argv += ["--tune-gc"] if args.tune_gc else []
     env = dict(os.environ, STEAD_BENCH_CHILD_POSTGRES=pg or "")
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
@@ -568,8 +578,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default="sleep",
         help="stead's model stand-in: SleepModel, or stead.testing.ScriptedModel",
     )
+    parser.add_argument(
+        "--tune-gc",
+        action="store_true",
+        help="every side's process tunes its garbage collector first (stead.runtime.tune_gc)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)  # SIDE:N, run by child_row
     args = parser.parse_args(argv)
+    global TUNE_GC
+    TUNE_GC = args.tune_gc
     if args.quick:
         args.in_flight, args.waves = [20], 1
     return args
@@ -593,6 +610,7 @@ if __name__ == "__main__":
         print(
             f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
             f"{ns.latency * 1000:.0f} ms a model call, {ns.waves} waves; one process a side"
+            + ("; gc tuned (stead.runtime.tune_gc)" if ns.tune_gc else "")
         )
         print(table([]))
     result = asyncio.run(main(ns))
