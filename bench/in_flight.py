@@ -8,6 +8,8 @@
     .venv/bin/python bench/in_flight.py --in-flight 100 --sides stead-sqlite,langgraph
     .venv/bin/python bench/in_flight.py --json          # the same figures, machine-readable
     .venv/bin/python bench/in_flight.py --count         # and SQLite commits/fsyncs a step
+    .venv/bin/python bench/in_flight.py --budget 120    # give each side at most 120 s
+    .venv/bin/python bench/in_flight.py --in-process --sides stead-sqlite   # to profile it
 
 (``make concurrent`` installs the optional ``compare`` extra, LangGraph and DBOS, and runs the
 first line; without them their rows say so.)
@@ -39,6 +41,27 @@ is, and ``steps/s`` is ``runs x 21 / wall``.
   per tool call, the runs enqueued on a ``Queue`` without a concurrency limit and awaited through
   their handles (DBOS's own queue polling, default settings).
 
+**Each side in a process of its own** (a child of this one, unless ``--in-process``): a side
+that raises or crashes is a row saying so (``failed:`` and the error's first line), one that
+takes longer than ``--budget`` seconds (default 600) is killed and its row says ``did not
+finish in N s``; neither ends the bench. It also keeps the sides apart: one side's threads,
+leftover tasks or heap (which every cyclic garbage collection of the next side would walk)
+never reach another's.
+
+``--tune-gc``: each side's process calls ``stead.runtime.tune_gc()`` (what ``stead worker``
+does) once set up, just before its clock starts: the garbage collector's young threshold
+raised and the setup frozen; LangGraph and DBOS get it too.
+
+**Columns.** ``cpu us/step`` is the CPU time of the side's process over the timed part, per
+step: on a loaded machine it moves far less than the wall clock, so compare it when the
+machine is busy. ``gc %`` is the share of that CPU spent in Python's cyclic garbage collector
+(timed by ``gc.callbacks``).
+
+**The model stand-in** is, for every side, an ``asyncio.sleep`` of the latency and a reply
+built once: for stead ``SleepModel`` below (``--model scripted`` uses
+``stead.testing.ScriptedModel`` instead, whose abortable wait costs a task, two futures and a
+timer a call: it shows what a stand-in costs).
+
 Figures move with the machine; compare sides measured in the same run only.
 """
 
@@ -52,6 +75,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +84,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import stead
+from stead.core.messages import AssistantMessage, ToolCall, Usage
+from stead.providers import ModelCall, ModelResponse
 from stead.testing import Reply, ScriptedModel, temporary_postgres
 
 TOOL_TURNS = 10
@@ -77,6 +103,10 @@ SIDES = (
 )
 
 
+HERE = os.path.abspath(__file__)
+"""This script, which ``child_row`` runs once a side."""
+
+
 class Unavailable(Exception):
     """A side that cannot run here (an optional package missing, a mode not built yet)."""
 
@@ -86,24 +116,88 @@ async def lookup(order_id: int) -> dict[str, Any]:
     return {"order_id": order_id, "status": "shipped", "carrier": "ups"}
 
 
+TUNE_GC = False
+"""``--tune-gc``: every side's process runs ``stead.runtime.tune_gc()`` before its clock starts."""
+
+CLOCKS: dict[str, float] = {}
+"""CPU seconds and seconds of cyclic garbage collection of the last ``in_flight``."""
+
+
 async def in_flight(n: int, total: int, one: Callable[[int], Awaitable[None]]) -> float:
-    """Seconds to complete ``total`` runs with at most ``n`` in flight at once."""
+    """Seconds to complete ``total`` runs with at most ``n`` in flight at once (and, in
+    ``CLOCKS``, the CPU time of this process and of its garbage collections meanwhile)."""
     gate = asyncio.Semaphore(n)
 
     async def gated(i: int) -> None:
         async with gate:
             await one(i)
 
+    collecting = [0.0, 0.0]  # (start of the collection under way, total)
+
+    def timed(phase: str, _: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[0] = time.thread_time()
+        else:
+            collecting[1] += time.thread_time() - collecting[0]
+
     gc.collect()
-    start = time.perf_counter()
-    await asyncio.gather(*(gated(i) for i in range(total)))
-    return time.perf_counter() - start
+    if TUNE_GC:
+        stead.runtime.tune_gc()  # after the side's setup and warm-up: they are frozen
+    gc.callbacks.append(timed)
+    cpu, start = time.process_time(), time.perf_counter()
+    try:
+        await asyncio.gather(*(gated(i) for i in range(total)))
+        wall = time.perf_counter() - start
+        CLOCKS.update(cpu_s=time.process_time() - cpu, gc_s=collecting[1])
+    finally:
+        gc.callbacks.remove(timed)
+    return wall
 
 
 # -- stead ------------------------------------------------------------------------------------
 
 
-def stead_agent(latency: float, durability: str | None) -> stead.Agent:
+class SleepModel:
+    """The model of every side: sleeps the latency, then gives the reply of its turn (the
+    assistant messages the request holds), built once. What LangGraph's agent node and DBOS's
+    model step do too; like them it does not listen for a cancel (the bench sends none)."""
+
+    model_name = "bench"
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.replies = [
+            ModelResponse(
+                message=AssistantMessage(
+                    tool_calls=(
+                        ToolCall(
+                            id=f"call_{turn}",
+                            name="lookup",
+                            arguments=json.dumps({"order_id": 1000 + turn}),
+                        ),
+                    ),
+                    stop_reason="tool_use",
+                ),
+                usage=Usage(input_tokens=100, output_tokens=20),
+                model="bench",
+            )
+            for turn in range(TOOL_TURNS)
+        ]
+        self.replies.append(
+            ModelResponse(
+                message=AssistantMessage(text=ANSWER, stop_reason="end_turn"),
+                usage=Usage(input_tokens=100, output_tokens=20),
+                model="bench",
+            )
+        )
+
+    async def complete(self, call: ModelCall) -> ModelResponse:
+        await asyncio.sleep(self.latency)
+        turn = sum(1 for m in call.request.messages if isinstance(m, AssistantMessage))
+        return self.replies[turn]
+
+
+def stead_agent(latency: float, durability: str | None, model: str = "sleep") -> stead.Agent:
     turns: list[Reply | str] = [
         Reply(tool_calls=[("lookup", {"order_id": 1000 + i})]) for i in range(TOOL_TURNS)
     ]
@@ -112,8 +206,11 @@ def stead_agent(latency: float, durability: str | None) -> stead.Agent:
     options: dict[str, Any] = {}
     if durability is not None:
         options["durability"] = durability
+    provider: Any = (
+        ScriptedModel(turns, delay=latency) if model == "scripted" else SleepModel(latency)
+    )
     try:
-        return stead.Agent("bench", ScriptedModel(turns, delay=latency), [tool], **options)
+        return stead.Agent("bench", provider, [tool], **options)
     except TypeError as e:
         raise Unavailable(f"no durability={durability!r} mode in this stead ({e})") from e
 
@@ -123,9 +220,15 @@ COUNTS: dict[str, int] = {}
 
 
 async def stead_side(
-    url: str, n: int, total: int, latency: float, mode: str | None, count: bool = False
+    url: str,
+    n: int,
+    total: int,
+    latency: float,
+    mode: str | None,
+    count: bool = False,
+    model: str = "sleep",
 ) -> float:
-    agent = stead_agent(latency, mode)
+    agent = stead_agent(latency, mode, model)
     rt = stead.Runtime(url, agents=[agent])
     COUNTS.clear()
     try:
@@ -300,7 +403,7 @@ async def measure(side: str, n: int, args: argparse.Namespace, tmp: str, pg: str
             url = fresh_schema(pg)
         else:
             url = f"sqlite:///{path}"
-        return await stead_side(url, n, total, args.latency, mode, args.count)
+        return await stead_side(url, n, total, args.latency, mode, args.count, args.model)
     if side == "langgraph":
         return await langgraph_side(path, n, total, args.latency)
     if side == "dbos":
@@ -322,12 +425,16 @@ def fresh_schema(pg: str) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'in flight':>9}  {'side':<24} {'runs':>6} {'wall s':>8} {'steps/s':>9} {'x ideal':>8}"
+        f" {'cpu us/step':>11} {'gc %':>5}"
     ]
     for r in rows:
-        if "skipped" in r:
+        why = next((f"{k}: {r[k]}" for k in ("skipped", "failed") if k in r), None)
+        if why is None and "unfinished" in r:
+            why = r["unfinished"]
+        if why is not None:
+            label = why.replace("skipped: ", "n/a: ")
             lines.append(
-                f"{r['in_flight']:>9}  {r['side']:<24} {'':>6} {'':>8} {'':>9} {'':>8}  "
-                f"n/a: {r['skipped']}"
+                f"{r['in_flight']:>9}  {r['side']:<24} {'':>6} {'':>8} {'':>9} {'':>8}  {label}"
             )
             continue
         counted = ""
@@ -335,43 +442,103 @@ def table(rows: list[dict[str, Any]]) -> str:
             counted = (
                 f"  {r['commits_per_step']:.2f} commits, {r['fsyncs_per_step']:.2f} fsyncs a step"
             )
+        cpu = f"{r['cpu_us_per_step']:>11.0f} {r['gc_share'] * 100:>4.0f}%" if "cpu_s" in r else ""
         lines.append(
             f"{r['in_flight']:>9}  {r['side']:<24} {r['runs']:>6} {r['wall_s']:>8.2f} "
-            f"{r['steps_per_s']:>9.0f} {r['x_ideal']:>7.1f}x{counted}"
+            f"{r['steps_per_s']:>9.0f} {r['x_ideal']:>7.1f}x {cpu}{counted}"
         )
     return "\n".join(lines)
 
 
+def first_line(exc: BaseException) -> str:
+    """``Type: the first line of the message``: what a row says of a side that failed."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+async def side_row(
+    side: str, n: int, args: argparse.Namespace, tmp: str, pg: str | None
+) -> dict[str, Any]:
+    """Measure one side at ``n`` in flight, in this process; its row (a failure included)."""
+    row: dict[str, Any] = {"in_flight": n, "side": side}
+    COUNTS.clear()
+    CLOCKS.clear()
+    try:
+        wall = await measure(side, n, args, tmp, pg)
+    except Unavailable as e:
+        row["skipped"] = str(e)
+        return row
+    except (Exception, SystemExit) as e:  # a side that fails is a row, never the bench's end
+        row["failed"] = first_line(e)
+        return row
+    runs = n * args.waves
+    steps = runs * STEPS_PER_RUN
+    ideal = args.waves * MODEL_CALLS * args.latency
+    row.update(
+        runs=runs,
+        wall_s=wall,
+        ideal_s=ideal,
+        steps_per_s=steps / wall,
+        x_ideal=wall / ideal,
+    )
+    if CLOCKS:
+        row.update(
+            cpu_s=CLOCKS["cpu_s"],
+            cpu_us_per_step=CLOCKS["cpu_s"] / steps * 1e6,
+            gc_share=CLOCKS["gc_s"] / CLOCKS["cpu_s"] if CLOCKS["cpu_s"] else 0.0,
+        )
+    if COUNTS:
+        row.update(
+            commits_per_step=COUNTS["commits"] / steps,
+            fsyncs_per_step=COUNTS["fsyncs"] / steps,
+        )
+    return row
+
+
+async def child_row(
+    side: str, n: int, args: argparse.Namespace, tmp: str, pg: str | None
+) -> dict[str, Any]:
+    """Measure one side in a child process of its own, killed after ``--budget`` seconds."""
+    argv = [sys.executable, HERE, "--child", f"{side}:{n}", "--dir", tmp]
+    argv += ["--waves", str(args.waves), "--latency", str(args.latency), "--model", args.model]
+    argv += ["--count"] if args.count else []
+    argv += ["--tune-gc"] if args.tune_gc else []
+    env = dict(os.environ, STEAD_BENCH_CHILD_POSTGRES=pg or "")
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), args.budget)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return {"in_flight": n, "side": side, "unfinished": f"did not finish in {args.budget:g} s"}
+    lines = out.decode(errors="replace").strip().splitlines()
+    if proc.returncode == 0 and lines:
+        try:
+            row: dict[str, Any] = json.loads(lines[-1])
+            return row
+        except ValueError:
+            pass
+    said = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
+    why = said[-1].strip() if said else f"exit status {proc.returncode}"
+    return {"in_flight": n, "side": side, "failed": f"{why} (exit status {proc.returncode})"}
+
+
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     sides = args.sides.split(",") if args.sides else list(SIDES)
+    for side in sides:
+        if side not in SIDES:
+            raise SystemExit(f"unknown side {side!r}: choose from {', '.join(SIDES)}")
     rows: list[dict[str, Any]] = []
     tmp = tempfile.mkdtemp(prefix="stead-concurrent-", dir=args.dir)
     pg_cm = postgres() if any(s.startswith("stead-postgres") for s in sides) else None
+    one = side_row if args.in_process else child_row
     try:
         with pg_cm if pg_cm is not None else contextlib.nullcontext() as pg:
             for n in args.in_flight:
-                ideal = args.waves * MODEL_CALLS * args.latency
                 for side in sides:
-                    row: dict[str, Any] = {"in_flight": n, "side": side}
-                    try:
-                        wall = await measure(side, n, args, tmp, pg)
-                    except Unavailable as e:
-                        row["skipped"] = str(e)
-                    else:
-                        runs = n * args.waves
-                        row.update(
-                            runs=runs,
-                            wall_s=wall,
-                            ideal_s=ideal,
-                            steps_per_s=runs * STEPS_PER_RUN / wall,
-                            x_ideal=wall / ideal,
-                        )
-                        if COUNTS:
-                            steps = runs * STEPS_PER_RUN
-                            row.update(
-                                commits_per_step=COUNTS["commits"] / steps,
-                                fsyncs_per_step=COUNTS["fsyncs"] / steps,
-                            )
+                    row = await one(side, n, args, tmp, pg)
                     rows.append(row)
                     if not args.json:
                         print(table([row]).splitlines()[-1], flush=True)
@@ -394,18 +561,56 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="stead on SQLite: count commits and fsyncs a step too (traces every statement)",
     )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=600.0,
+        help="seconds a side may take (its process is then killed and its row says so)",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="measure every side in this process, not each in a child (to profile one; no budget)",
+    )
+    parser.add_argument(
+        "--model",
+        choices=("sleep", "scripted"),
+        default="sleep",
+        help="stead's model stand-in: SleepModel, or stead.testing.ScriptedModel",
+    )
+    parser.add_argument(
+        "--tune-gc",
+        action="store_true",
+        help="every side's process tunes its garbage collector first (stead.runtime.tune_gc)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # SIDE:N, run by child_row
     args = parser.parse_args(argv)
+    global TUNE_GC
+    TUNE_GC = args.tune_gc
     if args.quick:
         args.in_flight, args.waves = [20], 1
     return args
 
 
+async def child(args: argparse.Namespace) -> None:
+    """The child process of ``child_row``: one side, its row as the last line of stdout."""
+    side, _, n = args.child.rpartition(":")
+    pg = os.environ.get("STEAD_BENCH_CHILD_POSTGRES") or None
+    row = await side_row(side, int(n), args, args.dir, pg)
+    print(json.dumps(row), flush=True)
+
+
 if __name__ == "__main__":
     ns = parse(None)
+    if ns.child:
+        asyncio.run(child(ns))
+        sys.stdout.flush()
+        os._exit(0)  # a peer's leftover threads (DBOS) must not hold the row back
     if not ns.json:
         print(
             f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-            f"{ns.latency * 1000:.0f} ms a model call, {ns.waves} waves; one process"
+            f"{ns.latency * 1000:.0f} ms a model call, {ns.waves} waves; one process a side"
+            + ("; gc tuned (stead.runtime.tune_gc)" if ns.tune_gc else "")
         )
         print(table([]))
     result = asyncio.run(main(ns))

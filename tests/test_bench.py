@@ -9,6 +9,7 @@ more per call for a non_idempotent tool without a reconcile function.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,35 @@ def test_the_in_flight_bench_runs_and_says_why_a_side_is_missing(tmp_path: Path)
     assert stead_row["steps_per_s"] > 0 and stead_row["x_ideal"] >= 1.0
     for side, row in rows.items():
         assert ("skipped" in row) != ("wall_s" in row), side
+
+
+def test_a_side_that_fails_or_overruns_is_a_row_and_the_bench_goes_on(tmp_path: Path) -> None:
+    """``bench/in_flight.py``: a side that raises (here PostgreSQL at a port nobody listens
+    on) is a row saying ``failed:`` with the error's first line, a side that overruns
+    ``--budget`` is killed and its row says so, and the sides after them still run."""
+    argv = [sys.executable, str(ROOT / "bench" / "in_flight.py"), "--json", "--waves", "1"]
+    argv += ["--latency", "0.01", "--in-flight", "5"]
+    env = {**os.environ, "STEAD_BENCH_POSTGRES_URL": "postgresql://nobody@127.0.0.1:1/none"}
+
+    def rows(*extra: str) -> dict[str, dict[str, object]]:
+        out = subprocess.run(
+            [*argv, *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+            cwd=tmp_path,
+            env=env,
+        )
+        return {str(r["side"]): r for r in json.loads(out.stdout)}
+
+    failed = rows("--sides", "stead-postgres,stead-sqlite")
+    assert str(failed["stead-postgres"]["failed"]).startswith("OperationalError: ")
+    assert "\n" not in str(failed["stead-postgres"]["failed"])
+    assert failed["stead-sqlite"]["runs"] == 5
+    late = rows("--sides", "stead-sqlite", "--budget", "0.01")
+    assert late["stead-sqlite"] == {
+        "in_flight": 5,
+        "side": "stead-sqlite",
+        "unfinished": "did not finish in 0.01 s",
+    }

@@ -9,7 +9,7 @@ import logging
 from stead.cli._args import LOG_FORMAT, add_claim_options, add_process_options, serving
 from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.errors import UserError
-from stead.runtime import Agent, Worker
+from stead.runtime import Agent, Worker, tune_gc
 from stead.runtime._serve import Served, until_signalled
 
 
@@ -47,12 +47,16 @@ def serve_until_signalled(served: Served) -> int:
 def run_worker(args: argparse.Namespace) -> int:
     """Claim queued runs (and runs whose worker died) and drive up to --concurrency of them
     at once. SIGTERM or Ctrl-C: stop claiming, let the runs in hand finish for --grace
-    seconds, release the rest; a second signal releases at once."""
+    seconds, release the rest; a second signal releases at once. The process is the
+    worker's: its garbage collector is set for many runs in flight (``stead.runtime.tune_gc``)
+    once everything is loaded."""
     agents = agents_to_serve(args, "worker")
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     deps = load_deps(args.deps)
-    return serve_until_signalled(Worker(args.store, agents, deps=deps, **serving(args)))
+    worker = Worker(args.store, agents, deps=deps, **serving(args))
+    tune_gc()
+    return serve_until_signalled(worker)
 
 
 COMMANDS = (run_worker,)
