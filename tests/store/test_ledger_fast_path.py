@@ -1,8 +1,8 @@
 """The ledger's fast path (what a pool adds per call, bench/pool_latency.py) keeps its rules.
 
-- PostgreSQL: the acceptance, the claim (a new fencing epoch) and the settle wait for the
-  WAL flush; ``started`` skips it except for a non_idempotent tool, whose recovery alone it
-  changes. Seen as in test_pg_unsynced.py: a deferred constraint trigger notes the
+- PostgreSQL: the acceptance and the settle wait for the WAL flush; the claim does not
+  (a lost claim is recovered as an executor that died after it: ``PostgresLedger``), and
+  ``started`` skips it except for a non_idempotent tool, whose recovery alone it changes. Seen as in test_pg_unsynced.py: a deferred constraint trigger notes the
   ``synchronous_commit`` each committed write of ``ledger_keys`` saw.
 - PostgreSQL: the one-statement claim hands out accepted keys, and still takes the general
   path for an orphaned key (its holder's lease lapsed) and for a queue with a limit.
@@ -46,7 +46,7 @@ def _take(conn: psycopg.Connection[tuple[object, ...]]) -> list[tuple[object, ..
     return [tuple(r[1:]) for r in sorted(rows.fetchall())]
 
 
-async def test_postgres_only_a_safe_start_skips_the_flush(pg_url: str) -> None:
+async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -> None:
     url = synced_by_default(pg_url)
     store = PostgresStore(url)
     led = ledger_for(store)
@@ -62,7 +62,7 @@ async def test_postgres_only_a_safe_start_skips_the_flush(pg_url: str) -> None:
             assert {c.epoch for c in claims} == {1}
             assert _take(notes) == [
                 ("e1", "accepted", "on"), ("e2", "accepted", "on"),
-                *sorted([("e1", "claimed", "on"), ("e2", "claimed", "on")]),
+                *sorted([("e1", "claimed", "off"), ("e2", "claimed", "off")]),
             ]  # fmt: skip
             assert await led.start("e1", epoch=1, now=T0, sync=False)
             assert await led.start("e2", epoch=1, now=T0, sync=True)
@@ -121,7 +121,7 @@ async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: s
             assert await owner.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
             await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
             [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
-            waiting = asyncio.ensure_future(owner.wait_changed(e, "r1", 2, 20))
+            waiting = asyncio.ensure_future(owner.wait_settled(e, "r1", 20))
             if n == 0:  # the first key of the run: its channel is LISTENed to
                 for _ in range(1000):
                     if owner.listener.listening(channel):
@@ -149,7 +149,7 @@ async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: 
         assert await owner.accept(key("e1"), kind="tool", queue="q", assignment=a, now=T0)
         await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
         [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
-        waiting = asyncio.ensure_future(owner.wait_changed("e1", "r1", 2, 25))
+        waiting = asyncio.ensure_future(owner.wait_settled("e1", "r1", 25))
 
         async def settle_soon() -> None:
             await asyncio.sleep(0.05)

@@ -205,7 +205,7 @@ async def test_a_waiter_sees_a_settle_by_another_connection(backend: Backend) ->
         await accept(owner, "e1")
         await executor.heartbeat("x", ["q"], ttl=10, now=T0)
         [c] = await executor.claim("x", ["q"], limit=1, now=T0)
-        waiting = asyncio.ensure_future(owner.wait_changed("e1", "r1", 2, 30))
+        waiting = asyncio.ensure_future(owner.wait_settled("e1", "r1", 30))
         await asyncio.sleep(0.2)
         assert not waiting.done()
         await executor.settle("e1", epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0)

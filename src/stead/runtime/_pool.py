@@ -225,7 +225,9 @@ class Pool:
         self._hook("after_claim", tool)
         # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
         sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
-        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync):
+        if not await self.ledger.start(
+            c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync, executor=self.id
+        ):
             return  # taken over or cancelled meanwhile
         self._hook("after_start", tool)
         if here is None:
@@ -263,8 +265,9 @@ class Pool:
         for attempt in range(6):
             try:
                 return await self.ledger.settle(
-                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock()
-                )
+                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock(),
+                    executor=self.id,
+                )  # fmt: skip
             except StoreError as exc:
                 if attempt == 5:
                     raise

@@ -129,6 +129,18 @@ class Change(NamedTuple):
     params: Sequence[Any]
 
 
+def _held(guard: str, epoch: int, executor: str | None) -> tuple[str, tuple[Any, ...]]:
+    """A holder's guard: the epoch, and the executor too when it is named. On PostgreSQL a
+    claim commits without waiting for the WAL flush (``_pgledger``), so a crash of the
+    database server can lose it while its executor performs the effect; the key is then
+    accepted again and the next claim hands out the same epoch number. Only the executor's
+    name then tells the two holders apart: the lost claim's holder is refused, as a zombie
+    is by a newer epoch."""
+    if executor is None:
+        return guard, (epoch,)
+    return f"{guard} AND executor = ?", (epoch, executor)
+
+
 class Ledger:
     """The execution ledger of one store. Built by ``ledger_for``; all times are passed in."""
 
@@ -143,7 +155,7 @@ class Ledger:
         self._run_of: dict[str, str] = {}
         """Effect id -> run id, for the keys someone waits on (their notice channel)."""
         self.watch = Watcher(
-            self._positions,
+            self._marks,
             poll_interval=poll_interval,
             on_watch=self._on_watch,
             on_unwatch=self._on_unwatch,
@@ -187,21 +199,13 @@ class Ledger:
     # -- writes -----------------------------------------------------------------------------
 
     async def _transition(
-        self,
-        s: Session,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-        *,
-        sync: bool = True,
+        self, s: Session, change: Change, now: float, *, sync: bool = True
     ) -> Row | None:
         """One transition: the row's conditional update (``sets`` then ``guard``, with
         ``params`` for both in order) and, when it matched, the event at the position it
         returned. None when the guard refused it (nothing written). ``sync`` is the
         transaction's here; a dialect that says it in the statement reads it."""
+        effect_id, event, sets, guard, params = change
         rows = await s.all(
             self._q(
                 f"UPDATE ledger_keys SET {sets}, position = position + 1, updated_at = ? "
@@ -232,7 +236,7 @@ class Ledger:
         statement); False when the guard refused it. ``sync=False`` commits without waiting
         for the disk (see ``start``)."""
         async with self._single(sync=sync) as s:
-            row = await self._transition(s, *change, now, sync=sync)
+            row = await self._transition(s, change, now, sync=sync)
         return row is not None
 
     def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
@@ -296,29 +300,45 @@ class Ledger:
             )
         return row is not None and row[0] == "aborted"
 
-    async def start(self, effect_id: str, *, epoch: int, now: float, sync: bool = True) -> bool:
+    async def start(
+        self,
+        effect_id: str,
+        *,
+        epoch: int,
+        now: float,
+        sync: bool = True,
+        executor: str | None = None,
+    ) -> bool:
         """The holder at ``epoch`` begins the effect; False when it no longer holds it.
 
         ``sync=False`` for an effect whose recovery does not depend on it (all but a
         non_idempotent tool: ``recovery_of`` restarts them claimed or started): a crash that
         loses the write leaves the key claimed, recovered the same way, and the settle's
-        synced commit makes it durable (one log: a flush covers what came before)."""
+        synced commit makes it durable (one log: a flush covers what came before).
+        ``executor``: the holder, checked with the epoch (``_held``)."""
         e = LedgerEvent(kind="started", epoch=epoch)
-        return await self._one_transition(Change(
-            effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
-            (epoch,)), now, sync=sync,
-        )  # fmt: skip
+        guard, params = _held("phase = 'claimed' AND epoch = ?", epoch, executor)
+        return await self._one_transition(
+            Change(effect_id, e, "phase = 'started'", guard, params), now, sync=sync
+        )
 
     async def settle(
-        self, effect_id: str, *, epoch: int, outcome: dict[str, Any], now: float
+        self,
+        effect_id: str,
+        *,
+        epoch: int,
+        outcome: dict[str, Any],
+        now: float,
+        executor: str | None = None,
     ) -> bool:
         """Settle under ``epoch``: False (nothing written) when the epoch is stale or the key
-        settled already; the check is the update's own ``WHERE``."""
+        settled already; the check is the update's own ``WHERE``. ``executor``: the holder,
+        checked with the epoch (``_held``)."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
+        guard, params = _held(f"phase IN {_OPEN} AND epoch = ?", epoch, executor)
         return await self._one_transition(Change(
-            effect_id, e, "phase = 'settled', outcome = ?",
-            f"phase IN {_OPEN} AND epoch = ?", (text, epoch)), now,
+            effect_id, e, "phase = 'settled', outcome = ?", guard, (text, *params)), now,
         )  # fmt: skip
 
     async def release(
@@ -340,7 +360,7 @@ class Ledger:
         e = LedgerEvent(kind="cancel_requested", reason=reason)
         async with self._tx() as s:
             await self._transition(
-                s, effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", (), now
+                s, Change(effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", ()), now
             )
             row = await s.one(
                 self._q(f"SELECT {KEY_COLUMNS} FROM ledger_keys WHERE effect_id = ?"),
@@ -349,9 +369,9 @@ class Ledger:
             if row is not None and row[0] == "accepted":
                 out = {"kind": "cancelled", "reason": reason}
                 settled = LedgerEvent(kind="settled", epoch=int(row[1]), outcome=out)
-                await self._transition(
-                    s, effect_id, settled, "phase = 'settled', outcome = ?",
-                    "phase = 'accepted' AND epoch = ?", (json.dumps(out), row[1]), now,
+                await self._transition(s, Change(
+                    effect_id, settled, "phase = 'settled', outcome = ?",
+                    "phase = 'accepted' AND epoch = ?", (json.dumps(out), row[1])), now,
                 )  # fmt: skip
         return None if row is None else await self.read(effect_id, now=now)
 
@@ -392,15 +412,15 @@ class Ledger:
                 if restarted:
                     why = f"the lease of executor {held_by} lapsed"
                     back = LedgerEvent(kind="restarted", epoch=int(epoch), reason=why)
-                    if not await self._transition(
-                        s, effect_id, back, "phase = 'accepted', epoch = epoch + 1, "
-                        "executor = NULL", "phase = ? AND epoch = ?", (phase, epoch), now,
+                    if not await self._transition(s, Change(
+                        effect_id, back, "phase = 'accepted', epoch = epoch + 1, "
+                        "executor = NULL", "phase = ? AND epoch = ?", (phase, epoch)), now,
                     ):  # fmt: skip
                         continue
-                took = await self._transition(
-                    s, effect_id, LedgerEvent(kind="claimed", executor=executor),
+                took = await self._transition(s, Change(
+                    effect_id, LedgerEvent(kind="claimed", executor=executor),
                     "phase = 'claimed', epoch = epoch + 1, executor = ?",
-                    "phase = 'accepted'", (executor,), now,
+                    "phase = 'accepted'", (executor,)), now,
                 )  # fmt: skip
                 if took is None:
                     continue
@@ -419,10 +439,10 @@ class Ledger:
                         }
                     )
                     done = LedgerEvent(kind="settled", epoch=new_epoch, outcome=out_json)
-                    await self._transition(
-                        s, effect_id, done, "phase = 'settled', outcome = ?",
+                    await self._transition(s, Change(
+                        effect_id, done, "phase = 'settled', outcome = ?",
                         "phase = 'claimed' AND epoch = ?",
-                        (json.dumps(out_json), new_epoch), now,
+                        (json.dumps(out_json), new_epoch)), now,
                     )  # fmt: skip
                     continue
                 out.append(Claimed(effect_id, new_epoch, assignment, restarted, queue))
@@ -502,44 +522,54 @@ class Ledger:
             )
         return row is not None
 
-    async def _positions(self, effect_ids: Sequence[str]) -> dict[str, int]:
+    async def _marks(self, effect_ids: Sequence[str]) -> dict[str, int]:
+        """Each key's settle mark, what the watcher waits on: 0 while it is open, the
+        position of its settle once settled (aborted and acknowledged keys count as
+        settled). Its claim and ``started`` wake no waiter, and a settle's notice carries
+        its position, so a waiter that read 0 while the key was heard needs no other read."""
         marks = ", ".join("?" * len(effect_ids))
         async with self._reading() as s:
             rows = await s.all(
                 self._q(
-                    f"SELECT effect_id, position FROM ledger_keys WHERE effect_id IN ({marks})"
+                    f"SELECT effect_id, CASE WHEN phase IN {_OPEN} THEN 0 ELSE position END "
+                    f"FROM ledger_keys WHERE effect_id IN ({marks})"
                 ),
                 tuple(effect_ids),
             )
         return {r[0]: int(r[1]) for r in rows}
 
-    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
-        """Until the key's position passes ``after`` (a notice or a poll), or ``timeout``;
-        its position then. Waiters on one key share the watcher's reads."""
+    async def wait_settled(self, effect_id: str, run_id: str, timeout: float) -> int:  # noqa: ASYNC109
+        """Until the key settles (a notice or a poll) or ``timeout``: its settle mark then
+        (``_marks``; 0 if it is still open). ``KeyError`` for a key the ledger never heard
+        of. Waiters on one key share the watcher's reads."""
         self._run_of[effect_id] = run_id
         try:
-            return await self.watch.wait_changed(effect_id, after, timeout)
+            return await self.watch.wait_changed(effect_id, 0, timeout)
         except RunNotFound as exc:
-            raise StoreError(f"effect {effect_id} is not in the ledger") from exc
+            raise KeyError(f"effect {effect_id} was never dispatched to the ledger") from exc
 
 
 class SQLiteLedger(Ledger):
     """SQLite: ``BEGIN IMMEDIATE`` (the store's write transaction) holds the one write lock
     from a claim's select to its updates; waiters poll."""
 
-    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
-        """No notices: read the key after 1 ms, then half as late again each time, up to
-        the watcher's interval. Most effects settle within milliseconds; a waiter that only
-        polled at the interval would add all of it to each (a read is a fraction of a ms)."""
+    async def wait_settled(self, effect_id: str, run_id: str, timeout: float) -> int:  # noqa: ASYNC109
+        """No notices, so no watcher: read the key now, after 1 ms, then half as late again
+        each time, up to the poll interval. Most effects settle within milliseconds; a
+        waiter that only polled at the interval would add all of it to each (a read is a
+        fraction of a ms). ``StoreExecutor`` shares one wait among a key's waiters."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         step = 0.001
-        while step < self.watch.poll_interval and loop.time() + step < deadline:
-            position = await super().wait_changed(effect_id, run_id, after, step)
-            if position > after:
-                return position
-            step *= 1.5
-        return await super().wait_changed(effect_id, run_id, after, deadline - loop.time())
+        while True:
+            mark = (await self._marks([effect_id])).get(effect_id)
+            if mark is None:
+                raise KeyError(f"effect {effect_id} was never dispatched to the ledger")
+            left = deadline - loop.time()
+            if mark or left <= 0:
+                return mark
+            await asyncio.sleep(min(step, left))
+            step = min(step * 1.5, self.watch.poll_interval)
 
 
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:

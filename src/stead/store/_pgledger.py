@@ -19,9 +19,8 @@ from typing import Any
 
 import psycopg
 
-from stead.core.ledger import LedgerEvent
 from stead.errors import StoreError
-from stead.store._ledger import _READ, Claimed, KeyRow, Ledger, _key_row, event_data
+from stead.store._ledger import _READ, Change, Claimed, KeyRow, Ledger, _key_row, event_data
 from stead.store._pglisten import Listener
 from stead.store._sql import Row, Session
 from stead.store._watch import _until_set
@@ -69,8 +68,8 @@ _CLAIM_FAST = (
     "SELECT effect_id, position, 'claimed', "
     + _CLAIMED_DATA.replace("?", "%(executor)s")
     + ", %(now)s FROM u) "
-    "SELECT effect_id, epoch, assignment, queue FROM u "
-    "UNION ALL SELECT NULL, NULL, NULL, NULL WHERE "
+    f"SELECT effect_id, epoch, assignment, queue, {_UNSYNCED} FROM u "
+    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL WHERE "
     "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
     "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
     "AND k.phase IN ('accepted', 'claimed', 'started') AND CASE WHEN k.phase = 'accepted' "
@@ -79,12 +78,33 @@ _CLAIM_FAST = (
 )
 """A claim's common case in one statement: accepted keys of queues without a limit, and a
 last row of NULLs when something needs ``Ledger.claim``'s general path (a queue with a limit
-or a pause, an orphaned key, a cancelled one)."""
+or a pause, an orphaned key, a cancelled one). It commits without waiting for the WAL flush
+(``_UNSYNCED``, once per key claimed); why that is safe is ``PostgresLedger``'s docstring."""
 
 
 class PostgresLedger(Ledger):
     """PostgreSQL: an explicit transaction; claims skip each other's locked rows; settles
-    and new work are notified (a second LISTEN connection, the store's ``Listener``)."""
+    and new work are notified (a second LISTEN connection, the store's ``Listener``).
+
+    A claim of the common case does not wait for the WAL flush; the acceptance before it
+    and the settle after it do. What a crash of the database server can lose is a suffix of
+    the log (a flush covers every record before it), so a claim is lost only with what came
+    after it and never with the acceptance before it: the key is accepted again, at the
+    epoch it had, and no executor holds it. Its old holder may have begun the effect:
+
+    - a ``non_idempotent`` tool never: its ``started`` waits for the flush, which makes
+      the claim durable first, and the effect begins only once that write returned (a write
+      cut by the crash raises, and the effect is not begun);
+    - any other effect (a model call, a ``read_only`` or ``idempotent_write`` tool) may
+      be running, as after an executor that died once it had claimed or started it: those
+      classes are performed again on recovery (``core.ledger.recovery_of``) and this is
+      the same case. The next claim makes the same epoch number again, so ``start`` and
+      ``settle`` name their executor besides the epoch (``_ledger._held``): the old holder's
+      writes are refused, its heartbeat finds it holds nothing and its signal fires, as for
+      a zombie's. One settle lands; the run records one result.
+
+    A limited queue's claim (the general path, in a transaction) stays synced: a lost claim
+    there could let the fleet exceed its limit while the old holder still runs."""
 
     LOCK = " FOR UPDATE OF k SKIP LOCKED"
     LOCK_LIMIT = " FOR UPDATE"
@@ -111,22 +131,14 @@ class PostgresLedger(Ledger):
         return self._tx_cm()
 
     async def _transition(
-        self,
-        s: Session,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-        *,
-        sync: bool = True,
+        self, s: Session, change: Change, now: float, *, sync: bool = True
     ) -> Row | None:
         """One round trip: the row's conditional update, the event at the position it
         returned (a claim's data carries the epoch the update made), and the notice (a
         settle's on the run's effects channel, a release's on its queue's), each only when
         the update matched. The channel is ``postgres._channel`` computed in SQL from the
         row's run or queue."""
+        effect_id, event, sets, guard, params = change
         notice = _NOTICES.get(event.kind, "")
         n = sets.count("?")
         args: list[Any] = [*params[:n], now, effect_id, *params[n:], effect_id, event.kind]
