@@ -2,8 +2,10 @@
 
 - PostgreSQL: the acceptance and the settle wait for the WAL flush; the claim does not
   (a lost claim is recovered as an executor that died after it: ``PostgresLedger``), and
-  ``started`` skips it except for a non_idempotent tool, whose recovery alone it changes. Seen as in test_pg_unsynced.py: a deferred constraint trigger notes the
-  ``synchronous_commit`` each committed write of ``ledger_keys`` saw.
+  a pool's claim writes ``started`` with it for every key but a non_idempotent tool's,
+  whose recovery alone the start changes: its own ``started`` waits for the flush. Seen as
+  in test_pg_unsynced.py: a deferred constraint trigger notes the ``synchronous_commit``
+  each committed write of ``ledger_keys`` saw.
 - PostgreSQL: the one-statement claim hands out accepted keys, and still takes the general
   path for an orphaned key (its holder's lease lapsed) and for a queue with a limit.
 - PostgreSQL: a run's effects channel stays heard between its effects (no UNLISTEN and
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_ledger_store import T0, key, tool_assignment
+from test_ledger_store import T0, consistent, key, tool_assignment
 from test_pg_unsynced import synced_by_default
 
 from stead.store import _limits, open_store
@@ -57,24 +59,29 @@ async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -
                 a = tool_assignment(e, cls)
                 assert await led.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
             await led.heartbeat("x1", ["q"], ttl=30, now=T0)
-            claims = await led.claim("x1", ["q"], limit=5, now=T0)
-            assert sorted(c.effect_id for c in claims) == ["e1", "e2"]
-            assert {c.epoch for c in claims} == {1}
+            claims = await led.claim("x1", ["q"], limit=5, now=T0, start=True)
+            assert sorted((c.effect_id, c.epoch, c.started) for c in claims) == [
+                ("e1", 1, True), ("e2", 1, False),
+            ]  # fmt: skip
+            # The read_only key's claim wrote its start too; neither waited for the flush.
             assert _take(notes) == [
                 ("e1", "accepted", "on"), ("e2", "accepted", "on"),
-                *sorted([("e1", "claimed", "off"), ("e2", "claimed", "off")]),
+                *sorted([("e1", "started", "off"), ("e2", "claimed", "off")]),
             ]  # fmt: skip
-            assert await led.start("e1", epoch=1, now=T0, sync=False)
+            assert not await led.start("e1", epoch=1, now=T0, sync=False)  # it is started
             assert await led.start("e2", epoch=1, now=T0, sync=True)
-            assert _take(notes) == [("e1", "started", "off"), ("e2", "started", "on")]
+            assert _take(notes) == [("e2", "started", "on")]
             assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0)
             assert _take(notes) == [("e1", "settled", "on")]
-        # The claim's event, written in SQL, reads back as any other.
-        history = await led.history("e1")
-        assert [(h.kind, h.executor, h.epoch) for h in history[:2]] == [
-            ("accepted", None, 0),
-            ("claimed", "x1", 1),
-        ]
+        # The events the claim wrote in SQL read back as any others, and fold to the row.
+        for effect_id, kinds in (("e1", ["accepted", "claimed", "started", "settled"]),
+                                 ("e2", ["accepted", "claimed", "started"])):  # fmt: skip
+            history = await led.history(effect_id)
+            assert [(h.kind, h.executor, h.epoch) for h in history] == [
+                (k, "x1" if k == "claimed" else None, 0 if k == "accepted" else 1)
+                for k in kinds
+            ]
+            assert await consistent(led, effect_id) == history[-1].kind
     finally:
         await led.close()
         await store.close()

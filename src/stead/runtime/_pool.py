@@ -153,7 +153,7 @@ class Pool:
                 if free > 0:
                     try:
                         claims = await self.ledger.claim(
-                            self.id, self.queues, limit=free, now=self.clock()
+                            self.id, self.queues, limit=free, now=self.clock(), start=True
                         )
                     except StoreError as exc:
                         log.warning("claiming effects failed (will retry): %s", exc)
@@ -225,7 +225,7 @@ class Pool:
         self._hook("after_claim", tool)
         # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
         sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
-        if not await self.ledger.start(
+        if not c.started and not await self.ledger.start(
             c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync, executor=self.id
         ):
             return  # taken over or cancelled meanwhile

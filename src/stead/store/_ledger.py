@@ -75,6 +75,9 @@ class Claimed:
     """It had been held before by an executor whose lease lapsed (or that released it)."""
     queue: str = ""
     """The queue it was claimed from."""
+    started: bool = False
+    """The claim wrote ``started`` too (PostgreSQL's one-statement claim, for every key but
+    a non_idempotent tool's): the holder performs it with no ``start`` of its own."""
 
 
 def _key_row(r: Row, live: bool) -> KeyRow:
@@ -383,11 +386,14 @@ class Ledger:
         )
 
     async def claim(
-        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
     ) -> list[Claimed]:
         """Take up to ``limit`` keys of ``queues`` that are accepted, or orphaned (held by an
         executor whose lease lapsed: taken over with ``restarted`` first). An orphaned
-        non_idempotent tool that had started is settled ``tool_unknown``, not returned."""
+        non_idempotent tool that had started is settled ``tool_unknown``, not returned.
+        ``start``: the holder may write ``started`` with the claim where the claim is one
+        statement (PostgreSQL, ``Claimed.started``) for every key but a non_idempotent
+        tool's, the one class whose recovery the start changes (``start``)."""
         if limit < 1 or not queues:
             return []
         out: list[Claimed] = []

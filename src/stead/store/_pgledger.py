@@ -55,21 +55,28 @@ _ACCEPT = (
     "SELECT effect_id, 1, 'accepted', '{}', %s FROM k) SELECT "
 )
 """An acceptance of a new key: its row and first event (``Ledger._origin``), then the notice."""
+_STARTS = "(k.kind = 'model' OR strpos(k.assignment, '\"effect_class\":\"non_idempotent\"') = 0)"
+"""Whether a claimed key's ``started`` can ride in its claim: any key but a non_idempotent
+tool's (``Ledger.start``). The assignment is ``accept``'s compact JSON, whose tool fields are
+fixed and whose arguments are a JSON string (a quote in it is escaped), so the class shows
+as that exact text; a model key's request may hold anything, and is never non_idempotent."""
 _CLAIM_FAST = (
-    "WITH p AS (SELECT k.effect_id FROM ledger_keys k WHERE k.phase = 'accepted' "
-    "AND k.cancel = 0 AND k.queue = ANY(%(queues)s) AND NOT EXISTS "
+    f"WITH p AS (SELECT k.effect_id, %(start)s AND {_STARTS} AS starts FROM ledger_keys k "
+    "WHERE k.phase = 'accepted' AND k.cancel = 0 AND k.queue = ANY(%(queues)s) AND NOT EXISTS "
     "(SELECT 1 FROM queue_limits q WHERE q.queue = k.queue) "
     "ORDER BY k.updated_at LIMIT %(limit)s FOR UPDATE OF k SKIP LOCKED), "
-    "u AS (UPDATE ledger_keys k SET phase = 'claimed', epoch = k.epoch + 1, "
-    "executor = %(executor)s, position = k.position + 1, updated_at = %(now)s FROM p "
-    "WHERE k.effect_id = p.effect_id AND k.phase = 'accepted' "
-    "RETURNING k.effect_id, k.position, k.epoch, k.assignment, k.queue), "
+    "u AS (UPDATE ledger_keys k SET epoch = k.epoch + 1, executor = %(executor)s, "
+    "phase = CASE WHEN p.starts THEN 'started' ELSE 'claimed' END, "
+    "position = k.position + CASE WHEN p.starts THEN 2 ELSE 1 END, updated_at = %(now)s "
+    "FROM p WHERE k.effect_id = p.effect_id AND k.phase = 'accepted' "
+    "RETURNING k.effect_id, k.position, k.epoch, k.assignment, k.queue, p.starts), "
     "i AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
-    "SELECT effect_id, position, 'claimed', "
+    "SELECT effect_id, position - CASE WHEN starts THEN 1 ELSE 0 END, 'claimed', "
     + _CLAIMED_DATA.replace("?", "%(executor)s")
-    + ", %(now)s FROM u) "
-    f"SELECT effect_id, epoch, assignment, queue, {_UNSYNCED} FROM u "
-    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL WHERE "
+    + ", %(now)s FROM u UNION ALL SELECT effect_id, position, 'started', "
+    "'{\"epoch\":' || epoch || '}', %(now)s FROM u WHERE starts) "
+    f"SELECT effect_id, epoch, assignment, queue, starts, {_UNSYNCED} FROM u "
+    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE "
     "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
     "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
     "AND k.phase IN ('accepted', 'claimed', 'started') AND CASE WHEN k.phase = 'accepted' "
@@ -190,16 +197,21 @@ class PostgresLedger(Ledger):
         return row is not None and row[0] == "accepted"
 
     async def claim(
-        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
     ) -> list[Claimed]:
-        """``Ledger.claim``: its common case in one round trip (``_CLAIM_FAST``); the general
-        path (several statements in a transaction) only when that says it is needed."""
+        """``Ledger.claim``: its common case in one round trip (``_CLAIM_FAST``), which does
+        not wait for the WAL flush (see the class) and, with ``start``, writes ``started``
+        in it for every key but a non_idempotent tool's; the general path (several
+        statements in a transaction) only when that says it is needed."""
         if limit < 1 or not queues:
             return []
-        args = {"queues": list(queues), "limit": limit, "executor": executor, "now": now}
+        args = {
+            "queues": list(queues), "limit": limit, "executor": executor, "now": now,
+            "start": start,
+        }  # fmt: skip
         async with self._pg._conn() as conn:
             rows = await (await conn.execute(_CLAIM_FAST, args)).fetchall()
-        out = [Claimed(r[0], int(r[1]), json.loads(r[2]), False, r[3]) for r in rows if r[0]]
+        out = [Claimed(r[0], int(r[1]), json.loads(r[2]), False, r[3], r[4]) for r in rows if r[0]]
         if len(out) < len(rows) and len(out) < limit:
             out += await super().claim(executor, queues, limit=limit - len(out), now=now)
         return out
