@@ -78,8 +78,7 @@ async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -
                                  ("e2", ["accepted", "claimed", "started"])):  # fmt: skip
             history = await led.history(effect_id)
             assert [(h.kind, h.executor, h.epoch) for h in history] == [
-                (k, "x1" if k == "claimed" else None, 0 if k == "accepted" else 1)
-                for k in kinds
+                (k, "x1" if k == "claimed" else None, 0 if k == "accepted" else 1) for k in kinds
             ]
             assert await consistent(led, effect_id) == history[-1].kind
     finally:
