@@ -44,6 +44,9 @@ _LIVE = (
 )
 """Whether the key's holder's lease is live at ``now`` (the one parameter)."""
 _OPEN = "('accepted', 'claimed', 'started')"
+_SETTLE_MARK = f"CASE WHEN phase IN {_OPEN} THEN 0 ELSE position END"
+_IN = "effect_id IN "
+"""A key's settle mark (``Ledger._marks``)."""
 _READ = (
     f"SELECT {', '.join('k.' + c for c in KEY_COLUMNS.split(', '))}, {_LIVE} "
     "FROM ledger_keys k WHERE k.effect_id = ?"
@@ -133,12 +136,9 @@ class Change(NamedTuple):
 
 
 def _held(guard: str, epoch: int, executor: str | None) -> tuple[str, tuple[Any, ...]]:
-    """A holder's guard: the epoch, and the executor too when it is named. On PostgreSQL a
-    claim commits without waiting for the WAL flush (``_pgledger``), so a crash of the
-    database server can lose it while its executor performs the effect; the key is then
-    accepted again and the next claim hands out the same epoch number. Only the executor's
-    name then tells the two holders apart: the lost claim's holder is refused, as a zombie
-    is by a newer epoch."""
+    """A holder's guard: the epoch, and the executor when named. A claim the database lost
+    (``PostgresLedger``) is made again with the same epoch: the name tells the holders
+    apart, and the lost claim's is refused as a zombie is by a newer epoch."""
     if executor is None:
         return guard, (epoch,)
     return f"{guard} AND executor = ?", (epoch, executor)
@@ -536,10 +536,7 @@ class Ledger:
         marks = ", ".join("?" * len(effect_ids))
         async with self._reading() as s:
             rows = await s.all(
-                self._q(
-                    f"SELECT effect_id, CASE WHEN phase IN {_OPEN} THEN 0 ELSE position END "
-                    f"FROM ledger_keys WHERE effect_id IN ({marks})"
-                ),
+                self._q(f"SELECT effect_id, {_SETTLE_MARK} FROM ledger_keys WHERE {_IN}({marks})"),
                 tuple(effect_ids),
             )
         return {r[0]: int(r[1]) for r in rows}
@@ -555,29 +552,6 @@ class Ledger:
             raise KeyError(f"effect {effect_id} was never dispatched to the ledger") from exc
 
 
-class SQLiteLedger(Ledger):
-    """SQLite: ``BEGIN IMMEDIATE`` (the store's write transaction) holds the one write lock
-    from a claim's select to its updates; waiters poll."""
-
-    async def wait_settled(self, effect_id: str, run_id: str, timeout: float) -> int:  # noqa: ASYNC109
-        """No notices, so no watcher: read the key now, after 1 ms, then half as late again
-        each time, up to the poll interval. Most effects settle within milliseconds; a
-        waiter that only polled at the interval would add all of it to each (a read is a
-        fraction of a ms). ``StoreExecutor`` shares one wait among a key's waiters."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
-        step = 0.001
-        while True:
-            mark = (await self._marks([effect_id])).get(effect_id)
-            if mark is None:
-                raise KeyError(f"effect {effect_id} was never dispatched to the ledger")
-            left = deadline - loop.time()
-            if mark or left <= 0:
-                return mark
-            await asyncio.sleep(min(step, left))
-            step = min(step * 1.5, self.watch.poll_interval)
-
-
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
     """The execution ledger of a SQL store (``UserError``-free: the stores are ours)."""
     if not isinstance(store, SQLStore):
@@ -588,4 +562,6 @@ def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
         from stead.store._pgledger import PostgresLedger
 
         return PostgresLedger(store, poll_interval=poll_interval or 1.0)
+    from stead.store._sqliteledger import SQLiteLedger
+
     return SQLiteLedger(store, poll_interval=poll_interval or 0.05)
