@@ -10,7 +10,8 @@
   path for an orphaned key (its holder's lease lapsed) and for a queue with a limit.
 - PostgreSQL: a run's effects channel stays heard between its effects (no UNLISTEN and
   LISTEN per call).
-- SQLite: a waiter sees a settle long before the watcher's poll interval comes round.
+- SQLite: a waiter sees a settle long before the watcher's poll interval comes round, and
+  an executor waiting for work sees a new key long before its own.
 """
 
 from __future__ import annotations
@@ -164,6 +165,29 @@ async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: 
         await settle_soon()
         # Well before the 30 s poll (and the 25 s round): the waiter read the key itself.
         assert await asyncio.wait_for(waiting, 10) == 3
+    finally:
+        await owner.close()
+        await pool.close()
+        await owner_store.close()
+        await pool_store.close()
+
+
+async def test_sqlite_an_executor_sees_new_work_before_its_poll_interval(tmp_path: Path) -> None:
+    """SQLite: an executor waiting for work (30 s poll) reads for an accepted key of its
+    queues, so a key accepted meanwhile ends its wait long before the interval, not at it."""
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    owner_store, pool_store = open_store(url), open_store(url)
+    owner, pool = ledger_for(owner_store), ledger_for(pool_store)
+    try:
+        await pool.heartbeat("x1", ["q"], ttl=60, now=T0)
+        waiting = asyncio.ensure_future(pool.wait_work(["q"], 30.0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        a = tool_assignment("e1")
+        assert await owner.accept(key("e1"), kind="tool", queue="q", assignment=a, now=T0)
+        await asyncio.wait_for(waiting, 10)
+        [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
+        assert c.effect_id == "e1"
     finally:
         await owner.close()
         await pool.close()

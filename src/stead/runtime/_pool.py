@@ -9,7 +9,12 @@ model providers a worker would (an ``InProcessExecutor`` of the agent that has t
 the model), and settles it under the epoch its claim made:
 
     free slots? ── claim (each claim makes a new epoch) → start → perform → settle{outcome}
-        └─ wait for work: a notice on the queue's channel (PostgreSQL) or the poll interval
+        └─ wait for work: a notice on the queue's channel (PostgreSQL), or reads that back
+           off to the poll interval (SQLite)
+
+On PostgreSQL the claim writes ``started`` itself for every key but a non_idempotent tool's
+(``claim(start=True)``), and ``start`` and ``settle`` name this executor besides the epoch
+(``store._pgledger.PostgresLedger``: why a claim lost with the database server is safe).
 
 A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
