@@ -283,14 +283,23 @@ class Ledger:
         """Accept the assignment (``key`` = effect, run, session ids), idempotent by key:
         True if it is (now or already) accepted, False if the key is aborted."""
         text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
-        async with self._tx() as s:
-            if await self._origin(s, key, "accepted", (kind, queue, text), now):
-                await self._work_notice(s, queue)
+        async with self._single(sync=True) as s:
+            if await self._accept_new(s, key, kind, queue, text, now):
                 return True
             row = await s.one(
                 self._q("SELECT origin FROM ledger_keys WHERE effect_id = ?"), (key[0],)
             )
         return row is not None and row[0] == "accepted"
+
+    async def _accept_new(
+        self, s: Session, key: tuple[str, str, str], kind: str, queue: str | None, text: str,
+        now: float,
+    ) -> bool:  # fmt: skip
+        """A new key's row, its first event and the queue's notice; False if the key exists."""
+        if not await self._origin(s, key, "accepted", (kind, queue, text), now):
+            return False
+        await self._work_notice(s, queue)
+        return True
 
     async def abort(self, key: tuple[str, str, str], *, now: float) -> bool:
         """Tombstone a key never accepted: True if it is (now or already) aborted, False if

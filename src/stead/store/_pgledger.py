@@ -172,29 +172,18 @@ class PostgresLedger(Ledger):
     def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._pg._session()  # the statement says whether it waits for the flush
 
-    async def accept(
-        self,
-        key: tuple[str, str, str],
-        *,
-        kind: str,
-        queue: str | None,
-        assignment: dict[str, Any],
+    async def _accept_new(
+        self, s: Session, key: tuple[str, str, str], kind: str, queue: str | None, text: str,
         now: float,
-    ) -> bool:
-        """``Ledger.accept`` in one autocommitted statement on the fast path (the key is
-        new: its row, its first event and the queue's notice); a key that existed already
-        is read back to tell accepted from aborted."""
+    ) -> bool:  # fmt: skip
+        """``Ledger._accept_new`` in one autocommitted statement (``_single``): the row, the
+        first event and the queue's notice."""
         effect_id, run_id, session_id = key
-        text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
         notice = "pg_notify(%s, '')" if queue is not None else "1"
         args: list[Any] = [effect_id, run_id, session_id, kind, queue, text, now, now, now]
         if queue is not None:
             args.append(self._channel(f"queue:{queue}"))
-        async with self._pg._session() as s:
-            if await s.one(_ACCEPT + notice + " FROM k", args) is not None:
-                return True
-            row = await s.one("SELECT origin FROM ledger_keys WHERE effect_id = %s", (effect_id,))
-        return row is not None and row[0] == "accepted"
+        return await s.one(_ACCEPT + notice + " FROM k", args) is not None
 
     async def claim(
         self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
