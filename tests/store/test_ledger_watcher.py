@@ -132,3 +132,28 @@ async def test_postgres_every_settle_is_seen_through_a_killed_listen_connection(
         await owner.close()
         await executor.close()
         await store.close()
+
+
+async def test_a_notice_during_a_heard_keys_first_read_is_not_lost() -> None:
+    """The first read of a heard key began before its settle and returns 0; the settle's
+    notice came while it was on the way. The waiter returns the notice's position: the read
+    does not hide it (it would wait for the poll, an hour here)."""
+    m = Marks()
+    reading = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_read(keys: Sequence[str]) -> dict[str, int]:
+        reading.set()
+        await release.wait()
+        return await m.read(keys)  # its snapshot: before the settle
+
+    watcher = Watcher(slow_read, poll_interval=3600.0)
+    try:
+        watcher.heard(["k"])
+        waiting = asyncio.ensure_future(watcher.wait_changed("k", 0, 3600.0))
+        await asyncio.wait_for(reading.wait(), 10)
+        watcher.changed("k", 4)
+        release.set()
+        assert await asyncio.wait_for(waiting, 10) == 4
+    finally:
+        await watcher.close()
