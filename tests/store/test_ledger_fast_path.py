@@ -1,7 +1,8 @@
 """The ledger's fast path (what a pool adds per call, bench/pool_latency.py) keeps its rules.
 
-- PostgreSQL: the acceptance and the settle wait for the WAL flush; the claim does not
-  (a lost claim is recovered as an executor that died after it: ``PostgresLedger``), and
+- PostgreSQL: the acceptance and the settle wait for the WAL flush; the owner's
+  acknowledgement does not (lost, the key stays settled, which is as terminal), nor does the
+  claim (a lost claim is recovered as an executor that died after it: ``PostgresLedger``);
   a pool's claim writes ``started`` with it for every key but a non_idempotent tool's,
   whose recovery alone the start changes: its own ``started`` waits for the flush. Seen as
   in test_pg_unsynced.py: a deferred constraint trigger notes the ``synchronous_commit``
@@ -74,12 +75,15 @@ async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -
             assert _take(notes) == [("e2", "started", "on")]
             assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0)
             assert _take(notes) == [("e1", "settled", "on")]
+            assert await led.acknowledge("e1", now=T0)  # the owner's, before its next call
+            assert _take(notes) == [("e1", "acknowledged", "off")]
         # The events the claim wrote in SQL read back as any others, and fold to the row.
-        for effect_id, kinds in (("e1", ["accepted", "claimed", "started", "settled"]),
-                                 ("e2", ["accepted", "claimed", "started"])):  # fmt: skip
+        done = ["accepted", "claimed", "started", "settled", "acknowledged"]
+        for effect_id, kinds in (("e1", done), ("e2", done[:3])):
             history = await led.history(effect_id)
             assert [(h.kind, h.executor, h.epoch) for h in history] == [
-                (k, "x1" if k == "claimed" else None, 0 if k == "accepted" else 1) for k in kinds
+                (k, "x1" if k == "claimed" else None, 0 if k in ("accepted", "acknowledged") else 1)
+                for k in kinds
             ]
             assert await consistent(led, effect_id) == history[-1].kind
     finally:

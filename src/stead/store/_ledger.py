@@ -388,10 +388,12 @@ class Ledger:
         return None if row is None else await self.read(effect_id, now=now)
 
     async def acknowledge(self, effect_id: str, *, now: float) -> bool:
-        """The run recorded the outcome: the key is done with."""
+        """The run recorded the outcome: the key is done with. Unsynced: a crash that loses
+        it leaves the key settled, as a write that failed would, which loses nothing (the
+        run's log has the outcome; a new owner acknowledges what it finds settled)."""
         e = LedgerEvent(kind="acknowledged")
         return await self._one_transition(
-            Change(effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", ()), now
+            Change(effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", ()), now, sync=False
         )
 
     async def claim(
