@@ -12,8 +12,9 @@ claims it, starts it, performs it, settles it; the owner wakes, by a PostgreSQL 
 SQLite's poll, and reads the outcome). The pool runs as a task of this process on its own
 connection: the database round trips, the notice and the poll are the real ones, the process
 boundary's scheduling is not counted. Calls run one after another (latency, not throughput).
-SQLite has no notices: the pool polls every 20 ms here (``stead executor --poll``), the owner
-reads the key after 1 ms and half as late again each time up to the ledger's 50 ms interval;
+SQLite has no notices: both sides read after 1 ms and half as late again each time, the pool
+for work up to its 20 ms poll here (``stead executor --poll``), from 1 ms again after each
+claim that took something, the owner for the settle up to the ledger's 50 ms interval;
 PostgreSQL wakes both sides by notice (the pool's poll is its default 0.5 s, a backstop for a
 lost notice). PostgreSQL is a throwaway local server
 (``stead.testing.temporary_postgres``, durable) unless ``STEAD_BENCH_POSTGRES_URL`` is set;

@@ -100,3 +100,36 @@ async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
     finally:
         await ledger.close()
         await store.close()
+
+
+async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Path) -> None:
+    """The pool's ``Forwarder``: a model call that ends within its first batch interval
+    writes nothing (its settle follows at once, and the owner's follower reads a batch
+    interval after the dispatch at the soonest); one that wrote a batch writes the rest."""
+    from stead.runtime._far_progress import Forwarder
+    from stead.store import open_store
+    from stead.store._ledger import ledger_for
+
+    store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    ledger = ledger_for(store)
+    try:
+        forwarder = Forwarder(ledger, every=0.05)
+        forwarder.performing("r1", "fast")
+        add = forwarder.begin("r1", 0)
+        add("Hel")
+        add("lo")
+        assert not await forwarder.finish("r1", "fast")
+        add("late")  # handed over as the call ended
+        await asyncio.sleep(0.2)
+        assert await _progress.frames(ledger, "fast", -1) == []
+
+        forwarder.performing("r1", "slow")
+        add = forwarder.begin("r1", 1)
+        add("Hel")
+        await asyncio.sleep(0.2)  # its first batch is written
+        add("lo")
+        assert await forwarder.finish("r1", "slow")
+        assert await _progress.frames(ledger, "slow", -1) == [(0, "Hel"), (1, "lo")]
+    finally:
+        await ledger.close()
+        await store.close()

@@ -1,14 +1,18 @@
 """The ledger's fast path (what a pool adds per call, bench/pool_latency.py) keeps its rules.
 
-- PostgreSQL: the acceptance, the claim (a new fencing epoch) and the settle wait for the
-  WAL flush; ``started`` skips it except for a non_idempotent tool, whose recovery alone it
-  changes. Seen as in test_pg_unsynced.py: a deferred constraint trigger notes the
-  ``synchronous_commit`` each committed write of ``ledger_keys`` saw.
+- PostgreSQL: the acceptance and the settle wait for the WAL flush; the owner's
+  acknowledgement does not (lost, the key stays settled, which is as terminal), nor does the
+  claim (a lost claim is recovered as an executor that died after it: ``PostgresLedger``);
+  a pool's claim writes ``started`` with it for every key but a non_idempotent tool's,
+  whose recovery alone the start changes: its own ``started`` waits for the flush. Seen as
+  in test_pg_unsynced.py: a deferred constraint trigger notes the ``synchronous_commit``
+  each committed write of ``ledger_keys`` saw.
 - PostgreSQL: the one-statement claim hands out accepted keys, and still takes the general
   path for an orphaned key (its holder's lease lapsed) and for a queue with a limit.
 - PostgreSQL: a run's effects channel stays heard between its effects (no UNLISTEN and
   LISTEN per call).
-- SQLite: a waiter sees a settle long before the watcher's poll interval comes round.
+- SQLite: a waiter sees a settle long before the watcher's poll interval comes round, and
+  an executor waiting for work sees a new key long before its own.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_ledger_store import T0, key, tool_assignment
+from test_ledger_store import T0, consistent, key, tool_assignment
 from test_pg_unsynced import synced_by_default
 
 from stead.store import _limits, open_store
@@ -46,7 +50,7 @@ def _take(conn: psycopg.Connection[tuple[object, ...]]) -> list[tuple[object, ..
     return [tuple(r[1:]) for r in sorted(rows.fetchall())]
 
 
-async def test_postgres_only_a_safe_start_skips_the_flush(pg_url: str) -> None:
+async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -> None:
     url = synced_by_default(pg_url)
     store = PostgresStore(url)
     led = ledger_for(store)
@@ -57,24 +61,31 @@ async def test_postgres_only_a_safe_start_skips_the_flush(pg_url: str) -> None:
                 a = tool_assignment(e, cls)
                 assert await led.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
             await led.heartbeat("x1", ["q"], ttl=30, now=T0)
-            claims = await led.claim("x1", ["q"], limit=5, now=T0)
-            assert sorted(c.effect_id for c in claims) == ["e1", "e2"]
-            assert {c.epoch for c in claims} == {1}
+            claims = await led.claim("x1", ["q"], limit=5, now=T0, start=True)
+            assert sorted((c.effect_id, c.epoch, c.started) for c in claims) == [
+                ("e1", 1, True), ("e2", 1, False),
+            ]  # fmt: skip
+            # The read_only key's claim wrote its start too; neither waited for the flush.
             assert _take(notes) == [
                 ("e1", "accepted", "on"), ("e2", "accepted", "on"),
-                *sorted([("e1", "claimed", "on"), ("e2", "claimed", "on")]),
+                *sorted([("e1", "started", "off"), ("e2", "claimed", "off")]),
             ]  # fmt: skip
-            assert await led.start("e1", epoch=1, now=T0, sync=False)
+            assert not await led.start("e1", epoch=1, now=T0, sync=False)  # it is started
             assert await led.start("e2", epoch=1, now=T0, sync=True)
-            assert _take(notes) == [("e1", "started", "off"), ("e2", "started", "on")]
+            assert _take(notes) == [("e2", "started", "on")]
             assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0)
             assert _take(notes) == [("e1", "settled", "on")]
-        # The claim's event, written in SQL, reads back as any other.
-        history = await led.history("e1")
-        assert [(h.kind, h.executor, h.epoch) for h in history[:2]] == [
-            ("accepted", None, 0),
-            ("claimed", "x1", 1),
-        ]
+            assert await led.acknowledge("e1", now=T0)  # the owner's, before its next call
+            assert _take(notes) == [("e1", "acknowledged", "off")]
+        # The events the claim wrote in SQL read back as any others, and fold to the row.
+        done = ["accepted", "claimed", "started", "settled", "acknowledged"]
+        for effect_id, kinds in (("e1", done), ("e2", done[:3])):
+            history = await led.history(effect_id)
+            assert [(h.kind, h.executor, h.epoch) for h in history] == [
+                (k, "x1" if k == "claimed" else None, 0 if k in ("accepted", "acknowledged") else 1)
+                for k in kinds
+            ]
+            assert await consistent(led, effect_id) == history[-1].kind
     finally:
         await led.close()
         await store.close()
@@ -121,7 +132,7 @@ async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: s
             assert await owner.accept(key(e), kind="tool", queue="q", assignment=a, now=T0)
             await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
             [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
-            waiting = asyncio.ensure_future(owner.wait_changed(e, "r1", 2, 20))
+            waiting = asyncio.ensure_future(owner.wait_settled(e, "r1", 20))
             if n == 0:  # the first key of the run: its channel is LISTENed to
                 for _ in range(1000):
                     if owner.listener.listening(channel):
@@ -149,7 +160,7 @@ async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: 
         assert await owner.accept(key("e1"), kind="tool", queue="q", assignment=a, now=T0)
         await pool.heartbeat("x1", ["q"], ttl=30, now=T0)
         [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
-        waiting = asyncio.ensure_future(owner.wait_changed("e1", "r1", 2, 25))
+        waiting = asyncio.ensure_future(owner.wait_settled("e1", "r1", 25))
 
         async def settle_soon() -> None:
             await asyncio.sleep(0.05)
@@ -158,6 +169,29 @@ async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: 
         await settle_soon()
         # Well before the 30 s poll (and the 25 s round): the waiter read the key itself.
         assert await asyncio.wait_for(waiting, 10) == 3
+    finally:
+        await owner.close()
+        await pool.close()
+        await owner_store.close()
+        await pool_store.close()
+
+
+async def test_sqlite_an_executor_sees_new_work_before_its_poll_interval(tmp_path: Path) -> None:
+    """SQLite: an executor waiting for work (30 s poll) reads for an accepted key of its
+    queues, so a key accepted meanwhile ends its wait long before the interval, not at it."""
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    owner_store, pool_store = open_store(url), open_store(url)
+    owner, pool = ledger_for(owner_store), ledger_for(pool_store)
+    try:
+        await pool.heartbeat("x1", ["q"], ttl=60, now=T0)
+        waiting = asyncio.ensure_future(pool.wait_work(["q"], 30.0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        a = tool_assignment("e1")
+        assert await owner.accept(key("e1"), kind="tool", queue="q", assignment=a, now=T0)
+        await asyncio.wait_for(waiting, 10)
+        [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
+        assert c.effect_id == "e1"
     finally:
         await owner.close()
         await pool.close()

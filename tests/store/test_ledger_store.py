@@ -199,17 +199,22 @@ async def test_serves_reads_live_executor_leases(ledger: Ledger) -> None:
 
 
 async def test_a_waiter_sees_a_settle_by_another_connection(backend: Backend) -> None:
-    """Notice (PostgreSQL) or poll (SQLite): the waiter wakes and re-reads."""
-    owner, executor = ledger_for(backend.open(poll_interval=0.05)), ledger_for(backend.open())
+    """Notice (PostgreSQL) or poll (SQLite): the waiter wakes for the settle and returns its
+    position. The claim and the start before it wake nobody (the owner would read for
+    nothing)."""
+    owner = ledger_for(backend.open(poll_interval=0.05), poll_interval=0.05)
+    executor = ledger_for(backend.open())
     try:
         await accept(owner, "e1")
+        waiting = asyncio.ensure_future(owner.wait_settled("e1", "r1", 30))
+        await asyncio.sleep(0.1)
         await executor.heartbeat("x", ["q"], ttl=10, now=T0)
         [c] = await executor.claim("x", ["q"], limit=1, now=T0)
-        waiting = asyncio.ensure_future(owner.wait_changed("e1", "r1", 2, 30))
-        await asyncio.sleep(0.2)
+        assert await executor.start("e1", epoch=c.epoch, now=T0)
+        await asyncio.sleep(0.2)  # four polls of the owner's watcher
         assert not waiting.done()
         await executor.settle("e1", epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0)
-        assert await asyncio.wait_for(waiting, 20) == 3
+        assert await asyncio.wait_for(waiting, 20) == 4
     finally:
         await owner.close()
         await executor.close()

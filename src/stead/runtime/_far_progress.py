@@ -60,6 +60,7 @@ class _Stream:
         self._pending: list[str] = []
         self._next = 0
         self._task: asyncio.Future[None] | None = None
+        self._dropped = False
 
     def add(self, text: str) -> None:
         loop = self._owner._loop
@@ -67,6 +68,8 @@ class _Stream:
             loop.call_soon_threadsafe(self._add, text)
 
     def _add(self, text: str) -> None:
+        if self._dropped:  # handed over as the call ended: its settle is on its way
+            return
         self._pending.append(text)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._soon())
@@ -93,6 +96,13 @@ class _Stream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._flush()
+
+    def drop(self) -> None:
+        """Write nothing more (the call is over before its first batch)."""
+        self._dropped = True
+        self._pending = []
+        if self._task is not None:
+            self._task.cancel()
 
     @property
     def wrote(self) -> bool:
@@ -127,13 +137,21 @@ class Forwarder:
         return stream.add
 
     async def finish(self, run_id: str, effect_id: str) -> bool:
-        """Write what is left of the call's deltas (before its settle); whether it wrote any."""
+        """Write what is left of the call's deltas (before its settle); whether it wrote any.
+
+        A call that ends before its first batch was written (within ``every``) writes none:
+        its settle comes next, and the owner's follower, which reads ``every`` after the
+        dispatch at the soonest and stops at the settle, would not read them. That spares
+        a fast call two transactions (the batch, and deleting it after the settle)."""
         if self._keys.get(run_id) == effect_id:
             del self._keys[run_id]
         stream = self._streams.pop(effect_id, None)
         if stream is None:
             return False
-        await stream.close()
+        if stream.wrote:
+            await stream.close()
+        else:
+            stream.drop()
         return stream.wrote
 
 

@@ -9,7 +9,12 @@ model providers a worker would (an ``InProcessExecutor`` of the agent that has t
 the model), and settles it under the epoch its claim made:
 
     free slots? ── claim (each claim makes a new epoch) → start → perform → settle{outcome}
-        └─ wait for work: a notice on the queue's channel (PostgreSQL) or the poll interval
+        └─ wait for work: a notice on the queue's channel (PostgreSQL), or reads that back
+           off to the poll interval (SQLite)
+
+On PostgreSQL the claim writes ``started`` itself for every key but a non_idempotent tool's
+(``claim(start=True)``), and ``start`` and ``settle`` name this executor besides the epoch
+(``store._pgledger.PostgresLedger``: why a claim lost with the database server is safe).
 
 A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
@@ -153,7 +158,7 @@ class Pool:
                 if free > 0:
                     try:
                         claims = await self.ledger.claim(
-                            self.id, self.queues, limit=free, now=self.clock()
+                            self.id, self.queues, limit=free, now=self.clock(), start=True
                         )
                     except StoreError as exc:
                         log.warning("claiming effects failed (will retry): %s", exc)
@@ -225,7 +230,9 @@ class Pool:
         self._hook("after_claim", tool)
         # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
         sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
-        if not await self.ledger.start(c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync):
+        if not c.started and not await self.ledger.start(
+            c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync, executor=self.id
+        ):
             return  # taken over or cancelled meanwhile
         self._hook("after_start", tool)
         if here is None:
@@ -263,8 +270,9 @@ class Pool:
         for attempt in range(6):
             try:
                 return await self.ledger.settle(
-                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock()
-                )
+                    c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock(),
+                    executor=self.id,
+                )  # fmt: skip
             except StoreError as exc:
                 if attempt == 5:
                     raise

@@ -215,19 +215,19 @@ class StoreExecutor:
         return await asyncio.shield(shared)
 
     async def _settled(self, key: AssignmentKey) -> Outcome:
-        position = 0
-        while True:
-            row = await self.ledger.read(key.effect_id, now=self._clock())
-            if row is None:
-                raise KeyError(f"effect {key.effect_id} was never dispatched to the ledger")
-            if row.phase == "aborted":
-                return Cancelled(reason="the effect was aborted before it started")
-            if row.outcome is not None:
-                return outcome_from_json(row.outcome)
-            position = max(position, row.position)
-            position = await self.ledger.wait_changed(
-                key.effect_id, key.run_id, position, self._round
-            )
+        """Wait for the settle alone (its claim and start wake nobody), then read it: on
+        PostgreSQL, with the run's channel heard, one read of the key's mark before the
+        notice and one of the outcome after it."""
+        while not await self.ledger.wait_settled(key.effect_id, key.run_id, self._round):
+            pass
+        row = await self.ledger.read(key.effect_id, now=self._clock())
+        if row is None:
+            raise KeyError(f"effect {key.effect_id} was never dispatched to the ledger")
+        if row.phase == "aborted":
+            return Cancelled(reason="the effect was aborted before it started")
+        if row.outcome is None:  # a settled key always has one
+            raise StoreError(f"effect {key.effect_id} is {row.phase} without an outcome")
+        return outcome_from_json(row.outcome)
 
     async def attachment(self, key: AssignmentKey) -> Attachment:
         """``attach``, read from the store now (active / orphaned / terminal / missing /

@@ -44,6 +44,9 @@ _LIVE = (
 )
 """Whether the key's holder's lease is live at ``now`` (the one parameter)."""
 _OPEN = "('accepted', 'claimed', 'started')"
+_SETTLE_MARK = f"CASE WHEN phase IN {_OPEN} THEN 0 ELSE position END"
+_IN = "effect_id IN "
+"""A key's settle mark (``Ledger._marks``)."""
 _READ = (
     f"SELECT {', '.join('k.' + c for c in KEY_COLUMNS.split(', '))}, {_LIVE} "
     "FROM ledger_keys k WHERE k.effect_id = ?"
@@ -75,6 +78,9 @@ class Claimed:
     """It had been held before by an executor whose lease lapsed (or that released it)."""
     queue: str = ""
     """The queue it was claimed from."""
+    started: bool = False
+    """The claim wrote ``started`` too (PostgreSQL's one-statement claim, for every key but
+    a non_idempotent tool's): the holder performs it with no ``start`` of its own."""
 
 
 def _key_row(r: Row, live: bool) -> KeyRow:
@@ -129,6 +135,15 @@ class Change(NamedTuple):
     params: Sequence[Any]
 
 
+def _held(guard: str, epoch: int, executor: str | None) -> tuple[str, tuple[Any, ...]]:
+    """A holder's guard: the epoch, and the executor when named. A claim the database lost
+    (``PostgresLedger``) is made again with the same epoch: the name tells the holders
+    apart, and the lost claim's is refused as a zombie is by a newer epoch."""
+    if executor is None:
+        return guard, (epoch,)
+    return f"{guard} AND executor = ?", (epoch, executor)
+
+
 class Ledger:
     """The execution ledger of one store. Built by ``ledger_for``; all times are passed in."""
 
@@ -143,7 +158,7 @@ class Ledger:
         self._run_of: dict[str, str] = {}
         """Effect id -> run id, for the keys someone waits on (their notice channel)."""
         self.watch = Watcher(
-            self._positions,
+            self._marks,
             poll_interval=poll_interval,
             on_watch=self._on_watch,
             on_unwatch=self._on_unwatch,
@@ -187,21 +202,13 @@ class Ledger:
     # -- writes -----------------------------------------------------------------------------
 
     async def _transition(
-        self,
-        s: Session,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-        *,
-        sync: bool = True,
+        self, s: Session, change: Change, now: float, *, sync: bool = True
     ) -> Row | None:
         """One transition: the row's conditional update (``sets`` then ``guard``, with
         ``params`` for both in order) and, when it matched, the event at the position it
         returned. None when the guard refused it (nothing written). ``sync`` is the
         transaction's here; a dialect that says it in the statement reads it."""
+        effect_id, event, sets, guard, params = change
         rows = await s.all(
             self._q(
                 f"UPDATE ledger_keys SET {sets}, position = position + 1, updated_at = ? "
@@ -232,7 +239,7 @@ class Ledger:
         statement); False when the guard refused it. ``sync=False`` commits without waiting
         for the disk (see ``start``)."""
         async with self._single(sync=sync) as s:
-            row = await self._transition(s, *change, now, sync=sync)
+            row = await self._transition(s, change, now, sync=sync)
         return row is not None
 
     def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
@@ -276,14 +283,23 @@ class Ledger:
         """Accept the assignment (``key`` = effect, run, session ids), idempotent by key:
         True if it is (now or already) accepted, False if the key is aborted."""
         text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
-        async with self._tx() as s:
-            if await self._origin(s, key, "accepted", (kind, queue, text), now):
-                await self._work_notice(s, queue)
+        async with self._single(sync=True) as s:
+            if await self._accept_new(s, key, kind, queue, text, now):
                 return True
             row = await s.one(
                 self._q("SELECT origin FROM ledger_keys WHERE effect_id = ?"), (key[0],)
             )
         return row is not None and row[0] == "accepted"
+
+    async def _accept_new(
+        self, s: Session, key: tuple[str, str, str], kind: str, queue: str | None, text: str,
+        now: float,
+    ) -> bool:  # fmt: skip
+        """A new key's row, its first event and the queue's notice; False if the key exists."""
+        if not await self._origin(s, key, "accepted", (kind, queue, text), now):
+            return False
+        await self._work_notice(s, queue)
+        return True
 
     async def abort(self, key: tuple[str, str, str], *, now: float) -> bool:
         """Tombstone a key never accepted: True if it is (now or already) aborted, False if
@@ -296,29 +312,45 @@ class Ledger:
             )
         return row is not None and row[0] == "aborted"
 
-    async def start(self, effect_id: str, *, epoch: int, now: float, sync: bool = True) -> bool:
+    async def start(
+        self,
+        effect_id: str,
+        *,
+        epoch: int,
+        now: float,
+        sync: bool = True,
+        executor: str | None = None,
+    ) -> bool:
         """The holder at ``epoch`` begins the effect; False when it no longer holds it.
 
         ``sync=False`` for an effect whose recovery does not depend on it (all but a
         non_idempotent tool: ``recovery_of`` restarts them claimed or started): a crash that
         loses the write leaves the key claimed, recovered the same way, and the settle's
-        synced commit makes it durable (one log: a flush covers what came before)."""
+        synced commit makes it durable (one log: a flush covers what came before).
+        ``executor``: the holder, checked with the epoch (``_held``)."""
         e = LedgerEvent(kind="started", epoch=epoch)
-        return await self._one_transition(Change(
-            effect_id, e, "phase = 'started'", "phase = 'claimed' AND epoch = ?",
-            (epoch,)), now, sync=sync,
-        )  # fmt: skip
+        guard, params = _held("phase = 'claimed' AND epoch = ?", epoch, executor)
+        return await self._one_transition(
+            Change(effect_id, e, "phase = 'started'", guard, params), now, sync=sync
+        )
 
     async def settle(
-        self, effect_id: str, *, epoch: int, outcome: dict[str, Any], now: float
+        self,
+        effect_id: str,
+        *,
+        epoch: int,
+        outcome: dict[str, Any],
+        now: float,
+        executor: str | None = None,
     ) -> bool:
         """Settle under ``epoch``: False (nothing written) when the epoch is stale or the key
-        settled already; the check is the update's own ``WHERE``."""
+        settled already; the check is the update's own ``WHERE``. ``executor``: the holder,
+        checked with the epoch (``_held``)."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
+        guard, params = _held(f"phase IN {_OPEN} AND epoch = ?", epoch, executor)
         return await self._one_transition(Change(
-            effect_id, e, "phase = 'settled', outcome = ?",
-            f"phase IN {_OPEN} AND epoch = ?", (text, epoch)), now,
+            effect_id, e, "phase = 'settled', outcome = ?", guard, (text, *params)), now,
         )  # fmt: skip
 
     async def release(
@@ -340,7 +372,7 @@ class Ledger:
         e = LedgerEvent(kind="cancel_requested", reason=reason)
         async with self._tx() as s:
             await self._transition(
-                s, effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", (), now
+                s, Change(effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", ()), now
             )
             row = await s.one(
                 self._q(f"SELECT {KEY_COLUMNS} FROM ledger_keys WHERE effect_id = ?"),
@@ -349,25 +381,30 @@ class Ledger:
             if row is not None and row[0] == "accepted":
                 out = {"kind": "cancelled", "reason": reason}
                 settled = LedgerEvent(kind="settled", epoch=int(row[1]), outcome=out)
-                await self._transition(
-                    s, effect_id, settled, "phase = 'settled', outcome = ?",
-                    "phase = 'accepted' AND epoch = ?", (json.dumps(out), row[1]), now,
+                await self._transition(s, Change(
+                    effect_id, settled, "phase = 'settled', outcome = ?",
+                    "phase = 'accepted' AND epoch = ?", (json.dumps(out), row[1])), now,
                 )  # fmt: skip
         return None if row is None else await self.read(effect_id, now=now)
 
     async def acknowledge(self, effect_id: str, *, now: float) -> bool:
-        """The run recorded the outcome: the key is done with."""
+        """The run recorded the outcome: the key is done with. Unsynced: a crash that loses
+        it leaves the key settled, as a write that failed would, which loses nothing (the
+        run's log has the outcome; a new owner acknowledges what it finds settled)."""
         e = LedgerEvent(kind="acknowledged")
         return await self._one_transition(
-            Change(effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", ()), now
+            Change(effect_id, e, "phase = 'acknowledged'", "phase = 'settled'", ()), now, sync=False
         )
 
     async def claim(
-        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
     ) -> list[Claimed]:
         """Take up to ``limit`` keys of ``queues`` that are accepted, or orphaned (held by an
         executor whose lease lapsed: taken over with ``restarted`` first). An orphaned
-        non_idempotent tool that had started is settled ``tool_unknown``, not returned."""
+        non_idempotent tool that had started is settled ``tool_unknown``, not returned.
+        ``start``: the holder may write ``started`` with the claim where the claim is one
+        statement (PostgreSQL, ``Claimed.started``) for every key but a non_idempotent
+        tool's, the one class whose recovery the start changes (``start``)."""
         if limit < 1 or not queues:
             return []
         out: list[Claimed] = []
@@ -392,15 +429,15 @@ class Ledger:
                 if restarted:
                     why = f"the lease of executor {held_by} lapsed"
                     back = LedgerEvent(kind="restarted", epoch=int(epoch), reason=why)
-                    if not await self._transition(
-                        s, effect_id, back, "phase = 'accepted', epoch = epoch + 1, "
-                        "executor = NULL", "phase = ? AND epoch = ?", (phase, epoch), now,
+                    if not await self._transition(s, Change(
+                        effect_id, back, "phase = 'accepted', epoch = epoch + 1, "
+                        "executor = NULL", "phase = ? AND epoch = ?", (phase, epoch)), now,
                     ):  # fmt: skip
                         continue
-                took = await self._transition(
-                    s, effect_id, LedgerEvent(kind="claimed", executor=executor),
+                took = await self._transition(s, Change(
+                    effect_id, LedgerEvent(kind="claimed", executor=executor),
                     "phase = 'claimed', epoch = epoch + 1, executor = ?",
-                    "phase = 'accepted'", (executor,), now,
+                    "phase = 'accepted'", (executor,)), now,
                 )  # fmt: skip
                 if took is None:
                     continue
@@ -419,10 +456,10 @@ class Ledger:
                         }
                     )
                     done = LedgerEvent(kind="settled", epoch=new_epoch, outcome=out_json)
-                    await self._transition(
-                        s, effect_id, done, "phase = 'settled', outcome = ?",
+                    await self._transition(s, Change(
+                        effect_id, done, "phase = 'settled', outcome = ?",
                         "phase = 'claimed' AND epoch = ?",
-                        (json.dumps(out_json), new_epoch), now,
+                        (json.dumps(out_json), new_epoch)), now,
                     )  # fmt: skip
                     continue
                 out.append(Claimed(effect_id, new_epoch, assignment, restarted, queue))
@@ -502,44 +539,28 @@ class Ledger:
             )
         return row is not None
 
-    async def _positions(self, effect_ids: Sequence[str]) -> dict[str, int]:
+    async def _marks(self, effect_ids: Sequence[str]) -> dict[str, int]:
+        """Each key's settle mark, what the watcher waits on: 0 while it is open, the
+        position of its settle once settled (aborted and acknowledged keys count as
+        settled). Its claim and ``started`` wake no waiter, and a settle's notice carries
+        its position, so a waiter that read 0 while the key was heard needs no other read."""
         marks = ", ".join("?" * len(effect_ids))
         async with self._reading() as s:
             rows = await s.all(
-                self._q(
-                    f"SELECT effect_id, position FROM ledger_keys WHERE effect_id IN ({marks})"
-                ),
+                self._q(f"SELECT effect_id, {_SETTLE_MARK} FROM ledger_keys WHERE {_IN}({marks})"),
                 tuple(effect_ids),
             )
         return {r[0]: int(r[1]) for r in rows}
 
-    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
-        """Until the key's position passes ``after`` (a notice or a poll), or ``timeout``;
-        its position then. Waiters on one key share the watcher's reads."""
+    async def wait_settled(self, effect_id: str, run_id: str, timeout: float) -> int:  # noqa: ASYNC109
+        """Until the key settles (a notice or a poll) or ``timeout``: its settle mark then
+        (``_marks``; 0 if it is still open). ``KeyError`` for a key the ledger never heard
+        of. Waiters on one key share the watcher's reads."""
         self._run_of[effect_id] = run_id
         try:
-            return await self.watch.wait_changed(effect_id, after, timeout)
+            return await self.watch.wait_changed(effect_id, 0, timeout)
         except RunNotFound as exc:
-            raise StoreError(f"effect {effect_id} is not in the ledger") from exc
-
-
-class SQLiteLedger(Ledger):
-    """SQLite: ``BEGIN IMMEDIATE`` (the store's write transaction) holds the one write lock
-    from a claim's select to its updates; waiters poll."""
-
-    async def wait_changed(self, effect_id: str, run_id: str, after: int, timeout: float) -> int:  # noqa: ASYNC109
-        """No notices: read the key after 1 ms, then half as late again each time, up to
-        the watcher's interval. Most effects settle within milliseconds; a waiter that only
-        polled at the interval would add all of it to each (a read is a fraction of a ms)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
-        step = 0.001
-        while step < self.watch.poll_interval and loop.time() + step < deadline:
-            position = await super().wait_changed(effect_id, run_id, after, step)
-            if position > after:
-                return position
-            step *= 1.5
-        return await super().wait_changed(effect_id, run_id, after, deadline - loop.time())
+            raise KeyError(f"effect {effect_id} was never dispatched to the ledger") from exc
 
 
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
@@ -552,4 +573,6 @@ def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
         from stead.store._pgledger import PostgresLedger
 
         return PostgresLedger(store, poll_interval=poll_interval or 1.0)
+    from stead.store._sqliteledger import SQLiteLedger
+
     return SQLiteLedger(store, poll_interval=poll_interval or 0.05)

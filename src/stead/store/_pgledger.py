@@ -19,9 +19,8 @@ from typing import Any
 
 import psycopg
 
-from stead.core.ledger import LedgerEvent
 from stead.errors import StoreError
-from stead.store._ledger import _READ, Claimed, KeyRow, Ledger, _key_row, event_data
+from stead.store._ledger import _READ, Change, Claimed, KeyRow, Ledger, _key_row, event_data
 from stead.store._pglisten import Listener
 from stead.store._sql import Row, Session
 from stead.store._watch import _until_set
@@ -56,21 +55,28 @@ _ACCEPT = (
     "SELECT effect_id, 1, 'accepted', '{}', %s FROM k) SELECT "
 )
 """An acceptance of a new key: its row and first event (``Ledger._origin``), then the notice."""
+_STARTS = "(k.kind = 'model' OR strpos(k.assignment, '\"effect_class\":\"non_idempotent\"') = 0)"
+"""Whether a claimed key's ``started`` can ride in its claim: any key but a non_idempotent
+tool's (``Ledger.start``). The assignment is ``accept``'s compact JSON, whose tool fields are
+fixed and whose arguments are a JSON string (a quote in it is escaped), so the class shows
+as that exact text; a model key's request may hold anything, and is never non_idempotent."""
 _CLAIM_FAST = (
-    "WITH p AS (SELECT k.effect_id FROM ledger_keys k WHERE k.phase = 'accepted' "
-    "AND k.cancel = 0 AND k.queue = ANY(%(queues)s) AND NOT EXISTS "
+    f"WITH p AS (SELECT k.effect_id, %(start)s AND {_STARTS} AS starts FROM ledger_keys k "
+    "WHERE k.phase = 'accepted' AND k.cancel = 0 AND k.queue = ANY(%(queues)s) AND NOT EXISTS "
     "(SELECT 1 FROM queue_limits q WHERE q.queue = k.queue) "
     "ORDER BY k.updated_at LIMIT %(limit)s FOR UPDATE OF k SKIP LOCKED), "
-    "u AS (UPDATE ledger_keys k SET phase = 'claimed', epoch = k.epoch + 1, "
-    "executor = %(executor)s, position = k.position + 1, updated_at = %(now)s FROM p "
-    "WHERE k.effect_id = p.effect_id AND k.phase = 'accepted' "
-    "RETURNING k.effect_id, k.position, k.epoch, k.assignment, k.queue), "
+    "u AS (UPDATE ledger_keys k SET epoch = k.epoch + 1, executor = %(executor)s, "
+    "phase = CASE WHEN p.starts THEN 'started' ELSE 'claimed' END, "
+    "position = k.position + CASE WHEN p.starts THEN 2 ELSE 1 END, updated_at = %(now)s "
+    "FROM p WHERE k.effect_id = p.effect_id AND k.phase = 'accepted' "
+    "RETURNING k.effect_id, k.position, k.epoch, k.assignment, k.queue, p.starts), "
     "i AS (INSERT INTO ledger_events (effect_id, seq, kind, data, created_at) "
-    "SELECT effect_id, position, 'claimed', "
+    "SELECT effect_id, position - CASE WHEN starts THEN 1 ELSE 0 END, 'claimed', "
     + _CLAIMED_DATA.replace("?", "%(executor)s")
-    + ", %(now)s FROM u) "
-    "SELECT effect_id, epoch, assignment, queue FROM u "
-    "UNION ALL SELECT NULL, NULL, NULL, NULL WHERE "
+    + ", %(now)s FROM u UNION ALL SELECT effect_id, position, 'started', "
+    "'{\"epoch\":' || epoch || '}', %(now)s FROM u WHERE starts) "
+    f"SELECT effect_id, epoch, assignment, queue, starts, {_UNSYNCED} FROM u "
+    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE "
     "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
     "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
     "AND k.phase IN ('accepted', 'claimed', 'started') AND CASE WHEN k.phase = 'accepted' "
@@ -79,12 +85,33 @@ _CLAIM_FAST = (
 )
 """A claim's common case in one statement: accepted keys of queues without a limit, and a
 last row of NULLs when something needs ``Ledger.claim``'s general path (a queue with a limit
-or a pause, an orphaned key, a cancelled one)."""
+or a pause, an orphaned key, a cancelled one). It commits without waiting for the WAL flush
+(``_UNSYNCED``, once per key claimed); why that is safe is ``PostgresLedger``'s docstring."""
 
 
 class PostgresLedger(Ledger):
     """PostgreSQL: an explicit transaction; claims skip each other's locked rows; settles
-    and new work are notified (a second LISTEN connection, the store's ``Listener``)."""
+    and new work are notified (a second LISTEN connection, the store's ``Listener``).
+
+    A claim of the common case does not wait for the WAL flush; the acceptance before it
+    and the settle after it do. What a crash of the database server can lose is a suffix of
+    the log (a flush covers every record before it), so a claim is lost only with what came
+    after it and never with the acceptance before it: the key is accepted again, at the
+    epoch it had, and no executor holds it. Its old holder may have begun the effect:
+
+    - a ``non_idempotent`` tool never: its ``started`` waits for the flush, which makes
+      the claim durable first, and the effect begins only once that write returned (a write
+      cut by the crash raises, and the effect is not begun);
+    - any other effect (a model call, a ``read_only`` or ``idempotent_write`` tool) may
+      be running, as after an executor that died once it had claimed or started it: those
+      classes are performed again on recovery (``core.ledger.recovery_of``) and this is
+      the same case. The next claim makes the same epoch number again, so ``start`` and
+      ``settle`` name their executor besides the epoch (``_ledger._held``): the old holder's
+      writes are refused, its heartbeat finds it holds nothing and its signal fires, as for
+      a zombie's. One settle lands; the run records one result.
+
+    A limited queue's claim (the general path, in a transaction) stays synced: a lost claim
+    there could let the fleet exceed its limit while the old holder still runs."""
 
     LOCK = " FOR UPDATE OF k SKIP LOCKED"
     LOCK_LIMIT = " FOR UPDATE"
@@ -111,22 +138,14 @@ class PostgresLedger(Ledger):
         return self._tx_cm()
 
     async def _transition(
-        self,
-        s: Session,
-        effect_id: str,
-        event: LedgerEvent,
-        sets: str,
-        guard: str,
-        params: Sequence[Any],
-        now: float,
-        *,
-        sync: bool = True,
+        self, s: Session, change: Change, now: float, *, sync: bool = True
     ) -> Row | None:
         """One round trip: the row's conditional update, the event at the position it
         returned (a claim's data carries the epoch the update made), and the notice (a
         settle's on the run's effects channel, a release's on its queue's), each only when
         the update matched. The channel is ``postgres._channel`` computed in SQL from the
         row's run or queue."""
+        effect_id, event, sets, guard, params = change
         notice = _NOTICES.get(event.kind, "")
         n = sets.count("?")
         args: list[Any] = [*params[:n], now, effect_id, *params[n:], effect_id, event.kind]
@@ -153,41 +172,35 @@ class PostgresLedger(Ledger):
     def _single(self, *, sync: bool) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._pg._session()  # the statement says whether it waits for the flush
 
-    async def accept(
-        self,
-        key: tuple[str, str, str],
-        *,
-        kind: str,
-        queue: str | None,
-        assignment: dict[str, Any],
+    async def _accept_new(
+        self, s: Session, key: tuple[str, str, str], kind: str, queue: str | None, text: str,
         now: float,
-    ) -> bool:
-        """``Ledger.accept`` in one autocommitted statement on the fast path (the key is
-        new: its row, its first event and the queue's notice); a key that existed already
-        is read back to tell accepted from aborted."""
+    ) -> bool:  # fmt: skip
+        """``Ledger._accept_new`` in one autocommitted statement (``_single``): the row, the
+        first event and the queue's notice."""
         effect_id, run_id, session_id = key
-        text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
         notice = "pg_notify(%s, '')" if queue is not None else "1"
         args: list[Any] = [effect_id, run_id, session_id, kind, queue, text, now, now, now]
         if queue is not None:
             args.append(self._channel(f"queue:{queue}"))
-        async with self._pg._session() as s:
-            if await s.one(_ACCEPT + notice + " FROM k", args) is not None:
-                return True
-            row = await s.one("SELECT origin FROM ledger_keys WHERE effect_id = %s", (effect_id,))
-        return row is not None and row[0] == "accepted"
+        return await s.one(_ACCEPT + notice + " FROM k", args) is not None
 
     async def claim(
-        self, executor: str, queues: Sequence[str], *, limit: int, now: float
+        self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
     ) -> list[Claimed]:
-        """``Ledger.claim``: its common case in one round trip (``_CLAIM_FAST``); the general
-        path (several statements in a transaction) only when that says it is needed."""
+        """``Ledger.claim``: its common case in one round trip (``_CLAIM_FAST``), which does
+        not wait for the WAL flush (see the class) and, with ``start``, writes ``started``
+        in it for every key but a non_idempotent tool's; the general path (several
+        statements in a transaction) only when that says it is needed."""
         if limit < 1 or not queues:
             return []
-        args = {"queues": list(queues), "limit": limit, "executor": executor, "now": now}
+        args = {
+            "queues": list(queues), "limit": limit, "executor": executor, "now": now,
+            "start": start,
+        }  # fmt: skip
         async with self._pg._conn() as conn:
             rows = await (await conn.execute(_CLAIM_FAST, args)).fetchall()
-        out = [Claimed(r[0], int(r[1]), json.loads(r[2]), False, r[3]) for r in rows if r[0]]
+        out = [Claimed(r[0], int(r[1]), json.loads(r[2]), False, r[3], r[4]) for r in rows if r[0]]
         if len(out) < len(rows) and len(out) < limit:
             out += await super().claim(executor, queues, limit=limit - len(out), now=now)
         return out

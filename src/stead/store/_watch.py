@@ -87,9 +87,11 @@ class Watcher:
 
     def changed(self, run_id: str, seq: int | None = None) -> None:
         """A notice that ``run_id`` changed (to ``seq``, if the notice says): wake its
-        waiters."""
-        if seq is not None and run_id in self._known:
-            self._known[run_id] = max(self._known[run_id], seq)
+        waiters. A heard run's ``seq`` is its truth (changes come in order, and every one
+        after the run was heard is noticed), also while its first read is on the way: that
+        read may have begun before the change, and must not hide it."""
+        if seq is not None and (run_id in self._known or run_id in self._heard):
+            self._known[run_id] = max(self._known.get(run_id, 0), seq)
         for w in self._waiters.get(run_id, ()):
             w.wake()
 
