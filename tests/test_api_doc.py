@@ -14,6 +14,7 @@ import enum
 import inspect
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,10 @@ def _entry(name: str, obj: Any) -> list[str]:
         return [*lines, *docs, *([""] if docs else [])]
     if callable(obj):
         asynch = "async " if inspect.iscoroutinefunction(obj) else ""
-        sig = f"{asynch}def {name}{_signature(obj)}"
-        return [f"### `{name}`", "", "```py", sig, "```", "", _first_line(obj), ""]
+        # An overloaded function is shown as its overloads: what a caller may write.
+        forms = typing.get_overloads(obj) or [obj]
+        sigs = [f"{asynch}def {name}{_signature(f)}" for f in forms]
+        return [f"### `{name}`", "", "```py", *sigs, "```", "", _first_line(obj), ""]
     return [f"### `{name}`", "", f"`{name} = {obj!r}`", ""]
 
 

@@ -89,6 +89,11 @@ def test_bad_options() -> None:
         tool(lambda x: x)
     with pytest.raises(UserError, match="tool name 'two words'"):
         tool(name="two words")(lambda x: x)
+    # a misspelt option is named at @tool(...), with the ones there are
+    with pytest.raises(UserError, match="takes no option 'retry'; its options: effect, "):
+        tool(retry=2)  # type: ignore[call-overload]
+    with pytest.raises(UserError, match="timeout must be a positive"):
+        tool(effect="read_only", timeout=0)
 
 
 def test_bad_signatures() -> None:

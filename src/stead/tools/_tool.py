@@ -16,7 +16,7 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 from stead.core.canonical import digest
 from stead.core.decide import ToolSpec
@@ -112,6 +112,41 @@ def _check_asks(asks: object, reconcile: object, requires_approval: object, what
         )
 
 
+def _check_spec(
+    effect: object,
+    reconcile: object,
+    requires_approval: object,
+    queue: object,
+    timeout: object,
+    retries: object,
+    asks: object,
+    what: str,
+) -> EffectClass:
+    """Every option check, for ``Tool`` and for ``@tool(...)`` before it meets a function;
+    the effect class the tool gets (a question tool's is ``read_only``: its function only
+    words the question, so asking again is safe)."""
+    _check_options(effect, reconcile, requires_approval, what)
+    check_queue(queue, what)
+    _check_asks(asks, reconcile, requires_approval, what)
+    checked: EffectClass = "read_only" if asks is not NO_QUESTION else effect  # type: ignore[assignment]
+    _check_bounds(checked, reconcile, timeout, retries, what)
+    return checked
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options ``@tool(...)`` takes, each as ``Tool`` takes it (see ``tool``)."""
+
+    effect: EffectClass
+    reconcile: Reconciler | None
+    name: str | None
+    description: str | None
+    requires_approval: bool | ApprovalPolicy
+    queue: str | None
+    timeout: float | None
+    retries: int
+    asks: Any
+
+
 @functools.lru_cache(maxsize=1024)
 def _is_async(fn: Callable[..., Any]) -> bool:
     """``inspect.iscoroutinefunction``, asked once per function (it is on every call's path)."""
@@ -157,12 +192,9 @@ class Tool(Generic[P, R]):
         what = f"@tool {fn.__qualname__}"
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise UserError(f"{what}: a generator cannot be a tool; return the whole result")
-        _check_options(effect, reconcile, requires_approval, what)
-        check_queue(queue, what)
-        _check_asks(asks, reconcile, requires_approval, what)
-        if asks is not NO_QUESTION:
-            effect = "read_only"  # its function only words the question: asking again is safe
-        _check_bounds(effect, reconcile, timeout, retries, what)
+        effect = _check_spec(
+            effect, reconcile, requires_approval, queue, timeout, retries, asks, what
+        )
         name = fn.__name__ if name is None else name
         if not isinstance(name, str) or not _NAME.match(name):
             raise UserError(
@@ -396,18 +428,7 @@ def tool(
 
 
 def tool(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    effect: EffectClass = "non_idempotent",
-    reconcile: Reconciler | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    requires_approval: bool | ApprovalPolicy = False,
-    queue: str | None = None,
-    timeout: float | None = None,
-    retries: int = 0,
-    asks: Any = NO_QUESTION,
+    fn: Callable[P, R] | None = None, /, **options: Unpack[ToolOptions]
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a tool: ``@tool`` or ``@tool(effect=..., reconcile=..., ...)``.
 
@@ -429,27 +450,28 @@ def tool(
     """
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
-        return Tool(
-            f,
-            effect=effect,
-            reconcile=reconcile,
-            name=name,
-            description=description,
-            requires_approval=requires_approval,
-            queue=queue,
-            timeout=timeout,
-            retries=retries,
-            asks=asks,
-        )
+        return Tool(f, **options)
 
     if fn is not None:
         return decorate(fn)
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
-    _check_options(effect, reconcile, requires_approval, "@tool(...)")
-    check_queue(queue, "@tool(...)")
-    _check_asks(asks, reconcile, requires_approval, "@tool(...)")
-    asking = "read_only" if asks is not NO_QUESTION else effect
-    _check_bounds(asking, reconcile, timeout, retries, "@tool(...)")
+    unknown = sorted(set(options) - set(ToolOptions.__annotations__))
+    if unknown:
+        raise UserError(
+            f"@tool(...) takes no option {unknown[0]!r}; its options: "
+            + ", ".join(ToolOptions.__annotations__)
+        )
+    o = options
+    _check_spec(
+        o.get("effect", "non_idempotent"),
+        o.get("reconcile"),
+        o.get("requires_approval", False),
+        o.get("queue"),
+        o.get("timeout"),
+        o.get("retries", 0),
+        o.get("asks", NO_QUESTION),
+        "@tool(...)",
+    )
     return decorate
 
 
