@@ -51,21 +51,24 @@ async def test_a_holders_writes_name_it_besides_the_epoch(ledger: Ledger) -> Non
     assert await consistent(ledger, "e1") == "settled"
 
 
-def _wal_writer(url: str, setting: str) -> None:
+def _wal_writer(server: PostgresServer, setting: str) -> None:
     """The WAL writer flushes unsynced commits every ``wal_writer_delay`` (200 ms): made
-    10 s while the test runs, so the kill right after the claim finds it unflushed."""
-    with psycopg.connect(url, autocommit=True) as conn:
+    10 s while the test runs, so the kill right after the claim finds it unflushed. Applied
+    by a restart, not ``pg_reload_conf()``: a reload reaches the WAL writer whenever it next
+    looks at its signals, and on a loaded machine it still flushed at the old pace."""
+    with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM {setting}".encode())
-        conn.execute("SELECT pg_reload_conf()")
+    server.stop()
+    server.start()
 
 
 async def test_postgres_a_claim_lost_with_the_server_fences_its_old_holder(
     crashable_postgres: PostgresServer, crashable_pg_url: str
 ) -> None:
     server = crashable_postgres
+    await asyncio.to_thread(_wal_writer, server, "SET wal_writer_delay = '10s'")
     store = open_store(crashable_pg_url)
     a = ledger_for(store)
-    _wal_writer(server.url, "SET wal_writer_delay = '10s'")
     try:
         await a.heartbeat("a", ["q"], ttl=60, now=T0)
         assert await accept(a, "n1", "non_idempotent")
@@ -78,9 +81,11 @@ async def test_postgres_a_claim_lost_with_the_server_fences_its_old_holder(
         await asyncio.to_thread(server.kill)  # "a" performs r1 on; its claim is not on disk
         await asyncio.to_thread(server.start)
     finally:
-        _wal_writer(server.url, "RESET wal_writer_delay")
         await a.close()
         await store.close()
+        if not server.running:
+            await asyncio.to_thread(server.start)
+        await asyncio.to_thread(_wal_writer, server, "RESET wal_writer_delay")
 
     store = open_store(crashable_pg_url)  # every process reconnects
     led = ledger_for(store)
