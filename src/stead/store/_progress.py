@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stead.store._ledger import Ledger
+from stead.store._pgappend import UNSYNCED
 
-_UNSYNCED_PG = "SELECT set_config('synchronous_commit', 'off', true)"
+_UNSYNCED_PG = f"SELECT {UNSYNCED}"
 
 
 async def publish(

@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from stead.store._ledger import _SETTLE_MARK, Claimed, Ledger
+from stead.store._ledger import _OPEN, _SETTLE_MARK, Claimed, Ledger
 
 _MARK = f"SELECT {_SETTLE_MARK}, position FROM ledger_keys WHERE effect_id = ?"
-_OPEN = "phase IN ('accepted', 'claimed', 'started')"
 _WORK = (
-    f"SELECT 1 FROM ledger_keys WHERE {_OPEN} AND phase = 'accepted' AND queue IN ({{}}) LIMIT 1"
+    f"SELECT 1 FROM ledger_keys WHERE phase IN {_OPEN} AND phase = 'accepted' "
+    "AND queue IN ({}) LIMIT 1"
 )
 """Whether a queue has an accepted key (``ledger_open``'s condition, so its index serves)."""
 _FIRST = 0.001
