@@ -92,6 +92,8 @@ def test_bad_options() -> None:
     # a misspelt option is named at @tool(...), with the ones there are
     with pytest.raises(UserError, match="takes no option 'retry'; its options: effect, "):
         tool(retry=2)  # type: ignore[call-overload]
+    with pytest.raises(UserError, match="takes no option 'retry'"):
+        tool(lambda x: x, name="f", retry=2)  # type: ignore[call-overload]
     with pytest.raises(UserError, match="timeout must be a positive"):
         tool(effect="read_only", timeout=0)
 

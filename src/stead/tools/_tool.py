@@ -449,27 +449,27 @@ def tool(
     (``Runtime.answer``).
     """
 
+    unknown = sorted(set(options) - set(ToolOptions.__annotations__))
+    if unknown:  # with a function or without: a misspelt option is the caller's mistake
+        raise UserError(
+            f"@tool(...) takes no option {unknown[0]!r}; its options: "
+            + ", ".join(ToolOptions.__annotations__)
+        )
+
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
         return Tool(f, **options)
 
     if fn is not None:
         return decorate(fn)
     # checked here too, so a wrong option fails at @tool(...), not when it meets a function
-    unknown = sorted(set(options) - set(ToolOptions.__annotations__))
-    if unknown:
-        raise UserError(
-            f"@tool(...) takes no option {unknown[0]!r}; its options: "
-            + ", ".join(ToolOptions.__annotations__)
-        )
-    o = options
     _check_spec(
-        o.get("effect", "non_idempotent"),
-        o.get("reconcile"),
-        o.get("requires_approval", False),
-        o.get("queue"),
-        o.get("timeout"),
-        o.get("retries", 0),
-        o.get("asks", NO_QUESTION),
+        options.get("effect", "non_idempotent"),
+        options.get("reconcile"),
+        options.get("requires_approval", False),
+        options.get("queue"),
+        options.get("timeout"),
+        options.get("retries", 0),
+        options.get("asks", NO_QUESTION),
         "@tool(...)",
     )
     return decorate
