@@ -66,8 +66,12 @@ PoolHook = Callable[[str, str | None], None]
 nothing in production; a test SIGKILLs the process there."""
 
 
-def _drop(running: dict[str, Any], key: str, _: object) -> None:
-    running.pop(key, None)
+def _drop(running: dict[str, Any], key: str, task: object) -> None:
+    """Forget ``task``'s entry once it is done, and only its own: the key may be held by a
+    newer task by then (this pool's lease lapsed and its own claim took the key over)."""
+    entry = running.get(key)
+    if entry is not None and entry[0] is task:
+        del running[key]
 
 
 def _nothing(point: str, tool: str | None) -> None:
@@ -201,6 +205,9 @@ class Pool:
                     w.cancel()
 
     def _start(self, c: Claimed) -> None:
+        old = self._running.get(c.effect_id)
+        if old is not None:  # this pool's lease had lapsed and its own claim took it over
+            old[1].abort("this executor's lease lapsed and the effect was claimed again")
         sig = AbortSignal()
         task = asyncio.ensure_future(self._guarded(c, sig))
         self._running[c.effect_id] = (task, sig, c)
