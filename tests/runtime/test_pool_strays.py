@@ -4,6 +4,13 @@ really runs must agree, or a key waits for a holder that will never settle it.
 - A task that ends after the pool began a newer one for the same key (its own claim took
   the key over once its lease lapsed) forgets its own entry only (``Pool._drop``).
 
+- A key held by the pool with no task running it is given up by its heartbeat as a takeover
+  would after a lapsed lease: a claim whose reply was lost (committed under the pool's name,
+  never heard by it: both keys go back to the queue and run once), a ``started`` whose reply
+  was lost (the write committed, the pool saw a ``StoreError``: the read_only call runs
+  again, the non_idempotent one is settled ``tool_unknown`` and never runs). Before, the key
+  stayed held by a live executor, never settled: its owner waited for ever.
+
 The pool runs in this process (``Pool.run`` as a task on its own store connection), so these
 tests are quick.
 """
@@ -20,8 +27,18 @@ import pytest
 from _pool_scenario import QUEUE
 
 import stead
-from stead.core.effects import Assignment, AssignmentKey, ToolBody, assignment_to_json
-from stead.runtime import Pool
+from stead.core.effects import (
+    REPLAY_POLICY,
+    Assignment,
+    AssignmentKey,
+    ToolBody,
+    ToolSucceeded,
+    ToolUnknown,
+    assignment_to_json,
+)
+from stead.core.events import EffectClass
+from stead.errors import StoreError
+from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
 from stead.store._ledger import Claimed, Ledger, ledger_for
 from stead.testing import ScriptedModel
@@ -51,6 +68,43 @@ async def hang(ctx: stead.ToolContext) -> str:
     """Wait until told to stop."""
     reason = await ctx.signal.wait()
     raise stead.Aborted(reason)
+
+
+RAN: list[str] = []
+"""The calls the tools below really made, in order."""
+
+
+@stead.tool(effect="read_only", queue=QUEUE)
+async def look(ctx: stead.ToolContext) -> str:
+    """A read."""
+    RAN.append("look")
+    return "looked"
+
+
+@stead.tool(effect="non_idempotent", queue=QUEUE)
+async def pay(ctx: stead.ToolContext) -> str:
+    """A payment: never twice."""
+    RAN.append("pay")
+    return "paid"
+
+
+@pytest.fixture(autouse=True)
+def ran() -> None:
+    RAN.clear()
+
+
+class LoseReply:
+    """The pool's hook: at ``point``, once per tool, raise what a write whose reply was lost
+    raises (the write committed; the pool never heard that it did)."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+        self.lost: set[str | None] = set()
+
+    def __call__(self, point: str, tool: str | None) -> None:
+        if point == self.point and tool not in self.lost:
+            self.lost.add(tool)
+            raise StoreError("the connection died before the reply came")
 
 
 class pool_running:
@@ -84,13 +138,13 @@ async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 20
         await asyncio.sleep(0.02)
 
 
-def job(effect_id: str, tool: str, effect_class: str = "read_only") -> Assignment:
+def job(effect_id: str, tool: str, effect_class: EffectClass = "read_only") -> Assignment:
     return Assignment(
         key=AssignmentKey(session_id="s", run_id="r1", effect_id=effect_id),
         body=ToolBody(
             tool_name=tool, definition_digest="", arguments="{}", effect_class=effect_class,
-            replay_policy="rerun", tool_call_id="c", turn_index=0, idempotency_key="k",
-            attempt=1,
+            replay_policy=REPLAY_POLICY[effect_class], tool_call_id="c", turn_index=0,
+            idempotency_key="k", attempt=1,
         ),
     )  # fmt: skip
 
@@ -120,3 +174,43 @@ async def test_an_ending_task_forgets_only_its_own_entry(url: str) -> None:
         assert "e1" not in pool._running
     finally:
         await pool.close()
+
+
+async def test_a_claim_whose_reply_was_lost_is_given_back(url: str, ledger: Ledger) -> None:
+    """Claimed under the pool's name before it ever ran (what a claim whose reply the pool
+    never got leaves): its first heartbeat gives both keys back and it performs each once."""
+    owner = StoreExecutor(ledger.store, ledger=ledger, queue_of=lambda _: QUEUE)
+    jobs = [job("e1", "look"), job("e2", "pay", "non_idempotent")]
+    for a in jobs:
+        assert await owner.dispatch(a, signal=stead.AbortSignal())
+    serving = pool_running(url, [look, pay], lease_ttl=1.5)
+    lost = await ledger.claim(serving.pool.id, [QUEUE], limit=5, now=time.time(), start=True)
+    assert sorted(c.effect_id for c in lost) == ["e1", "e2"]
+    async with serving:
+        outcomes = [await asyncio.wait_for(owner.outcome(a.key), 10) for a in jobs]
+    assert outcomes == [ToolSucceeded(content="looked"), ToolSucceeded(content="paid")]
+    assert sorted(RAN) == ["look", "pay"]
+    for a in jobs:
+        history = await kinds(ledger, a.key.effect_id)
+        assert history[-4:] == ["restarted", "claimed", "started", "settled"]
+
+
+async def test_a_start_whose_reply_was_lost_is_recovered_by_its_class(
+    url: str, ledger: Ledger
+) -> None:
+    """``started`` committed, the pool saw a ``StoreError`` (its task ended, the key stayed
+    held): the read_only call goes back to the queue and runs; the non_idempotent one is
+    settled ``tool_unknown`` (it may have happened, as far as anyone can tell) and never
+    runs, as after an executor that died once it had started it."""
+    owner = StoreExecutor(ledger.store, ledger=ledger, queue_of=lambda _: QUEUE)
+    async with pool_running(url, [look, pay], lease_ttl=1.5, hook=LoseReply("after_start")):
+        read = await asyncio.wait_for(owner.run(job("e1", "look"), signal=stead.AbortSignal()), 10)
+        a = job("e2", "pay", "non_idempotent")
+        paid = await asyncio.wait_for(owner.run(a, signal=stead.AbortSignal()), 10)
+    assert read == ToolSucceeded(content="looked")
+    assert isinstance(paid, ToolUnknown) and "no task running it" in paid.reason
+    assert RAN == ["look"]
+    assert (await kinds(ledger, "e1"))[-5:] == [
+        "started", "restarted", "claimed", "started", "settled"
+    ]  # fmt: skip
+    assert await kinds(ledger, "e2") == ["accepted", "claimed", "started", "settled"]

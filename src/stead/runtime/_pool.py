@@ -20,7 +20,10 @@ A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back 
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
 so its copy of the run's signal fires and its settle, if it comes, is refused by the store;
 one whose run asked to cancel fires the signal too (a subprocess group gets SIGTERM then
-SIGKILL, as in process).
+SIGKILL, as in process). One it holds with no task running it (a claim or a ``started``
+whose reply was lost, a settle that failed for good) is given up as a takeover would after a
+lapsed lease: back to the queue, or settled ``tool_unknown`` for a non_idempotent tool that
+started (``store._strays``); its lease alone would never let it go.
 
 Stopping (SIGTERM): claim nothing more, let the effects in hand finish for ``grace``
 seconds, then fire their signals and settle what they return (a cancelled tool settles
@@ -56,7 +59,7 @@ from stead.runtime._executor import InProcessExecutor
 from stead.runtime._far_progress import Forwarder
 from stead.runtime._serve import until_signalled
 from stead.runtime._store_executor import outcome_to_json
-from stead.store import _limits, _progress, open_store
+from stead.store import _limits, _progress, _strays, open_store
 from stead.store._ledger import Claimed, ledger_for
 
 log = logging.getLogger("stead.executor")
@@ -137,6 +140,10 @@ class Pool:
         """Effects this pool settled (for tests and metrics)."""
         self.refused = 0
         """Settles the store refused: a stale epoch (taken over) or already settled."""
+        self._claims_begun = 0
+        self._claims_ended = 0
+        """Claims sent and answered: a heartbeat gives up no key while one is on the way
+        (the key may be in its reply)."""
 
     def stop(self) -> None:
         """Claim nothing more; a second call cuts the grace short."""
@@ -160,12 +167,15 @@ class Pool:
                 free = self.concurrency - len(self._running)
                 claims = []
                 if free > 0:
+                    self._claims_begun += 1
                     try:
                         claims = await self.ledger.claim(
                             self.id, self.queues, limit=free, now=self.clock(), start=True
                         )
                     except StoreError as exc:
                         log.warning("claiming effects failed (will retry): %s", exc)
+                    finally:
+                        self._claims_ended += 1
                 for c in claims:
                     self._start(c)
                 # Fewer than asked for: nothing more is claimable now, so wait for a notice
@@ -230,7 +240,16 @@ class Pool:
         try:
             a = assignment_from_json(c.assignment)
         except ValueError as exc:
+            # Settled as failed, not held: a held key with no task would be given back to
+            # the queue by the heartbeat, claimed and given back again, for ever.
             log.error("effect %s: undecodable assignment: %s", c.effect_id, exc)
+            why = f"executor {self.id} cannot read this assignment: {exc}"
+            failed: Any = (
+                ToolFailed(failure=why)
+                if "tool" in c.assignment
+                else ModelFailed(code="executor_error", message=why)
+            )
+            await self._settle(c, outcome_to_json(failed))
             return
         tool = None if isinstance(a.body, ModelBody) else a.body.tool_name
         here = self._executor_for(a)
@@ -294,6 +313,8 @@ class Pool:
         return self._tools.get(body.tool_name)
 
     async def _beat(self) -> None:
+        begun = self._claims_begun
+        quiet = begun == self._claims_ended
         held, cancelled = await self.ledger.heartbeat(
             self.id, self.queues, ttl=self.lease_ttl, now=self.clock()
         )
@@ -302,6 +323,13 @@ class Pool:
                 sig.abort("the run asked to cancel this effect")
             elif key not in held and c.epoch and not sig.aborted:
                 sig.abort("this executor's lease lapsed and another took the effect over")
+        strays = held - self._running.keys()
+        if strays and quiet and self._claims_begun == begun:
+            # No claim was on the way while the ledger was read: no reply still to come
+            # holds these keys, and none has a task here. Each write checks the holder.
+            gone = await _strays.give_up(self.ledger, self.id, strays, now=self.clock())
+            for key, what in gone.items():
+                log.warning("effect %s: held here with no task running it: %s", key, what)
 
     async def _heartbeats(self) -> None:
         period = self.lease_ttl / 3

@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase, recovery_of
-from stead.core.ledger import LedgerState as _State
+from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase
 from stead.errors import RunNotFound, StoreError
 from stead.store import _limits
+from stead.store._recovery import ending
 from stead.store._sql import Row, Session, SQLStore
 from stead.store._watch import Watcher
 
@@ -442,19 +442,8 @@ class Ledger:
                 if took is None:
                     continue
                 new_epoch = int(took[2])
-                tool = assignment.get("tool") or {}
-                state = _State(phase=phase)
-                unknown = recovery_of(state, tool.get("effect_class")) == "unknown"
-                if unknown or cancel:
-                    out_json: dict[str, Any] = (
-                        {"kind": "cancelled", "reason": "cancelled before it started"}
-                        if cancel and not unknown
-                        else {
-                            "kind": "tool_unknown",
-                            "reason": f"executor {held_by} stopped while it ran this "
-                            "non_idempotent call; it may or may not have happened",
-                        }
-                    )
+                out_json = ending(phase, assignment, bool(cancel), f"executor {held_by} stopped")
+                if out_json is not None:
                     done = LedgerEvent(kind="settled", epoch=new_epoch, outcome=out_json)
                     await self._transition(s, Change(
                         effect_id, done, "phase = 'settled', outcome = ?",
