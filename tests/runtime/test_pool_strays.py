@@ -3,13 +3,16 @@ really runs must agree, or a key waits for a holder that will never settle it.
 
 - A task that ends after the pool began a newer one for the same key (its own claim took
   the key over once its lease lapsed) forgets its own entry only (``Pool._drop``).
-
 - A key held by the pool with no task running it is given up by its heartbeat as a takeover
   would after a lapsed lease: a claim whose reply was lost (committed under the pool's name,
   never heard by it: both keys go back to the queue and run once), a ``started`` whose reply
   was lost (the write committed, the pool saw a ``StoreError``: the read_only call runs
   again, the non_idempotent one is settled ``tool_unknown`` and never runs). Before, the key
   stayed held by a live executor, never settled: its owner waited for ever.
+- PostgreSQL, the server SIGKILLed (``STEAD_FULL_POOL_TESTS=1``, in ``make soak``): a
+  read_only call's settle, which does not wait for the WAL flush, is lost with the server
+  while its claim and start were flushed; the pool, alive, holds the key with no task, its
+  heartbeat gives it back, the call runs again and the owner reads the one settle there is.
 
 The pool runs in this process (``Pool.run`` as a task on its own store connection), so these
 tests are quick.
@@ -18,11 +21,14 @@ tests are quick.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from _pool_scenario import QUEUE
 
@@ -41,7 +47,7 @@ from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
 from stead.store._ledger import Claimed, Ledger, ledger_for
-from stead.testing import ScriptedModel
+from stead.testing import PostgresServer, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,9 +94,23 @@ async def pay(ctx: stead.ToolContext) -> str:
     return "paid"
 
 
+GATE: list[asyncio.Event] = []
+"""What ``gated``'s first call waits for."""
+
+
+@stead.tool(effect="read_only", queue=QUEUE)
+async def gated(ctx: stead.ToolContext) -> str:
+    """A read whose first call waits for the test's gate."""
+    RAN.append("gated")
+    if len(RAN) == 1:
+        await GATE[0].wait()
+    return "read"
+
+
 @pytest.fixture(autouse=True)
 def ran() -> None:
     RAN.clear()
+    GATE[:] = [asyncio.Event()]
 
 
 class LoseReply:
@@ -214,3 +234,90 @@ async def test_a_start_whose_reply_was_lost_is_recovered_by_its_class(
         "started", "restarted", "claimed", "started", "settled"
     ]  # fmt: skip
     assert await kinds(ledger, "e2") == ["accepted", "claimed", "started", "settled"]
+
+
+def _wal_writer(server: PostgresServer, setting: str) -> None:
+    """``wal_writer_delay`` (how often unsynced commits are flushed) set by a restart, then
+    one flush of the WAL writer's own, as in tests/store/test_ledger_lost_claim.py (why
+    both: there): 10 s while the test runs."""
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM {setting}".encode())
+    server.stop()
+    server.start()
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE IF NOT EXISTS wal_pad (x text)")
+        conn.execute(b"SET synchronous_commit = off")
+        conn.execute(
+            b"INSERT INTO wal_pad SELECT string_agg(md5(random()::text), '') "
+            b"FROM generate_series(1, 800)"
+        )
+        end = conn.execute(b"SELECT pg_current_wal_insert_lsn()").fetchone()
+        for _ in range(1000):
+            row = conn.execute(b"SELECT pg_current_wal_flush_lsn() >= %s", end).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the WAL writer did not flush an unsynced commit of 25 kB")
+
+
+async def _lease(ledger: Ledger, executor: str) -> float:
+    async with ledger._reading() as s:
+        row = await s.one(
+            ledger._q("SELECT lease_expires_at FROM executors WHERE executor_id = ?"), (executor,)
+        )
+    return -1.0 if row is None else float(row[0])
+
+
+@pytest.mark.skipif(
+    not os.environ.get("STEAD_FULL_POOL_TESTS"),
+    reason="STEAD_FULL_POOL_TESTS=1 (make soak) kills the server under a lost settle: 25 s, and "
+    "it moves the WAL's end, where test_ledger_lost_claim's staging is sensitive to it",
+)
+async def test_postgres_a_settle_lost_with_the_server_runs_again(
+    crashable_postgres: PostgresServer, crashable_pg_url: str
+) -> None:
+    server = crashable_postgres
+    await asyncio.to_thread(_wal_writer, server, "SET wal_writer_delay = '10s'")
+    store = open_store(crashable_pg_url)
+    led = ledger_for(store, poll_interval=0.05)
+    owner = StoreExecutor(store, ledger=led, queue_of=lambda _: QUEUE)
+    try:
+        # A heartbeat commits synced, so it flushes every third of the lease: 3 s here.
+        async with pool_running(crashable_pg_url, [gated], lease_ttl=9.0) as pool:
+            a = job("e1", "gated")
+            assert await owner.dispatch(a, signal=stead.AbortSignal())
+            await until(lambda: RAN == ["gated"])  # claimed and started, unsynced
+            other = assignment_to_json(job("e0", "gated"))
+            # A synced commit (a key of a queue nobody serves) flushes the claim and start.
+            assert await led.accept(
+                ("e0", "r0", "s"), kind="tool", queue="nobody", assignment=other, now=time.time()
+            )
+            before = await _lease(led, pool.id)
+
+            async def beaten() -> bool:
+                return await _lease(led, pool.id) != before
+
+            await until(beaten)  # a heartbeat just flushed; the next one is 3 s away
+            GATE[0].set()
+            await until(lambda: pool.performed == 1)  # settled, not flushed
+            await asyncio.to_thread(server.kill)
+            await asyncio.to_thread(server.start)
+            row = None
+            for _ in range(50):  # the store reconnects at its first call
+                with contextlib.suppress(StoreError):
+                    row = await led.read("e1", now=time.time())
+                    break
+                await asyncio.sleep(0.1)
+            assert row is not None and (row.phase, row.executor) == ("started", pool.id)
+            outcome = await asyncio.wait_for(owner.outcome(a.key), 30)
+        assert outcome == ToolSucceeded(content="read")
+        assert RAN == ["gated", "gated"]  # read_only: it ran again, as after a crash
+        assert await kinds(led, "e1") == [
+            "accepted", "claimed", "started", "restarted", "claimed", "started", "settled",
+        ]  # fmt: skip
+    finally:
+        await led.close()
+        await store.close()
+        if not server.running:
+            await asyncio.to_thread(server.start)
+        await asyncio.to_thread(_wal_writer, server, "RESET wal_writer_delay")

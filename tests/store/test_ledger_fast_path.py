@@ -1,6 +1,8 @@
 """The ledger's fast path (what a pool adds per call, bench/pool_latency.py) keeps its rules.
 
-- PostgreSQL: the acceptance and the settle wait for the WAL flush; the owner's
+- PostgreSQL: the acceptance waits for the WAL flush, and a pool's settle of a
+  non_idempotent tool (its settle of anything else does not: lost, the key is held with no
+  task and its heartbeat gives it back to run again, test_pool_strays.py); the owner's
   acknowledgement does not (lost, the key stays settled, which is as terminal), nor does the
   claim (a lost claim is recovered as an executor that died after it: ``PostgresLedger``);
   a pool's claim writes ``started`` with it for every key but a non_idempotent tool's,
@@ -25,9 +27,14 @@ import pytest
 from test_ledger_store import T0, consistent, key, tool_assignment
 from test_pg_unsynced import synced_by_default
 
+import stead
+from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ToolBody
+from stead.core.events import EffectClass
+from stead.runtime import Pool, StoreExecutor
 from stead.store import _limits, open_store
 from stead.store._ledger import ledger_for
 from stead.store.postgres import PostgresStore
+from stead.testing import ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,6 +94,59 @@ async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -
             ]
             assert await consistent(led, effect_id) == history[-1].kind
     finally:
+        await led.close()
+        await store.close()
+
+
+@stead.tool(effect="read_only", queue="q")
+async def look() -> str:
+    """A read."""
+    return "looked"
+
+
+@stead.tool(effect="non_idempotent", queue="q")
+async def pay() -> str:
+    """A payment."""
+    return "paid"
+
+
+def _job(effect_id: str, tool: str, effect_class: EffectClass) -> Assignment:
+    return Assignment(
+        key=AssignmentKey(session_id="s", run_id="r1", effect_id=effect_id),
+        body=ToolBody(
+            tool_name=tool, definition_digest="", arguments="{}", effect_class=effect_class,
+            replay_policy=REPLAY_POLICY[effect_class], tool_call_id="c", turn_index=0,
+            idempotency_key="k", attempt=1,
+        ),
+    )  # fmt: skip
+
+
+async def test_postgres_a_pools_settle_waits_for_the_flush_for_a_non_idempotent_tool_only(
+    pg_url: str,
+) -> None:
+    url = synced_by_default(pg_url)
+    store = PostgresStore(url)
+    led = ledger_for(store)
+    agent = stead.Agent("flush", ScriptedModel(["x"]), tools=[look, pay])
+    pool = Pool(PostgresStore(url), [agent], queues=["q"], poll_interval=0.02, lease_ttl=30)
+    owner = StoreExecutor(store, ledger=led, queue_of=lambda _: "q")
+    try:
+        with psycopg.connect(url, autocommit=True) as notes:
+            notes.execute(NOTE_COMMITS.encode())
+            serving = asyncio.ensure_future(pool.run())
+            try:
+                for e, tool, cls in (("e1", "look", "read_only"), ("e2", "pay", "non_idempotent")):
+                    a = _job(e, tool, cls)
+                    out = await asyncio.wait_for(owner.run(a, signal=stead.AbortSignal()), 20)
+                    assert out.kind == "tool_succeeded"
+            finally:
+                pool.stop()
+                pool.stop()
+                await serving
+            settles = [n for n in _take(notes) if n[1] == "settled"]
+        assert settles == [("e1", "settled", "off"), ("e2", "settled", "on")]
+    finally:
+        await pool.close()
         await led.close()
         await store.close()
 

@@ -144,6 +144,8 @@ class Pool:
         self._claims_ended = 0
         """Claims sent and answered: a heartbeat gives up no key while one is on the way
         (the key may be in its reply)."""
+        self._strays: set[str] = set()
+        """Keys the last heartbeat found held here with no task."""
 
     def stop(self) -> None:
         """Claim nothing more; a second call cuts the grace short."""
@@ -254,7 +256,8 @@ class Pool:
         tool = None if isinstance(a.body, ModelBody) else a.body.tool_name
         here = self._executor_for(a)
         self._hook("after_claim", tool)
-        # Only a non_idempotent tool's recovery depends on the start: it alone waits for disk.
+        # Only a non_idempotent tool's recovery depends on its start and its settle: it alone
+        # waits for the disk (any other effect lost with its writes runs again).
         sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
         if not c.started and not await self.ledger.start(
             c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync, executor=self.id
@@ -280,7 +283,7 @@ class Pool:
             wait = outcome.retry_after if outcome.retry_after is not None else 1.0
             with contextlib.suppress(StoreError):
                 await _limits.pause(self.ledger, c.queue, self.clock() + wait)
-        if await self._settle(c, outcome_to_json(outcome)):
+        if await self._settle(c, outcome_to_json(outcome), sync=sync):
             self.performed += 1
             if streamed:  # the settled message is in; its preview is done with
                 with contextlib.suppress(StoreError):
@@ -289,15 +292,18 @@ class Pool:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)
 
-    async def _settle(self, c: Claimed, outcome: dict[str, Any]) -> bool:
+    async def _settle(self, c: Claimed, outcome: dict[str, Any], *, sync: bool = True) -> bool:
         """Settle, retrying a failed write with backoff for about half a minute: the effect
         happened, so its outcome is worth waiting for the store. A retry of a settle that
-        did commit is refused (already settled), which loses nothing."""
+        did commit is refused (already settled), which loses nothing. ``sync``: wait for the
+        disk (a non_idempotent tool's: lost, it could only become ``tool_unknown``); any
+        other settle lost with the database server leaves its key held here with no task,
+        which the heartbeat gives back to run again (``Ledger.settle``)."""
         for attempt in range(6):
             try:
                 return await self.ledger.settle(
                     c.effect_id, epoch=c.epoch, outcome=outcome, now=self.clock(),
-                    executor=self.id,
+                    executor=self.id, sync=sync,
                 )  # fmt: skip
             except StoreError as exc:
                 if attempt == 5:
@@ -324,10 +330,14 @@ class Pool:
             elif key not in held and c.epoch and not sig.aborted:
                 sig.abort("this executor's lease lapsed and another took the effect over")
         strays = held - self._running.keys()
-        if strays and quiet and self._claims_begun == begun:
-            # No claim was on the way while the ledger was read: no reply still to come
-            # holds these keys, and none has a task here. Each write checks the holder.
-            gone = await _strays.give_up(self.ledger, self.id, strays, now=self.clock())
+        # Safe to give up: no claim was on the way while the ledger was read (no reply still
+        # to come holds these keys), or the last beat found them too (a claim does not take
+        # a third of a lease to answer; a pool that claims without pause still recovers).
+        # Either way each write checks the holder and its epoch.
+        ripe = strays if quiet and self._claims_begun == begun else strays & self._strays
+        self._strays = strays - ripe
+        if ripe:
+            gone = await _strays.give_up(self.ledger, self.id, ripe, now=self.clock())
             for key, what in gone.items():
                 log.warning("effect %s: held here with no task running it: %s", key, what)
 

@@ -342,15 +342,21 @@ class Ledger:
         outcome: dict[str, Any],
         now: float,
         executor: str | None = None,
+        sync: bool = True,
     ) -> bool:
         """Settle under ``epoch``: False (nothing written) when the epoch is stale or the key
         settled already; the check is the update's own ``WHERE``. ``executor``: the holder,
-        checked with the epoch (``_held``)."""
+        checked with the epoch (``_held``). ``sync=False`` (all but a non_idempotent tool,
+        as for ``start``): a crash that loses it leaves the key held with no task running
+        it, which its live holder's heartbeat restarts (``_strays``) and a dead one's
+        successor takes over, and the effect runs again; the run's own synced record of
+        the outcome flushes the settle before it (one log)."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
         guard, params = _held(f"phase IN {_OPEN} AND epoch = ?", epoch, executor)
         return await self._one_transition(Change(
             effect_id, e, "phase = 'settled', outcome = ?", guard, (text, *params)), now,
+            sync=sync,
         )  # fmt: skip
 
     async def release(

@@ -94,10 +94,13 @@ class PostgresLedger(Ledger):
     and new work are notified (a second LISTEN connection, the store's ``Listener``).
 
     A claim of the common case does not wait for the WAL flush; the acceptance before it
-    and the settle after it do. What a crash of the database server can lose is a suffix of
-    the log (a flush covers every record before it), so a claim is lost only with what came
-    after it and never with the acceptance before it: the key is accepted again, at the
-    epoch it had, and no executor holds it. Its old holder may have begun the effect:
+    does, and so do a non_idempotent tool's start and settle (any other settle does not:
+    lost, it leaves its key held with no task, which the holder's heartbeat gives back to
+    run again, ``_strays``; a synced commit after it, the run's record of the outcome or
+    the next heartbeat, flushes it). What a crash of the database server can lose is a
+    suffix of the log (a flush covers every record before it), so a claim is lost only with
+    what came after it and never with the acceptance before it: the key is accepted again,
+    at the epoch it had, and no executor holds it. Its old holder may have begun the effect:
 
     - a ``non_idempotent`` tool never: its ``started`` waits for the flush, which makes
       the claim durable first, and the effect begins only once that write returned (a write
