@@ -1,8 +1,8 @@
 """A pool's keys against its tasks, on both stores: what the ledger says it holds and what it
 really runs must agree, or a key waits for a holder that will never settle it.
 
-- A task that ends after the pool began a newer one for the same key (its own claim took
-  the key over once its lease lapsed) forgets its own entry only (``Pool._drop``).
+- A task that ends after the pool began a newer one for the same key forgets its own entry
+  only (``Pool._drop``); a pool whose lease lapsed never takes its own running call over.
 - A key held by the pool with no task running it is given up by its heartbeat as a takeover
   would after a lapsed lease: a claim whose reply was lost (committed under the pool's name,
   never heard by it: both keys go back to the queue and run once), a ``started`` whose reply
@@ -107,6 +107,14 @@ async def gated(ctx: stead.ToolContext) -> str:
     return "read"
 
 
+@stead.tool(effect="non_idempotent", queue=QUEUE)
+async def pay_later(ctx: stead.ToolContext) -> str:
+    """A payment that waits for the test's gate."""
+    RAN.append("pay_later")
+    await GATE[0].wait()
+    return "paid"
+
+
 @pytest.fixture(autouse=True)
 def ran() -> None:
     RAN.clear()
@@ -169,16 +177,25 @@ def job(effect_id: str, tool: str, effect_class: EffectClass = "read_only") -> A
     )  # fmt: skip
 
 
+async def lapse(ledger: Ledger, executor: str) -> None:
+    """End ``executor``'s lease now, as if it froze past it (its heartbeat renews it later)."""
+    async with ledger._tx() as s:
+        await s.run(
+            ledger._q("UPDATE executors SET lease_expires_at = 0 WHERE executor_id = ?"),
+            (executor,),
+        )
+
+
 async def kinds(ledger: Ledger, effect_id: str) -> list[str]:
     return [e.kind for e in await ledger.history(effect_id)]
 
 
 async def test_an_ending_task_forgets_only_its_own_entry(url: str) -> None:
-    """The key's entry is a newer task's by the time the old task ends (the pool claimed the
-    key again meanwhile: its lease had lapsed and its own claim took the key over; the new
-    task shares the in-process call and outlives the old one by its settle): the old task's
-    end must not forget the new one, or the pool no longer hears the run's cancel for it,
-    counts a slot free that is not, and takes the key for one it holds with no task."""
+    """The key's entry is a newer task's by the time the old task ends (the old one gave
+    the key back, a store failure before its start, and the pool's next claim took it again
+    before the old task's done callbacks ran): the old task's end must not forget the new
+    one, or the pool no longer hears the run's cancel for it, counts a slot free that is
+    not, and gives up the key as one it holds with no task."""
     pool = Pool(url, [stead.Agent("strays", ScriptedModel(["x"]), tools=[hang])], queues=[QUEUE])
     try:
         a = assignment_to_json(job("e1", "hang"))
@@ -234,6 +251,28 @@ async def test_a_start_whose_reply_was_lost_is_recovered_by_its_class(
         "started", "restarted", "claimed", "started", "settled"
     ]  # fmt: skip
     assert await kinds(ledger, "e2") == ["accepted", "claimed", "started", "settled"]
+
+
+async def test_a_pool_whose_lease_lapsed_does_not_take_its_own_call_over(
+    url: str, ledger: Ledger
+) -> None:
+    """Its lease lapsed while it ran a payment (it froze, its heartbeat was late): another
+    executor may take the key over, but its own claims, which go on meanwhile, must not.
+    Before, they did at once: the running payment was settled ``tool_unknown`` by the pool
+    that was about to settle it paid."""
+    owner = StoreExecutor(ledger.store, ledger=ledger, queue_of=lambda _: QUEUE)
+    async with pool_running(url, [pay_later], lease_ttl=3.0) as pool:
+        a = job("e1", "pay_later", "non_idempotent")
+        waiting = asyncio.ensure_future(owner.run(a, signal=stead.AbortSignal()))
+        await until(lambda: RAN == ["pay_later"])
+        for _ in range(6):  # lapsed for 0.3 s (the heartbeat may renew it: lapse it again)
+            await lapse(ledger, pool.id)
+            await asyncio.sleep(0.05)
+        GATE[0].set()
+        outcome = await asyncio.wait_for(waiting, 10)
+    assert outcome == ToolSucceeded(content="paid")
+    assert RAN == ["pay_later"]
+    assert await kinds(ledger, "e1") == ["accepted", "claimed", "started", "settled"]
 
 
 def _wal_writer(server: PostgresServer, setting: str) -> None:

@@ -71,7 +71,8 @@ nothing in production; a test SIGKILLs the process there."""
 
 def _drop(running: dict[str, Any], key: str, task: object) -> None:
     """Forget ``task``'s entry once it is done, and only its own: the key may be held by a
-    newer task by then (this pool's lease lapsed and its own claim took the key over)."""
+    newer task by then (the old one gave the key back, a store failure before its start,
+    and the next claim took it again before this callback ran)."""
     entry = running.get(key)
     if entry is not None and entry[0] is task:
         del running[key]
@@ -218,8 +219,8 @@ class Pool:
 
     def _start(self, c: Claimed) -> None:
         old = self._running.get(c.effect_id)
-        if old is not None:  # this pool's lease had lapsed and its own claim took it over
-            old[1].abort("this executor's lease lapsed and the effect was claimed again")
+        if old is not None:  # given back and claimed again while its old task was ending
+            old[1].abort("the effect was claimed again")
         sig = AbortSignal()
         task = asyncio.ensure_future(self._guarded(c, sig))
         self._running[c.effect_id] = (task, sig, c)

@@ -406,8 +406,10 @@ class Ledger:
         self, executor: str, queues: Sequence[str], *, limit: int, now: float, start: bool = False
     ) -> list[Claimed]:
         """Take up to ``limit`` keys of ``queues`` that are accepted, or orphaned (held by an
-        executor whose lease lapsed: taken over with ``restarted`` first). An orphaned
-        non_idempotent tool that had started is settled ``tool_unknown``, not returned.
+        executor whose lease lapsed: taken over with ``restarted`` first), never one of its
+        own: an executor knows which it runs (its heartbeat gives up the others, ``_strays``),
+        and would abort its own call to take it again. An orphaned non_idempotent tool that
+        had started is settled ``tool_unknown``, not returned.
         ``start``: the holder may write ``started`` with the claim where the claim is one
         statement (PostgreSQL, ``Claimed.started``) for every key but a non_idempotent
         tool's, the one class whose recovery the start changes (``start``)."""
@@ -424,10 +426,10 @@ class Ledger:
                         self._q(
                             "SELECT k.effect_id, k.phase, k.epoch, k.assignment, k.cancel, "
                             f"k.executor, k.queue FROM ledger_keys k WHERE k.phase IN {_OPEN} "
-                            f"AND k.queue = ? AND (k.phase = 'accepted' OR NOT {_LIVE}) "
-                            f"ORDER BY k.updated_at LIMIT ?{self.LOCK}"
+                            "AND k.queue = ? AND (k.phase = 'accepted' OR (k.executor <> ? "
+                            f"AND NOT {_LIVE})) ORDER BY k.updated_at LIMIT ?{self.LOCK}"
                         ),
-                        (queue, now, take),
+                        (queue, executor, now, take),
                     )
             for effect_id, phase, epoch, text, cancel, held_by, queue in rows:
                 assignment = json.loads(text)

@@ -80,13 +80,14 @@ _CLAIM_FAST = (
     "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
     "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
     "AND k.phase IN ('accepted', 'claimed', 'started') AND CASE WHEN k.phase = 'accepted' "
-    "THEN k.cancel = 1 ELSE NOT EXISTS (SELECT 1 FROM executors x WHERE "
-    "x.executor_id = k.executor AND x.lease_expires_at > %(now)s) END)"
+    "THEN k.cancel = 1 ELSE k.executor <> %(executor)s AND NOT EXISTS (SELECT 1 FROM "
+    "executors x WHERE x.executor_id = k.executor AND x.lease_expires_at > %(now)s) END)"
 )
 """A claim's common case in one statement: accepted keys of queues without a limit, and a
 last row of NULLs when something needs ``Ledger.claim``'s general path (a queue with a limit
-or a pause, an orphaned key, a cancelled one). It commits without waiting for the WAL flush
-(``_UNSYNCED``, once per key claimed); why that is safe is ``PostgresLedger``'s docstring."""
+or a pause, an orphaned key of another executor, a cancelled one). It commits without
+waiting for the WAL flush (``_UNSYNCED``, once per key claimed); why that is safe is
+``PostgresLedger``'s docstring."""
 
 
 class PostgresLedger(Ledger):
