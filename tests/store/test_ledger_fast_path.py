@@ -135,8 +135,7 @@ async def test_postgres_a_pools_settle_waits_for_the_flush_for_a_non_idempotent_
             notes.execute(NOTE_COMMITS.encode())
             serving = asyncio.ensure_future(pool.run())
             try:
-                for e, tool, cls in (("e1", "look", "read_only"), ("e2", "pay", "non_idempotent")):
-                    a = _job(e, tool, cls)
+                for a in (_job("e1", "look", "read_only"), _job("e2", "pay", "non_idempotent")):
                     out = await asyncio.wait_for(owner.run(a, signal=stead.AbortSignal()), 20)
                     assert out.kind == "tool_succeeded"
             finally:
