@@ -383,8 +383,10 @@ class Series:
         return statistics.median(self.us_per_step)
 
 
-async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dict[str, Series]:
-    names = (FLOOR, *VARIANTS)
+async def measure(
+    runs: int, rounds: int, directory: str, progress: bool, variants: tuple[str, ...] = VARIANTS
+) -> dict[str, Series]:
+    names = (FLOOR, *variants)
     series = {n: Series(n) for n in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -398,7 +400,7 @@ async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dic
             done = "  ".join(f"{n} {series[n].us_per_step[-1]:.0f}" for n in names)
             print(f"  round {r + 1}/{rounds}: µs/step  {done}", file=sys.stderr)
     series[FLOOR].counts = await floor_counts(directory)
-    for name in VARIANTS:
+    for name in variants:
         series[name].counts = await stead_counts(name, directory)
     return series
 
@@ -539,6 +541,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 runs x 2 rounds: a smoke test")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
+        "--sides",
+        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
+        default=list(VARIANTS),
+        help=f"stead rows to measure, comma-separated (default all: {','.join(VARIANTS)}); "
+        "the floor is always measured, the ratios need it",
+    )
+    parser.add_argument(
         "--dir",
         help="where the SQLite files go (default: a new temp dir; fsync cost depends "
         "on the filesystem, and on tmpfs it is nearly free)",
@@ -548,9 +557,14 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.rounds = 3, 2
     if args.runs < 1 or args.rounds < 1:
         parser.error("--runs and --rounds must be at least 1")
+    unknown = [v for v in args.sides if v not in VARIANTS]
+    if unknown or not args.sides:
+        parser.error(f"--sides takes some of {', '.join(VARIANTS)}, not {','.join(unknown)!r}")
     directory = tempfile.mkdtemp(prefix="stead-bench-", dir=args.dir)
     try:
-        series = asyncio.run(measure(args.runs, args.rounds, directory, not args.json))
+        series = asyncio.run(
+            measure(args.runs, args.rounds, directory, not args.json, tuple(args.sides))
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     result = report(series, args, directory)
