@@ -138,3 +138,31 @@ async def test_a_run_appends_at_the_edge_of_the_events_index(tmp_path: Path) -> 
         assert pages["events_one_result"] <= 10 + 1, pages  # one a result (0007: 13)
     finally:
         await store.close()
+
+
+async def test_a_run_written_at_its_end_adds_a_page_or_two_to_the_events_index(
+    tmp_path: Path,
+) -> None:
+    """The effects mode writes a run of read_only tools in one commit at its end (44 events
+    in bench/overhead.py). Its keys at the edge of the two run_no-keyed indexes take a page
+    each; among other runs' keys (0007) they split a full page of one index or both and
+    rebalanced its siblings."""
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    try:
+        ids = [f"run_{hashlib.sha256(str(i).encode()).hexdigest()[:32]}" for i in range(31)]
+        for run_id in ids[:30]:
+            await _strict_run(store, run_id, 10)
+        b = RunBuilder(ids[30])
+        await b.create(store, now=T0)
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        b.start()
+        for _ in range(10):
+            b.tool_turn()
+        b.final_turn()
+        await b.flush(store)
+        pages = _pages_by_btree(path)
+        # The run's keys in the two events indexes: a page each (0007: 5-9 for ids like these).
+        assert pages["events_by_seq"] + pages["events_one_result"] <= 3, pages
+    finally:
+        await store.close()
