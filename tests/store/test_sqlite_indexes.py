@@ -122,8 +122,8 @@ async def test_a_run_appends_at_the_edge_of_the_events_index(tmp_path: Path) -> 
     """Migration 0008: the events index is keyed by the run's number, which grows with each
     run created, so the newest run's entries go to the index's right-hand edge: one page a
     commit. Keyed by the random run id (0007), a run's entries went among other runs' into a
-    page SQLite's balancing had left full, and most commits rebalanced 3-4 pages of it (57
-    of the 126 pages a strict run of bench/overhead.py wrote on a store of 15 runs)."""
+    page SQLite's balancing had left full, and most commits rebalanced 3-4 pages of it (41-57
+    of the 109-126 pages a strict run of bench/overhead.py wrote on a store of 15 runs)."""
     path = tmp_path / "runs.db"
     store = SQLiteStore(path)
     try:

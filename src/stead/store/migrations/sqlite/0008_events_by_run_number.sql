@@ -4,9 +4,8 @@
 -- a random place among every other run's. A run appends its keys one after another at that
 -- place: into a page SQLite's balancing had left full, so an insert there rebalanced it
 -- with its siblings again and again (3-4 pages each time). On a store of 15 runs that index
--- was 57 of the 126 WAL pages a strict run of 10 tool turns wrote, and 8 of an effects
--- run's 25; a strict step commit wrote 3-5 pages where the floor of bench/overhead.py
--- writes one or two. Keyed by a number that grows with creation, a run's entries are at the
+-- was 41-57 of the 109-126 WAL pages a strict run of 10 tool turns wrote, and 5-8 of an
+-- effects run's 22-25 (it moved with where the random id fell); now 25 of 96 and 4 of 21. Keyed by a number that grows with creation, a run's entries are at the
 -- right-hand edge of the index while it is the newest (SQLite's quick append: one page), and
 -- near it while other recent runs interleave; an entry is a few bytes instead of ~45.
 --
