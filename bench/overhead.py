@@ -30,7 +30,11 @@ figure is the median over rounds of batch time / (N x 21). Commits and fsyncs pe
 counted in a separate, untimed run by tracing every statement on every SQLite connection: a
 commit is a ``COMMIT`` closing a transaction that wrote, or a write outside any transaction;
 it is an fsync of the WAL unless ``PRAGMA synchronous`` was NORMAL or OFF at that moment
-(stead commits lease bookkeeping that way). WAL checkpoints add a few fsyncs on top.
+(stead commits lease bookkeeping that way). WAL checkpoints add a few fsyncs on top. The
+same run's WAL pages are counted too: the WAL is checkpointed and truncated before it, and the
+frames in it after it are every page each commit changed (an fsync flushes the pages written
+since the one before it, unsynced commits' included; an fsync of 16 pages costs more than one
+of 1 on this VM's disk, though far less than 16 fsyncs).
 """
 
 from __future__ import annotations
@@ -215,14 +219,17 @@ async def stead_counts(effect: str, directory: str) -> dict[str, int]:
         rt = stead.Runtime(f"sqlite:///{path}", agents=[agent])
     try:
         await stead_run(rt, agent)
+        with contextlib.closing(sqlite3.connect(path)) as side:  # not traced: opened later
+            empty_wal(side)
         commits, fsyncs = counter.commits, counter.fsyncs
         rid = await stead_run(rt, agent)
         commits, fsyncs = counter.commits - commits, counter.fsyncs - fsyncs
+        pages = wal_pages(path)
         events = len(await rt.events(rid))
     finally:
         await rt.close()
         remove_db(path)
-    return {"commits": commits, "fsyncs": fsyncs, "events": events}
+    return {"commits": commits, "fsyncs": fsyncs, "events": events, "pages": pages}
 
 
 # -- the floor ------------------------------------------------------------------------------
@@ -284,14 +291,20 @@ async def floor_run(
         turn += 1
 
 
-async def floor_batch(runs: int, directory: str, counter: CommitCounter | None = None) -> float:
-    """Seconds for ``runs`` sequential floor runs on a fresh file (after one warm-up run)."""
+async def floor_batch(
+    runs: int, directory: str, counter: CommitCounter | None = None, pages: list[int] | None = None
+) -> float:
+    """Seconds for ``runs`` sequential floor runs on a fresh file (after one warm-up run);
+    with ``counter``, its statements traced, and with ``pages``, the WAL pages they wrote
+    appended to it (both for the untimed counting run)."""
     path = os.path.join(directory, f"floor-{uuid.uuid4().hex}.db")
     db = open_floor(path)
     model = script()
     schemas = (agent_for("read_only").registry.get("lookup").schema(),)  # type: ignore[union-attr]
     try:
         await floor_run(db, model, lookup, schemas)
+        if pages is not None:
+            empty_wal(db)
         if counter is not None:
             db.set_trace_callback(counter.tracker())
         gc.collect()
@@ -300,7 +313,10 @@ async def floor_batch(runs: int, directory: str, counter: CommitCounter | None =
             steps = await floor_run(db, model, lookup, schemas)
             if steps != STEPS_PER_RUN:
                 raise SystemExit(f"floor run took {steps} steps, not {STEPS_PER_RUN}")
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        if pages is not None:
+            pages.append(wal_pages(path))
+        return elapsed
     finally:
         db.close()
         remove_db(path)
@@ -309,8 +325,35 @@ async def floor_batch(runs: int, directory: str, counter: CommitCounter | None =
 async def floor_counts(directory: str) -> dict[str, int]:
     """Commits and rows of one floor run, traced, untimed."""
     counter = CommitCounter()
-    await floor_batch(1, directory, counter)
-    return {"commits": counter.commits, "fsyncs": counter.fsyncs, "events": counter.commits}
+    pages: list[int] = []
+    await floor_batch(1, directory, counter, pages)
+    return {
+        "commits": counter.commits,
+        "fsyncs": counter.fsyncs,
+        "events": counter.commits,
+        "pages": pages[0],
+    }
+
+
+def empty_wal(db: sqlite3.Connection) -> None:
+    """Checkpoint everything and truncate the WAL (between runs, untimed), so that the frames
+    of the next run are all the WAL holds: ``wal_pages`` can count them."""
+    busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    if busy:
+        raise SystemExit("could not empty the WAL before counting a run's pages")
+
+
+def wal_pages(path: str) -> int:
+    """Pages (frames) in the WAL beside the database at ``path``: 24 bytes of frame header
+    and one page each, after the WAL's own 32-byte header (sqlite.org/fileformat2.html).
+    Right after ``empty_wal`` and one run, they are the pages that run wrote, every commit's
+    own copy of each page it changed: what the fsyncs flushed."""
+    with contextlib.suppress(FileNotFoundError), open(path + "-wal", "rb") as wal:
+        header = wal.read(32)
+        if len(header) == 32:
+            page_size = int.from_bytes(header[8:12], "big")
+            return (os.fstat(wal.fileno()).st_size - 32) // (24 + page_size)
+    return 0
 
 
 def remove_db(path: str) -> None:
@@ -332,7 +375,7 @@ class Series:
     us_per_step: list[float] = field(default_factory=list)
     """One figure per round: batch seconds / (runs x steps) in microseconds."""
     counts: dict[str, int] = field(default_factory=dict)
-    """commits, fsyncs and events (rows for the floor) of one run."""
+    """commits, fsyncs, events (rows for the floor) and WAL pages of one run."""
 
     @property
     def median(self) -> float:
@@ -340,8 +383,10 @@ class Series:
         return statistics.median(self.us_per_step)
 
 
-async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dict[str, Series]:
-    names = (FLOOR, *VARIANTS)
+async def measure(
+    runs: int, rounds: int, directory: str, progress: bool, variants: tuple[str, ...] = VARIANTS
+) -> dict[str, Series]:
+    names = (FLOOR, *variants)
     series = {n: Series(n) for n in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -355,7 +400,7 @@ async def measure(runs: int, rounds: int, directory: str, progress: bool) -> dic
             done = "  ".join(f"{n} {series[n].us_per_step[-1]:.0f}" for n in names)
             print(f"  round {r + 1}/{rounds}: µs/step  {done}", file=sys.stderr)
     series[FLOOR].counts = await floor_counts(directory)
-    for name in VARIANTS:
+    for name in variants:
         series[name].counts = await stead_counts(name, directory)
     return series
 
@@ -392,6 +437,7 @@ def report(series: dict[str, Series], args: argparse.Namespace, directory: str) 
                 "commits_per_run": s.counts["commits"],
                 "fsyncs_per_run": s.counts["fsyncs"],
                 "events_per_run": s.counts["events"],
+                "wal_pages_per_run": s.counts["pages"],
                 "goal_met": (
                     None
                     if s.name == FLOOR or s.name in UNJUDGED
@@ -440,6 +486,7 @@ stead overhead: µs per durable step, stead vs a no-framework floor, measured in
           run per batch; batches interleaved in rotating order; figure = median over rounds
           of batch time / (runs x 21). commits, fsyncs: every SQLite statement traced over
           one extra run; a commit fsyncs the WAL unless synchronous was NORMAL/OFF for it.
+          pages: WAL frames that run wrote (the WAL emptied before it), what its fsyncs flush.
   env     Python {python}, SQLite {sqlite}, {platform}
           files in {db_dir} ({db_filesystem}; fsync cost, hence the ratio, depends on it)
 """
@@ -450,7 +497,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         HEADER.format(rounds=result["rounds"], runs=result["runs_per_batch"], **env),
         f"{'side':<6} {'tool effect':<17} {'µs/step':>8} {'min':>7} {'max':>7} "
-        f"{'x floor':>8} {'paired':>7} {'mins':>6} {'commits':>8} {'fsyncs':>7} {'events':>7}"
+        f"{'x floor':>8} {'paired':>7} {'mins':>6} {'commits':>8} {'fsyncs':>7} {'pages':>6} "
+        f"{'events':>6}"
         f"  goal <= {GOAL}x",
     ]
     noisy = [r for r in result["rows"] if r["noisy"]]
@@ -467,13 +515,15 @@ def render(result: dict[str, Any]) -> str:
             f"{row['us_per_step_median']:>8.1f} {row['us_per_step_min']:>7.1f} "
             f"{row['us_per_step_max']:>7.1f} {row['ratio_to_floor']:>7.2f}x "
             f"{row['paired_ratio_median']:>6.2f}x {row['ratio_of_mins']:>5.2f}x "
-            f"{row['commits_per_run']:>8} {row['fsyncs_per_run']:>7} {row['events_per_run']:>7}"
+            f"{row['commits_per_run']:>8} {row['fsyncs_per_run']:>7} "
+            f"{row['wal_pages_per_run']:>6} {row['events_per_run']:>6}"
             f"  {goal}"
         )
     lines.append(
         "x floor = ratio of the medians (the goal's figure); paired = median of the per-round\n"
-        "ratios; mins = ratio of the fastest rounds. commits, fsyncs and events are per run\n"
-        "(events of the floor = rows written). --json adds the per-round figures."
+        "ratios; mins = ratio of the fastest rounds. commits, fsyncs, pages and events are per\n"
+        "run (pages: 4 KiB pages written to the WAL, each commit's copy of each page it\n"
+        "changed; events of the floor = rows written). --json adds the per-round figures."
     )
     if noisy:
         lines.append(
@@ -491,6 +541,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 runs x 2 rounds: a smoke test")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
+        "--sides",
+        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
+        default=list(VARIANTS),
+        help=f"stead rows to measure, comma-separated (default all: {','.join(VARIANTS)}); "
+        "the floor is always measured, the ratios need it",
+    )
+    parser.add_argument(
         "--dir",
         help="where the SQLite files go (default: a new temp dir; fsync cost depends "
         "on the filesystem, and on tmpfs it is nearly free)",
@@ -500,9 +557,14 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.rounds = 3, 2
     if args.runs < 1 or args.rounds < 1:
         parser.error("--runs and --rounds must be at least 1")
+    unknown = [v for v in args.sides if v not in VARIANTS]
+    if unknown or not args.sides:
+        parser.error(f"--sides takes some of {', '.join(VARIANTS)}, not {','.join(unknown)!r}")
     directory = tempfile.mkdtemp(prefix="stead-bench-", dir=args.dir)
     try:
-        series = asyncio.run(measure(args.runs, args.rounds, directory, not args.json))
+        series = asyncio.run(
+            measure(args.runs, args.rounds, directory, not args.json, tuple(args.sides))
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     result = report(series, args, directory)

@@ -47,6 +47,13 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
     # for the disk (issue 15's row, judged against 0.6x the floor).
     assert rows["effects"]["fsyncs_per_run"] == 2
     assert rows["effects"]["goal_met"] in (True, False)
+    # WAL pages a run writes (each commit's copy of each page it changed), counted from the
+    # WAL itself: the floor at least one a commit; stead's commits are wider (the run's row,
+    # the sequence index), and effects' 4 commits write fewer pages than the floor's 22.
+    pages = {side: r["wal_pages_per_run"] for side, r in rows.items()}
+    assert pages["floor"] >= 22, pages
+    assert pages["floor"] < pages["read_only"] <= pages["non_idempotent"], pages
+    assert 0 < pages["effects"] < pages["floor"], pages
     assert all(r["us_per_step_median"] > 0 for r in rows.values())
 
 

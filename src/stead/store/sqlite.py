@@ -32,9 +32,12 @@ _GUARD = (
     "WHERE run_id = ? AND epoch = ? AND last_seq = ?"
 )
 _INSERT_EVENT = (
-    "INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, "
-    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (run_no, run_id, seq, kind, version, turn_index, tool_call_id, data, "
+    "created_at) VALUES ((SELECT run_no FROM runs WHERE run_id = ?1), ?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7, ?8)"
 )
+"""An event row; its run's number (migration 0008: what the events are indexed by) is read
+from the runs row, which the append's guard has just written, so its page is at hand."""
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
 
 
@@ -128,6 +131,18 @@ class SQLiteStore(_sql.SQLStore):
     STATE = "CAST(s.state AS BLOB)"
     SYNCED_CLAIMS = False
     """A claim is durable with the first event under its epoch (see ``_writing``)."""
+    # Events are indexed by their run's number (migration 0008), not by its id.
+    TAIL = (
+        "SELECT e.seq, e.kind, e.version, {data}, e.created_at FROM events e "
+        "WHERE e.run_no = (SELECT run_no FROM runs WHERE run_id = ?) AND e.seq > ? "
+        "AND e.seq <= ? ORDER BY e.seq"
+    )
+    READ_EVENTS = (
+        "SELECT r.last_seq, e.seq, e.kind, e.version, {data}, e.created_at FROM runs r "
+        "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq > ? WHERE r.run_id = ? "
+        "ORDER BY e.seq"
+    )
+    READ_SOME = READ_EVENTS + " LIMIT ?"
 
     poll_interval: float = 0.05
     """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
@@ -292,7 +307,8 @@ class SQLiteStore(_sql.SQLStore):
         """Bytes of event data plus snapshot state stored for one run."""
         with _Tx(self, False, True) as db:
             ev = db.execute(
-                "SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM events WHERE run_id = ?",
+                "SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM events "
+                "WHERE run_no = (SELECT run_no FROM runs WHERE run_id = ?)",
                 (run_id,),
             ).fetchone()[0]
             sn = db.execute(

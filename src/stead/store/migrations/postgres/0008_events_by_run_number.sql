@@ -1,0 +1,3 @@
+-- SQLite's 0008 keys its events index by a run number instead of the random run id (the
+-- inserts of one run kept rebalancing full pages of a SQLite b-tree). PostgreSQL keeps its
+-- (run_id, seq) key: nothing to change here; the version stands so both stores list the same.
