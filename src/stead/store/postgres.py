@@ -64,7 +64,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _pgappend, _sql
+from stead.store import _pgappend, _pgbatch, _sql
 from stead.store._base import known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
@@ -327,36 +327,53 @@ class PostgresStore(_sql.SQLStore):
                 raise await self.refusal(_Session(conn), run_id, epoch, expected)
 
     async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
-        """See ``SQLStore._append_many``: BEGIN, the members' statements and COMMIT
-        pipelined, one round trip (one Sync) and one transaction (one flush; none when no
-        member asks for one). A member whose guard fails writes nothing (its statement's CTEs
-        write only when its ``UPDATE`` matched) and is told why; the others commit. As on the
-        path of one append, ``before_commit`` sees every member before that round trip,
-        which is the commit."""
+        """See ``SQLStore._append_many``: the batch as one statement (``_pgbatch``), one
+        round trip and one transaction (one flush; none when no member asks for one). A
+        member whose guard fails writes nothing and is told why; the others commit. As on
+        the path of one append, ``before_commit`` sees every member before that round trip,
+        which is the commit. A batch in which a run appears twice is cut into segments,
+        their statements pipelined between BEGIN and COMMIT (still one Sync)."""
         sync = any(a[8] for a in batch)
         for a in batch:
             self.before_commit(a[0], a[1])
+        parts = [
+            (seg, *_pgbatch.params(seg, self.run_channel, self.claimable_channel))
+            for seg in _pgbatch.segments(batch)
+        ]
         async with self._conn() as conn:
-            try:
-                # Not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again for
-                # COMMIT; this is one Sync for all of it, at the pipeline's end.
-                async with conn.pipeline():
-                    await conn.execute("BEGIN")
-                    cursors = [
-                        await conn.execute(_pgappend.statement(a, sync), self._params(a))
-                        for a in batch
-                    ]
-                    await conn.execute("COMMIT")
-            except psycopg.Error:
-                # A failed statement made the server skip the rest, COMMIT too.
-                if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
-                    await conn.execute("ROLLBACK")
-                raise
-            written = [await cur.fetchone() is not None for cur in cursors]
-            return [
-                None if ok else await self.refusal(_Session(conn), a[0], a[4], a[3])
-                for a, ok in zip(batch, written, strict=True)
-            ]
+            if len(parts) == 1:
+                cursors = [await conn.execute(_pgbatch.statement(parts[0][1], sync), parts[0][2])]
+            else:
+                cursors = await self._pipelined(
+                    conn, [(_pgbatch.statement(p[1], sync), p[2]) for p in parts]
+                )
+            outcomes: list[BaseException | None] = []
+            for (seg, _, _), cur in zip(parts, cursors, strict=True):
+                written = {r[0] for r in await cur.fetchall()}
+                for a in seg:
+                    outcomes.append(
+                        None
+                        if a[0] in written
+                        else await self.refusal(_Session(conn), a[0], a[4], a[3])
+                    )
+            return outcomes
+
+    @staticmethod
+    async def _pipelined(conn: Conn, statements: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        """``statements`` in one transaction, one round trip: BEGIN, them and COMMIT
+        pipelined (not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again
+        for COMMIT; this is one Sync for all of it)."""
+        try:
+            async with conn.pipeline():
+                await conn.execute("BEGIN")
+                cursors = [await conn.execute(q, p) for q, p in statements]
+                await conn.execute("COMMIT")
+        except psycopg.Error:
+            # A failed statement made the server skip the rest, COMMIT too.
+            if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                await conn.execute("ROLLBACK")
+            raise
+        return cursors
 
     def _params(self, a: _sql.Append) -> dict[str, Any]:
         return _pgappend.params(a, self.run_channel(a[0]), self.claimable_channel)
