@@ -121,6 +121,8 @@ class PostgresStore(_sql.SQLStore):
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
+        self._gate = asyncio.Semaphore(max_size)
+        """One place a connection of the pool: callers queue here, not in the pool."""
         self._gone = False
         """A connection died under a call, or none came in time: the server may be down, so
         calls ask it directly before queueing on the pool (see ``_reachable``)."""
@@ -223,31 +225,54 @@ class PostgresStore(_sql.SQLStore):
         it waited here must still stop, so the lost cancellation is raised again.
         """
         pool = await self._ensure()
-        if self._gone:
-            await self._reachable(pool)
-        task = asyncio.current_task()
-        cancels = task.cancelling() if task is not None else 0
+        await self._queue()
         try:
-            async with pool.connection() as conn:
-                if task is not None and task.cancelling() > cancels:
-                    raise asyncio.CancelledError
-                try:
-                    yield conn
-                except psycopg.Error:
-                    self._gone = self._gone or conn.broken
-                    raise
-        except UniqueViolation as exc:
-            raise _sql.Duplicate(exc.diag.message_primary) from exc
-        except PoolTimeout as exc:
+            if self._gone:
+                await self._reachable(pool)
+            task = asyncio.current_task()
+            cancels = task.cancelling() if task is not None else 0
+            try:
+                async with pool.connection() as conn:
+                    if task is not None and task.cancelling() > cancels:
+                        raise asyncio.CancelledError
+                    try:
+                        yield conn
+                    except psycopg.Error:
+                        self._gone = self._gone or conn.broken
+                        raise
+            except UniqueViolation as exc:
+                raise _sql.Duplicate(exc.diag.message_primary) from exc
+            except PoolTimeout as exc:
+                self._gone = True
+                raise StoreError(
+                    f"no PostgreSQL connection free or reachable at {self.where} within "
+                    f"{self._timeout:g}s: {exc}"
+                ) from exc
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
+            if task is not None and task.cancelling() > cancels:
+                raise asyncio.CancelledError
+        finally:
+            self._gate.release()
+
+    async def _queue(self) -> None:
+        """Wait for one of the pool's ``max_size`` places (``StoreError`` after ``timeout``).
+
+        A thousand runs starting at once (a worker's claim) each ask for a connection; queued
+        in the pool, each waiter cost about 4 KiB (its client, condition, ``wait_for`` task and
+        timer), 4 MB of peak that left the worker's heap fragmented for as long as it held
+        the runs. Queued here, a waiter is one future."""
+        if not self._gate.locked():
+            await self._gate.acquire()  # a place is free: taken at once, nothing allocated
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._gate.acquire()
+        except TimeoutError as exc:
             self._gone = True
             raise StoreError(
-                f"no PostgreSQL connection free or reachable at {self.where} within "
-                f"{self._timeout:g}s: {exc}"
+                f"no PostgreSQL connection free at {self.where} within {self._timeout:g}s"
             ) from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
-        if task is not None and task.cancelling() > cancels:
-            raise asyncio.CancelledError
 
     async def _reachable(self, pool: AsyncConnectionPool[Conn]) -> None:
         """Connect to the server directly; ``StoreError`` at once if that fails.
