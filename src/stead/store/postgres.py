@@ -64,8 +64,8 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _pgappend, _pgbatch, _sql
-from stead.store._base import known_key
+from stead.store import _pgappend, _pgbatch, _pgload, _sql
+from stead.store._base import Loaded, known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
 
@@ -310,6 +310,14 @@ class PostgresStore(_sql.SQLStore):
     def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[_Session]:
         # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
         return self._session()
+
+    async def load(self, run_id: str) -> Loaded:
+        """See ``Store.load``: one statement (``_pgload``), not the shared two."""
+        known_key(run_id)
+        async with self._conn() as conn:
+            rows = await (await conn.execute(_pgload.LOAD, (run_id,))).fetchall()
+        loaded = _pgload.loaded(run_id, rows)
+        return loaded if loaded is not None else await super().load(run_id)
 
     async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
