@@ -9,11 +9,10 @@ its snapshot, its notices) is checked member by member.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import test_pg_round_trips
 from _builders import T0, RunBuilder, seeded
 from test_pg_round_trips import Wire, failed, round_trips
 
@@ -22,16 +21,8 @@ from stead.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(60)
 
-
-@pytest.fixture
-async def traced(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[PostgresStore, Wire]]:
-    store = PostgresStore(pg_url, min_size=1, max_size=1)
-    wire = Wire(tmp_path / "wire.log")
-    try:
-        yield store, wire
-    finally:
-        await store.close()
-        wire.file.close()
+traced = test_pg_round_trips.traced
+"""The store on one traced connection (``test_pg_round_trips``)."""
 
 
 def statements(wire: list[str]) -> int:

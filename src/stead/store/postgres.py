@@ -8,7 +8,8 @@ statements whose shape is its own. What PostgreSQL adds is concurrency across ma
   and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch
   and sequence checks are the ``UPDATE``'s ``WHERE``: they are evaluated under the row lock,
   in the write's own transaction, re-checked against the committed row if another writer got
-  there first. No read-then-write window exists for a stale owner to slip through.
+  there first. No read-then-write window exists for a stale owner to slip through. A batch
+  of appends (group commit) is one set-based statement of the same shape (``_pgbatch``).
 * **Claims** pick runs with ``FOR UPDATE SKIP LOCKED``: concurrent claimers skip each other's
   rows instead of queueing on them, and each claimed run's epoch is bumped in the same
   statement.
