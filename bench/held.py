@@ -20,6 +20,10 @@ On PostgreSQL a held run cost 28 KiB while the keeper read each run's row and re
 lease on its own: at any moment hundreds of those reads were queued on the connection pool,
 each with its task, futures and pool waiter (tracemalloc by file: ``asyncio``,
 ``psycopg_pool``, ``contextlib``); one statement for all of them brought it to 19 KiB.
+The claim of a thousand runs at once still queued their thousand loads inside the pool (a
+client, a condition, a ``wait_for`` task and a timer each, about 4 KiB): freed once the runs
+settled, but the heap they fragmented stayed; they queue on the store's semaphore now (one
+future each), and a batch of appends is one statement instead of one per member.
 """
 
 from __future__ import annotations

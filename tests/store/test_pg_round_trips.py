@@ -105,3 +105,21 @@ async def test_a_short_append_sends_its_rows_as_scalars(
     assert round_trips(sent) == 1 and any("unnest(" in line for line in sent)
     events = await store.read_events(b.run_id)
     assert [e.event for e in events[-17:]] == [failed(i) for i in range(17)]
+
+
+async def test_a_load_is_one_statement(traced: tuple[PostgresStore, Wire]) -> None:
+    store, wire = traced
+    (b,) = [await seeded(store, "run-1", turns=2)]
+    b.tool_turn()
+    b.written = await b.flush(store, snapshot=True)
+    b.final_turn()
+    b.written = await b.flush(store)
+    await wire.start(store)
+    loaded = await store.load(b.run_id)
+    sent = await wire.take(store)
+    # The row with its snapshot, and the tail after it: one statement (it was two).
+    binds = sum(1 for line in sent if line.split("\t")[::2] == ["F", "Bind"])
+    assert (binds, round_trips(sent)) == (1, 1), sent
+    assert loaded.record.last_seq == b.written
+    assert 0 < loaded.snapshot_seq < b.written
+    assert [s.event for s in loaded.tail] == b.log[loaded.snapshot_seq :]

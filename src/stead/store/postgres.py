@@ -8,7 +8,8 @@ statements whose shape is its own. What PostgreSQL adds is concurrency across ma
   and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch
   and sequence checks are the ``UPDATE``'s ``WHERE``: they are evaluated under the row lock,
   in the write's own transaction, re-checked against the committed row if another writer got
-  there first. No read-then-write window exists for a stale owner to slip through.
+  there first. No read-then-write window exists for a stale owner to slip through. A batch
+  of appends (group commit) is one set-based statement of the same shape (``_pgbatch``).
 * **Claims** pick runs with ``FOR UPDATE SKIP LOCKED``: concurrent claimers skip each other's
   rows instead of queueing on them, and each claimed run's epoch is bumped in the same
   statement.
@@ -64,8 +65,8 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _pgappend, _sql
-from stead.store._base import known_key
+from stead.store import _pgappend, _pgbatch, _pgload, _sql
+from stead.store._base import Loaded, known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
 
@@ -121,6 +122,8 @@ class PostgresStore(_sql.SQLStore):
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
+        self._gate = asyncio.Semaphore(max_size)
+        """One place a connection of the pool: callers queue here, not in the pool."""
         self._gone = False
         """A connection died under a call, or none came in time: the server may be down, so
         calls ask it directly before queueing on the pool (see ``_reachable``)."""
@@ -223,31 +226,54 @@ class PostgresStore(_sql.SQLStore):
         it waited here must still stop, so the lost cancellation is raised again.
         """
         pool = await self._ensure()
-        if self._gone:
-            await self._reachable(pool)
-        task = asyncio.current_task()
-        cancels = task.cancelling() if task is not None else 0
+        await self._queue()
         try:
-            async with pool.connection() as conn:
-                if task is not None and task.cancelling() > cancels:
-                    raise asyncio.CancelledError
-                try:
-                    yield conn
-                except psycopg.Error:
-                    self._gone = self._gone or conn.broken
-                    raise
-        except UniqueViolation as exc:
-            raise _sql.Duplicate(exc.diag.message_primary) from exc
-        except PoolTimeout as exc:
+            if self._gone:
+                await self._reachable(pool)
+            task = asyncio.current_task()
+            cancels = task.cancelling() if task is not None else 0
+            try:
+                async with pool.connection() as conn:
+                    if task is not None and task.cancelling() > cancels:
+                        raise asyncio.CancelledError
+                    try:
+                        yield conn
+                    except psycopg.Error:
+                        self._gone = self._gone or conn.broken
+                        raise
+            except UniqueViolation as exc:
+                raise _sql.Duplicate(exc.diag.message_primary) from exc
+            except PoolTimeout as exc:
+                self._gone = True
+                raise StoreError(
+                    f"no PostgreSQL connection free or reachable at {self.where} within "
+                    f"{self._timeout:g}s: {exc}"
+                ) from exc
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
+            if task is not None and task.cancelling() > cancels:
+                raise asyncio.CancelledError
+        finally:
+            self._gate.release()
+
+    async def _queue(self) -> None:
+        """Wait for one of the pool's ``max_size`` places (``StoreError`` after ``timeout``).
+
+        A thousand runs starting at once (a worker's claim) each ask for a connection; queued
+        in the pool, each waiter cost about 4 KiB (its client, condition, ``wait_for`` task and
+        timer), 4 MB of peak that left the worker's heap fragmented for as long as it held
+        the runs. Queued here, a waiter is one future."""
+        if not self._gate.locked():
+            await self._gate.acquire()  # a place is free: taken at once, nothing allocated
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._gate.acquire()
+        except TimeoutError as exc:
             self._gone = True
             raise StoreError(
-                f"no PostgreSQL connection free or reachable at {self.where} within "
-                f"{self._timeout:g}s: {exc}"
+                f"no PostgreSQL connection free at {self.where} within {self._timeout:g}s"
             ) from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
-        if task is not None and task.cancelling() > cancels:
-            raise asyncio.CancelledError
 
     async def _reachable(self, pool: AsyncConnectionPool[Conn]) -> None:
         """Connect to the server directly; ``StoreError`` at once if that fails.
@@ -285,6 +311,14 @@ class PostgresStore(_sql.SQLStore):
     def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[_Session]:
         # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
         return self._session()
+
+    async def load(self, run_id: str) -> Loaded:
+        """See ``Store.load``: one statement (``_pgload``), not the shared two."""
+        known_key(run_id)
+        async with self._conn() as conn:
+            rows = await (await conn.execute(_pgload.LOAD, (run_id,))).fetchall()
+        loaded = _pgload.loaded(run_id, rows)
+        return loaded if loaded is not None else await super().load(run_id)
 
     async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
@@ -327,36 +361,53 @@ class PostgresStore(_sql.SQLStore):
                 raise await self.refusal(_Session(conn), run_id, epoch, expected)
 
     async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
-        """See ``SQLStore._append_many``: BEGIN, the members' statements and COMMIT
-        pipelined, one round trip (one Sync) and one transaction (one flush; none when no
-        member asks for one). A member whose guard fails writes nothing (its statement's CTEs
-        write only when its ``UPDATE`` matched) and is told why; the others commit. As on the
-        path of one append, ``before_commit`` sees every member before that round trip,
-        which is the commit."""
+        """See ``SQLStore._append_many``: the batch as one statement (``_pgbatch``), one
+        round trip and one transaction (one flush; none when no member asks for one). A
+        member whose guard fails writes nothing and is told why; the others commit. As on
+        the path of one append, ``before_commit`` sees every member before that round trip,
+        which is the commit. A batch in which a run appears twice is cut into segments,
+        their statements pipelined between BEGIN and COMMIT (still one Sync)."""
         sync = any(a[8] for a in batch)
         for a in batch:
             self.before_commit(a[0], a[1])
+        parts = [
+            (seg, *_pgbatch.params(seg, self.run_channel, self.claimable_channel))
+            for seg in _pgbatch.segments(batch)
+        ]
         async with self._conn() as conn:
-            try:
-                # Not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again for
-                # COMMIT; this is one Sync for all of it, at the pipeline's end.
-                async with conn.pipeline():
-                    await conn.execute("BEGIN")
-                    cursors = [
-                        await conn.execute(_pgappend.statement(a, sync), self._params(a))
-                        for a in batch
-                    ]
-                    await conn.execute("COMMIT")
-            except psycopg.Error:
-                # A failed statement made the server skip the rest, COMMIT too.
-                if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
-                    await conn.execute("ROLLBACK")
-                raise
-            written = [await cur.fetchone() is not None for cur in cursors]
-            return [
-                None if ok else await self.refusal(_Session(conn), a[0], a[4], a[3])
-                for a, ok in zip(batch, written, strict=True)
-            ]
+            if len(parts) == 1:
+                cursors = [await conn.execute(_pgbatch.statement(parts[0][1], sync), parts[0][2])]
+            else:
+                cursors = await self._pipelined(
+                    conn, [(_pgbatch.statement(p[1], sync), p[2]) for p in parts]
+                )
+            outcomes: list[BaseException | None] = []
+            for (seg, _, _), cur in zip(parts, cursors, strict=True):
+                written = {r[0] for r in await cur.fetchall()}
+                for a in seg:
+                    outcomes.append(
+                        None
+                        if a[0] in written
+                        else await self.refusal(_Session(conn), a[0], a[4], a[3])
+                    )
+            return outcomes
+
+    @staticmethod
+    async def _pipelined(conn: Conn, statements: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        """``statements`` in one transaction, one round trip: BEGIN, them and COMMIT
+        pipelined (not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again
+        for COMMIT; this is one Sync for all of it)."""
+        try:
+            async with conn.pipeline():
+                await conn.execute("BEGIN")
+                cursors = [await conn.execute(q, p) for q, p in statements]
+                await conn.execute("COMMIT")
+        except psycopg.Error:
+            # A failed statement made the server skip the rest, COMMIT too.
+            if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                await conn.execute("ROLLBACK")
+            raise
+        return cursors
 
     def _params(self, a: _sql.Append) -> dict[str, Any]:
         return _pgappend.params(a, self.run_channel(a[0]), self.claimable_channel)

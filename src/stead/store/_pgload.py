@@ -1,0 +1,57 @@
+"""PostgreSQL's ``load``: a run's row, its snapshot and the events after it in ONE statement.
+
+``SQLStore.load`` reads the row with its snapshot, then the tail after the snapshot: two
+statements and two round trips for every run a worker picks up. PostgreSQL answers both at
+once: the statement's first row is the run's (with its snapshot's seq and state), the others
+are the tail, in order. One statement also reads one snapshot of the database, so the tail
+and the row agree by construction.
+
+The tail starts after the snapshot when the snapshot's seq is within the log (``0 < seq <=
+last_seq``, what ``_sql.snapshot_of`` accepts), else at the start. A snapshot within the
+log whose state turns out unreadable (damaged: its checksum fails) is a cache miss that the
+one statement did not foresee: ``loaded`` says so (None) and the store reads again the
+shared way, which folds the whole log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stead.errors import RunNotFound
+from stead.store._base import Loaded, decode_events
+from stead.store._sql import RUN_COLUMNS, record, snapshot_of
+
+_RUN = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
+
+LOAD = (
+    f"WITH r AS (SELECT {_RUN}, s.seq AS snap_seq, s.state,"
+    " CASE WHEN s.seq > 0 AND s.seq <= r.last_seq THEN s.seq ELSE 0 END AS after"
+    " FROM runs r LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s)"
+    " SELECT 0 AS part, NULL::bigint AS seq, NULL::text, NULL::int, NULL::bytea,"
+    " NULL::float8, r.* FROM r"
+    " UNION ALL"
+    " SELECT 1, e.seq, e.kind, e.version, e.data, e.created_at"
+    f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 3)}"
+    " FROM r JOIN events e ON e.run_id = r.run_id AND e.seq > r.after AND e.seq <= r.last_seq"
+    " ORDER BY part, seq"
+)
+"""(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after): the
+run's row first (part 0), then its tail (part 1)."""
+
+_HEAD = 6
+"""Where the run's columns start in a row of ``LOAD``."""
+
+
+def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:
+    """``Loaded`` from the rows of ``LOAD``; None when the snapshot the statement read the
+    tail after is unreadable (read again: the log is folded from the start)."""
+    if not rows:
+        raise RunNotFound(run_id)
+    head = rows[0][_HEAD:]
+    rec = record(head)
+    snapshot, snap_seq = snapshot_of(head[11], head[12], rec.last_seq)
+    if snap_seq != head[13]:
+        return None
+    tail = decode_events(run_id, [r[1:_HEAD] for r in rows[1:]], snap_seq, rec.last_seq)
+    return Loaded(record=rec, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)

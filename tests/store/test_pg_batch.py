@@ -1,0 +1,160 @@
+"""PostgreSQL's group commit writes a batch as one statement (``stead.store._pgbatch``).
+
+Counted on the wire (libpq's trace of the store's only connection, as in
+``test_pg_round_trips``), never timed: a ``Bind`` is a statement sent, a ``ReadyForQuery`` a
+round trip. What the one statement must still do for each member (its guard, its events,
+its snapshot, its notices) is checked member by member.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import test_pg_round_trips
+from _builders import T0, RunBuilder, seeded
+from test_pg_round_trips import Wire, failed, round_trips
+
+from stead.errors import Conflict, Fenced
+from stead.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.timeout(60)
+
+traced = test_pg_round_trips.traced
+"""The store on one traced connection (``test_pg_round_trips``)."""
+
+
+def statements(wire: list[str]) -> int:
+    return sum(1 for line in wire if line.split("\t")[::2] == ["F", "Bind"])
+
+
+async def append(store: PostgresStore, b: RunBuilder, *, epoch: int = 0, **kw: Any) -> int:
+    return await store.append(
+        b.run_id, [failed(1)], expected_seq=b.written, epoch=epoch, status=b.status, now=T0,
+        **kw,
+    )  # fmt: skip
+
+
+async def test_a_batch_of_appends_is_one_statement(traced: tuple[PostgresStore, Wire]) -> None:
+    store, wire = traced
+    bs = [await seeded(store, f"run-{i}") for i in range(7)]
+    await wire.start(store)
+    seqs = await asyncio.gather(*(append(store, b) for b in bs))
+    sent = await wire.take(store)
+    assert store.group.batches == 1
+    assert seqs == [b.written + 1 for b in bs]
+    # One statement for the seven (it was BEGIN, one statement a member and COMMIT).
+    assert (statements(sent), round_trips(sent)) == (1, 1), sent
+    for b in bs:
+        events = await store.read_events(b.run_id, b.written)
+        assert [(e.seq, e.event) for e in events] == [(b.written + 1, failed(1))]
+
+
+async def test_a_run_twice_in_a_batch_is_a_second_statement_of_one_transaction(
+    traced: tuple[PostgresStore, Wire],
+) -> None:
+    store, wire = traced
+    b0, b1 = [await seeded(store, f"run-{i}") for i in range(2)]
+    await wire.start(store)
+    outcomes: list[Any] = await asyncio.gather(
+        append(store, b0), append(store, b1), append(store, b0), return_exceptions=True
+    )
+    sent = await wire.take(store)
+    assert outcomes[:2] == [b0.written + 1, b1.written + 1]
+    assert isinstance(outcomes[2], Conflict)  # the second of run-0 came after the first
+    # BEGIN, the two segments' statements and COMMIT, pipelined in one round trip; then the
+    # refused member's own read of why (as for any refusal).
+    assert (statements(sent), round_trips(sent)) == (4 + 1, 1 + 1), sent
+
+
+async def test_a_batch_keeps_each_members_snapshot_with_its_run(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        bs = [await seeded(store, f"run-{i}") for i in range(3)]
+        for b in bs:
+            b.final_turn()
+        seqs = await asyncio.gather(
+            *(b.flush(store, now=T0 + 2, snapshot=i != 1) for i, b in enumerate(bs))
+        )
+        assert store.group.batches == 1
+        for i, (b, seq) in enumerate(zip(bs, seqs, strict=True)):
+            loaded = await store.load(b.run_id)
+            assert loaded.record.last_seq == seq
+            if i == 1:
+                assert (loaded.snapshot_seq, loaded.snapshot) == (0, None)
+            else:
+                assert loaded.snapshot_seq == seq
+                assert loaded.snapshot == b.state.to_json()
+            assert loaded.record.updated_at == T0 + 2
+    finally:
+        await store.close()
+
+
+async def test_a_batch_notifies_the_runs_it_wrote_and_not_the_one_it_refused(
+    pg_url: str,
+) -> None:
+    """With an hour-long poll only notices wake a waiter. The refused member's notice would
+    arrive before the one of its run's next append, which commits after the batch."""
+    watcher, writer = PostgresStore(pg_url, poll_interval=3600.0), PostgresStore(pg_url)
+    try:
+        bs = [await seeded(writer, f"run-{i}") for i in range(3)]
+        waits = [
+            asyncio.ensure_future(watcher.wait_changed(b.run_id, b.written, 45)) for b in bs[:2]
+        ]
+        for _ in range(2000):
+            if all(watcher._listener.listening(watcher.run_channel(b.run_id)) for b in bs[:2]):
+                break
+            await asyncio.sleep(0.02)
+        before = watcher.notices
+        outcomes: list[Any] = await asyncio.gather(
+            append(writer, bs[0]), append(writer, bs[1], epoch=5), append(writer, bs[2]),
+            return_exceptions=True,
+        )  # fmt: skip
+        assert writer.group.batches == 1
+        assert isinstance(outcomes[1], Fenced)
+        assert await waits[0] == bs[0].written + 1
+        assert await append(writer, bs[1]) == bs[1].written + 1  # alone, after the batch
+        assert await waits[1] == bs[1].written + 1
+        assert watcher.notices == before + 2  # run-0's and run-1's own; run-2 is not heard
+    finally:
+        await watcher.close()
+        await writer.close()
+
+
+async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> None:
+    """A member that leaves its run claimable while nobody holds it (here a run requeued by
+    a caller, not a worker) is announced on the claimable channel, as alone; a member whose
+    run a worker holds is not. Only that channel is listened to: every notice is one."""
+    watcher, writer = PostgresStore(pg_url, poll_interval=3600.0), PostgresStore(pg_url)
+    try:
+        free, held = [await seeded(writer, f"run-{i}") for i in range(2)]
+        epoch = await writer.claim(held.run_id, owner="w", now=T0, ttl=3600)
+        await watcher.wait_claimable(timeout=10)  # starts listening; connecting wakes it
+        for _ in range(2000):
+            if watcher.listening:
+                break
+            await asyncio.sleep(0.02)
+        await watcher.wait_claimable(timeout=0)
+        before = watcher.notices
+        waiting = asyncio.ensure_future(watcher.wait_claimable(timeout=3600))
+
+        async def requeue() -> int:
+            free.written = await writer.append(
+                free.run_id, [failed(1)], expected_seq=free.written, epoch=0,
+                status="queued", now=T0,
+            )  # fmt: skip
+            return free.written
+
+        await asyncio.gather(requeue(), append(writer, held, epoch=epoch))
+        assert writer.group.batches == 1
+        await waiting
+        await requeue()  # alone, after the batch: its notice comes after the batch's
+        for _ in range(2000):
+            if watcher.notices >= before + 2:
+                break
+            await asyncio.sleep(0.02)
+        assert watcher.notices == before + 2
+    finally:
+        await watcher.close()
+        await writer.close()
