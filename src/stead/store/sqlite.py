@@ -5,8 +5,14 @@ SQLite's single write lock up front, so the epoch and sequence checks and the in
 guard are one atomic step across processes. Each commit is fsynced (``synchronous=FULL``), so
 an event that ``append`` returned for survives a power cut, not just a process crash.
 
-Statements run on the caller's thread: a commit costs one fsync (~0.3 ms here), cheaper than
-handing it to a thread, and SQLite serialises writers anyway.
+Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
+here), cheaper than handing it to a thread. Many runs in flight are another matter: their
+appends are written in batches (``stead.store._group``), and a batch that must be durable is
+written on the loop but committed on the store's writer thread (``stead.store._sqlitewriter``),
+on a second connection of its own, so the fsync no longer stops every other run's work. Reads
+keep the first connection and never wait for that commit; writes of this process take the
+store's write lock (``_wlock``), which the batch holds until its commit returned; SQLite's
+write lock keeps other processes out as before.
 
 This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
 (``_Tx``), error translation, polling, and the statements whose SQLite shape is its own.
@@ -15,6 +21,8 @@ This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -26,6 +34,8 @@ from typing import Any
 from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
 from stead.store._base import known_key
+from stead.store._group import GroupCommit
+from stead.store._sqlitewriter import Writer
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
@@ -35,25 +45,32 @@ _INSERT_EVENT = (
     "INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, "
     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_SNAPSHOT = (
+    "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
+    "version = excluded.version, state = excluded.state"
+)
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
 
 
 class _Tx:
     """One transaction of a ``SQLiteStore``, under its thread lock; a write holds SQLite's
-    write lock from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the
-    append, the hot path); ``async with`` gives the ``Session`` the shared code runs on. A
-    plain class, not a generator context manager: every append goes through it (a few µs
-    less each)."""
+    write lock from the start (``BEGIN IMMEDIATE``), and the store's write lock around it, on
+    the write connection. ``with`` gives the connection (the append, the hot path); ``async
+    with`` gives the ``Session`` the shared code runs on. A plain class, not a generator
+    context manager: every append goes through it (a few µs less each)."""
 
     __slots__ = ("_db", "_fsync", "_store", "_write")
 
     def __init__(self, store: SQLiteStore, write: bool, fsync: bool) -> None:
         self._store = store
-        self._db = store._db
+        self._db = store._wdb if write else store._db
         self._write = write
         self._fsync = fsync
 
     def __enter__(self) -> sqlite3.Connection:
+        if self._write:  # a batch's commit on the writer thread holds it until it returned
+            self._store._wlock.acquire()
         self._store._lock.acquire()
         db = self._db
         try:
@@ -92,6 +109,8 @@ class _Tx:
                     db.execute("PRAGMA synchronous=FULL")
             finally:
                 self._store._lock.release()
+                if self._write:
+                    self._store._wlock.release()
 
     def _release(self) -> None:
         try:
@@ -99,8 +118,12 @@ class _Tx:
                 self._db.execute("PRAGMA synchronous=FULL")
         finally:
             self._store._lock.release()
+            if self._write:
+                self._store._wlock.release()
 
     async def __aenter__(self) -> _Tx:
+        if self._write:
+            await self._store._writer_idle()
         self.__enter__()
         return self
 
@@ -118,6 +141,35 @@ class _Tx:
 
     async def run(self, query: str, params: Sequence[Any] = ()) -> int:
         return self._db.execute(query, params).rowcount
+
+
+class _Batch(_Tx):
+    """The transaction of a batch that must be durable: written here, on the loop, and
+    committed on the writer thread (``Writer.commit``), which releases the store's write lock
+    once the commit returned. ``await tx.committed()`` after the ``with`` block."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store, True, True)
+        self._done: asyncio.Future[None] | None = None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if kind is not None:
+            super().__exit__(kind, exc, _)  # rolled back, locks released, the error translated
+            return
+        writer = self._store._writer
+        assert writer is not None and writer.db is self._db  # made before this transaction
+        self._store._lock.release()  # reads may go on; the write lock is the thread's now
+        self._done = writer.commit(self._store._wlock.release)
+
+    async def committed(self) -> None:
+        """Wait for the commit; a failed one (rolled back) is a ``StoreError``."""
+        assert self._done is not None
+        try:
+            await self._done
+        except sqlite3.Error as err:
+            raise StoreError(f"commit failed on {self._store.path!r}: {err}") from err
 
 
 class SQLiteStore(_sql.SQLStore):
@@ -158,20 +210,23 @@ class SQLiteStore(_sql.SQLStore):
         target, uri = self.path, False
         if not create:  # the check above and the open are not atomic: mode=rw never creates
             target, uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw", True
+        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(
+            target, uri, busy_timeout
+        )
+        """Opens a connection configured as the store's (the writer thread's opens with it)."""
         try:
-            self._db = sqlite3.connect(
-                target,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=busy_timeout,
-                uri=uri,
-            )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db = self._connect()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+        self._wdb = self._db
+        """The connection writes run on: ``_db`` until the writer thread has one of its own."""
         self._lock = threading.Lock()
+        """Guards ``_db`` (and ``_wdb`` while it is ``_db``)."""
+        self._wlock = threading.Lock()
+        """This process's write lock: every write transaction holds it, and a batch's until
+        its commit on the writer thread returned (taken before ``_lock``)."""
+        self._writer: Writer | None = None
+        self._tracer: Callable[[], Callable[[str], None]] | None = None
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
 
@@ -192,6 +247,7 @@ class SQLiteStore(_sql.SQLStore):
 
     async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+        await self._writer_idle()
         with _Tx(self, True, True) as db:
             db.execute(
                 "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, "
@@ -211,16 +267,54 @@ class SQLiteStore(_sql.SQLStore):
 
     async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
         """See ``SQLStore._append_many``: one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so one
-        fsync for the batch (none when no member asks for one)."""
-        out: list[BaseException | None] = []
-        tx = _Tx(self, True, any(a[8] for a in batch))
+        fsync for the batch (none when no member asks for one). A batch that fsyncs commits
+        on the writer thread (the module docstring says why); one that does not commits
+        here, as it costs no wait for the disk."""
+        tx: _Tx
+        if any(a[8] for a in batch):
+            if self._writer is None:
+                self._start_writer()
+            tx = _Batch(self)
+        else:
+            tx = _Tx(self, True, False)
         with tx as db:
-            for a in batch:
-                out.append(None if _put(db, a) else await self.refusal(tx, a[0], a[4], a[3]))
+            out: list[BaseException | None] = [
+                None if ok else await self.refusal(tx, a[0], a[4], a[3])
+                for a, ok in zip(batch, _put_batch(db, batch), strict=True)
+            ]
             for a, refused in zip(batch, out, strict=True):
                 if refused is None:
                     self.before_commit(a[0], a[1])  # rows written, COMMIT not run
+        if isinstance(tx, _Batch):
+            await tx.committed()
         return out
+
+    @functools.cached_property
+    def group(self) -> GroupCommit:
+        """See ``SQLStore.group``. On SQLite a queued append alone in its batch is written
+        as a batch too, when other runs appended lately (``GroupCommit.lone_in_many``): its
+        fsync then waits on the writer thread instead of on the loop."""
+        return GroupCommit(self._append_alone, self._append_many, lone_in_many=True)
+
+    def _start_writer(self) -> None:
+        # Called on the loop with no transaction open (the caller is about to begin one).
+        try:
+            db = self._connect()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open a writer on {self.path!r}: {exc}") from exc
+        if self._tracer is not None:
+            db.set_trace_callback(self._tracer())
+        with self._wlock:
+            self._writer = Writer(db)
+            self._wdb = db
+
+    async def _writer_idle(self) -> None:
+        """Wait (without blocking the loop) for a batch's commit under way on the writer
+        thread: a write would otherwise block on the write lock until it returned."""
+        writer = self._writer
+        if writer is not None and writer.busy is not None and not writer.busy.done():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(writer.busy)
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
@@ -282,9 +376,22 @@ class SQLiteStore(_sql.SQLStore):
         await asyncio.sleep(max(0.0, timeout))
 
     async def close(self) -> None:
-        """See ``Store.close``."""
-        with self._lock:
+        """See ``Store.close``: the writer thread, if one started, is stopped and joined."""
+        await self._writer_idle()
+        with self._wlock, self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer, self._wdb = None, self._db
             self._db.close()
+
+    def _trace(self, make: Callable[[], Callable[[str], None]]) -> None:
+        """Trace every statement of this store's connections, for tests and benchmarks
+        (``stead.testing.SQLiteCommits``): ``make()`` gives one connection's hook (made for
+        each, now and when the writer's opens: a transaction's state is its connection's).
+        A hook on the writer's connection is called on the writer thread."""
+        self._tracer = make
+        for db in {id(self._db): self._db, id(self._wdb): self._wdb}.values():
+            db.set_trace_callback(make())
 
     # -- introspection for tests and benchmarks ---------------------------------------------
 
@@ -312,21 +419,49 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     guard = (expected + len(rows), status, now, run_id, epoch, expected)
     if db.execute(_GUARD, guard).rowcount != 1:
         return False
-    db.executemany(
-        _INSERT_EVENT,
-        [
-            (run_id, expected + i, kind, version, turn, call, data, now)
-            for i, (kind, version, turn, call, data) in enumerate(rows, 1)
-        ],
-    )
+    db.executemany(_INSERT_EVENT, _event_params(a))
     if snapshot is not None:
-        db.execute(
-            "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
-            "version = excluded.version, state = excluded.state",
-            (run_id, *snapshot),
-        )
+        db.execute(_SNAPSHOT, (run_id, *snapshot))
     return True
+
+
+def _put_batch(db: sqlite3.Connection, batch: Sequence[_sql.Append]) -> list[bool]:
+    """``_put`` of each member in order, in three statements for the whole batch when every
+    guard holds (the usual case): the guards, then every member's events, then the
+    snapshots. ``executemany`` runs the guards in order (a second append of one run sees the
+    first's), but tells only how many held; when one did not, the batch's updates are rolled
+    back and each member written with ``_put``, which says whose guard failed."""
+    if len(batch) > 1:
+        guards = [(a[3] + len(a[2]), a[5], a[6], a[0], a[4], a[3]) for a in batch]
+        if db.executemany(_GUARD, guards).rowcount == len(batch):
+            db.executemany(_INSERT_EVENT, [p for a in batch for p in _event_params(a)])
+            snapshots = [(a[0], *a[7]) for a in batch if a[7] is not None]
+            if snapshots:
+                db.executemany(_SNAPSHOT, snapshots)
+            return [True] * len(batch)
+        db.execute("ROLLBACK")
+        db.execute("BEGIN IMMEDIATE")
+    return [_put(db, a) for a in batch]
+
+
+def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
+    """The ``_INSERT_EVENT`` parameters of an append's rows."""
+    run_id, _, rows, expected, _, _, now, _, _ = a
+    return [
+        (run_id, expected + i, kind, version, turn, call, data, now)
+        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+    ]
+
+
+def _connect(target: str, uri: bool, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to the store's file, configured as every connection of the store is."""
+    db = sqlite3.connect(
+        target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=uri
+    )
+    db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+    _retry_busy(lambda: db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
+    db.execute("PRAGMA synchronous=FULL")
+    return db
 
 
 def _retry_busy(action: Callable[[], object], timeout: float) -> None:
