@@ -19,6 +19,7 @@ import pytest
 from _builders import T0, RunBuilder, created, seeded
 
 from stead.core.events import ModelCallFailed
+from stead.errors import Conflict
 from stead.store import SQLiteStore
 from stead.store._group import CROWD
 from stead.testing import SQLiteCommits
@@ -202,3 +203,27 @@ async def test_fsyncs_of_batches_on_the_thread_are_counted(store: SQLiteStore) -
     created = commits.commits
     await asyncio.gather(*(append(store, b) for b in bs))
     assert (commits.commits - created, store.group.batches) == (1, 1)
+
+
+async def test_runs_started_at_once_are_created_in_one_batch(store: SQLiteStore) -> None:
+    """A burst of ``create_run`` (many ``rt.start`` at once): the first is written at once,
+    the others, started before it appended anything, in one batch; a duplicate among them
+    is refused alone."""
+    commits = SQLiteCommits(store)
+    await store.create_run(created("twice"), now=T0)
+    outcomes = await asyncio.gather(
+        *(store.create_run(created(f"run-{i}"), now=T0) for i in range(6)),
+        store.create_run(created("twice"), now=T0),
+        return_exceptions=True,
+    )
+    assert outcomes[:6] == [None] * 6
+    assert isinstance(outcomes[6], Conflict) and "already exists" in str(outcomes[6])
+    # The burst's batch failed as a whole on the duplicate; each member was then written
+    # on its own, so only the duplicate was refused.
+    listed = {r.run_id: r.last_seq for r in await store.list_runs()}
+    assert listed == {"twice": 1, **{f"run-{i}": 1 for i in range(6)}}
+    for run_id in listed:
+        assert [e.seq for e in await store.read_events(run_id)] == [1]
+    commits_before = commits.commits
+    await asyncio.gather(*(store.create_run(created(f"more-{i}"), now=T0) for i in range(5)))
+    assert commits.commits - commits_before == 1  # a burst after a burst: one batch

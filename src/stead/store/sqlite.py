@@ -21,7 +21,6 @@ This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import os
 import sqlite3
@@ -45,12 +44,22 @@ _INSERT_EVENT = (
     "INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, "
     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_RUN = (
+    "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, last_seq, epoch, "
+    "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)"
+)
 _SNAPSHOT = (
     "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
     "version = excluded.version, state = excluded.state"
 )
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
+
+
+class _NewRun(tuple[Any, ...]):
+    """A new run's row (``SQLStore._create``'s) as a member of a batch of appends."""
+
+    __slots__ = ()
 
 
 class _Tx:
@@ -226,6 +235,8 @@ class SQLiteStore(_sql.SQLStore):
         """This process's write lock: every write transaction holds it, and a batch's until
         its commit on the writer thread returned (taken before ``_lock``)."""
         self._writer: Writer | None = None
+        self._created: str | None = None
+        """The run ``_create`` wrote at once last (see there)."""
         self._tracer: Callable[[], Callable[[str], None]] | None = None
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
@@ -246,16 +257,26 @@ class SQLiteStore(_sql.SQLStore):
         return _Tx(self, True, sync)
 
     async def _create(self, row: _sql.Row) -> None:
-        run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+        """Insert the run and its first event: at once, or, when other runs are appending
+        or being created (``_created`` is a run that has not appended yet: a burst of
+        starts), as a member of their batch (``_NewRun``), one fsync for all of them."""
+        group = self.group
+        if group.task is not None or group.crowd > 0 or self._created not in (None, group.last):
+            await group.submit(row[0], _NewRun(row))
+            return
+        self._created = row[0]
         await self._writer_idle()
         with _Tx(self, True, True) as db:
-            db.execute(
-                "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, "
-                "last_seq, epoch, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)",
-                (run_id, agent, session_id, correlation_id, now, now),
-            )
-            db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
+            _put_run(db, row)
+
+    async def _write_alone(self, item: Any) -> None:
+        """``GroupCommit``'s writer of one member on its own: a new run or an append."""
+        if isinstance(item, _NewRun):
+            await self._writer_idle()
+            with _Tx(self, True, True) as db:
+                _put_run(db, item)
+        else:
+            await self._append_alone(item)
 
     async def _append(self, a: _sql.Append) -> None:
         run_id, events, _, expected, epoch, _, _, _, sync = a
@@ -265,13 +286,14 @@ class SQLiteStore(_sql.SQLStore):
                 raise await self.refusal(tx, run_id, epoch, expected)
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
-    async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
+    async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
         """See ``SQLStore._append_many``: one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so one
         fsync for the batch (none when no member asks for one). A batch that fsyncs commits
         on the writer thread (the module docstring says why); one that does not commits
-        here, as it costs no wait for the disk."""
+        here, as it costs no wait for the disk. Members may be new runs too (``_NewRun``,
+        from ``_create``), which always fsync."""
         tx: _Tx
-        if any(a[8] for a in batch):
+        if any(isinstance(a, _NewRun) or a[8] for a in batch):
             if self._writer is None:
                 self._start_writer()
             tx = _Batch(self)
@@ -283,7 +305,7 @@ class SQLiteStore(_sql.SQLStore):
                 for a, ok in zip(batch, _put_batch(db, batch), strict=True)
             ]
             for a, refused in zip(batch, out, strict=True):
-                if refused is None:
+                if refused is None and not isinstance(a, _NewRun):
                     self.before_commit(a[0], a[1])  # rows written, COMMIT not run
         if isinstance(tx, _Batch):
             await tx.committed()
@@ -294,7 +316,7 @@ class SQLiteStore(_sql.SQLStore):
         """See ``SQLStore.group``. On SQLite a queued append alone in its batch is written
         as a batch too, when other runs appended lately (``GroupCommit.lone_in_many``): its
         fsync then waits on the writer thread instead of on the loop."""
-        return GroupCommit(self._append_alone, self._append_many, lone_in_many=True)
+        return GroupCommit(self._write_alone, self._append_many, lone_in_many=True)
 
     def _start_writer(self) -> None:
         # Called on the loop with no transaction open (the caller is about to begin one).
@@ -311,10 +333,11 @@ class SQLiteStore(_sql.SQLStore):
     async def _writer_idle(self) -> None:
         """Wait (without blocking the loop) for a batch's commit under way on the writer
         thread: a write would otherwise block on the write lock until it returned."""
-        writer = self._writer
-        if writer is not None and writer.busy is not None and not writer.busy.done():
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(writer.busy)
+        busy = None if self._writer is None else self._writer.busy
+        if busy is not None and not busy.done() and busy.get_loop() is asyncio.get_running_loop():
+            # Not awaited itself: its outcome is its batch's, and a cancelled batch must not
+            # cancel this caller (``asyncio.wait`` neither raises nor cancels it).
+            await asyncio.wait((busy,))
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
@@ -327,6 +350,7 @@ class SQLiteStore(_sql.SQLStore):
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
     ) -> list[_sql.Row]:
         by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
+        await self._writer_idle()
         # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
         # other process can claim (or append to) these rows in between. No fsync, as for
         # ``claim``: the first event under the new epoch makes the claim durable with it.
@@ -425,23 +449,37 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     return True
 
 
-def _put_batch(db: sqlite3.Connection, batch: Sequence[_sql.Append]) -> list[bool]:
-    """``_put`` of each member in order, in three statements for the whole batch when every
-    guard holds (the usual case): the guards, then every member's events, then the
-    snapshots. ``executemany`` runs the guards in order (a second append of one run sees the
-    first's), but tells only how many held; when one did not, the batch's updates are rolled
-    back and each member written with ``_put``, which says whose guard failed."""
+def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
+    """``_put`` of each member in order (``_put_run`` of a new run's), in a few statements
+    for the whole batch when every guard holds (the usual case): the new runs, the guards,
+    then every member's events, then the snapshots. ``executemany`` runs the guards in order
+    (a second append of one run sees the first's), but tells only how many held; when one
+    did not, the batch is rolled back and each member written alone, which says whose guard
+    failed. (A run's append never shares a batch with its creation: it waits for it.)"""
     if len(batch) > 1:
-        guards = [(a[3] + len(a[2]), a[5], a[6], a[0], a[4], a[3]) for a in batch]
-        if db.executemany(_GUARD, guards).rowcount == len(batch):
-            db.executemany(_INSERT_EVENT, [p for a in batch for p in _event_params(a)])
-            snapshots = [(a[0], *a[7]) for a in batch if a[7] is not None]
+        runs = [m for m in batch if isinstance(m, _NewRun)]
+        appends = [m for m in batch if not isinstance(m, _NewRun)] if runs else batch
+        if runs:
+            db.executemany(_INSERT_RUN, [(*r[:5], r[4]) for r in runs])
+        guards = [(a[3] + len(a[2]), a[5], a[6], a[0], a[4], a[3]) for a in appends]
+        if not guards or db.executemany(_GUARD, guards).rowcount == len(guards):
+            events = [(r[0], 1, *r[5:], r[4]) for r in runs]
+            db.executemany(_INSERT_EVENT, events + [p for a in appends for p in _event_params(a)])
+            snapshots = [(a[0], *a[7]) for a in appends if a[7] is not None]
             if snapshots:
                 db.executemany(_SNAPSHOT, snapshots)
             return [True] * len(batch)
         db.execute("ROLLBACK")
         db.execute("BEGIN IMMEDIATE")
-    return [_put(db, a) for a in batch]
+    return [_put_run(db, m) if isinstance(m, _NewRun) else _put(db, m) for m in batch]
+
+
+def _put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
+    """Insert a new run and its first event (``SQLStore._create``'s row)."""
+    run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+    db.execute(_INSERT_RUN, (run_id, agent, session_id, correlation_id, now, now))
+    db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
+    return True
 
 
 def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
