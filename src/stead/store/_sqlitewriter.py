@@ -42,7 +42,7 @@ class Writer:
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
-        """The store's write connection from now on (``SQLiteStore._wdb``)."""
+        """The store's write connection from now on (``SQLiteStore._writes``)."""
         self.busy: asyncio.Future[None] | None = None
         """The latest commit handed to the thread (done once it is)."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()

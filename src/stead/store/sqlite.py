@@ -11,7 +11,7 @@ appends are written in batches (``stead.store._group``), and a batch that must b
 written on the loop but committed on the store's writer thread (``stead.store._sqlitewriter``),
 on a second connection of its own, so the fsync no longer stops every other run's work. Reads
 keep the first connection and never wait for that commit; writes of this process take the
-store's write lock (``_wlock``), which the batch holds until its commit returned; SQLite's
+store's write lock (``_writes``), which the batch holds until its commit returned; SQLite's
 write lock keeps other processes out as before.
 
 This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
@@ -63,24 +63,22 @@ class _NewRun(tuple[Any, ...]):
 
 
 class _Tx:
-    """One transaction of a ``SQLiteStore``, under its thread lock; a write holds SQLite's
-    write lock from the start (``BEGIN IMMEDIATE``), and the store's write lock around it, on
-    the write connection. ``with`` gives the connection (the append, the hot path); ``async
-    with`` gives the ``Session`` the shared code runs on. A plain class, not a generator
-    context manager: every append goes through it (a few µs less each)."""
+    """One transaction of a ``SQLiteStore``, under the thread lock of its connection (a write
+    on the write connection, under the store's write lock); a write holds SQLite's write lock
+    from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the append, the hot
+    path); ``async with`` gives the ``Session`` the shared code runs on. A plain class, not a
+    generator context manager: every append goes through it (a few µs less each)."""
 
-    __slots__ = ("_db", "_fsync", "_store", "_write")
+    __slots__ = ("_db", "_fsync", "_lock", "_store", "_write")
 
     def __init__(self, store: SQLiteStore, write: bool, fsync: bool) -> None:
         self._store = store
-        self._db = store._wdb if write else store._db
+        self._db, self._lock = store._writes if write else store._reads
         self._write = write
         self._fsync = fsync
 
     def __enter__(self) -> sqlite3.Connection:
-        if self._write:  # a batch's commit on the writer thread holds it until it returned
-            self._store._wlock.acquire()
-        self._store._lock.acquire()
+        self._lock.acquire()
         db = self._db
         try:
             if not self._fsync:
@@ -117,21 +115,17 @@ class _Tx:
                 if not self._fsync:
                     db.execute("PRAGMA synchronous=FULL")
             finally:
-                self._store._lock.release()
-                if self._write:
-                    self._store._wlock.release()
+                self._lock.release()
 
     def _release(self) -> None:
         try:
             if not self._fsync:
                 self._db.execute("PRAGMA synchronous=FULL")
         finally:
-            self._store._lock.release()
-            if self._write:
-                self._store._wlock.release()
+            self._lock.release()
 
     async def __aenter__(self) -> _Tx:
-        if self._write:
+        if self._write and self._store._writer is not None:
             await self._store._writer_idle()
         self.__enter__()
         return self
@@ -169,8 +163,7 @@ class _Batch(_Tx):
             return
         writer = self._store._writer
         assert writer is not None and writer.db is self._db  # made before this transaction
-        self._store._lock.release()  # reads may go on; the write lock is the thread's now
-        self._done = writer.commit(self._store._wlock.release)
+        self._done = writer.commit(self._lock.release)  # the write lock is the thread's now
 
     async def committed(self) -> None:
         """Wait for the commit; a failed one (rolled back) is a ``StoreError``."""
@@ -227,13 +220,13 @@ class SQLiteStore(_sql.SQLStore):
             self._db = self._connect()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
-        self._wdb = self._db
-        """The connection writes run on: ``_db`` until the writer thread has one of its own."""
         self._lock = threading.Lock()
-        """Guards ``_db`` (and ``_wdb`` while it is ``_db``)."""
-        self._wlock = threading.Lock()
-        """This process's write lock: every write transaction holds it, and a batch's until
-        its commit on the writer thread returned (taken before ``_lock``)."""
+        """Guards ``_db``."""
+        self._reads = (self._db, self._lock)
+        self._writes = self._reads
+        """The connection writes run on and this process's write lock, which every write
+        transaction holds (a batch's until its commit on the writer thread returned):
+        ``_db`` and its lock until the writer thread has a connection of its own."""
         self._writer: Writer | None = None
         self._created: str | None = None
         """The run ``_create`` wrote at once last (see there)."""
@@ -265,7 +258,8 @@ class SQLiteStore(_sql.SQLStore):
             await group.submit(row[0], _NewRun(row))
             return
         self._created = row[0]
-        await self._writer_idle()
+        if self._writer is not None:
+            await self._writer_idle()
         with _Tx(self, True, True) as db:
             _put_run(db, row)
 
@@ -326,9 +320,8 @@ class SQLiteStore(_sql.SQLStore):
             raise StoreError(f"cannot open a writer on {self.path!r}: {exc}") from exc
         if self._tracer is not None:
             db.set_trace_callback(self._tracer())
-        with self._wlock:
-            self._writer = Writer(db)
-            self._wdb = db
+        self._writer = Writer(db)
+        self._writes = (db, threading.Lock())
 
     async def _writer_idle(self) -> None:
         """Wait (without blocking the loop) for a batch's commit under way on the writer
@@ -401,11 +394,12 @@ class SQLiteStore(_sql.SQLStore):
 
     async def close(self) -> None:
         """See ``Store.close``: the writer thread, if one started, is stopped and joined."""
-        await self._writer_idle()
-        with self._wlock, self._lock:
-            if self._writer is not None:
+        if self._writer is not None:
+            await self._writer_idle()
+            with self._writes[1]:
                 self._writer.close()
-                self._writer, self._wdb = None, self._db
+            self._writer, self._writes = None, self._reads
+        with self._lock:
             self._db.close()
 
     def _trace(self, make: Callable[[], Callable[[str], None]]) -> None:
@@ -414,7 +408,7 @@ class SQLiteStore(_sql.SQLStore):
         each, now and when the writer's opens: a transaction's state is its connection's).
         A hook on the writer's connection is called on the writer thread."""
         self._tracer = make
-        for db in {id(self._db): self._db, id(self._wdb): self._wdb}.values():
+        for db in {id(self._db): self._db, id(self._writes[0]): self._writes[0]}.values():
             db.set_trace_callback(make())
 
     # -- introspection for tests and benchmarks ---------------------------------------------
@@ -443,7 +437,13 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     guard = (expected + len(rows), status, now, run_id, epoch, expected)
     if db.execute(_GUARD, guard).rowcount != 1:
         return False
-    db.executemany(_INSERT_EVENT, _event_params(a))
+    db.executemany(
+        _INSERT_EVENT,
+        [
+            (run_id, expected + i, kind, version, turn, call, data, now)
+            for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+        ],
+    )
     if snapshot is not None:
         db.execute(_SNAPSHOT, (run_id, *snapshot))
     return True
@@ -483,7 +483,8 @@ def _put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
 
 
 def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
-    """The ``_INSERT_EVENT`` parameters of an append's rows."""
+    """The ``_INSERT_EVENT`` parameters of an append's rows (as ``_put`` writes them: it
+    spells them out, one call less on every append)."""
     run_id, _, rows, expected, _, _, now, _, _ = a
     return [
         (run_id, expected + i, kind, version, turn, call, data, now)
