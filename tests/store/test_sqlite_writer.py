@@ -10,7 +10,7 @@ run and the hold would end only at its deadlock guard, failing the test. Nothing
 from __future__ import annotations
 
 import asyncio
-import gc
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,6 +22,7 @@ from stead.core.events import ModelCallFailed
 from stead.errors import Conflict
 from stead.store import SQLiteStore
 from stead.store._group import CROWD
+from stead.store._sqlitewriter import Writer
 from stead.testing import SQLiteCommits
 
 pytestmark = pytest.mark.timeout(60)
@@ -176,24 +177,22 @@ async def test_a_queued_append_alone_commits_on_the_thread_while_others_append_l
 
 
 async def test_the_writer_thread_ends_with_its_store(tmp_path: Path) -> None:
-    """``close`` joins the thread; a store dropped without ``close`` ends it too."""
-    for closed in (True, False):
-        store = SQLiteStore(tmp_path / f"runs-{closed}.db")
-        bs = [await seeded(store, f"run-{i}") for i in range(2)]
-        await asyncio.gather(*(append(store, b) for b in bs))
-        assert store._writer is not None
-        thread = store._writer._thread
-        assert thread.is_alive()
-        if closed:
-            await store.close()
-            assert not thread.is_alive()
-        else:
-            db = store._db
-            del store, bs
-            gc.collect()
-            thread.join(GUARD)
-            assert not thread.is_alive()
-            db.close()
+    """``close`` joins the thread; a writer dropped without it (its store dropped unclosed)
+    ends its thread too (``weakref.finalize``; nothing else holds it)."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    bs = [await seeded(store, f"run-{i}") for i in range(2)]
+    await asyncio.gather(*(append(store, b) for b in bs))
+    assert store._writer is not None
+    thread = store._writer._thread
+    assert thread.is_alive()
+    await store.close()
+    assert not thread.is_alive() and store._writer is None
+    writer = Writer(sqlite3.connect(tmp_path / "runs.db", check_same_thread=False))
+    thread, db = writer._thread, writer.db
+    del writer  # no cycle holds it: dropped at once
+    thread.join(GUARD)
+    assert not thread.is_alive()
+    db.close()
 
 
 async def test_fsyncs_of_batches_on_the_thread_are_counted(store: SQLiteStore) -> None:
