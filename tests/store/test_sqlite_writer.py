@@ -54,6 +54,20 @@ class HeldCommit:
         self.released_in_time: bool | None = None
         self.threads: list[str] = []  # the thread of each write transaction's COMMIT
 
+    @classmethod
+    def armed_on(cls, store: SQLiteStore) -> HeldCommit:
+        held = cls()
+        store._trace(held.hook)
+        held.armed = True
+        return held
+
+    async def turns(self) -> None:
+        """Once the commit is held, turns of the loop that could not happen if it held the
+        loop too."""
+        await until(self.committing)
+        for _ in range(20):
+            await asyncio.sleep(0)
+
     def hook(self) -> Callable[[str], None]:
         writing = False
 
@@ -92,15 +106,11 @@ async def test_the_loop_goes_on_while_a_batch_commits(store: SQLiteStore) -> Non
     the commit did, and then every read shows them."""
     bs = [await seeded(store, f"run-{i}") for i in range(4)]
     before = bs[0].written
-    held = HeldCommit()
-    store._trace(held.hook)
-    held.armed = True
+    held = HeldCommit.armed_on(store)
     seen: list[int] = []
 
     async def meanwhile() -> None:
-        await until(held.committing)
-        for _ in range(20):  # loop turns that could not happen if the commit held the loop
-            await asyncio.sleep(0)
+        await held.turns()
         seen.append((await store.get_run("run-0")).last_seq)
         held.release.set()
 
@@ -122,9 +132,7 @@ async def test_another_write_waits_for_the_commit_without_stopping_the_loop(
     to end, but on the loop: a third task keeps going, and releases the commit."""
     bs = [await seeded(store, f"run-{i}") for i in range(3)]
     await store.create_run(created("spare"), now=T0)
-    held = HeldCommit()
-    store._trace(held.hook)
-    held.armed = True
+    held = HeldCommit.armed_on(store)
     order: list[str] = []
 
     async def claimer() -> None:
@@ -134,9 +142,7 @@ async def test_another_write_waits_for_the_commit_without_stopping_the_loop(
         order.append("claimed")
 
     async def ticker() -> None:
-        await until(held.committing)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await held.turns()
         order.append("ticked")
         held.release.set()
 
