@@ -242,11 +242,12 @@ async def stead_side(
         await one(-1)  # warm-up, untimed
         if not count or not url.startswith("sqlite"):
             return await in_flight(n, total, one)
-        # Every statement of the store's connection traced: what group commit saves, counted.
+        # Every statement of the store's connections (its writer thread's too) traced: what
+        # group commit saves, counted.
         from overhead import CommitCounter
 
         counter = CommitCounter()
-        rt.store._db.set_trace_callback(counter.tracker())  # type: ignore[attr-defined]
+        rt.store._trace(counter.tracker)  # type: ignore[attr-defined]
         wall = await in_flight(n, total, one)
         COUNTS.update(commits=counter.commits, fsyncs=counter.fsyncs)
         return wall

@@ -20,6 +20,15 @@ under way, is written at once, exactly as without group commit: a single run nev
 a batch that nobody else would join. Only an append that follows another run's, or arrives
 while a batch is being written, joins one.
 
+**A queued append alone.** On PostgreSQL an append alone in its batch is written as when no
+batch is under way (one statement). On SQLite (``lone_in_many``) it is written as a batch of
+one while other runs appended lately, because SQLite commits a batch on its writer thread:
+the fsync then waits there, not on the event loop, where other runs' work goes on. "Lately"
+is counted, not timed: a batch of several appends, or one that arrived while another was
+being written, sets ``crowd`` to ``CROWD``, and each queued append alone after it counts it
+down; at zero (the other runs finished) one is written directly again, which for a process
+running one run after another (the first append of each run comes here) is the cheaper way.
+
 A crash between a batch's commit and the callers' wake-up loses nothing acknowledged: nothing
 was acknowledged yet, and what committed is in the log (the session that wrote it reloads it
 when it resumes). ``after_batch`` is the seam the test of that SIGKILLs a process at.
@@ -40,16 +49,33 @@ WriteMany = Callable[[Sequence[Any]], Awaitable[list[BaseException | None]]]
 Raises when the transaction as a whole failed (nothing of it written)."""
 AfterBatch = Callable[[Sequence[str]], None]
 """``after_batch(run_ids)``: called once a batch has committed, before its callers return."""
+CROWD = 64
+"""Queued appends alone that are written as batches after the latest sign of other runs
+appending (see "A queued append alone" above)."""
 
 
 class GroupCommit:
     """Collects appends into batches for one store (see the module docstring)."""
 
-    __slots__ = ("_many", "_one", "_queue", "after_batch", "batches", "last", "task")
+    __slots__ = (
+        "_many",
+        "_one",
+        "_queue",
+        "after_batch",
+        "batches",
+        "crowd",
+        "last",
+        "lone_in_many",
+        "task",
+    )
 
-    def __init__(self, one: Write, many: WriteMany) -> None:
+    def __init__(self, one: Write, many: WriteMany, *, lone_in_many: bool = False) -> None:
         self._one = one
         self._many = many
+        self.lone_in_many = lone_in_many
+        """Whether a queued append alone is written by ``many`` while ``crowd`` is not zero."""
+        self.crowd = 0
+        """How many more queued appends alone ``many`` writes (see the module docstring)."""
         self.last: str | None = None
         """The run of the latest batched append: the next one of the same run, with no batch
         under way, is written alone."""
@@ -79,14 +105,20 @@ class GroupCommit:
     async def _drain(self) -> None:
         """Write what is queued, batch after batch, until nothing is."""
         batch: list[tuple[Any, asyncio.Future[None]]] = []
+        first = True
         try:
             while self._queue:
                 batch, self._queue = [m for m in self._queue if not m[1].done()], []
                 if not batch:
                     continue  # every caller was cancelled before the write: nothing to do
-                if len(batch) == 1:
+                if len(batch) > 1 or not first:  # other runs are appending
+                    self.crowd = CROWD
+                first = False
+                if len(batch) == 1 and (not self.lone_in_many or self.crowd <= 0):
                     outcomes = [await self._alone(batch[0][0])]
                 else:
+                    if len(batch) == 1:
+                        self.crowd -= 1
                     outcomes = await self._together([m[0] for m in batch])
                 for (_, done), outcome in zip(batch, outcomes, strict=True):
                     if not done.done():
@@ -121,7 +153,8 @@ class GroupCommit:
             outcomes = await self._many(appends)
         except Exception:
             return [await self._alone(a) for a in appends]
-        self.batches += 1
-        if self.after_batch is not None:
-            self.after_batch([a[0] for a in appends])
+        if len(appends) > 1:
+            self.batches += 1
+            if self.after_batch is not None:
+                self.after_batch([a[0] for a in appends])
         return outcomes

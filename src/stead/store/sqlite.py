@@ -5,8 +5,14 @@ SQLite's single write lock up front, so the epoch and sequence checks and the in
 guard are one atomic step across processes. Each commit is fsynced (``synchronous=FULL``), so
 an event that ``append`` returned for survives a power cut, not just a process crash.
 
-Statements run on the caller's thread: a commit costs one fsync (~0.3 ms here), cheaper than
-handing it to a thread, and SQLite serialises writers anyway.
+Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
+here), cheaper than handing it to a thread. Many runs in flight are another matter: their
+appends are written in batches (``stead.store._group``), and a batch that must be durable is
+written on the loop but committed on the store's writer thread (``stead.store._sqlitewriter``),
+on a second connection of its own, so the fsync no longer stops every other run's work. Reads
+keep the first connection and never wait for that commit; writes of this process take the
+store's write lock (``_writes``), which the batch holds until its commit returned; SQLite's
+write lock keeps other processes out as before.
 
 This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
 (``_Tx``), error translation, polling, and the statements whose SQLite shape is its own.
@@ -15,6 +21,8 @@ This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import sqlite3
 import threading
@@ -26,6 +34,8 @@ from typing import Any
 from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
 from stead.store._base import known_key
+from stead.store._group import GroupCommit
+from stead.store._sqlitewriter import Writer
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
@@ -38,26 +48,42 @@ _INSERT_EVENT = (
 )
 """An event row; its run's number (migration 0008: what the events are indexed by) is read
 from the runs row, which the append's guard has just written, so its page is at hand."""
+_INSERT_RUN = (
+    "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, last_seq, epoch, "
+    "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)"
+)
+_SNAPSHOT = (
+    "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
+    "version = excluded.version, state = excluded.state"
+)
+_LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
 
 
-class _Tx:
-    """One transaction of a ``SQLiteStore``, under its thread lock; a write holds SQLite's
-    write lock from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the
-    append, the hot path); ``async with`` gives the ``Session`` the shared code runs on. A
-    plain class, not a generator context manager: every append goes through it (a few µs
-    less each)."""
+class _NewRun(tuple[Any, ...]):
+    """A new run's row (``SQLStore._create``'s) as a member of a batch of appends."""
 
-    __slots__ = ("_db", "_fsync", "_store", "_write")
+    __slots__ = ()
+
+
+class _Tx:
+    """One transaction of a ``SQLiteStore``, under the thread lock of its connection (a write
+    on the write connection, under the store's write lock); a write holds SQLite's write lock
+    from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the append, the hot
+    path); ``async with`` gives the ``Session`` the shared code runs on. A plain class, not a
+    generator context manager: every append goes through it (a few µs less each)."""
+
+    __slots__ = ("_db", "_fsync", "_lock", "_store", "_write")
 
     def __init__(self, store: SQLiteStore, write: bool, fsync: bool) -> None:
         self._store = store
-        self._db = store._db
+        self._db, self._lock = store._writes if write else store._reads
         self._write = write
         self._fsync = fsync
 
     def __enter__(self) -> sqlite3.Connection:
-        self._store._lock.acquire()
+        self._lock.acquire()
         db = self._db
         try:
             if not self._fsync:
@@ -94,16 +120,18 @@ class _Tx:
                 if not self._fsync:
                     db.execute("PRAGMA synchronous=FULL")
             finally:
-                self._store._lock.release()
+                self._lock.release()
 
     def _release(self) -> None:
         try:
             if not self._fsync:
                 self._db.execute("PRAGMA synchronous=FULL")
         finally:
-            self._store._lock.release()
+            self._lock.release()
 
     async def __aenter__(self) -> _Tx:
+        if self._write and self._store._writer is not None:
+            await self._store._writer_idle()
         self.__enter__()
         return self
 
@@ -121,6 +149,34 @@ class _Tx:
 
     async def run(self, query: str, params: Sequence[Any] = ()) -> int:
         return self._db.execute(query, params).rowcount
+
+
+class _Batch(_Tx):
+    """The transaction of a batch that must be durable: written here, on the loop, and
+    committed on the writer thread (``Writer.commit``), which releases the store's write lock
+    once the commit returned. ``await tx.committed()`` after the ``with`` block."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store, True, True)
+        self._done: asyncio.Future[None] | None = None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if kind is not None:
+            super().__exit__(kind, exc, _)  # rolled back, locks released, the error translated
+            return
+        writer = self._store._writer
+        assert writer is not None and writer.db is self._db  # made before this transaction
+        self._done = writer.commit(self._lock.release)  # the write lock is the thread's now
+
+    async def committed(self) -> None:
+        """Wait for the commit; a failed one (rolled back) is a ``StoreError``."""
+        assert self._done is not None
+        try:
+            await self._done
+        except sqlite3.Error as err:
+            raise StoreError(f"commit failed on {self._store.path!r}: {err}") from err
 
 
 class SQLiteStore(_sql.SQLStore):
@@ -173,20 +229,25 @@ class SQLiteStore(_sql.SQLStore):
         target, uri = self.path, False
         if not create:  # the check above and the open are not atomic: mode=rw never creates
             target, uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw", True
+        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(
+            target, uri, busy_timeout
+        )
+        """Opens a connection configured as the store's (the writer thread's opens with it)."""
         try:
-            self._db = sqlite3.connect(
-                target,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=busy_timeout,
-                uri=uri,
-            )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-            _retry_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db = self._connect()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
+        """Guards ``_db``."""
+        self._reads = (self._db, self._lock)
+        self._writes = self._reads
+        """The connection writes run on and this process's write lock, which every write
+        transaction holds (a batch's until its commit on the writer thread returned):
+        ``_db`` and its lock until the writer thread has a connection of its own."""
+        self._writer: Writer | None = None
+        self._created: str | None = None
+        """The run ``_create`` wrote at once last (see there)."""
+        self._tracer: Callable[[], Callable[[str], None]] | None = None
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
 
@@ -206,15 +267,27 @@ class SQLiteStore(_sql.SQLStore):
         return _Tx(self, True, sync)
 
     async def _create(self, row: _sql.Row) -> None:
-        run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+        """Insert the run and its first event: at once, or, when other runs are appending
+        or being created (``_created`` is a run that has not appended yet: a burst of
+        starts), as a member of their batch (``_NewRun``), one fsync for all of them."""
+        group = self.group
+        if group.task is not None or group.crowd > 0 or self._created not in (None, group.last):
+            await group.submit(row[0], _NewRun(row))
+            return
+        self._created = row[0]
+        if self._writer is not None:
+            await self._writer_idle()
         with _Tx(self, True, True) as db:
-            db.execute(
-                "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, "
-                "last_seq, epoch, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)",
-                (run_id, agent, session_id, correlation_id, now, now),
-            )
-            db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
+            _put_run(db, row)
+
+    async def _write_alone(self, item: Any) -> None:
+        """``GroupCommit``'s writer of one member on its own: a new run or an append."""
+        if isinstance(item, _NewRun):
+            await self._writer_idle()
+            with _Tx(self, True, True) as db:
+                _put_run(db, item)
+        else:
+            await self._append_alone(item)
 
     async def _append(self, a: _sql.Append) -> None:
         run_id, events, _, expected, epoch, _, _, _, sync = a
@@ -224,18 +297,57 @@ class SQLiteStore(_sql.SQLStore):
                 raise await self.refusal(tx, run_id, epoch, expected)
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
-    async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
+    async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
         """See ``SQLStore._append_many``: one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so one
-        fsync for the batch (none when no member asks for one)."""
-        out: list[BaseException | None] = []
-        tx = _Tx(self, True, any(a[8] for a in batch))
+        fsync for the batch (none when no member asks for one). A batch that fsyncs commits
+        on the writer thread (the module docstring says why); one that does not commits
+        here, as it costs no wait for the disk. Members may be new runs too (``_NewRun``,
+        from ``_create``), which always fsync."""
+        tx: _Tx
+        if any(isinstance(a, _NewRun) or a[8] for a in batch):
+            if self._writer is None:
+                self._start_writer()
+            tx = _Batch(self)
+        else:
+            tx = _Tx(self, True, False)
         with tx as db:
-            for a in batch:
-                out.append(None if _put(db, a) else await self.refusal(tx, a[0], a[4], a[3]))
+            out: list[BaseException | None] = [
+                None if ok else await self.refusal(tx, a[0], a[4], a[3])
+                for a, ok in zip(batch, _put_batch(db, batch), strict=True)
+            ]
             for a, refused in zip(batch, out, strict=True):
-                if refused is None:
+                if refused is None and not isinstance(a, _NewRun):
                     self.before_commit(a[0], a[1])  # rows written, COMMIT not run
+        if isinstance(tx, _Batch):
+            await tx.committed()
         return out
+
+    @functools.cached_property
+    def group(self) -> GroupCommit:
+        """See ``SQLStore.group``. On SQLite a queued append alone in its batch is written
+        as a batch too, when other runs appended lately (``GroupCommit.lone_in_many``): its
+        fsync then waits on the writer thread instead of on the loop."""
+        return GroupCommit(self._write_alone, self._append_many, lone_in_many=True)
+
+    def _start_writer(self) -> None:
+        # Called on the loop with no transaction open (the caller is about to begin one).
+        try:
+            db = self._connect()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open a writer on {self.path!r}: {exc}") from exc
+        if self._tracer is not None:
+            db.set_trace_callback(self._tracer())
+        self._writer = Writer(db)
+        self._writes = (db, threading.Lock())
+
+    async def _writer_idle(self) -> None:
+        """Wait (without blocking the loop) for a batch's commit under way on the writer
+        thread: a write would otherwise block on the write lock until it returned."""
+        busy = None if self._writer is None else self._writer.busy
+        if busy is not None and not busy.done() and busy.get_loop() is asyncio.get_running_loop():
+            # Not awaited itself: its outcome is its batch's, and a cancelled batch must not
+            # cancel this caller (``asyncio.wait`` neither raises nor cancels it).
+            await asyncio.wait((busy,))
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
@@ -248,6 +360,7 @@ class SQLiteStore(_sql.SQLStore):
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
     ) -> list[_sql.Row]:
         by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
+        await self._writer_idle()
         # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
         # other process can claim (or append to) these rows in between. No fsync, as for
         # ``claim``: the first event under the new epoch makes the claim durable with it.
@@ -291,15 +404,41 @@ class SQLiteStore(_sql.SQLStore):
                 return int(row[0])
             await asyncio.sleep(min(self.poll_interval, max(0.0, deadline - loop.time())))
 
+    async def last_seqs(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See ``Store.last_seqs``: one statement (the ids as one JSON array), not one a run:
+        a worker holding 1,000 runs asks this every watch interval."""
+        if not run_ids:
+            return {}
+        with self._lock:
+            try:
+                rows = self._db.execute(_LAST_SEQS, (json.dumps(list(run_ids)),)).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"read failed on {self.path!r}: {exc}") from exc
+        return dict(rows)
+
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
         """See ``Store.wait_claimable``: no notices cross processes on SQLite, so a worker
         polls ``claim_next`` at its pace."""
         await asyncio.sleep(max(0.0, timeout))
 
     async def close(self) -> None:
-        """See ``Store.close``."""
+        """See ``Store.close``: the writer thread, if one started, is stopped and joined."""
+        if self._writer is not None:
+            await self._writer_idle()
+            with self._writes[1]:
+                self._writer.close()
+            self._writer, self._writes = None, self._reads
         with self._lock:
             self._db.close()
+
+    def _trace(self, make: Callable[[], Callable[[str], None]]) -> None:
+        """Trace every statement of this store's connections, for tests and benchmarks
+        (``stead.testing.SQLiteCommits``): ``make()`` gives one connection's hook (made for
+        each, now and when the writer's opens: a transaction's state is its connection's).
+        A hook on the writer's connection is called on the writer thread."""
+        self._tracer = make
+        for db in {id(self._db): self._db, id(self._writes[0]): self._writes[0]}.values():
+            db.set_trace_callback(make())
 
     # -- introspection for tests and benchmarks ---------------------------------------------
 
@@ -336,13 +475,62 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
         ],
     )
     if snapshot is not None:
-        db.execute(
-            "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
-            "version = excluded.version, state = excluded.state",
-            (run_id, *snapshot),
-        )
+        db.execute(_SNAPSHOT, (run_id, *snapshot))
     return True
+
+
+def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
+    """``_put`` of each member in order (``_put_run`` of a new run's), in a few statements
+    for the whole batch when every guard holds (the usual case): the new runs, the guards,
+    then every member's events, then the snapshots. ``executemany`` runs the guards in order
+    (a second append of one run sees the first's), but tells only how many held; when one
+    did not, the batch is rolled back and each member written alone, which says whose guard
+    failed. (A run's append never shares a batch with its creation: it waits for it.)"""
+    if len(batch) > 1:
+        runs = [m for m in batch if isinstance(m, _NewRun)]
+        appends = [m for m in batch if not isinstance(m, _NewRun)] if runs else batch
+        if runs:
+            db.executemany(_INSERT_RUN, [(*r[:5], r[4]) for r in runs])
+        guards = [(a[3] + len(a[2]), a[5], a[6], a[0], a[4], a[3]) for a in appends]
+        if not guards or db.executemany(_GUARD, guards).rowcount == len(guards):
+            events = [(r[0], 1, *r[5:], r[4]) for r in runs]
+            db.executemany(_INSERT_EVENT, events + [p for a in appends for p in _event_params(a)])
+            snapshots = [(a[0], *a[7]) for a in appends if a[7] is not None]
+            if snapshots:
+                db.executemany(_SNAPSHOT, snapshots)
+            return [True] * len(batch)
+        db.execute("ROLLBACK")
+        db.execute("BEGIN IMMEDIATE")
+    return [_put_run(db, m) if isinstance(m, _NewRun) else _put(db, m) for m in batch]
+
+
+def _put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
+    """Insert a new run and its first event (``SQLStore._create``'s row)."""
+    run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
+    db.execute(_INSERT_RUN, (run_id, agent, session_id, correlation_id, now, now))
+    db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
+    return True
+
+
+def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
+    """The ``_INSERT_EVENT`` parameters of an append's rows (as ``_put`` writes them: it
+    spells them out, one call less on every append)."""
+    run_id, _, rows, expected, _, _, now, _, _ = a
+    return [
+        (run_id, expected + i, kind, version, turn, call, data, now)
+        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
+    ]
+
+
+def _connect(target: str, uri: bool, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to the store's file, configured as every connection of the store is."""
+    db = sqlite3.connect(
+        target, isolation_level=None, check_same_thread=False, timeout=busy_timeout, uri=uri
+    )
+    db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+    _retry_busy(lambda: db.execute("PRAGMA journal_mode=WAL"), busy_timeout)
+    db.execute("PRAGMA synchronous=FULL")
+    return db
 
 
 def _retry_busy(action: Callable[[], object], timeout: float) -> None:

@@ -2,13 +2,16 @@
 
 A test that shows a store fsyncs less (group commit, the ``effects`` durability mode) must
 count, never time: the clock of a shared machine says nothing about a few fsyncs. This traces
-every statement of the store's one connection (``sqlite3.Connection.set_trace_callback``,
-SQLite's own seam): a write transaction (``BEGIN IMMEDIATE``) that reaches ``COMMIT`` is a
-commit, and it fsyncs the WAL unless the store set ``PRAGMA synchronous=NORMAL`` for it.
+every statement of the store's connections (``sqlite3.Connection.set_trace_callback``,
+SQLite's own seam, through ``SQLiteStore._trace``: the writer thread's connection too): a
+write transaction (``BEGIN IMMEDIATE``) that reaches ``COMMIT`` is a commit, and it fsyncs the
+WAL unless the store set ``PRAGMA synchronous=NORMAL`` for it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -19,16 +22,23 @@ class SQLiteCommits:
     def __init__(self, store: Any) -> None:
         self.commits = 0
         self.fsyncs = 0
-        self._synced = True
-        self._writing = False
-        store._db.set_trace_callback(self)
+        self._lock = threading.Lock()  # the writer thread's connection counts on that thread
+        store._trace(self._hook)
 
-    def __call__(self, statement: str) -> None:
-        s = statement.upper()
-        if s.startswith("PRAGMA SYNCHRONOUS="):
-            self._synced = s.endswith("FULL")
-        elif s.startswith("BEGIN"):
-            self._writing = "IMMEDIATE" in s  # a read's BEGIN ... COMMIT syncs nothing
-        elif s.startswith("COMMIT") and self._writing:
-            self.commits += 1
-            self.fsyncs += self._synced
+    def _hook(self) -> Callable[[str], None]:
+        """One connection's trace hook: its transaction state is its own."""
+        synced, writing = True, False
+
+        def seen(statement: str) -> None:
+            nonlocal synced, writing
+            s = statement.upper()
+            if s.startswith("PRAGMA SYNCHRONOUS="):
+                synced = s.endswith("FULL")
+            elif s.startswith("BEGIN"):
+                writing = "IMMEDIATE" in s  # a read's BEGIN ... COMMIT syncs nothing
+            elif s.startswith("COMMIT") and writing:
+                with self._lock:
+                    self.commits += 1
+                    self.fsyncs += synced
+
+        return seen

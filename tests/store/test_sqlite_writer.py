@@ -1,0 +1,234 @@
+"""SQLite's writer thread (issue 15): a batch's commit, and its fsync, off the event loop.
+
+A batch that must be durable is written on the loop and committed on the store's writer
+thread (``stead.store._sqlitewriter``). These tests hold that commit inside SQLite's own seam
+(the statement trace hook, which SQLite calls on the thread that runs the statement) until
+another task on the loop has made progress: if the commit ran on the loop, that task could not
+run and the hold would end only at its deadlock guard, failing the test. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from _builders import T0, RunBuilder, created, seeded
+
+from stead.core.events import ModelCallFailed
+from stead.errors import Conflict
+from stead.store import SQLiteStore
+from stead.store._group import CROWD
+from stead.store._sqlitewriter import Writer
+from stead.testing import SQLiteCommits
+
+pytestmark = pytest.mark.timeout(60)
+
+GUARD = 10.0
+"""How long a held commit waits for the loop at most (a deadlock guard, never reached when
+the commit is off the loop)."""
+
+
+def failed(i: int) -> ModelCallFailed:
+    return ModelCallFailed(turn_index=0, attempt=i, code="rate_limited", message=f"try {i}")
+
+
+async def append(store: SQLiteStore, b: RunBuilder, i: int = 1) -> int:
+    b.written = await store.append(
+        b.run_id, [failed(i)], expected_seq=b.written, epoch=0, status=b.status, now=T0 + i
+    )
+    return b.written
+
+
+class HeldCommit:
+    """A trace hook that, once armed, holds the next write transaction's ``COMMIT`` until
+    ``release`` is set (or ``GUARD`` passed), and notes on which thread it ran."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.committing = threading.Event()
+        self.release = threading.Event()
+        self.released_in_time: bool | None = None
+        self.threads: list[str] = []  # the thread of each write transaction's COMMIT
+
+    @classmethod
+    def armed_on(cls, store: SQLiteStore) -> HeldCommit:
+        held = cls()
+        store._trace(held.hook)
+        held.armed = True
+        return held
+
+    async def turns(self) -> None:
+        """Once the commit is held, turns of the loop that could not happen if it held the
+        loop too."""
+        await until(self.committing)
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    def hook(self) -> Callable[[str], None]:
+        writing = False
+
+        def seen(statement: str) -> None:
+            nonlocal writing
+            s = statement.upper()
+            if s.startswith("BEGIN"):
+                writing = "IMMEDIATE" in s
+            elif s.startswith("COMMIT") and writing:
+                self.threads.append(threading.current_thread().name)
+                if self.armed:
+                    self.armed = False
+                    self.committing.set()
+                    self.released_in_time = self.release.wait(GUARD)
+
+        return seen
+
+
+async def until(flag: threading.Event) -> None:
+    """Turn the loop until ``flag`` (set on whichever thread commits) is set."""
+    while not flag.is_set():  # noqa: ASYNC110 (set from another thread: polled, on purpose)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    """A SQLite store only (this file overrides the contract suite's fixture)."""
+    s = SQLiteStore(tmp_path / "runs.db")
+    yield s
+    await s.close()
+
+
+async def test_the_loop_goes_on_while_a_batch_commits(store: SQLiteStore) -> None:
+    """While a batch of four runs' appends commits, another task on the loop makes progress
+    and reads the store (which shows the batch not yet committed); the appends return once
+    the commit did, and then every read shows them."""
+    bs = [await seeded(store, f"run-{i}") for i in range(4)]
+    before = bs[0].written
+    held = HeldCommit.armed_on(store)
+    seen: list[int] = []
+
+    async def meanwhile() -> None:
+        await held.turns()
+        seen.append((await store.get_run("run-0")).last_seq)
+        held.release.set()
+
+    other = asyncio.ensure_future(meanwhile())
+    seqs = await asyncio.gather(*(append(store, b) for b in bs))
+    await other
+    assert held.released_in_time is True
+    assert seen == [before]  # read during the commit: not there yet, and the read did not wait
+    assert seqs == [before + 1] * 4
+    assert [(await store.get_run(b.run_id)).last_seq for b in bs] == [before + 1] * 4
+    assert held.threads == ["stead-sqlite-writer"]
+    assert store.group.batches == 1
+
+
+async def test_another_write_waits_for_the_commit_without_stopping_the_loop(
+    store: SQLiteStore,
+) -> None:
+    """A claim (a write outside the batch) made while a batch commits waits for the commit
+    to end, but on the loop: a third task keeps going, and releases the commit."""
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    await store.create_run(created("spare"), now=T0)
+    held = HeldCommit.armed_on(store)
+    order: list[str] = []
+
+    async def claimer() -> None:
+        await until(held.committing)
+        order.append("claim starts")
+        await store.claim("spare", owner="w1", now=T0, ttl=60)
+        order.append("claimed")
+
+    async def ticker() -> None:
+        await held.turns()
+        order.append("ticked")
+        held.release.set()
+
+    tasks = [asyncio.ensure_future(claimer()), asyncio.ensure_future(ticker())]
+    await asyncio.gather(*(append(store, b) for b in bs))
+    await asyncio.gather(*tasks)
+    assert held.released_in_time is True
+    assert order == ["claim starts", "ticked", "claimed"]
+    assert (await store.get_run("spare")).lease_owner == "w1"
+
+
+async def test_a_run_alone_never_starts_the_writer_thread(store: SQLiteStore) -> None:
+    """One run after another (``bench/overhead.py``'s case) commits on the loop, as before:
+    no thread, no hand-off."""
+    for i in range(3):
+        b = await seeded(store, f"run-{i}")
+        for j in range(4):
+            await append(store, b, j + 1)
+    assert store._writer is None
+    assert not [t for t in threading.enumerate() if t.name == "stead-sqlite-writer"]
+
+
+async def test_a_queued_append_alone_commits_on_the_thread_while_others_append_lately(
+    store: SQLiteStore,
+) -> None:
+    """After a batch of several runs, an append of yet another run (queued: it is not the run
+    of the append before) is a batch of one committed on the writer thread; once ``CROWD``
+    such appends went by with no other run beside them, one is committed on the loop again."""
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    held = HeldCommit()
+    store._trace(held.hook)
+    await asyncio.gather(*(append(store, b) for b in bs))
+    for i in range(CROWD + 1):  # alternate runs: each append is queued, each alone
+        await append(store, bs[i % 2], i + 2)
+    loop_thread = threading.current_thread().name
+    assert held.threads == ["stead-sqlite-writer"] * (CROWD + 1) + [loop_thread]
+    assert store.group.batches == 1
+
+
+async def test_the_writer_thread_ends_with_its_store(tmp_path: Path) -> None:
+    """``close`` joins the thread; a writer dropped without it (its store dropped unclosed)
+    ends its thread too (``weakref.finalize``; nothing else holds it)."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    bs = [await seeded(store, f"run-{i}") for i in range(2)]
+    await asyncio.gather(*(append(store, b) for b in bs))
+    assert store._writer is not None
+    thread = store._writer._thread
+    assert thread.is_alive()
+    await store.close()
+    assert not thread.is_alive() and store._writer is None
+    writer = Writer(sqlite3.connect(tmp_path / "runs.db", check_same_thread=False))
+    thread, db = writer._thread, writer.db
+    del writer  # no cycle holds it: dropped at once
+    thread.join(GUARD)
+    assert not thread.is_alive()
+    db.close()
+
+
+async def test_fsyncs_of_batches_on_the_thread_are_counted(store: SQLiteStore) -> None:
+    """``SQLiteCommits`` sees the writer's connection too (made after it was set up)."""
+    commits = SQLiteCommits(store)
+    bs = [await seeded(store, f"run-{i}") for i in range(5)]
+    created = commits.commits
+    await asyncio.gather(*(append(store, b) for b in bs))
+    assert (commits.commits - created, store.group.batches) == (1, 1)
+
+
+async def test_runs_started_at_once_are_created_in_one_batch(store: SQLiteStore) -> None:
+    """A burst of ``create_run`` (many ``rt.start`` at once): the first is written at once,
+    the others, started before it appended anything, in one batch; a duplicate among them
+    is refused alone."""
+    commits = SQLiteCommits(store)
+    await store.create_run(created("twice"), now=T0)
+    outcomes = await asyncio.gather(
+        *(store.create_run(created(f"run-{i}"), now=T0) for i in range(6)),
+        store.create_run(created("twice"), now=T0),
+        return_exceptions=True,
+    )
+    assert outcomes[:6] == [None] * 6
+    assert isinstance(outcomes[6], Conflict) and "already exists" in str(outcomes[6])
+    # The burst's batch failed as a whole on the duplicate; each member was then written
+    # on its own, so only the duplicate was refused.
+    listed = {r.run_id: r.last_seq for r in await store.list_runs()}
+    assert listed == {"twice": 1, **{f"run-{i}": 1 for i in range(6)}}
+    for run_id in listed:
+        assert [e.seq for e in await store.read_events(run_id)] == [1]
+    commits_before = commits.commits
+    await asyncio.gather(*(store.create_run(created(f"more-{i}"), now=T0) for i in range(5)))
+    assert commits.commits - commits_before == 1  # a burst after a burst: one batch
