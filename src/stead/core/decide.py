@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from stead.core._codegen import fast_init
 from stead.core.events import (
     EffectClass,
     Event,
@@ -85,6 +86,7 @@ class CallModel(_TurnStep):
     """The last turn ``max_turns`` allows: the model is told to answer without tools."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPlan:
     """What to do with one unsettled call."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
+from stead.core._codegen import fast_init
 from stead.core.canonical import JSON, sha256_hex
 from stead.core.codec import Record, Versions, keyed
 from stead.core.event_codec import RECORDS
@@ -96,6 +97,7 @@ class CallState:
         return self.edited_arguments if self.edited_arguments is not None else self.arguments
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnUsage:
     """What one turn's model calls consumed (failed attempts included) and which model
