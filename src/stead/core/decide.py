@@ -298,6 +298,21 @@ def _next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits) -
     return RunTools(plans=tuple(plan_call(c, tools.get(c.name)) for c in pending))
 
 
+def after_opening(step: Step) -> Step | None:
+    """The step ``next_step`` returns once ``automatic_events(state, step)`` are applied to
+    the state ``step`` was decided on, when it follows from ``step`` alone: a turn just opened
+    (``turn_started``, and the final-turn notice) is always followed by its model call,
+    attempt 1 (the open resets the failure counts; a cancel or a stuck step would have been
+    the step instead). None when it does not follow: decide again. The runtime uses it so a
+    tool result's commit, which opens the next turn, costs one decision instead of two
+    (``tests/core/test_decide.py`` holds it to ``next_step``)."""
+    if isinstance(step, CallModel) and not step.turn_recorded:
+        return CallModel(
+            turn_index=step.turn_index, turn_recorded=True, attempt=1, final=step.final
+        )
+    return None
+
+
 def automatic_events(state: RunState, step: Step) -> list[Event]:
     """Bookkeeping a step needs before any effect: it can ride in the commit that led to it.
 
