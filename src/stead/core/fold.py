@@ -14,6 +14,7 @@ conversation 10,000 times); treat a state you did not fold yourself as read-only
 from __future__ import annotations
 
 import copy as _copy
+import functools
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -382,8 +383,13 @@ def after(cls: type[E]) -> Callable[[Callable[[RunState, E], None]], Callable[[R
     return register
 
 
+@functools.lru_cache(maxsize=64)
 def call_digest(name: str, arguments: str) -> str:
-    """Identity of a call for repetition detection: tool name and canonical arguments."""
+    """Identity of a call for repetition detection: tool name and canonical arguments.
+
+    Remembered for the last few calls (a pure function of its arguments, so never stale):
+    the intent's builder digests each call to count repeats, and folding the request it
+    built digests the same call again right after."""
     return sha256_hex(name + "\x00" + arguments)[:16]
 
 

@@ -264,7 +264,7 @@ class RunLoop:
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.session.store, state.messages)
         request = self._request(step.turn_index)
-        if await self._over_budget(request):
+        if not self.agent.budget.unlimited and await self._over_budget(request):
             return
         key = AssignmentKey(
             session_id=state.session_id,
@@ -278,7 +278,8 @@ class RunLoop:
         )
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
-        await self.session.before_effect()
+        if self.session.holding:  # else nothing to write first: no coroutine to await
+            await self.session.before_effect()
         outcome = await at_first_wait(
             self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
         )
@@ -527,7 +528,8 @@ class RunLoop:
             effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
         )
         assignment = tool_assignment(call, key, tool.definition_digest, attempt)
-        await self.session.before_effect()
+        if self.session.holding:
+            await self.session.before_effect()
         self._in_flight[call.tool_call_id] = key
         try:
             outcome = await self.executor.run(assignment, signal=self.signal)
