@@ -51,7 +51,8 @@ class ModelBody:
 
     model: str
     request: dict[str, Any]
-    """The provider-neutral request (system, messages, tools)."""
+    """The provider-neutral request (system, messages, tools); empty (and the digest "") for
+    an executor that performs the live request it is handed (``InProcessExecutor``)."""
     request_digest: str
     """sha256 of the canonical request."""
 

@@ -136,7 +136,10 @@ class RunLoop:
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
         self._in_flight: dict[str, AssignmentKey] = {}
-        self._encoder = RequestEncoder()
+        # An executor that performs the live request never reads its JSON: its class says so
+        # (a wrapper forwarding attributes to one, as the tracing executor does, reads it).
+        local = getattr(type(executor), "performs_local", False)
+        self._encoder = None if local else RequestEncoder()
         self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
@@ -271,11 +274,7 @@ class RunLoop:
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
         )
-        encoded, request_digest = self._encoder.encode(request)
-        assignment = Assignment(
-            key=key,
-            body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
-        )
+        assignment = Assignment(key=key, body=self._model_body(request))
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
         if self.session.holding:  # else nothing to write first: no coroutine to await
@@ -336,6 +335,14 @@ class RunLoop:
         }
         if message.tool_calls:
             self._crash("after_intent", None)
+
+    def _model_body(self, request: ModelRequest) -> ModelBody:
+        """A model call's body: the request's JSON and digest, or neither (``request`` empty)
+        for an executor that performs the live request it is handed instead (in-process)."""
+        if self._encoder is None:
+            return ModelBody(model=request.model, request={}, request_digest="")
+        encoded, digest = self._encoder.encode(request)
+        return ModelBody(model=request.model, request=encoded, request_digest=digest)
 
     def _mid_model_call(self) -> None:
         self._crash("mid_model_call", None)
