@@ -53,6 +53,7 @@ from stead.core.decide import (
     RunTools,
     StartRun,
     Step,
+    ToolPlan,
     Wait,
     automatic_events,
     plan_call,
@@ -414,10 +415,11 @@ class RunLoop:
     async def _run_tools(self, step: RunTools) -> None:
         """Settle every open call concurrently; on abort, give them the grace period, then stop
         waiting (their results, if they finish, are still recorded)."""
+        seq = self.session.state.seq  # what step.plans were decided on
         if len(step.plans) == 1:
-            await self._settle_alone(step.plans[0].tool_call_id)
+            await self._settle_alone(step.plans[0], seq)
             return
-        tasks = [asyncio.ensure_future(self._settle(p.tool_call_id)) for p in step.plans]
+        tasks = [asyncio.ensure_future(self._settle(p.tool_call_id, (seq, p))) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
         while not aborted.done() and not all(t.done() for t in tasks):
@@ -436,7 +438,7 @@ class RunLoop:
         if first is not None:
             raise first
 
-    async def _settle_alone(self, call_id: str) -> None:
+    async def _settle_alone(self, plan: ToolPlan, seq: int) -> None:
         """The common case of one open call, settled in this task: no task and no wait per
         call. Cancellation is the same as for several: on abort the call gets
         ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
@@ -463,7 +465,7 @@ class RunLoop:
 
         aborted.add_done_callback(on_abort)
         try:
-            await self._settle(call_id)
+            await self._settle(plan.tool_call_id, (seq, plan))
         except asyncio.CancelledError:
             if not cut or task.cancelling() > 1:
                 raise  # not ours, or ours and someone else's: let it through
@@ -474,9 +476,10 @@ class RunLoop:
             if cut:
                 task.uncancel()
 
-    async def _settle(self, call_id: str) -> None:
+    async def _settle(self, call_id: str, decided: tuple[int, ToolPlan] | None = None) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
-        reconcile verdict of not_done flows into a fresh attempt."""
+        reconcile verdict of not_done flows into a fresh attempt (``decided``: the step's plan
+        and the sequence it was made at, taken as it is while the state is still there)."""
         while not self.signal.aborted:
             state = self.session.state
             call = state.calls.get(call_id)
@@ -490,7 +493,9 @@ class RunLoop:
             if early is not None and early == call.attempts and call.reconciled is None:
                 await self._execute(call, early, start_recorded=True)
                 continue
-            plan = plan_call(call, self.specs.get(call.name))
+            if decided is None or decided[0] != state.seq:
+                decided = (state.seq, plan_call(call, self.specs.get(call.name)))
+            plan, decided = decided[1], None
             match plan.action:
                 case "execute":
                     await self._execute(call, plan.attempt)
