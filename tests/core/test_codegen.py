@@ -136,3 +136,99 @@ def test_a_copy_carries_every_shared_field_and_only_those() -> None:
     assert (state.attempts, state.result, state.decision) == (3, None, None)
     with pytest.raises(TypeError):
         copy(request, unknown=1)  # only the keywords it was compiled for
+
+
+def _fast(cls: type[Any]) -> bool:
+    """Whether ``cls.__init__`` is ``fast_init``'s (it calls slot setters bound as ``_g*``)."""
+    return any(n.startswith("_g") for n in cls.__init__.__code__.co_names)
+
+
+def test_fast_init_is_the_dataclass_init_but_faster() -> None:
+    """``fast_init``'s ``__init__`` has the dataclass's signature and fills every field as
+    the dataclass's did (defaults, factories, ``init=False``, ``__post_init__``); the class
+    stays frozen."""
+    import inspect
+
+    from stead.core._codegen import fast_init
+
+    def declare() -> type[Any]:
+        @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        class Rec:
+            a: int
+            b: str = "x"
+            c: list[int] = dataclasses.field(default_factory=list)
+            d: int = dataclasses.field(default=5, init=False)
+            e: list[int] = dataclasses.field(default_factory=lambda: [1], init=False)
+
+            def __post_init__(self) -> None:
+                object.__setattr__(self, "b", self.b + "!")
+
+        return Rec
+
+    slow, fast = declare(), fast_init(declare())
+    assert _fast(fast) and not _fast(slow)
+    assert str(inspect.signature(fast)) == str(inspect.signature(slow))
+    for kwargs in ({"a": 1}, {"a": 2, "b": "y", "c": [3]}):
+        assert repr(fast(**kwargs)) == repr(slow(**kwargs))
+    assert fast(a=1).c is not fast(a=1).c  # a new list each time, as default_factory says
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast(a=1).a = 2  # type: ignore[misc]
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'a'"):
+        fast(b="y")
+
+    @fast_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Positional:
+        p: int
+        q: int = 2
+
+    assert _fast(Positional)
+    assert (Positional(1), Positional(1, 3), Positional(p=4)) == (
+        Positional(p=1, q=2),
+        Positional(p=1, q=3),
+        Positional(p=4, q=2),
+    )
+    assert str(inspect.signature(Positional)) == "(p: 'int', q: 'int' = 2) -> None"
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    assert fast_init(NoSlots).__init__ is NoSlots.__init__  # kept: nothing to set directly
+
+
+def test_every_event_and_hot_record_has_the_fast_init() -> None:
+    """Every tagged record (events, steps, outcomes) and the records built on every step get
+    it, and build what the dataclass's own ``__init__`` built."""
+    from stead.core.builders import CallAdmission
+    from stead.core.decide import CallModel, ToolPlan
+    from stead.core.effects import Assignment, AssignmentKey, ModelBody, ModelSucceeded, ToolBody
+    from stead.core.fold import TurnUsage
+    from stead.providers import ModelCall, ModelRequest, ModelResponse
+    from stead.tools import ToolContext
+
+    hot = [
+        *EVENT_TYPES.values(),
+        CallModel,
+        ModelSucceeded,
+        ToolPlan,
+        Assignment,
+        AssignmentKey,
+        ModelBody,
+        ToolBody,
+        TurnUsage,
+        CallAdmission,
+        AssistantMessage,
+        ToolResultMessage,
+        ToolCall,
+        Usage,
+        UserMessage,
+        ModelRequest,
+        ModelResponse,
+        ModelCall,
+        ToolContext,
+    ]
+    assert [c.__name__ for c in hot if not _fast(c)] == []
+    for cls in EVENT_TYPES.values():
+        event = sample_event(cls)
+        assert dataclasses.replace(event) == event  # replace() goes through __init__

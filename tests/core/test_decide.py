@@ -34,6 +34,7 @@ from core_strategies import (
     started,
 )
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stead.core.builders import (
     CallAdmission,
@@ -61,6 +62,7 @@ from stead.core.decide import (
     ToolPlan,
     ToolSpec,
     Wait,
+    after_opening,
     automatic_events,
     next_step,
     plan_call,
@@ -632,6 +634,27 @@ def test_next_step_at_every_batch_boundary(log: RunLog) -> None:
         if isinstance(step, CallModel) and not step.turn_recorded:
             assert state.pending_calls() == []
             assert step.turn_index == state.turn_index + 1
+
+
+@settings(max_examples=35, deadline=None)
+@given(run_logs(), st.integers(1, 4), st.integers(1, 3))
+def test_after_opening_is_the_next_step_once_the_opening_is_in(
+    log: RunLog, max_turns: int, max_step_failures: int
+) -> None:
+    """What the session takes for the next step without deciding it (``after_opening``) is
+    what ``next_step`` says, at every boundary and under any turn or failure limit."""
+    tools = _tools_for_generated_logs()
+    limits = Limits(max_turns=max_turns, max_step_failures=max_step_failures)
+    for k in log.boundaries()[1:]:
+        state = fold(log.events[:k])
+        step = next_step(state, tools, limits)
+        known = after_opening(step)
+        extra = automatic_events(state, step)
+        if known is None:
+            assert not (isinstance(step, CallModel) and not step.turn_recorded)
+            continue
+        assert extra
+        assert next_step(fold(extra, start=state), tools, limits) == known
 
 
 # -- reply_events ----------------------------------------------------------------------------

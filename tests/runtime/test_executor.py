@@ -11,8 +11,9 @@ import pytest
 
 import stead
 from stead._signal import AbortSignal
-from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ToolBody
+from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ModelBody, ToolBody
 from stead.runtime import InProcessExecutor
+from stead.runtime._executor import request_from_json
 from stead.testing import ScriptedModel
 from stead.tools import ToolRegistry
 
@@ -144,3 +145,73 @@ async def test_a_cancelled_outcome_waiter_leaves_the_inline_effect_running(
     outcome = await running
     assert outcome.kind == "tool_succeeded"
     assert executor.attach(a.key) == "missing"
+
+
+class _Recording(InProcessExecutor):
+    """The in-process executor, keeping every model body it is handed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bodies: list[ModelBody] = []
+
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Any:
+        if isinstance(assignment.body, ModelBody):
+            self.bodies.append(assignment.body)
+        return await super().run(assignment, signal=signal, local=local)
+
+
+class _ReadsJson(_Recording):
+    """An executor that reads the request's JSON (as a pool does): it says so."""
+
+    performs_local = False
+
+
+class _Forwarding:
+    """A wrapper that forwards what it lacks to an in-process executor (as the tracing one
+    does): ``performs_local`` read on it says the wrapped one's True, but the wrapper's own
+    ``run`` may read the JSON."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.inner = _Recording(*args, **kwargs)
+        self.bodies = self.inner.bodies
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def run(
+        self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
+    ) -> Any:
+        return await self.inner.run(assignment, signal=signal, local=local)
+
+
+@pytest.mark.parametrize("cls", [_Recording, _ReadsJson, _Forwarding])
+async def test_the_request_json_is_built_only_for_an_executor_that_reads_it(
+    tmp_path: Any, cls: type[_Recording] | type[_Forwarding]
+) -> None:
+    """An executor that performs the live request (``performs_local``: the in-process one)
+    gets a model body without the conversation's JSON and digest, which it would never read;
+    any other executor gets them, the same as ``ModelRequest.encode`` makes them."""
+    made: list[_Recording | _Forwarding] = []
+
+    def factory(agent: stead.Agent, sink: Any) -> Any:
+        made.append(cls(agent.model, agent.registry, sink))
+        return made[-1]
+
+    model = ScriptedModel([stead.testing.Reply(tool_calls=[("probe", {"n": 1})]), "done"])
+    agent = stead.Agent("recording", model, [probe])
+    async with stead.Runtime(
+        f"sqlite:///{tmp_path}/runs.db", agents=[agent], executor_factory=factory
+    ) as rt:
+        rid = await rt.start(agent, "go")
+        assert (await rt.run(rid)).status is stead.RunStatus.COMPLETED
+    (executor,) = made
+    assert len(executor.bodies) == 2
+    for body in executor.bodies:
+        if cls is _Recording:
+            assert (body.request, body.request_digest) == ({}, "")
+        else:
+            request = request_from_json(body.request)
+            assert body.request_digest == request.digest()
+            assert body.request == request.to_json()

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from stead.core._codegen import fast_init
 from stead.core.events import (
     EffectClass,
     Event,
@@ -85,6 +86,7 @@ class CallModel(_TurnStep):
     """The last turn ``max_turns`` allows: the model is told to answer without tools."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPlan:
     """What to do with one unsettled call."""
@@ -294,6 +296,21 @@ def _next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits) -
         nxt = state.turn_index + 1
         return CallModel(turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= final)
     return RunTools(plans=tuple(plan_call(c, tools.get(c.name)) for c in pending))
+
+
+def after_opening(step: Step) -> Step | None:
+    """The step ``next_step`` returns once ``automatic_events(state, step)`` are applied to
+    the state ``step`` was decided on, when it follows from ``step`` alone: a turn just opened
+    (``turn_started``, and the final-turn notice) is always followed by its model call,
+    attempt 1 (the open resets the failure counts; a cancel or a stuck step would have been
+    the step instead). None when it does not follow: decide again. The runtime uses it so a
+    tool result's commit, which opens the next turn, costs one decision instead of two
+    (``tests/core/test_decide.py`` holds it to ``next_step``)."""
+    if isinstance(step, CallModel) and not step.turn_recorded:
+        return CallModel(
+            turn_index=step.turn_index, turn_recorded=True, attempt=1, final=step.final
+        )
+    return None
 
 
 def automatic_events(state: RunState, step: Step) -> list[Event]:

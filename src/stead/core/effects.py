@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, assert_never
 
+from stead.core._codegen import fast_init
 from stead.core.canonical import JSON
 from stead.core.codec import Record
 from stead.core.events import EffectClass
@@ -32,6 +33,7 @@ REPLAY_POLICY: dict[EffectClass, ReplayPolicy] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssignmentKey:
     """Identity of one effect across processes."""
@@ -42,17 +44,20 @@ class AssignmentKey:
     """Deterministic digest of (run, step, call, attempt)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelBody:
     """A model call."""
 
     model: str
     request: dict[str, Any]
-    """The provider-neutral request (system, messages, tools)."""
+    """The provider-neutral request (system, messages, tools); empty (and the digest "") for
+    an executor that performs the live request it is handed (``InProcessExecutor``)."""
     request_digest: str
     """sha256 of the canonical request."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolBody:
     """A tool call."""
@@ -74,6 +79,7 @@ class ToolBody:
     attempt: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
     """One effect to perform: a key and exactly one body of the matching kind."""

@@ -14,11 +14,13 @@ conversation 10,000 times); treat a state you did not fold yourself as read-only
 from __future__ import annotations
 
 import copy as _copy
+import functools
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
+from stead.core._codegen import fast_init
 from stead.core.canonical import JSON, sha256_hex
 from stead.core.codec import Record, Versions, keyed
 from stead.core.event_codec import RECORDS
@@ -96,6 +98,7 @@ class CallState:
         return self.edited_arguments if self.edited_arguments is not None else self.arguments
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnUsage:
     """What one turn's model calls consumed (failed attempts included) and which model
@@ -380,8 +383,13 @@ def after(cls: type[E]) -> Callable[[Callable[[RunState, E], None]], Callable[[R
     return register
 
 
+@functools.lru_cache(maxsize=64)
 def call_digest(name: str, arguments: str) -> str:
-    """Identity of a call for repetition detection: tool name and canonical arguments."""
+    """Identity of a call for repetition detection: tool name and canonical arguments.
+
+    Remembered for the last few calls (a pure function of its arguments, so never stale):
+    the intent's builder digests each call to count repeats, and folding the request it
+    built digests the same call again right after."""
     return sha256_hex(name + "\x00" + arguments)[:16]
 
 

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+from stead.core._codegen import fast_init
 from stead.core.canonical import JSON
 from stead.core.codec import COUNT, Record, Tagged
 
@@ -61,6 +62,7 @@ def repair_note(*places: tuple[int, str]) -> str:
     )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens a model call consumed, in the four kinds providers bill separately."""
@@ -123,6 +125,7 @@ class Usage:
         return USAGE.dec(data)  # type: ignore[no-any-return]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """One tool call as the model asked for it."""
@@ -186,6 +189,7 @@ class Attachment:
 ATTACHMENT: Final = Record(Attachment, label="attachment")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """Input from the person or program that started the run."""
@@ -198,6 +202,7 @@ class UserMessage:
     so the digest of every request without one is what it always was)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """The model's final reply for one turn: text and the tool calls it asks for."""
@@ -307,6 +312,7 @@ def _repair_message(m: AssistantMessage) -> None:
     object.__setattr__(m, "text", text)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
     """The result of one tool call, exactly one per call in a valid history."""
@@ -323,6 +329,7 @@ class ToolResultMessage:
     """True when the call failed, was refused or was cancelled."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoticeMessage:
     """A system notice injected into the conversation by the runtime (e.g. a final-turn notice)."""

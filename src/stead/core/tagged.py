@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar, dataclass_transform
 
+from stead.core._codegen import fast_init
+
 T = TypeVar("T")
 
 
@@ -31,6 +33,6 @@ def tagged(kind: str) -> Callable[[type[T]], type[T]]:
         if not issubclass(cls, TaggedRecord):  # else a type checker does not know its kind
             raise TypeError(f"a tagged record derives from TaggedRecord: {cls.__name__}")
         cls.kind = kind  # TaggedRecord declares it
-        return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        return fast_init(dataclass(frozen=True, slots=True, kw_only=True)(cls))
 
     return declare

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from stead._signal import AbortSignal
+from stead.core._codegen import fast_init
 from stead.core.canonical import digest, plain_canonical_json, sha256_hex
 from stead.core.messages import AssistantMessage, Message, ToolSchema, Usage, message_to_json
 from stead.core.settings import NO_SETTINGS, ModelSettings
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything a model call sends."""
@@ -127,6 +129,7 @@ def _body(request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, An
     }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """The model's final answer for one call."""
@@ -141,6 +144,7 @@ ProgressCallback = Callable[[str], None]
 """Receives provisional text deltas while a reply streams (lossy, not durable)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelCall:
     """One call to make: the request, the signal that aborts it, and where streamed text

@@ -99,6 +99,11 @@ def request_from_json(data: dict[str, object]) -> ModelRequest:
 class InProcessExecutor:
     """Runs tool handlers and model calls as asyncio tasks of this process."""
 
+    performs_local = True
+    """It performs a model call's live ``ModelRequest`` (``local``) and never reads the
+    assignment's JSON of it: the run loop then leaves ``ModelBody.request`` empty instead of
+    encoding and digesting the conversation on every turn."""
+
     def __init__(
         self,
         model: ModelProvider,

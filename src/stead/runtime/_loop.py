@@ -53,6 +53,7 @@ from stead.core.decide import (
     RunTools,
     StartRun,
     Step,
+    ToolPlan,
     Wait,
     automatic_events,
     plan_call,
@@ -136,7 +137,10 @@ class RunLoop:
             len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
         )
         self._in_flight: dict[str, AssignmentKey] = {}
-        self._encoder = RequestEncoder()
+        # An executor that performs the live request never reads its JSON: its class says so
+        # (a wrapper forwarding attributes to one, as the tracing executor does, reads it).
+        local = getattr(type(executor), "performs_local", False)
+        self._encoder = None if local else RequestEncoder()
         self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
@@ -264,21 +268,18 @@ class RunLoop:
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.session.store, state.messages)
         request = self._request(step.turn_index)
-        if await self._over_budget(request):
+        if not self.agent.budget.unlimited and await self._over_budget(request):
             return
         key = AssignmentKey(
             session_id=state.session_id,
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
         )
-        encoded, request_digest = self._encoder.encode(request)
-        assignment = Assignment(
-            key=key,
-            body=ModelBody(model=request.model, request=encoded, request_digest=request_digest),
-        )
+        assignment = Assignment(key=key, body=self._model_body(request))
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
-        await self.session.before_effect()
+        if self.session.holding:  # else nothing to write first: no coroutine to await
+            await self.session.before_effect()
         outcome = await at_first_wait(
             self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
         )
@@ -335,6 +336,14 @@ class RunLoop:
         }
         if message.tool_calls:
             self._crash("after_intent", None)
+
+    def _model_body(self, request: ModelRequest) -> ModelBody:
+        """A model call's body: the request's JSON and digest, or neither (``request`` empty)
+        for an executor that performs the live request it is handed instead (in-process)."""
+        if self._encoder is None:
+            return ModelBody(model=request.model, request={}, request_digest="")
+        encoded, digest = self._encoder.encode(request)
+        return ModelBody(model=request.model, request=encoded, request_digest=digest)
 
     def _mid_model_call(self) -> None:
         self._crash("mid_model_call", None)
@@ -406,10 +415,11 @@ class RunLoop:
     async def _run_tools(self, step: RunTools) -> None:
         """Settle every open call concurrently; on abort, give them the grace period, then stop
         waiting (their results, if they finish, are still recorded)."""
+        seq = self.session.state.seq  # what step.plans were decided on
         if len(step.plans) == 1:
-            await self._settle_alone(step.plans[0].tool_call_id)
+            await self._settle_alone(step.plans[0], seq)
             return
-        tasks = [asyncio.ensure_future(self._settle(p.tool_call_id)) for p in step.plans]
+        tasks = [asyncio.ensure_future(self._settle(p.tool_call_id, (seq, p))) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
         while not aborted.done() and not all(t.done() for t in tasks):
@@ -428,7 +438,7 @@ class RunLoop:
         if first is not None:
             raise first
 
-    async def _settle_alone(self, call_id: str) -> None:
+    async def _settle_alone(self, plan: ToolPlan, seq: int) -> None:
         """The common case of one open call, settled in this task: no task and no wait per
         call. Cancellation is the same as for several: on abort the call gets
         ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
@@ -455,7 +465,7 @@ class RunLoop:
 
         aborted.add_done_callback(on_abort)
         try:
-            await self._settle(call_id)
+            await self._settle(plan.tool_call_id, (seq, plan))
         except asyncio.CancelledError:
             if not cut or task.cancelling() > 1:
                 raise  # not ours, or ours and someone else's: let it through
@@ -466,9 +476,10 @@ class RunLoop:
             if cut:
                 task.uncancel()
 
-    async def _settle(self, call_id: str) -> None:
+    async def _settle(self, call_id: str, decided: tuple[int, ToolPlan] | None = None) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
-        reconcile verdict of not_done flows into a fresh attempt."""
+        reconcile verdict of not_done flows into a fresh attempt (``decided``: the step's plan
+        and the sequence it was made at, taken as it is while the state is still there)."""
         while not self.signal.aborted:
             state = self.session.state
             call = state.calls.get(call_id)
@@ -482,7 +493,9 @@ class RunLoop:
             if early is not None and early == call.attempts and call.reconciled is None:
                 await self._execute(call, early, start_recorded=True)
                 continue
-            plan = plan_call(call, self.specs.get(call.name))
+            if decided is None or decided[0] != state.seq:
+                decided = (state.seq, plan_call(call, self.specs.get(call.name)))
+            plan, decided = decided[1], None
             match plan.action:
                 case "execute":
                     await self._execute(call, plan.attempt)
@@ -527,7 +540,8 @@ class RunLoop:
             effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
         )
         assignment = tool_assignment(call, key, tool.definition_digest, attempt)
-        await self.session.before_effect()
+        if self.session.holding:
+            await self.session.before_effect()
         self._in_flight[call.tool_call_id] = key
         try:
             outcome = await self.executor.run(assignment, signal=self.signal)

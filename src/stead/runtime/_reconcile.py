@@ -29,7 +29,6 @@ from stead.core.effects import (
     Assignment,
     AssignmentKey,
     Cancelled,
-    ModelBody,
     Outcome,
     ToolUnknown,
     tool_assignment,
@@ -188,9 +187,7 @@ def _assignment(loop: RunLoop, t: Target, key: AssignmentKey) -> tuple[Assignmen
     run loop builds it (so the key and the body agree)."""
     if t.kind == "model":
         request = loop._request(t.turn_index)
-        encoded, digest = loop._encoder.encode(request)
-        body = ModelBody(model=request.model, request=encoded, request_digest=digest)
-        return Assignment(key=key, body=body), request
+        return Assignment(key=key, body=loop._model_body(request)), request
     call = loop.session.state.calls[t.tool_call_id]
     tool = loop.agent.registry.get(call.name)
     if tool is None or call.effect_class is None:

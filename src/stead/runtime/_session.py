@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from stead.core.builders._limits import stamp_asked
-from stead.core.decide import Step, ToolSpec, automatic_events, next_step
+from stead.core.decide import Step, ToolSpec, after_opening, automatic_events, next_step
 from stead.core.durability import Durability, must_sync
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
@@ -241,6 +241,7 @@ class RunSession:
     async def _reread(self) -> None:
         """Throw away the in-memory state, held events included, and fold it again."""
         self._held = []
+        self._step = None  # decided on the state thrown away (its seq may come again)
         self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
 
     @property
@@ -327,9 +328,12 @@ class RunSession:
             for e in batch:
                 apply(state, e)
             if automatic and not self.steering_only:
-                extra = automatic_events(state, self.next_step())
+                step = self.next_step()
+                extra = automatic_events(state, step)
                 for e in extra:
                     apply(state, e)
+                if extra and (known := after_opening(step)) is not None:
+                    self._step = (state.seq, known)  # the drive's next step, not decided again
                 batch.extend(extra)
         except (IllegalTransition, Conflict, ValueError):
             await self._reread()

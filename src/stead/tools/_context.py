@@ -17,12 +17,14 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from stead._signal import AbortSignal
+from stead.core._codegen import fast_init
 from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
 
 DepsT = TypeVar("DepsT", default=Any)
 """The type of ``ctx.deps``: ``ToolContext[MyDeps]``; a bare ``ToolContext`` reads it as Any."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext(Generic[DepsT]):
     """The identity of one attempt of one tool call, its cancellation signal, and the

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from stead.core._codegen import fast_init
 from stead.core.builders._ids import unique_call_ids
 from stead.core.builders._limits import deadline_passed, run_timeout_events
 from stead.core.builders._output import output_events
@@ -84,6 +85,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallAdmission:
     """Whether one requested call may run, as the registry and the tool's policy judge it
