@@ -461,21 +461,14 @@ class SQLiteStore(_sql.SQLStore):
 def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     """Write one append inside the caller's write transaction if its guard holds; False (and
     nothing written) when the run is not at the expected sequence and epoch."""
-    run_id, _, rows, expected, epoch, status, now, snapshot, _ = a
     # The epoch and sequence checks and the write they guard are one statement in the
     # write transaction: a stale owner or a stale sequence changes nothing.
-    guard = (expected + len(rows), status, now, run_id, epoch, expected)
-    if db.execute(_GUARD, guard).rowcount != 1:
+    if db.execute(_GUARD, _guard_params(a)).rowcount != 1:
         return False
-    db.executemany(
-        _INSERT_EVENT,
-        [
-            (run_id, expected + i, kind, version, turn, call, data, now)
-            for i, (kind, version, turn, call, data) in enumerate(rows, 1)
-        ],
-    )
+    db.executemany(_INSERT_EVENT, _event_params(a))
+    snapshot = a[7]
     if snapshot is not None:
-        db.execute(_SNAPSHOT, (run_id, *snapshot))
+        db.execute(_SNAPSHOT, (a[0], *snapshot))
     return True
 
 
@@ -490,10 +483,10 @@ def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
         runs = [m for m in batch if isinstance(m, _NewRun)]
         appends = [m for m in batch if not isinstance(m, _NewRun)] if runs else batch
         if runs:
-            db.executemany(_INSERT_RUN, [(*r[:5], r[4]) for r in runs])
-        guards = [(a[3] + len(a[2]), a[5], a[6], a[0], a[4], a[3]) for a in appends]
+            db.executemany(_INSERT_RUN, [_run_params(r) for r in runs])
+        guards = [_guard_params(a) for a in appends]
         if not guards or db.executemany(_GUARD, guards).rowcount == len(guards):
-            events = [(r[0], 1, *r[5:], r[4]) for r in runs]
+            events = [_first_event_params(r) for r in runs]
             db.executemany(_INSERT_EVENT, events + [p for a in appends for p in _event_params(a)])
             snapshots = [(a[0], *a[7]) for a in appends if a[7] is not None]
             if snapshots:
@@ -506,15 +499,33 @@ def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
 
 def _put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
     """Insert a new run and its first event (``SQLStore._create``'s row)."""
-    run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
-    db.execute(_INSERT_RUN, (run_id, agent, session_id, correlation_id, now, now))
-    db.execute(_INSERT_EVENT, (run_id, 1, kind, version, turn, call, data, now))
+    db.execute(_INSERT_RUN, _run_params(row))
+    db.execute(_INSERT_EVENT, _first_event_params(row))
     return True
 
 
+def _run_params(row: _sql.Row) -> tuple[Any, ...]:
+    """The ``_INSERT_RUN`` parameters of a new run's row (created and updated now)."""
+    run_id, agent, session_id, correlation_id, now = row[:5]
+    return (run_id, agent, session_id, correlation_id, now, now)
+
+
+def _first_event_params(row: _sql.Row) -> tuple[Any, ...]:
+    """The ``_INSERT_EVENT`` parameters of a new run's first event (sequence 1)."""
+    run_id, _, _, _, now, kind, version, turn, call, data = row
+    return (run_id, 1, kind, version, turn, call, data, now)
+
+
+def _guard_params(a: _sql.Append) -> tuple[Any, ...]:
+    """The ``_GUARD`` parameters of an append: its run moves to the sequence after its rows
+    only if it is still at the epoch and sequence the append expects."""
+    run_id, _, rows, expected, epoch, status, now, _, _ = a
+    return (expected + len(rows), status, now, run_id, epoch, expected)
+
+
 def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
-    """The ``_INSERT_EVENT`` parameters of an append's rows (as ``_put`` writes them: it
-    spells them out, one call less on every append)."""
+    """The ``_INSERT_EVENT`` parameters of an append's rows, numbered after the sequence the
+    append expects (``_put`` and a batch's one ``executemany`` both write these)."""
     run_id, _, rows, expected, _, _, now, _, _ = a
     return [
         (run_id, expected + i, kind, version, turn, call, data, now)
