@@ -116,6 +116,14 @@ async def test_a_batch_notifies_the_runs_it_wrote_and_not_the_one_it_refused(
         assert await waits[0] == bs[0].written + 1
         assert await append(writer, bs[1]) == bs[1].written + 1  # alone, after the batch
         assert await waits[1] == bs[1].written + 1
+        # A waiter may return on a re-read (the listener re-reads the channels it just began
+        # hearing again) before its notice is in: wait for both, then for any stray one
+        # (they come in commit order on one connection, so one would be here by then).
+        for _ in range(1000):
+            if watcher.notices >= before + 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
         assert watcher.notices == before + 2  # run-0's and run-1's own; run-2 is not heard
     finally:
         await watcher.close()
