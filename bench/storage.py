@@ -191,7 +191,10 @@ async def postgres_case(pg: str, turns: int) -> dict[str, Any]:
     store = PostgresStore(url)
     try:
         with psycopg.connect(pg, autocommit=True) as conn:
-            for t in ("runs", "events", "snapshots"):
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+            for (t,) in tables:
                 conn.execute(
                     f"ALTER TABLE {schema}.{t} SET (autovacuum_enabled = false, "
                     "toast.autovacuum_enabled = false)".encode()

@@ -396,7 +396,8 @@ class SQLStore(ChatRows):
             rows = utf8_rows(rows)
         packed = None
         if snapshot is not None:
-            packed = (snapshot[0], int(snapshot[1].get("v", 0)), pack(snapshot[1]))
+            state = snapshot[1]
+            packed = (snapshot[0], int(state.get("v", 0)), await self._pack_snapshot(run_id, state))
         a = (run_id, events, rows, expected_seq, epoch, status, now, packed, sync)
         group = self.group
         if run_id != group.last or group.task is not None:
@@ -410,6 +411,10 @@ class SQLStore(ChatRows):
         """This store's group commit (``stead.store._group``): the appends of many runs of
         this process in one transaction. ``group.after_batch`` is a test's seam."""
         return GroupCommit(self._append_alone, self._append_many)
+
+    async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
+        """A snapshot row's state column (PostgreSQL stores its long lists apart first)."""
+        return pack(state)
 
     async def _append_alone(self, a: Append) -> None:
         try:

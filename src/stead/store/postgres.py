@@ -65,7 +65,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _pgappend, _pgbatch, _pgload, _sql
+from stead.store import _pgappend, _pgbatch, _pgchunks, _pgload, _sql
 from stead.store._base import Loaded, known_key
 from stead.store._pglisten import Listener
 from stead.store._watch import Watcher
@@ -317,8 +317,18 @@ class PostgresStore(_sql.SQLStore):
         known_key(run_id)
         async with self._conn() as conn:
             rows = await (await conn.execute(_pgload.LOAD, (run_id,))).fetchall()
-        loaded = _pgload.loaded(run_id, rows)
+            loaded = _pgload.loaded(run_id, rows)
+            if loaded is not None and loaded.snapshot is not None:
+                loaded = await _pgchunks.load(conn, loaded)
         return loaded if loaded is not None else await super().load(run_id)
+
+    async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
+        """See ``_pgchunks``: a long state's lists are stored in pieces, once each."""
+        head, pieces = _pgchunks.split(state)
+        if pieces:
+            async with self._conn() as conn:
+                await _pgchunks.write(conn, run_id, pieces)
+        return _sql.pack(head)
 
     async def _create(self, row: _sql.Row) -> None:
         run_id, agent, session_id, correlation_id, now, kind, version, turn, call, data = row
@@ -453,7 +463,8 @@ class PostgresStore(_sql.SQLStore):
                 row = conn.execute(
                     "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events "
                     "WHERE run_id = %(run)s) + (SELECT COALESCE(SUM(pg_column_size(state)), 0) "
-                    "FROM snapshots WHERE run_id = %(run)s)",
+                    "FROM snapshots WHERE run_id = %(run)s) + (SELECT COALESCE(SUM("
+                    "pg_column_size(data)), 0) FROM snapshot_chunks WHERE run_id = %(run)s)",
                     {"run": run_id},
                 ).fetchone()
         except psycopg.Error as exc:

@@ -1,0 +1,4 @@
+-- PostgreSQL's 0009 stores a long snapshot's lists in pieces (its rewrites left dead TOAST
+-- versions behind until a vacuum). SQLite overwrites a snapshot's pages in place and its
+-- file is within 2x of a run's content: nothing to change here; the version stands so both
+-- stores list the same.
