@@ -2,7 +2,8 @@
 
 An append is one statement (see ``postgres.py``): a conditional ``UPDATE`` of the run's row
 (the epoch and sequence checks are its ``WHERE``), the event inserts, the snapshot and the
-notices, chained as CTEs that write only when the ``UPDATE`` matched.
+notices, chained as CTEs that write only when the ``UPDATE`` matched. The events are keyed by
+the run's number (migration 0009), which that ``UPDATE`` returns: no lookup of its own.
 
 **Rows as scalars.** The events of an append went as six arrays ``unnest``-ed by the server.
 psycopg adapts a Python list by inspecting its elements to choose an array type and then
@@ -39,12 +40,13 @@ _HEAD = (
     "WITH upd AS ("
     " UPDATE runs SET last_seq = %(seq)s, status = %(status)s, updated_at = %(now)s"
     " WHERE run_id = %(run)s AND epoch = %(epoch)s AND last_seq = %(expected)s"
-    " RETURNING lease_owner),"
+    " RETURNING lease_owner, run_no),"
     " ins AS ("
-    " INSERT INTO events (run_id, seq, kind, version, turn_index, tool_call_id, data, created_at)"
-    " SELECT %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id, u.data, %(now)s"
-    " FROM {rows} AS u(seq, kind, version, turn_index, tool_call_id, data)"
-    " WHERE EXISTS (SELECT 1 FROM upd))"
+    " INSERT INTO events (run_no, run_id, seq, kind, version, turn_index, tool_call_id, data,"
+    " created_at)"
+    " SELECT upd.run_no, %(run)s, u.seq, u.kind, u.version, u.turn_index, u.tool_call_id,"
+    " u.data, %(now)s"
+    " FROM {rows} AS u(seq, kind, version, turn_index, tool_call_id, data), upd)"
 )
 _ARRAYS = (
     "unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(versions)s::int[],"

@@ -27,17 +27,18 @@ _RUN = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
 LOAD = (
     f"WITH r AS (SELECT {_RUN}, s.seq AS snap_seq, s.state,"
     " CASE WHEN s.seq > 0 AND s.seq <= r.last_seq THEN s.seq ELSE 0 END AS after"
-    " FROM runs r LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s)"
+    " , r.run_no FROM runs r LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s)"
     " SELECT 0 AS part, NULL::bigint AS seq, NULL::text, NULL::int, NULL::bytea,"
     " NULL::float8, r.* FROM r"
     " UNION ALL"
     " SELECT 1, e.seq, e.kind, e.version, e.data, e.created_at"
-    f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 3)}"
-    " FROM r JOIN events e ON e.run_id = r.run_id AND e.seq > r.after AND e.seq <= r.last_seq"
+    f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 4)}"
+    " FROM r JOIN events e ON e.run_no = r.run_no AND e.seq > r.after AND e.seq <= r.last_seq"
     " ORDER BY part, seq"
 )
-"""(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after): the
-run's row first (part 0), then its tail (part 1)."""
+"""(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after, run_no):
+the run's row first (part 0), then its tail (part 1), read by the run's number (migration
+0009)."""
 
 _HEAD = 6
 """Where the run's columns start in a row of ``LOAD``."""

@@ -225,12 +225,14 @@ class SQLStore(ChatRows):
     """The row and its snapshot in one statement (one snapshot of the database)."""
     TAIL: ClassVar[str] = (
         "SELECT e.seq, e.kind, e.version, {data}, e.created_at FROM events e "
-        "WHERE e.run_id = ? AND e.seq > ? AND e.seq <= ? ORDER BY e.seq"
+        "WHERE e.run_no = (SELECT run_no FROM runs WHERE run_id = ?) AND e.seq > ? "
+        "AND e.seq <= ? ORDER BY e.seq"
     )
-    """Events after the snapshot up to the row's last_seq (which commits with its events)."""
+    """Events after the snapshot up to the row's last_seq (which commits with its events),
+    by the run's number: both stores index events by it (migrations 0008 and 0009)."""
     READ_EVENTS: ClassVar[str] = (
         "SELECT r.last_seq, e.seq, e.kind, e.version, {data}, e.created_at FROM runs r "
-        "LEFT JOIN events e ON e.run_id = r.run_id AND e.seq > ? WHERE r.run_id = ? "
+        "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq > ? WHERE r.run_id = ? "
         "ORDER BY e.seq"
     )
     """The run's last_seq and its events after a point, from one snapshot of the database."""

@@ -338,10 +338,10 @@ class PostgresStore(_sql.SQLStore):
                 " INSERT INTO runs (run_id, agent, session_id, correlation_id, status,"
                 " last_seq, epoch, created_at, updated_at)"
                 " VALUES (%(run)s, %(agent)s, %(session)s, %(corr)s, 'queued', 1, 0,"
-                " %(now)s, %(now)s) RETURNING run_id),"
-                " e AS (INSERT INTO events (run_id, seq, kind, version, turn_index,"
+                " %(now)s, %(now)s) RETURNING run_id, run_no),"
+                " e AS (INSERT INTO events (run_no, run_id, seq, kind, version, turn_index,"
                 " tool_call_id, data, created_at)"
-                " SELECT run_id, 1, %(kind)s, %(version)s, %(turn)s, %(call)s, %(data)s,"
+                " SELECT run_no, run_id, 1, %(kind)s, %(version)s, %(turn)s, %(call)s, %(data)s,"
                 " %(now)s FROM r)"
                 " SELECT pg_notify(%(ready)s, run_id || ':1') FROM r",
                 {
@@ -461,8 +461,8 @@ class PostgresStore(_sql.SQLStore):
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 row = conn.execute(
-                    "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events "
-                    "WHERE run_id = %(run)s) + (SELECT COALESCE(SUM(pg_column_size(state)), 0) "
+                    "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events WHERE run_no "
+                    "= (SELECT run_no FROM runs WHERE run_id = %(run)s)) + (SELECT COALESCE(SUM(pg_column_size(state)), 0) "
                     "FROM snapshots WHERE run_id = %(run)s) + (SELECT COALESCE(SUM("
                     "pg_column_size(data)), 0) FROM snapshot_chunks WHERE run_id = %(run)s)",
                     {"run": run_id},

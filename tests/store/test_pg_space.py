@@ -1,9 +1,9 @@
-"""PostgreSQL keeps a long run's snapshots near its content (issue 15, store/_pgchunks.py).
+"""PostgreSQL keeps a run's bytes on disk near its content (issue 15, migration 0009).
 
 A snapshot rewritten whole every few hundred events left every old version's TOAST chunks
-dead until a vacuum; a long state's lists are now stored in pieces, each once. Sizes are
-counted by the server (``pg_total_relation_size``, autovacuum off for the tables), never
-timed.
+dead until a vacuum; a long state's lists are now stored in pieces, each once
+(store/_pgchunks.py). Events are indexed by the run's number, not its random id. Sizes are
+counted by the server (``pg_relation_size``, autovacuum off for the tables), never timed.
 """
 
 from __future__ import annotations
@@ -129,6 +129,26 @@ async def test_a_missing_piece_makes_the_snapshot_unused_never_wrong(pg_url: str
         await store.close()
 
 
+async def test_events_are_indexed_by_the_runs_number(pg_url: str) -> None:
+    """The (run, seq) index of 2,000 events: ~28 bytes an entry (a 16-byte key), where the
+    random run id made it ~70."""
+    store = PostgresStore(pg_url)
+    try:
+        b = await seeded(store, "run_" + "5f0c" * 8, turns=0)  # as long as a real run id
+        for _ in range(500):
+            turns(b, 1)
+            await b.flush(store)
+        assert b.written == 2002
+        [(size,)] = sql(pg_url, "SELECT pg_relation_size('events_pkey')")
+        assert isinstance(size, int) and size < 2000 * 36 + 16384, size
+        later = await seeded(store, "run_" + "0000" * 8, turns=1)
+        numbers = sql(pg_url, "SELECT run_id, run_no FROM runs ORDER BY run_no")
+        assert [r for r, _ in numbers] == [b.run_id, later.run_id]  # in order of creation
+        assert [e.event for e in await store.read_events(later.run_id)] == later.log
+    finally:
+        await store.close()
+
+
 async def test_a_schema_written_before_0009_loads_and_snapshots_in_pieces_after(
     pg_url: str,
 ) -> None:
@@ -168,6 +188,12 @@ async def test_a_schema_written_before_0009_loads_and_snapshots_in_pieces_after(
         state, covered = await RunSession.load_state(store, b.run_id)
         assert (state.to_json(), covered) == (b.state.to_json(), b.written)
         assert RunState.from_json(state.to_json()).seq == b.written
+        # The old run's events were numbered with it; a new run's number comes after it.
+        new = await seeded(store, "run-new")
+        assert [e.event for e in await store.read_events(new.run_id)] == new.log
+        rows = sql(pg_url, "SELECT r.run_id, count(*) FROM runs r JOIN events e"
+                   " ON e.run_no = r.run_no GROUP BY r.run_id, r.run_no ORDER BY r.run_no")  # fmt: skip
+        assert rows == [(b.run_id, b.written), (new.run_id, new.written)]
     finally:
         await store.close()
 
