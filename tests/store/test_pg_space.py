@@ -191,8 +191,11 @@ async def test_a_schema_written_before_0009_loads_and_snapshots_in_pieces_after(
         # The old run's events were numbered with it; a new run's number comes after it.
         new = await seeded(store, "run-new")
         assert [e.event for e in await store.read_events(new.run_id)] == new.log
-        rows = sql(pg_url, "SELECT r.run_id, count(*) FROM runs r JOIN events e"
-                   " ON e.run_no = r.run_no GROUP BY r.run_id, r.run_no ORDER BY r.run_no")  # fmt: skip
+        rows = sql(
+            pg_url,
+            "SELECT r.run_id, count(*) FROM runs r JOIN events e ON e.run_no = r.run_no"
+            " GROUP BY r.run_id, r.run_no ORDER BY r.run_no",
+        )
         assert rows == [(b.run_id, b.written), (new.run_id, new.written)]
     finally:
         await store.close()

@@ -460,13 +460,7 @@ class PostgresStore(_sql.SQLStore):
         PostgreSQL's own compression of large values)."""
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events WHERE run_no "
-                    "= (SELECT run_no FROM runs WHERE run_id = %(run)s)) + (SELECT COALESCE(SUM(pg_column_size(state)), 0) "
-                    "FROM snapshots WHERE run_id = %(run)s) + (SELECT COALESCE(SUM("
-                    "pg_column_size(data)), 0) FROM snapshot_chunks WHERE run_id = %(run)s)",
-                    {"run": run_id},
-                ).fetchone()
+                row = conn.execute(_PAYLOAD_BYTES, {"run": run_id}).fetchone()
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL failed at {self.where}: {exc}") from exc
         return int(row[0]) if row else 0
@@ -584,3 +578,11 @@ _RENEW_LEASES = (
     " AS h(run_id, epoch) WHERE r.run_id = h.run_id AND r.epoch = h.epoch"
     f" AND r.lease_owner = %s RETURNING r.run_id, {_UNSYNCED}"
 )
+_PAYLOAD_BYTES = (
+    "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events"
+    " WHERE run_no = (SELECT run_no FROM runs WHERE run_id = %(run)s))"
+    " + (SELECT COALESCE(SUM(pg_column_size(state)), 0) FROM snapshots WHERE run_id = %(run)s)"
+    " + (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM snapshot_chunks"
+    " WHERE run_id = %(run)s)"
+)
+"""A run's event data, snapshot and snapshot pieces, as stored (``payload_bytes``)."""
