@@ -18,7 +18,8 @@ as a repeated string would); then a final answer.
   off for its tables so that nothing runs at a moment of its choosing); the main forks of
   every table, TOAST table and index (the free-space and visibility maps are a few pages a
   table, not a run's), less the empty schema's, after a ``CHECKPOINT``. Row versions that an
-  update left behind (every append updates the run's row; every snapshot replaces the last)
+  update left behind (every append updates the run's row; every snapshot replaces the last,
+  since migration 0009 only its remainder: a long state's lists are stored in pieces, once)
   count there until a vacuum frees their space for reuse, so PostgreSQL has a second figure:
   after ``VACUUM``, less the free space it recorded (``pg_freespacemap``), the bytes the run
   holds once autovacuum has been by.
