@@ -123,3 +123,27 @@ async def test_a_load_is_one_statement(traced: tuple[PostgresStore, Wire]) -> No
     assert loaded.record.last_seq == b.written
     assert 0 < loaded.snapshot_seq < b.written
     assert [s.event for s in loaded.tail] == b.log[loaded.snapshot_seq :]
+
+
+async def test_a_long_runs_load_is_one_statement_with_its_snapshots_pieces(
+    traced: tuple[PostgresStore, Wire],
+) -> None:
+    """A snapshot of 80 messages is stored in pieces (``_pgchunks``): the load reads them in
+    its one statement too."""
+    store, wire = traced
+    b = await seeded(store, "run-1", turns=40)
+    b.tool_turn()
+    b.written = await b.flush(store, snapshot=True)
+    snapshot = b.state.to_json()
+    b.final_turn()
+    b.written = await b.flush(store)
+    async with store._conn() as conn:
+        (pieces,) = await (await conn.execute("SELECT count(*) FROM snapshot_chunks")).fetchone()
+    assert pieces == 3  # 2 of the messages, 1 of the turns' usage
+    await wire.start(store)
+    loaded = await store.load(b.run_id)
+    sent = await wire.take(store)
+    binds = sum(1 for line in sent if line.split("\t")[::2] == ["F", "Bind"])
+    assert (binds, round_trips(sent)) == (1, 1), sent
+    assert loaded.snapshot == snapshot
+    assert [s.event for s in loaded.tail] == b.log[loaded.snapshot_seq :]

@@ -28,14 +28,13 @@ makes the snapshot unusable, never wrong, each piece being checked against its d
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from stead.store._base import Loaded, dumps
+from stead.store._base import dumps
 from stead.store._pgappend import UNSYNCED
 
 PIECE = 32
@@ -120,7 +119,6 @@ WRITE = (
     f" ON CONFLICT DO NOTHING RETURNING {UNSYNCED}"
 )
 """Unsynced: durable with the append after it (the module docstring says why)."""
-READ = "SELECT digest, data FROM snapshot_chunks WHERE run_id = %s AND digest = ANY(%s)"
 
 
 async def write(conn: Any, run_id: str, pieces: Pieces) -> None:
@@ -135,15 +133,15 @@ async def write(conn: Any, run_id: str, pieces: Pieces) -> None:
         await conn.execute(WRITE, (run_id, [d for d, _ in new], datas))
 
 
-async def load(conn: Any, loaded: Loaded) -> Loaded | None:
-    """``loaded`` with its snapshot's pieces put back; None when they cannot be (the caller
-    then reads the run the shared way, whose state the core refuses, and folds the log)."""
-    assert loaded.snapshot is not None
-    ds = digests(loaded.snapshot)
+def put_back(
+    snapshot: dict[str, Any], stored: Sequence[tuple[str, bytes]]
+) -> dict[str, Any] | None:
+    """The whole state of a snapshot row, given the run's stored pieces ((digest, data), any
+    order, unreferenced ones too); the row itself when it refers to none; None when its
+    pieces cannot be put back (the caller then reads the run the shared way, whose state
+    the core refuses, and folds the log)."""
+    ds = digests(snapshot)
     if ds is None:
-        return loaded
-    if not ds:
-        return None
-    cur = await conn.execute(READ, (loaded.record.run_id, ds))
-    state = joined(loaded.snapshot, await cur.fetchall())
-    return None if state is None else dataclasses.replace(loaded, snapshot=state)
+        return snapshot
+    wanted = set(ds)
+    return joined(snapshot, [p for p in stored if p[0] in wanted]) if wanted else None

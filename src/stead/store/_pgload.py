@@ -2,9 +2,10 @@
 
 ``SQLStore.load`` reads the row with its snapshot, then the tail after the snapshot: two
 statements and two round trips for every run a worker picks up. PostgreSQL answers both at
-once: the statement's first row is the run's (with its snapshot's seq and state), the others
-are the tail, in order. One statement also reads one snapshot of the database, so the tail
-and the row agree by construction.
+once: the statement's first row is the run's (with its snapshot's seq and state), the next
+ones are the tail, in order, and the last ones the pieces of a long snapshot (``_pgchunks``),
+when the snapshot is used. One statement also reads one snapshot of the database, so the
+tail, the pieces and the row agree by construction.
 
 The tail starts after the snapshot when the snapshot's seq is within the log (``0 < seq <=
 last_seq``, what ``_sql.snapshot_of`` accepts), else at the start. A snapshot within the
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stead.errors import RunNotFound
+from stead.store import _pgchunks
 from stead.store._base import Loaded, decode_events
 from stead.store._sql import RUN_COLUMNS, record, snapshot_of
 
@@ -34,11 +36,15 @@ LOAD = (
     " SELECT 1, e.seq, e.kind, e.version, e.data, e.created_at"
     f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 4)}"
     " FROM r JOIN events e ON e.run_no = r.run_no AND e.seq > r.after AND e.seq <= r.last_seq"
+    " UNION ALL"
+    " SELECT 2, NULL, c.digest, NULL, c.data, NULL"
+    f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 4)}"
+    " FROM r JOIN snapshot_chunks c ON c.run_id = r.run_id WHERE r.after > 0"
     " ORDER BY part, seq"
 )
 """(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after, run_no):
 the run's row first (part 0), then its tail (part 1), read by the run's number (migration
-0009)."""
+0009), then the snapshot's pieces (part 2: digest as ``kind``, ``data``; ``_pgchunks``)."""
 
 _HEAD = 6
 """Where the run's columns start in a row of ``LOAD``."""
@@ -46,7 +52,8 @@ _HEAD = 6
 
 def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:
     """``Loaded`` from the rows of ``LOAD``; None when the snapshot the statement read the
-    tail after is unreadable (read again: the log is folded from the start)."""
+    tail after is unreadable, or its pieces cannot be put back (read again: the log is
+    folded from the start)."""
     if not rows:
         raise RunNotFound(run_id)
     head = rows[0][_HEAD:]
@@ -54,5 +61,12 @@ def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:
     snapshot, snap_seq = snapshot_of(head[11], head[12], rec.last_seq)
     if snap_seq != head[13]:
         return None
-    tail = decode_events(run_id, [r[1:_HEAD] for r in rows[1:]], snap_seq, rec.last_seq)
+    end = len(rows)
+    while end > 1 and rows[end - 1][0] == 2:
+        end -= 1
+    if snapshot is not None:
+        snapshot = _pgchunks.put_back(snapshot, [(r[2], r[4]) for r in rows[end:]])
+        if snapshot is None:
+            return None
+    tail = decode_events(run_id, [r[1:_HEAD] for r in rows[1:end]], snap_seq, rec.last_seq)
     return Loaded(record=rec, snapshot=snapshot, snapshot_seq=snap_seq, tail=tail)

@@ -313,13 +313,12 @@ class PostgresStore(_sql.SQLStore):
         return self._session()
 
     async def load(self, run_id: str) -> Loaded:
-        """See ``Store.load``: one statement (``_pgload``), not the shared two."""
+        """See ``Store.load``: one statement (``_pgload``, with the snapshot's pieces), not
+        the shared two."""
         known_key(run_id)
         async with self._conn() as conn:
             rows = await (await conn.execute(_pgload.LOAD, (run_id,))).fetchall()
-            loaded = _pgload.loaded(run_id, rows)
-            if loaded is not None and loaded.snapshot is not None:
-                loaded = await _pgchunks.load(conn, loaded)
+        loaded = _pgload.loaded(run_id, rows)
         return loaded if loaded is not None else await super().load(run_id)
 
     async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
