@@ -57,7 +57,7 @@ def next_xid(url: str) -> int:
 
 def turn(b: RunBuilder) -> None:
     t = b.next_turn
-    (call,) = [e.tool_call_id for e in b.tool_turn(results=False)[2:]]  # type: ignore[attr-defined]
+    (call,) = [e.tool_call_id for e in b.tool_turn(results=False)[2:]]
     b.add(result(t, call, content=random.Random(t).randbytes(500).hex()))
 
 
