@@ -267,3 +267,61 @@ def _restore(pg_url: str, dump: dict[str, Any]) -> None:
             for row in content["rows"]:
                 values = [bytes.fromhex(v["bytes"]) if isinstance(v, dict) else v for v in row]
                 conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})".encode(), values)
+
+
+# -- a PostgreSQL store written by the code before migration 0009 ------------------------
+#
+# ``fixtures/*-b0428fb.*``: the same three runs and a long one ("snap-long", 81 messages in
+# its snapshot) as main wrote them at b0428fb: events keyed by (run_id, seq), snapshots whole
+# in their row. Migration 0009 numbers the runs and their events and adds the snapshots'
+# pieces; the old whole snapshots are still relied on, and the next one is stored in pieces.
+
+B0428FB = "b0428fb"
+
+
+async def test_a_postgres_schema_written_before_0009_migrates_and_loads(pg_url: str) -> None:
+    dump = json.loads((FIXTURES / f"postgres-{B0428FB}.json").read_text())
+    expected = json.loads((FIXTURES / f"expected-{B0428FB}.json").read_text())
+    _restore(pg_url, dump)
+    assert dump["expected"] == expected
+    store = PostgresStore(pg_url)
+    try:
+        assert {r.run_id for r in await store.list_runs()} == set(expected)
+        for run_id, want in expected.items():
+            loaded = await store.load(run_id)
+            assert (loaded.record.last_seq, loaded.record.status) == (
+                want["last_seq"],
+                want["status"],
+            )
+            assert (loaded.snapshot_seq, loaded.snapshot) == (
+                want["snapshot_seq"],
+                want["snapshot"],
+            )
+            log = [s.event for s in await store.read_events(run_id)]
+            state, _ = await RunSession.load_state(store, run_id)
+            assert state.to_json() == fold_log(log).to_json()
+            assert await RunSession.verify(store, run_id) == want["last_seq"]
+        # The long run writes on; its next snapshot is stored in pieces and read back whole.
+        b = RunBuilder("snap-long")
+        b.state, _ = await RunSession.load_state(store, "snap-long")
+        b.log = [s.event for s in await store.read_events("snap-long")]
+        b.written, b.next_turn = len(b.log), b.state.turn_index + 1
+        b.tool_turn()
+        await b.flush(store, now=T0 + 20, snapshot=True)
+        loaded = await store.load("snap-long")
+        assert (loaded.snapshot_seq, loaded.snapshot) == (b.written, b.state.to_json())
+    finally:
+        await store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        pieces = conn.execute("SELECT count(*) FROM snapshot_chunks").fetchone()
+        key = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'events_pkey'"
+            " AND schemaname = current_schema()"
+        ).fetchone()
+        numbered = conn.execute(
+            "SELECT count(*) FROM events e JOIN runs r ON r.run_no = e.run_no"
+            " AND r.run_id = e.run_id"
+        ).fetchone()
+    assert pieces == (3,)  # 2 of the messages, 1 of the turns' usage
+    assert key is not None and "(run_no, seq)" in key[0]
+    assert numbered == (sum(w["last_seq"] for w in expected.values()) + 4,)  # and one turn
