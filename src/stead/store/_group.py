@@ -46,6 +46,15 @@ task still does what an append cannot: the first batch after a pause, a commit t
 appends. While another write waits for the thread to be idle (a claim, a lease renewal), an
 append leaves the next batch to the task, so that the write gets its turn.
 
+**Two on the wire** (PostgreSQL, ``width``). A batch is a round trip, whose answer the task
+hears a turn of the loop after it came; the appends made meanwhile waited for all of that
+before going out. With ``width`` 2, an append that finds every batch task waiting on the wire
+starts another task, which writes what is queued by the next turn as a batch of its own, on
+another connection of the pool: at most ``width`` batches are under way at once. Each
+member's guard is checked by the database as ever, so two batches never write one run out
+of order (a run appends once at a time; a second writer of it meets the guard, as from
+another process).
+
 A crash between a batch's commit and the callers' wake-up loses nothing acknowledged: nothing
 was acknowledged yet, and what committed is in the log (the session that wrote it reloads it
 when it resumes). ``after_batch`` is the seam the test of that SIGKILLs a process at.
@@ -97,6 +106,7 @@ class GroupCommit:
 
     __slots__ = (
         "_many",
+        "_more",
         "_one",
         "_pending",
         "_queue",
@@ -107,10 +117,18 @@ class GroupCommit:
         "last",
         "lone_in_many",
         "task",
+        "width",
+        "writing",
     )
 
     def __init__(
-        self, one: Write, many: WriteMany, *, lone_in_many: bool = False, start: Start | None = None
+        self,
+        one: Write,
+        many: WriteMany,
+        *,
+        lone_in_many: bool = False,
+        start: Start | None = None,
+        width: int = 1,
     ) -> None:
         self._one = one
         self._many = many
@@ -131,6 +149,12 @@ class GroupCommit:
         """Told of every batch of more than one append once it committed (a test's seam)."""
         self.batches = 0
         """Transactions of more than one append written so far (for tests and metrics)."""
+        self.width = width
+        """Batches written at once at most (see "Two on the wire" above)."""
+        self._more: set[asyncio.Task[None]] = set()
+        """Tasks writing batches besides ``task`` (held here: the loop holds tasks weakly)."""
+        self.writing = 0
+        """Tasks waiting for a batch they are writing."""
 
     async def submit(self, run_id: str, append: Any) -> None:
         """Write ``append`` of ``run_id`` in a batch; return once it is durable.
@@ -147,9 +171,12 @@ class GroupCommit:
             self.task = loop.create_task(self._drain())
         elif self._pending is not None and self._pending[1].returned:
             self._advance()  # the commit under way returned: the next batch starts now
+        elif self.writing > len(self._more) and len(self._more) + 1 < self.width:
+            # Every task waits on the wire: another takes what is queued by the next turn.
+            self._more.add(loop.create_task(self._drain(more=True)))
         await done
 
-    async def _drain(self) -> None:
+    async def _drain(self, more: bool = False) -> None:
         """Write what is queued, batch after batch, until nothing is (and, with ``start``,
         until the batch under way is told)."""
         batch: list[_Member] = []
@@ -168,13 +195,17 @@ class GroupCommit:
                 if not batch:
                     continue  # every caller was cancelled before the write: nothing to do
                 first = False
-                if alone:
-                    outcomes = [await self._alone(batch[0][0])]
-                elif self._start is None or not self._begin(batch, eager=False):
-                    outcomes = await self._together([m[0] for m in batch])
-                else:
+                if self._start is not None and not alone and self._begin(batch, eager=False):
                     batch = []
                     continue  # told once its commit returned (above, or by ``_advance``)
+                self.writing += 1
+                try:
+                    if alone:
+                        outcomes = [await self._alone(batch[0][0])]
+                    else:
+                        outcomes = await self._together([m[0] for m in batch])
+                finally:
+                    self.writing -= 1
                 _tell(batch, outcomes)
                 batch = []
         except BaseException as exc:
@@ -189,7 +220,10 @@ class GroupCommit:
             self._queue, self._pending = [], None
             raise
         finally:
-            self.task = None
+            if more:
+                self._more.discard(asyncio.current_task())
+            else:
+                self.task = None
 
     def _take(self, first: bool) -> tuple[list[_Member], bool]:
         """The queued appends whose callers still wait, as the next batch, and whether its
