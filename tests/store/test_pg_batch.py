@@ -182,23 +182,23 @@ async def test_appends_go_out_as_a_second_batch_while_one_waits_on_the_server(
     store = PostgresStore(pg_url)
     try:
         bs = [await seeded(store, f"run-{i}") for i in range(4)]
-        async with await psycopg.AsyncConnection.connect(pg_url) as blocker:
-            async with blocker.transaction():
-                await blocker.execute(
-                    "SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (bs[0].run_id,)
+        blocker = await psycopg.AsyncConnection.connect(pg_url)
+        async with blocker, blocker.transaction():
+            await blocker.execute(
+                "SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (bs[0].run_id,)
+            )
+            first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))
+            for _ in range(2000):  # until the first batch waits for the lock
+                cur = await blocker.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
                 )
-                first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))
-                for _ in range(2000):  # until the first batch waits for the lock
-                    cur = await blocker.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                        " AND datname = current_database()"
-                    )
-                    if (await cur.fetchone() or (0,))[0] > 0:
-                        break
-                    await asyncio.sleep(0.01)
-                second = asyncio.gather(append(store, bs[2]), append(store, bs[3]))
-                assert await asyncio.wait_for(second, 30) == [bs[2].written + 1, bs[3].written + 1]
-                assert not first.done()
+                if (await cur.fetchone() or (0,))[0] > 0:
+                    break
+                await asyncio.sleep(0.01)
+            second = asyncio.gather(append(store, bs[2]), append(store, bs[3]))
+            assert await asyncio.wait_for(second, 30) == [bs[2].written + 1, bs[3].written + 1]
+            assert not first.done()
         assert await first == [bs[0].written + 1, bs[1].written + 1]
         assert store.group.batches == 2
         for b in bs:
