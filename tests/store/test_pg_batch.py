@@ -166,3 +166,42 @@ async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> 
     finally:
         await watcher.close()
         await writer.close()
+
+
+async def test_appends_go_out_as_a_second_batch_while_one_waits_on_the_server(
+    pg_url: str,
+) -> None:
+    """While a batch waits on the server (one of its runs' rows locked by another
+    connection), the appends made meanwhile go out as a second batch, on another connection
+    of the pool, and return without waiting for the first: a batch's round trip no longer
+    holds up every append made during it (``GroupCommit.width``). Nothing is timed: the first
+    batch cannot return before the lock is released, which happens after the second did (the
+    ``wait_for`` is a deadlock guard, reached only when the second waits for the first)."""
+    import psycopg
+
+    store = PostgresStore(pg_url)
+    try:
+        bs = [await seeded(store, f"run-{i}") for i in range(4)]
+        blocker = await psycopg.AsyncConnection.connect(pg_url)
+        async with blocker, blocker.transaction():
+            await blocker.execute(
+                "SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (bs[0].run_id,)
+            )
+            first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))
+            for _ in range(2000):  # until the first batch waits for the lock
+                cur = await blocker.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                )
+                if (await cur.fetchone() or (0,))[0] > 0:
+                    break
+                await asyncio.sleep(0.01)
+            second = asyncio.gather(append(store, bs[2]), append(store, bs[3]))
+            assert await asyncio.wait_for(second, 30) == [bs[2].written + 1, bs[3].written + 1]
+            assert not first.done()
+        assert await first == [bs[0].written + 1, bs[1].written + 1]
+        assert store.group.batches == 2
+        for b in bs:
+            assert (await store.get_run(b.run_id)).last_seq == b.written + 1
+    finally:
+        await store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -123,6 +124,95 @@ async def test_the_loop_goes_on_while_a_batch_commits(store: SQLiteStore) -> Non
     assert [(await store.get_run(b.run_id)).last_seq for b in bs] == [before + 1] * 4
     assert held.threads == ["stead-sqlite-writer"]
     assert store.group.batches == 1
+
+
+class CountedBegins(HeldCommit):
+    """``HeldCommit`` that also counts the write transactions begun, on any connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.begun = 0
+
+    def hook(self) -> Callable[[str], None]:
+        inner = super().hook()
+
+        def seen(statement: str) -> None:
+            if statement.upper().startswith("BEGIN IMMEDIATE"):
+                self.begun += 1
+            inner(statement)
+
+        return seen
+
+
+def returned(store: SQLiteStore) -> None:
+    """Block the loop (no turn of it) until the batch under way returned on the thread: the
+    write lock released, and the thread said so (``Commit.returned``)."""
+    lock = store._writes[1]
+    pending = getattr(store.group, "_pending", None)
+
+    def committing() -> bool:
+        return lock.locked() or (pending is not None and not pending[1].returned)
+
+    deadline = time.monotonic() + GUARD
+    while committing() and time.monotonic() < deadline:
+        time.sleep(0.001)  # the thread takes the GIL meanwhile
+    assert not committing()
+
+
+async def test_the_next_batch_starts_from_an_append_once_the_commit_returned(
+    store: SQLiteStore,
+) -> None:
+    """Once a batch's ``COMMIT`` returned on the thread, the next append starts the next
+    batch itself, in its own turn of the loop: the group's task hears of the commit a turn
+    later, and with many runs in flight one turn runs a hundred runs' steps, all that time
+    with the thread idle and every later append waiting (bench/in_flight.py, 100 in flight:
+    runs moved in lockstep). Nothing is timed: the loop is held still until the thread says
+    the commit returned, then turned once."""
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    held = CountedBegins()
+    store._trace(held.hook)
+    held.armed = True
+    first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))  # a batch of two
+    await until(held.committing)
+    begun = held.begun
+    held.release.set()
+    returned(store)
+    second = asyncio.ensure_future(append(store, bs[2]))
+    await asyncio.sleep(0)  # one turn: the append ran (and the commit's news, maybe)
+    assert held.begun == begun + 1  # the next batch began in the append's turn
+    assert await first == [bs[0].written, bs[1].written]
+    assert await second == bs[2].written
+    for b in bs:
+        assert (await store.get_run(b.run_id)).last_seq == b.written
+    assert held.released_in_time is True
+    assert held.threads == ["stead-sqlite-writer"] * 2
+
+
+async def test_an_append_leaves_the_next_batch_to_the_task_while_a_write_waits(
+    store: SQLiteStore,
+) -> None:
+    """A write outside the batches (a claim) waiting for the thread to be idle gets its turn:
+    meanwhile an append does not start the next batch itself (under load they would keep
+    the thread busy for ever), the group's task does, after the claim took the lock."""
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    await store.create_run(created("spare"), now=T0)
+    held = CountedBegins()
+    store._trace(held.hook)
+    held.armed = True
+    first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))
+    await until(held.committing)
+    claim = asyncio.ensure_future(store.claim("spare", owner="w1", now=T0, ttl=60))
+    await asyncio.sleep(0)  # the claim waits for the thread
+    assert store._writer is not None and store._writer.idle_waiters == 1
+    begun = held.begun
+    held.release.set()
+    returned(store)
+    second = asyncio.ensure_future(append(store, bs[2]))
+    await asyncio.sleep(0)
+    assert held.begun == begun  # the append only queued
+    await asyncio.gather(first, second, claim)
+    assert (await store.get_run("spare")).lease_owner == "w1"
+    assert (await store.get_run(bs[2].run_id)).last_seq == bs[2].written
 
 
 async def test_another_write_waits_for_the_commit_without_stopping_the_loop(

@@ -216,6 +216,8 @@ class SQLStore(ChatRows):
     row's JSON as text, readable in its shell."""
 
     SELECT_RUN: ClassVar[str] = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+    GROUP_WIDTH: ClassVar[int] = 1
+    """Batches of appends under way at once (``GroupCommit.width``)."""
     POSITION: ClassVar[str] = "SELECT last_seq, epoch FROM runs WHERE run_id = ?"
     """What ``append_refusal`` diagnoses a refused append from."""
     LOAD: ClassVar[str] = (
@@ -412,7 +414,7 @@ class SQLStore(ChatRows):
     def group(self) -> GroupCommit:
         """This store's group commit (``stead.store._group``): the appends of many runs of
         this process in one transaction. ``group.after_batch`` is a test's seam."""
-        return GroupCommit(self._append_alone, self._append_many)
+        return GroupCommit(self._append_alone, self._append_many, width=self.GROUP_WIDTH)
 
     async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
         """A snapshot row's state column (PostgreSQL stores its long lists apart first)."""

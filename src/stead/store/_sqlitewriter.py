@@ -15,7 +15,9 @@ on the loop in a handful of calls (``sqlite._put_batch``).
 The thread owns nothing but its queue: it is handed the connection (the store's write
 connection, in a transaction the loop opened under the store's write lock) and the lock's
 release with each job. It releases the lock as soon as the ``COMMIT`` returned, so a write
-waiting for it goes on at once, and tells the loop through ``call_soon_threadsafe``. A store
+waiting for it goes on at once, marks the job's ``Commit`` returned (which the next append
+on the loop reads to start the next batch at once: ``stead.store._group``, "Started at
+once"), and tells the loop through ``call_soon_threadsafe``. A store
 that is closed stops and joins it (``close``); one that is dropped unclosed stops it through
 ``weakref.finalize``, so no thread outlives its store.
 """
@@ -30,21 +32,58 @@ import threading
 import weakref
 from collections.abc import Callable
 
-_Job = tuple[
-    sqlite3.Connection, Callable[[], None], asyncio.AbstractEventLoop, asyncio.Future[None]
-]
+
+class Commit:
+    """A batch's ``COMMIT`` handed to the thread (``Writer.commit``), or, when the batch
+    needed no fsync, already done on the loop (``Commit.now``).
+
+    ``returned`` is set on the thread as soon as SQLite's ``COMMIT`` returned and the write
+    lock was released, before the loop hears of it: ``GroupCommit`` reads it at each append
+    to start the next batch at once, instead of a turn of the loop later (with many runs in
+    flight one turn runs a hundred runs' steps: the writer sat idle that long after every
+    commit). ``done`` is the loop's future, settled a turn later; ``failure`` is the error
+    the commit raised (then rolled back), if any. ``outcomes`` are the members' own
+    refusals, known when the batch's statements ran."""
+
+    __slots__ = ("done", "failure", "outcomes", "returned")
+
+    def __init__(self, done: asyncio.Future[None] | None) -> None:
+        self.done = done
+        self.returned = done is None
+        self.failure: BaseException | None = None
+        self.outcomes: list[BaseException | None] = []
+
+    @classmethod
+    def now(cls, outcomes: list[BaseException | None]) -> Commit:
+        """A batch committed on the loop already (no fsync to wait for)."""
+        commit = cls(None)
+        commit.outcomes = outcomes
+        return commit
+
+    async def wait(self) -> None:
+        """Until the commit returned on the thread; raises the ``sqlite3.Error`` it failed
+        with (nothing of the batch was written)."""
+        if self.done is not None:
+            await self.done
+
+
+_Job = tuple[sqlite3.Connection, Callable[[], None], asyncio.AbstractEventLoop, Commit]
 
 
 class Writer:
     """The writer thread of one store and the connection its batches commit on."""
 
-    __slots__ = ("__weakref__", "_jobs", "_thread", "busy", "db")
+    __slots__ = ("__weakref__", "_jobs", "_thread", "busy", "db", "idle_waiters")
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         """The store's write connection from now on (``SQLiteStore._writes``)."""
         self.busy: asyncio.Future[None] | None = None
         """The latest commit handed to the thread (done once it is)."""
+        self.idle_waiters = 0
+        """Writes that wait for the thread to be idle (``SQLiteStore._writer_idle``): while
+        one does, an append does not start the next batch itself (it would keep the thread
+        busy for ever under load), the group's task does."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=_serve, args=(self._jobs,), name="stead-sqlite-writer", daemon=True
@@ -52,16 +91,17 @@ class Writer:
         self._thread.start()
         weakref.finalize(self, self._jobs.put, None)
 
-    def commit(self, release: Callable[[], None]) -> asyncio.Future[None]:
+    def commit(self, release: Callable[[], None]) -> Commit:
         """Run ``COMMIT`` of ``db``'s open transaction on the thread, then ``release()``.
 
-        The future is done once the commit is: with the ``sqlite3.Error`` it raised, if it
-        did (the transaction then rolled back)."""
+        The commit's ``done`` is settled once it returned: with the ``sqlite3.Error`` it
+        raised, if it did (the transaction then rolled back)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._jobs.put((self.db, release, loop, done))
+        commit = Commit(done)
+        self._jobs.put((self.db, release, loop, commit))
         self.busy = done
-        return done
+        return commit
 
     def close(self) -> None:
         """Stop the thread, wait for it, close the connection. The caller holds the store's
@@ -74,7 +114,7 @@ class Writer:
 def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
     """The thread: commit each job's transaction until told to stop (``None``)."""
     while (job := jobs.get()) is not None:
-        db, release, loop, done = job
+        db, release, loop, commit = job
         del job  # hold nothing between jobs: a dropped store's connection is not kept
         failure: BaseException | None = None
         try:
@@ -86,13 +126,15 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
                     db.execute("ROLLBACK")
         finally:
             release()
+        commit.failure = failure
+        commit.returned = True  # after the release: the next batch may begin at once
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-            loop.call_soon_threadsafe(_settle, done, failure)
-        del db, release, loop, done, failure
+            loop.call_soon_threadsafe(_settle, commit.done, failure)
+        del db, release, loop, commit, failure
 
 
-def _settle(done: asyncio.Future[None], failure: BaseException | None) -> None:
-    if done.done():  # its waiter was cancelled
+def _settle(done: asyncio.Future[None] | None, failure: BaseException | None) -> None:
+    if done is None or done.done():  # its waiter was cancelled
         return
     if failure is None:
         done.set_result(None)

@@ -33,9 +33,9 @@ from typing import Any
 
 from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
-from stead.store._base import known_key
+from stead.store._base import append_refusal, known_key
 from stead.store._group import GroupCommit
-from stead.store._sqlitewriter import Writer
+from stead.store._sqlitewriter import Commit, Writer
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
@@ -156,11 +156,11 @@ class _Batch(_Tx):
     committed on the writer thread (``Writer.commit``), which releases the store's write lock
     once the commit returned. ``await tx.committed()`` after the ``with`` block."""
 
-    __slots__ = ("_done",)
+    __slots__ = ("commit",)
 
     def __init__(self, store: SQLiteStore) -> None:
         super().__init__(store, True, True)
-        self._done: asyncio.Future[None] | None = None
+        self.commit: Commit | None = None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
         if kind is not None:
@@ -168,15 +168,7 @@ class _Batch(_Tx):
             return
         writer = self._store._writer
         assert writer is not None and writer.db is self._db  # made before this transaction
-        self._done = writer.commit(self._lock.release)  # the write lock is the thread's now
-
-    async def committed(self) -> None:
-        """Wait for the commit; a failed one (rolled back) is a ``StoreError``."""
-        assert self._done is not None
-        try:
-            await self._done
-        except sqlite3.Error as err:
-            raise StoreError(f"commit failed on {self._store.path!r}: {err}") from err
+        self.commit = writer.commit(self._lock.release)  # the write lock is the thread's now
 
 
 class SQLiteStore(_sql.SQLStore):
@@ -298,36 +290,53 @@ class SQLiteStore(_sql.SQLStore):
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
     async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
-        """See ``SQLStore._append_many``: one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so one
-        fsync for the batch (none when no member asks for one). A batch that fsyncs commits
-        on the writer thread (the module docstring says why); one that does not commits
-        here, as it costs no wait for the disk. Members may be new runs too (``_NewRun``,
-        from ``_create``), which always fsync."""
+        """See ``SQLStore._append_many``: ``_start_many``, then its commit awaited."""
+        commit = self._start_many(batch)
+        assert commit is not None  # not eager: never declined
+        try:
+            await commit.wait()
+        except sqlite3.Error as err:
+            raise StoreError(f"commit failed on {self.path!r}: {err}") from err
+        return commit.outcomes
+
+    def _start_many(self, batch: Sequence[Any], eager: bool = False) -> Commit | None:
+        """A batch's statements, here and now, and its commit: one ``BEGIN IMMEDIATE`` ...
+        ``COMMIT``, so one fsync for the batch (none when no member asks for one). A batch
+        that fsyncs commits on the writer thread (the module docstring says why); one that
+        does not commits here, as it costs no wait for the disk. Members may be new runs too
+        (``_NewRun``, from ``_create``), which always fsync. ``eager`` (``GroupCommit``
+        starting a batch from an append, the thread being free): None, and nothing done,
+        while another write waits for the thread to be idle, so that it gets its turn."""
         tx: _Tx
         if any(isinstance(a, _NewRun) or a[8] for a in batch):
             if self._writer is None:
                 self._start_writer()
+            elif eager and self._writer.idle_waiters:
+                return None
             tx = _Batch(self)
         else:
             tx = _Tx(self, True, False)
         with tx as db:
             out: list[BaseException | None] = [
-                None if ok else await self.refusal(tx, a[0], a[4], a[3])
+                None if ok else _refusal(db, a)
                 for a, ok in zip(batch, _put_batch(db, batch), strict=True)
             ]
             for a, refused in zip(batch, out, strict=True):
                 if refused is None and not isinstance(a, _NewRun):
                     self.before_commit(a[0], a[1])  # rows written, COMMIT not run
-        if isinstance(tx, _Batch):
-            await tx.committed()
-        return out
+        if isinstance(tx, _Batch) and tx.commit is not None:
+            tx.commit.outcomes = out
+            return tx.commit
+        return Commit.now(out)
 
     @functools.cached_property
     def group(self) -> GroupCommit:
         """See ``SQLStore.group``. On SQLite a queued append alone in its batch is written
         as a batch too, when other runs appended lately (``GroupCommit.lone_in_many``): its
         fsync then waits on the writer thread instead of on the loop."""
-        return GroupCommit(self._write_alone, self._append_many, lone_in_many=True)
+        return GroupCommit(
+            self._write_alone, self._append_many, lone_in_many=True, start=self._start_many
+        )
 
     def _start_writer(self) -> None:
         # Called on the loop with no transaction open (the caller is about to begin one).
@@ -343,11 +352,17 @@ class SQLiteStore(_sql.SQLStore):
     async def _writer_idle(self) -> None:
         """Wait (without blocking the loop) for a batch's commit under way on the writer
         thread: a write would otherwise block on the write lock until it returned."""
-        busy = None if self._writer is None else self._writer.busy
+        writer = self._writer
+        busy = None if writer is None else writer.busy
         if busy is not None and not busy.done() and busy.get_loop() is asyncio.get_running_loop():
-            # Not awaited itself: its outcome is its batch's, and a cancelled batch must not
-            # cancel this caller (``asyncio.wait`` neither raises nor cancels it).
-            await asyncio.wait((busy,))
+            assert writer is not None
+            writer.idle_waiters += 1  # no batch starts from an append meanwhile (see there)
+            try:
+                # Not awaited itself: its outcome is its batch's, and a cancelled batch must
+                # not cancel this caller (``asyncio.wait`` neither raises nor cancels it).
+                await asyncio.wait((busy,))
+            finally:
+                writer.idle_waiters -= 1
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
@@ -470,6 +485,11 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     if snapshot is not None:
         db.execute(_SNAPSHOT, (a[0], *snapshot))
     return True
+
+
+def _refusal(db: sqlite3.Connection, a: _sql.Append) -> Exception:
+    """``SQLStore.refusal`` of a batch's member, read in the batch's transaction."""
+    return append_refusal(a[0], db.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone(), a[4], a[3])
 
 
 def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
