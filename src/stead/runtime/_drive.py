@@ -196,7 +196,7 @@ class Driving:
             epoch=epoch,
             owner=self.owner,
             clock=self.clock,
-            tools=agent.registry.specs(),
+            tools=agent._parts.specs,
             limits=agent.limits,
             snapshot_every=self.snapshot_every,
             snapshot_seq=snap_seq,
@@ -247,4 +247,4 @@ class Driving:
         agent = self.agents.get(agent_name)
         if state.status is not RunStatus.AWAITING_APPROVAL or agent is None:
             return False
-        return isinstance(next_step(state, agent.registry.specs(), agent.limits), RunTools)
+        return isinstance(next_step(state, agent._parts.specs, agent.limits), RunTools)
