@@ -10,8 +10,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 from stead import _logs
@@ -73,20 +73,34 @@ def dead_local_owner(owner: str | None) -> bool:
     return False
 
 
-@asynccontextmanager
-async def lease(
-    store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
-) -> AsyncIterator[int]:
+class lease:  # named as the function it was: ``async with lease(...) as epoch``
     """Hold ``owner``'s lease on the run for the block and yield its epoch: claimed (taken
     over at once when ``record`` names an owner on this host that no longer exists), then
-    released, best effort (an unreleased lease lapses after ``ttl``)."""
-    takeover = record.lease_owner if dead_local_owner(record.lease_owner) else None
-    epoch = await store.claim(run_id, owner=owner, now=now, ttl=ttl, takeover_from=takeover)
-    try:
-        yield epoch
-    finally:
-        with contextlib.suppress(Exception):
-            await store.release(run_id, owner=owner, epoch=epoch)
+    released, best effort (an unreleased lease lapses after ``ttl``).
+
+    A class, not an ``@asynccontextmanager``: that is an async generator per run, which the
+    event loop also tracks in a weak set, and two more frames of ``contextlib`` each way."""
+
+    __slots__ = ("epoch", "now", "owner", "record", "run_id", "store", "ttl")
+
+    def __init__(
+        self, store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
+    ) -> None:
+        self.store, self.run_id, self.record = store, run_id, record
+        self.owner, self.now, self.ttl = owner, now, ttl
+        self.epoch = 0
+
+    async def __aenter__(self) -> int:
+        owner = self.record.lease_owner
+        takeover = owner if dead_local_owner(owner) else None
+        self.epoch = await self.store.claim(
+            self.run_id, owner=self.owner, now=self.now, ttl=self.ttl, takeover_from=takeover
+        )
+        return self.epoch
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):  # best effort: an unreleased lease lapses
+            await self.store.release(self.run_id, owner=self.owner, epoch=self.epoch)
 
 
 async def _write_held(session: RunSession) -> None:
