@@ -38,6 +38,7 @@ from stead.errors import (
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime._fresh import FreshRuns
 from stead.runtime._keeper import Keeper
 from stead.runtime._loop import RunLoop
 from stead.runtime._observe import Observer, observing
@@ -132,6 +133,7 @@ class Driving:
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
+    _fresh: FreshRuns
     _keeper: Keeper
 
     if TYPE_CHECKING:
@@ -183,7 +185,8 @@ class Driving:
         if claim is not None:
             return await self._drive(run_id, agent, claim.epoch, claim.previous_owner)
         async with self._lease(run_id, record) as epoch:
-            return await self._drive(run_id, agent, epoch, record.lease_owner)
+            fresh = self._fresh.state(run_id, record, epoch)  # just created here: not re-read
+            return await self._drive(run_id, agent, epoch, record.lease_owner, fresh)
 
     def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]:
         """This process's lease on the run for the ``async with`` block (see ``lease``)."""
@@ -192,18 +195,33 @@ class Driving:
         )
 
     async def _drive(
-        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+        self,
+        run_id: str,
+        agent: Agent,
+        epoch: int,
+        previous_owner: str | None,
+        fresh: RunState | None = None,
     ) -> RunView:
         ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
         try:
-            return await self._drive_bound(run_id, agent, epoch, previous_owner)
+            return await self._drive_bound(run_id, agent, epoch, previous_owner, fresh)
         finally:
             _logs.unbind(ids)
 
     async def _drive_bound(
-        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+        self,
+        run_id: str,
+        agent: Agent,
+        epoch: int,
+        previous_owner: str | None,
+        fresh: RunState | None,
     ) -> RunView:
-        state, snap_seq = await RunSession.load_state(self.store, run_id)
+        """Drive under the lease at ``epoch``, from the log's state, or from ``fresh``: the
+        state of a run created here that nothing has touched since (``FreshRuns``)."""
+        if fresh is None:
+            state, snap_seq = await RunSession.load_state(self.store, run_id)
+        else:
+            state, snap_seq = fresh, 0
         session = RunSession(
             self.store,
             state,
