@@ -299,17 +299,16 @@ class RunLoop:
         judged = judge(self.agent.output, step.turn_index, message, self._admissions(message))
         admissions = judged.admissions
         deadline = self._deadline()
-        tokens = {
-            cid: secrets.token_urlsafe(16) for cid, a in admissions.items() if a.needs_approval
-        }
+        parts = self.agent._parts  # which of the turn's lists can only be empty, known once
+        tokens = {c: secrets.token_urlsafe(16) for c, a in admissions.items() if a.needs_approval}
         built: list[Event] = []
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
-        eager = [
-            c.id
-            for c in message.tool_calls
-            if (spec := self.specs.get(c.name)) is not None and spec.has_reconcile
-        ]
+        eager = (
+            [c.id for c in message.tool_calls if c.name in parts.reconciled]
+            if parts.reconciled
+            else []
+        )
 
         def intent(st: RunState) -> list[Event]:
             built[:] = reply_events(
@@ -330,9 +329,11 @@ class RunLoop:
         await self.session.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
-        self._started_early = {
-            e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)
-        }
+        self._started_early = (
+            {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
+            if eager
+            else {}
+        )
         if message.tool_calls:
             self._crash("after_intent", None)
 

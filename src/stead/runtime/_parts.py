@@ -32,10 +32,14 @@ class AgentParts:
     """The tools as the model sees them, the final-result tool of an ``output_type`` last."""
     schema_chars: int
     """Characters of their names, descriptions and schemas (``Budget``'s prompt estimate)."""
+    reconciled: frozenset[str]
+    """The tools with a reconcile function: a reply calling none starts no call early."""
 
 
 def agent_parts(registry: ToolRegistry, output: OutputSpec[Any] | None) -> AgentParts:
     """The parts of an agent with these tools and this output spec."""
     schemas = tuple(registry.schemas()) + output_schemas(output)
     chars = sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in schemas)
-    return AgentParts(specs=registry.specs(), schemas=schemas, schema_chars=chars)
+    specs = registry.specs()
+    reconciled = frozenset(name for name, spec in specs.items() if spec.has_reconcile)
+    return AgentParts(specs=specs, schemas=schemas, schema_chars=chars, reconciled=reconciled)

@@ -345,7 +345,10 @@ class Tool(Generic[P, R]):
         except InvalidArguments as exc:
             return ToolFailed(failure=str(exc))
         try:
-            if self._timeout is None:
+            if self._timeout is None and _is_async(self._fn):  # awaited here: no _call frame
+                args, kwargs = bind(self._shape.params, values, ctx)
+                result = await self._fn(*args, **kwargs)  # type: ignore[misc]
+            elif self._timeout is None:
                 result = await _call(self._fn, *bind(self._shape.params, values, ctx))
             else:
                 result = await run_bounded(
