@@ -15,8 +15,9 @@ would be after a load: the drive's first append meets it (a ``Conflict``, its ex
 sequence is 1), reads the log again and goes on from there, before any effect.
 
 Kept only for a run without history, attachments or config (their values are the caller's
-objects, and the log holds what they were at ``start``), and for at most ``KEEP`` runs
-(started here, driven elsewhere): the oldest is dropped, and its drive reads the log.
+objects, and the log holds what they were at ``start``) whose input is short, and for at most
+``KEEP`` runs (started here, driven elsewhere): the oldest is dropped, and its drive reads the
+log.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from stead.core.events import RunCreated
 from stead.core.fold import RunState, apply
 from stead.store import RunRecord
 
-KEEP: Final = 4096
+KEEP: Final = 1024
 """Runs started and not driven yet whose ``run_created`` is kept, at most."""
+KEEP_CHARS: Final = 8192
+"""A run whose input is longer is not kept: runs started here and driven elsewhere leave
+their entries until they are the oldest, and those stay small."""
 
 
 class FreshRuns:
@@ -42,6 +46,8 @@ class FreshRuns:
     def started(self, event: RunCreated) -> None:
         """``event`` was committed: keep it for the run's first drive, if it can be."""
         if event.history or event.history_from or event.attachments or event.config:
+            return
+        if len(event.input) > KEEP_CHARS:
             return
         created = self._created
         if len(created) >= KEEP:

@@ -25,9 +25,12 @@ from stead.core.canonical import canonical_json
 _MAX_ERRORS = 10
 _MAX_SCHEMA_CHARS = 1500
 _MAX_INPUT_CHARS = 80
-_KEPT = 4096
+_KEPT = 1024
 """Validated arguments kept for the call's run (``ArgumentParser.parse(keep=True)``), at
-most: one for each call admitted and not run yet in this process, for every run in flight."""
+most: one for each call admitted and not run yet in this process, for every run in flight
+(a call run by a pool in another process leaves its entry here until it is the oldest)."""
+_KEPT_CHARS = 8192
+"""Arguments longer than this are not kept: what lingers stays small."""
 _JSON_KINDS = {
     list: "array", str: "string", int: "number", float: "number", bool: "boolean",
     type(None): "null",
@@ -109,7 +112,7 @@ class ArgumentParser:
             raise self._error(self._explain(exc)) from None
         except Exception as exc:  # a user validator with a bug: still the model's turn to read
             raise self._error(f"validating them raised {type(exc).__name__}: {exc}") from None
-        if keep:
+        if keep and len(canonical) <= _KEPT_CHARS:
             kept = self._kept
             if len(kept) >= _KEPT:
                 kept.pop(next(iter(kept), ""), None)
