@@ -246,6 +246,12 @@ async def test_arguments_admitted_here_are_validated_once(ctx: ToolContext) -> N
     assert await grab.invoke(canonical, ctx) == ToolSucceeded(content="3")  # validated anew
     assert VALIDATIONS == [2, 2] and seen == [[1, 2, 99], [1, 2, 99]]
 
+    # Many runs in flight making the same call: each admission's arguments kept for a run.
+    VALIDATIONS.clear()
+    texts = [grab.validate('{"args": {"items": [3]}}')[0] for _ in range(3)]
+    outs = [await grab.invoke(text, ctx) for text in texts]
+    assert outs == [ToolSucceeded(content="2")] * 3 and VALIDATIONS == [1, 1, 1]
+
     @tool(effect="read_only", requires_approval=True)
     def asked(args: Counted) -> int:
         return len(args.items)

@@ -85,10 +85,13 @@ class ArgumentParser:
         self._names = sorted(parameters.get("properties", {}))
         schema = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
         self._expected = f"Expected one JSON object matching: {_clip(schema, _MAX_SCHEMA_CHARS)}"
-        self._kept: dict[str, BaseModel] = {}
-        """Arguments validated when a call was admitted, by their canonical text, until the
-        call runs (``parse_recorded`` takes each out once), the oldest dropped past
-        ``_KEPT``: a call admitted here and run at once is validated once, not twice."""
+        self._kept: dict[str, list[BaseModel]] = {}
+        """Arguments validated when a call was admitted, by their canonical text (one each
+        for the runs in flight that made the same call), until the call runs
+        (``parse_recorded`` takes each out once), the oldest texts dropped past ``_KEPT``
+        in all: a call admitted here and run at once is validated once, not twice."""
+        self._count = 0
+        """How many are kept, in all the lists."""
 
     def parse(self, raw: str, *, keep: bool = False) -> tuple[BaseModel, str]:
         """The validated arguments and their canonical JSON; ``InvalidArguments`` if not.
@@ -114,9 +117,10 @@ class ArgumentParser:
             raise self._error(f"validating them raised {type(exc).__name__}: {exc}") from None
         if keep and len(canonical) <= _KEPT_CHARS:
             kept = self._kept
-            if len(kept) >= _KEPT:
-                kept.pop(next(iter(kept), ""), None)
-            kept[canonical] = values
+            while self._count >= _KEPT and kept:
+                self._count -= len(kept.pop(next(iter(kept))))
+            kept.setdefault(canonical, []).append(values)
+            self._count += 1
         return values, canonical
 
     def parse_recorded(self, canonical: str) -> BaseModel:
@@ -125,9 +129,13 @@ class ArgumentParser:
         ``parse(keep=True)`` validated this text in this process. Each kept value is handed
         out once (a handler may change what it is given). Anything that fails takes the full
         path, for its message."""
-        kept = self._kept.pop(canonical, None) if self._kept else None
-        if kept is not None:
-            return kept
+        same = self._kept.get(canonical) if self._kept else None
+        if same:
+            self._count -= 1
+            values = same.pop()
+            if not same:
+                del self._kept[canonical]
+            return values
         try:
             return self._model.model_validate_json(canonical)
         except Exception:
