@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, field_serializer
+from pydantic import BaseModel, field_serializer, field_validator
 
 from stead._signal import AbortSignal
 from stead.core.effects import ToolFailed, ToolSucceeded
@@ -208,3 +208,55 @@ def test_a_tool_is_still_the_function() -> None:
     assert add(2) == 3
     assert add.fn(2, b=2) == 4
     assert add.__doc__ == "Add." and inspect.unwrap(add) is add.fn
+
+
+class Counted(BaseModel):
+    """Arguments whose validator counts how often they are validated."""
+
+    items: list[int]
+
+    @field_validator("items")
+    @classmethod
+    def count(cls, v: list[int]) -> list[int]:
+        VALIDATIONS.append(len(v))
+        return v
+
+
+VALIDATIONS: list[int] = []
+
+
+async def test_arguments_admitted_here_are_validated_once(ctx: ToolContext) -> None:
+    """A call admitted (``validate``) and then run in the same process is validated once: the
+    admission's validated arguments are handed to the run, once each (a handler may change
+    what it is given, and the next run of the same text gets its own). A tool that asks a
+    person first validates again when it runs (the wait may be long)."""
+    seen: list[list[int]] = []
+
+    @tool(effect="read_only")
+    def grab(args: Counted) -> int:
+        seen.append(args.items)
+        args.items.append(99)  # a handler changing its arguments changes no later call's
+        return len(args.items)
+
+    VALIDATIONS.clear()
+    canonical, problem = grab.validate('{"args": {"items": [1, 2]}}')
+    assert problem is None and VALIDATIONS == [2]
+    assert await grab.invoke(canonical, ctx) == ToolSucceeded(content="3")
+    assert VALIDATIONS == [2]  # the admission's validation, used by the run
+    assert await grab.invoke(canonical, ctx) == ToolSucceeded(content="3")  # validated anew
+    assert VALIDATIONS == [2, 2] and seen == [[1, 2, 99], [1, 2, 99]]
+
+    # Many runs in flight making the same call: each admission's arguments kept for a run.
+    VALIDATIONS.clear()
+    texts = [grab.validate('{"args": {"items": [3]}}')[0] for _ in range(3)]
+    outs = [await grab.invoke(text, ctx) for text in texts]
+    assert outs == [ToolSucceeded(content="2")] * 3 and VALIDATIONS == [1, 1, 1]
+
+    @tool(effect="read_only", requires_approval=True)
+    def asked(args: Counted) -> int:
+        return len(args.items)
+
+    VALIDATIONS.clear()
+    canonical, _ = asked.validate('{"args": {"items": [5]}}')
+    assert await asked.invoke(canonical, ctx) == ToolSucceeded(content="1")
+    assert VALIDATIONS == [1, 1]

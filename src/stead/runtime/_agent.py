@@ -6,6 +6,7 @@ the run. Keep an agent's tools and prompt stable across deploys, or give it a ne
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from stead.providers._strings import FORMS
 from stead.runtime import _checks as checks
 from stead.runtime._deps import check_deps_type
 from stead.runtime._output import OutputSpec
+from stead.runtime._parts import AgentParts, agent_parts
 from stead.tools import Tool, ToolRegistry
 from stead.tools._queue import check_queue
 
@@ -108,6 +110,11 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"
+
+    @functools.cached_property
+    def _parts(self) -> AgentParts:
+        """Its tools as every run uses them (specs, schemas), worked out at its first run."""
+        return agent_parts(self.registry, self.output)
 
 
 T = TypeVar("T")

@@ -10,8 +10,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 from stead import _logs
@@ -38,6 +38,7 @@ from stead.errors import (
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime._fresh import FreshRuns
 from stead.runtime._keeper import Keeper
 from stead.runtime._loop import RunLoop
 from stead.runtime._observe import Observer, observing
@@ -73,20 +74,34 @@ def dead_local_owner(owner: str | None) -> bool:
     return False
 
 
-@asynccontextmanager
-async def lease(
-    store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
-) -> AsyncIterator[int]:
+class lease:  # named as the function it was: ``async with lease(...) as epoch``
     """Hold ``owner``'s lease on the run for the block and yield its epoch: claimed (taken
     over at once when ``record`` names an owner on this host that no longer exists), then
-    released, best effort (an unreleased lease lapses after ``ttl``)."""
-    takeover = record.lease_owner if dead_local_owner(record.lease_owner) else None
-    epoch = await store.claim(run_id, owner=owner, now=now, ttl=ttl, takeover_from=takeover)
-    try:
-        yield epoch
-    finally:
-        with contextlib.suppress(Exception):
-            await store.release(run_id, owner=owner, epoch=epoch)
+    released, best effort (an unreleased lease lapses after ``ttl``).
+
+    A class, not an ``@asynccontextmanager``: that is an async generator per run, which the
+    event loop also tracks in a weak set, and two more frames of ``contextlib`` each way."""
+
+    __slots__ = ("epoch", "now", "owner", "record", "run_id", "store", "ttl")
+
+    def __init__(
+        self, store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
+    ) -> None:
+        self.store, self.run_id, self.record = store, run_id, record
+        self.owner, self.now, self.ttl = owner, now, ttl
+        self.epoch = 0
+
+    async def __aenter__(self) -> int:
+        owner = self.record.lease_owner
+        takeover = owner if dead_local_owner(owner) else None
+        self.epoch = await self.store.claim(
+            self.run_id, owner=self.owner, now=self.now, ttl=self.ttl, takeover_from=takeover
+        )
+        return self.epoch
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):  # best effort: an unreleased lease lapses
+            await self.store.release(self.run_id, owner=self.owner, epoch=self.epoch)
 
 
 async def _write_held(session: RunSession) -> None:
@@ -118,6 +133,7 @@ class Driving:
     _driving: set[str]
     _crash: CrashHook
     _executor_factory: Callable[[Agent, ProgressSink | None], Executor]
+    _fresh: FreshRuns
     _keeper: Keeper
 
     if TYPE_CHECKING:
@@ -169,7 +185,8 @@ class Driving:
         if claim is not None:
             return await self._drive(run_id, agent, claim.epoch, claim.previous_owner)
         async with self._lease(run_id, record) as epoch:
-            return await self._drive(run_id, agent, epoch, record.lease_owner)
+            fresh = self._fresh.state(run_id, record, epoch)  # just created here: not re-read
+            return await self._drive(run_id, agent, epoch, record.lease_owner, fresh)
 
     def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]:
         """This process's lease on the run for the ``async with`` block (see ``lease``)."""
@@ -178,25 +195,40 @@ class Driving:
         )
 
     async def _drive(
-        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+        self,
+        run_id: str,
+        agent: Agent,
+        epoch: int,
+        previous_owner: str | None,
+        fresh: RunState | None = None,
     ) -> RunView:
         ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
         try:
-            return await self._drive_bound(run_id, agent, epoch, previous_owner)
+            return await self._drive_bound(run_id, agent, epoch, previous_owner, fresh)
         finally:
             _logs.unbind(ids)
 
     async def _drive_bound(
-        self, run_id: str, agent: Agent, epoch: int, previous_owner: str | None
+        self,
+        run_id: str,
+        agent: Agent,
+        epoch: int,
+        previous_owner: str | None,
+        fresh: RunState | None,
     ) -> RunView:
-        state, snap_seq = await RunSession.load_state(self.store, run_id)
+        """Drive under the lease at ``epoch``, from the log's state, or from ``fresh``: the
+        state of a run created here that nothing has touched since (``FreshRuns``)."""
+        if fresh is None:
+            state, snap_seq = await RunSession.load_state(self.store, run_id)
+        else:
+            state, snap_seq = fresh, 0
         session = RunSession(
             self.store,
             state,
             epoch=epoch,
             owner=self.owner,
             clock=self.clock,
-            tools=agent.registry.specs(),
+            tools=agent._parts.specs,
             limits=agent.limits,
             snapshot_every=self.snapshot_every,
             snapshot_seq=snap_seq,
@@ -247,4 +279,4 @@ class Driving:
         agent = self.agents.get(agent_name)
         if state.status is not RunStatus.AWAITING_APPROVAL or agent is None:
             return False
-        return isinstance(next_step(state, agent.registry.specs(), agent.limits), RunTools)
+        return isinstance(next_step(state, agent._parts.specs, agent.limits), RunTools)

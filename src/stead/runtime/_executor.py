@@ -240,7 +240,21 @@ class InProcessExecutor:
                 )
                 response = await self._model.complete(ModelCall(request, signal, sink))
                 return ModelSucceeded(response=response)
-            return await self._tool(a.key, body, signal)
+            tool = self._tools.get(body.tool_name)  # the call, awaited here: no frame of its own
+            if tool is None:
+                return ToolFailed(
+                    failure=f"tool {body.tool_name!r} is no longer registered in this worker"
+                )
+            ctx = tool_context(
+                a.key.run_id,
+                body,
+                body.tool_name,
+                body.attempt,
+                signal,
+                self._cancel_grace,
+                self.deps,
+            )
+            return await tool.invoke(body.arguments, ctx)
         except ProviderError as exc:
             if signal.aborted:
                 return Cancelled(reason=signal.reason)
@@ -261,17 +275,6 @@ class InProcessExecutor:
             return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
         finally:
             _logs.unbind(ids)
-
-    async def _tool(self, key: AssignmentKey, body: ToolBody, signal: AbortSignal) -> Outcome:
-        tool = self._tools.get(body.tool_name)
-        if tool is None:
-            return ToolFailed(
-                failure=f"tool {body.tool_name!r} is no longer registered in this worker"
-            )
-        ctx = tool_context(
-            key.run_id, body, body.tool_name, body.attempt, signal, self._cancel_grace, self.deps
-        )
-        return await tool.invoke(body.arguments, ctx)
 
 
 class CallIdentity(Protocol):

@@ -83,7 +83,7 @@ from stead.runtime._deadline import DeadlineWatch
 from stead.runtime._executor import Executor, tool_context
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
-from stead.runtime._output import judge, output_schemas, run_settings
+from stead.runtime._output import judge, run_settings
 from stead.runtime._retry import retry_event
 from stead.runtime._session import RunSession
 from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
@@ -129,13 +129,12 @@ class RunLoop:
         self.backoff = backoff or Backoff()
         self.rand = rand or _RAND
         self.clock = clock or session.clock
-        self.specs = agent.registry.specs()
-        self._schemas = tuple(agent.registry.schemas()) + output_schemas(agent.output)
+        parts = agent._parts  # the same for every run of the agent: worked out once
+        self.specs = parts.specs
+        self._schemas = parts.schemas
         self._settings = run_settings(agent.settings, session.state.config)
         self._sent = self._settings.to_json() or None  # recorded on each reply
-        self._fixed_chars = len(agent.system) + sum(
-            len(t.name) + len(t.description) + len(str(t.parameters)) for t in self._schemas
-        )
+        self._fixed_chars = len(agent.system) + parts.schema_chars
         self._in_flight: dict[str, AssignmentKey] = {}
         # An executor that performs the live request never reads its JSON: its class says so
         # (a wrapper forwarding attributes to one, as the tracing executor does, reads it).
@@ -300,17 +299,16 @@ class RunLoop:
         judged = judge(self.agent.output, step.turn_index, message, self._admissions(message))
         admissions = judged.admissions
         deadline = self._deadline()
-        tokens = {
-            cid: secrets.token_urlsafe(16) for cid, a in admissions.items() if a.needs_approval
-        }
+        parts = self.agent._parts  # which of the turn's lists can only be empty, known once
+        tokens = {c: secrets.token_urlsafe(16) for c, a in admissions.items() if a.needs_approval}
         built: list[Event] = []
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
-        eager = [
-            c.id
-            for c in message.tool_calls
-            if (spec := self.specs.get(c.name)) is not None and spec.has_reconcile
-        ]
+        eager = (
+            [c.id for c in message.tool_calls if c.name in parts.reconciled]
+            if parts.reconciled
+            else []
+        )
 
         def intent(st: RunState) -> list[Event]:
             built[:] = reply_events(
@@ -331,9 +329,11 @@ class RunLoop:
         await self.session.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
-        self._started_early = {
-            e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)
-        }
+        self._started_early = (
+            {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
+            if eager
+            else {}
+        )
         if message.tool_calls:
             self._crash("after_intent", None)
 

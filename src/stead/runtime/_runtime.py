@@ -42,6 +42,7 @@ from stead.runtime._deps import check_deps
 from stead.runtime._drive import Driving, owner_id
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
+from stead.runtime._fresh import FreshRuns
 from stead.runtime._history import hydrate
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._keeper import Keeper
@@ -123,6 +124,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
             raise UserError(f"recovery takes a stead.RecoveryPolicy, not {type(recovery).__name__}")
         self.recovery = recovery or RecoveryPolicy()
         self.observers: list[Observer] = checked(observers)
+        self._fresh = FreshRuns()
         self._driving: set[str] = set()
         """Runs a ``run`` of this Runtime is driving now. The store lets an owner claim its
         own lease again (a retry after a failed release), so it cannot tell two drivers in
@@ -205,19 +207,18 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         earlier = await checked_history(self.store, history)
         refs = await store_attachments(self.store, attachments, self.clock())
         rid = run_id or f"run_{uuid.uuid4().hex}"
-        await self.store.create_run(
-            created_event(
-                rid,
-                name,
-                input,
-                session_id=session_id,
-                correlation_id=correlation_id,
-                config=config,
-                history=earlier,
-                attachments=refs,
-            ),
-            now=self.clock(),
+        created = created_event(
+            rid,
+            name,
+            input,
+            session_id=session_id,
+            correlation_id=correlation_id,
+            config=config,
+            history=earlier,
+            attachments=refs,
         )
+        await self.store.create_run(created, now=self.clock())
+        self._fresh.started(created)  # its first drive here need not read it back
         return rid
 
     async def resume(self, run_id: str, reason: str = "resumed") -> RunView:

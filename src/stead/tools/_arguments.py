@@ -25,6 +25,12 @@ from stead.core.canonical import canonical_json
 _MAX_ERRORS = 10
 _MAX_SCHEMA_CHARS = 1500
 _MAX_INPUT_CHARS = 80
+_KEPT = 1024
+"""Validated arguments kept for the call's run (``ArgumentParser.parse(keep=True)``), at
+most: one for each call admitted and not run yet in this process, for every run in flight
+(a call run by a pool in another process leaves its entry here until it is the oldest)."""
+_KEPT_CHARS = 8192
+"""Arguments longer than this are not kept: what lingers stays small."""
 _JSON_KINDS = {
     list: "array", str: "string", int: "number", float: "number", bool: "boolean",
     type(None): "null",
@@ -79,9 +85,18 @@ class ArgumentParser:
         self._names = sorted(parameters.get("properties", {}))
         schema = json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
         self._expected = f"Expected one JSON object matching: {_clip(schema, _MAX_SCHEMA_CHARS)}"
+        self._kept: dict[str, list[BaseModel]] = {}
+        """Arguments validated when a call was admitted, by their canonical text (one each
+        for the runs in flight that made the same call), until the call runs
+        (``parse_recorded`` takes each out once), the oldest texts dropped past ``_KEPT``
+        in all: a call admitted here and run at once is validated once, not twice."""
+        self._count = 0
+        """How many are kept, in all the lists."""
 
-    def parse(self, raw: str) -> tuple[BaseModel, str]:
-        """The validated arguments and their canonical JSON; ``InvalidArguments`` if not."""
+    def parse(self, raw: str, *, keep: bool = False) -> tuple[BaseModel, str]:
+        """The validated arguments and their canonical JSON; ``InvalidArguments`` if not.
+        ``keep``: hold the validated arguments for the ``parse_recorded`` of the call's run
+        (the caller says when that comes soon: no person is asked first)."""
         text = raw if raw.strip() else "{}"
         try:
             parsed = _DECODER.decode(text)
@@ -100,12 +115,27 @@ class ArgumentParser:
             raise self._error(self._explain(exc)) from None
         except Exception as exc:  # a user validator with a bug: still the model's turn to read
             raise self._error(f"validating them raised {type(exc).__name__}: {exc}") from None
+        if keep and len(canonical) <= _KEPT_CHARS:
+            kept = self._kept
+            while self._count >= _KEPT and kept:
+                self._count -= len(kept.pop(next(iter(kept))))
+            kept.setdefault(canonical, []).append(values)
+            self._count += 1
         return values, canonical
 
     def parse_recorded(self, canonical: str) -> BaseModel:
         """Validate arguments the log recorded, which were canonicalised when the intent was
-        written: one pydantic pass, no second JSON parse and canonicalisation. Anything that
-        fails takes the full path, for its message."""
+        written: one pydantic pass, no second JSON parse and canonicalisation, or none when
+        ``parse(keep=True)`` validated this text in this process. Each kept value is handed
+        out once (a handler may change what it is given). Anything that fails takes the full
+        path, for its message."""
+        same = self._kept.get(canonical) if self._kept else None
+        if same:
+            self._count -= 1
+            values = same.pop()
+            if not same:
+                del self._kept[canonical]
+            return values
         try:
             return self._model.model_validate_json(canonical)
         except Exception:

@@ -309,8 +309,9 @@ class Tool(Generic[P, R]):
         filled in, so a later change of a default does not rewrite what was recorded. The
         message is written for the model to read and correct its call. Never raises.
         """
-        try:
-            _, canonical = self._parser.parse(raw_arguments)
+        try:  # kept for the run when the call runs next: no person asked, no question
+            keep = self._requires_approval is False and self._asks is None
+            _, canonical = self._parser.parse(raw_arguments, keep=keep)
         except InvalidArguments as exc:
             return raw_arguments, str(exc)
         return canonical, None
@@ -344,7 +345,10 @@ class Tool(Generic[P, R]):
         except InvalidArguments as exc:
             return ToolFailed(failure=str(exc))
         try:
-            if self._timeout is None:
+            if self._timeout is None and _is_async(self._fn):  # awaited here: no _call frame
+                args, kwargs = bind(self._shape.params, values, ctx)
+                result = await self._fn(*args, **kwargs)  # type: ignore[misc]
+            elif self._timeout is None:
                 result = await _call(self._fn, *bind(self._shape.params, values, ctx))
             else:
                 result = await run_bounded(

@@ -140,8 +140,9 @@ def _call_result(
 
 
 def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
-    """The result of running ``attempt`` of ``call``'s handler."""
-    return _call_result(call, content, is_error=is_error, source="executed", attempt=attempt)
+    """The result of running ``attempt`` of ``call``'s handler (one call less: every step)."""
+    where = call.turn_index, call.tool_call_id, call.name
+    return _result(*where, content, is_error=is_error, source="executed", attempt=attempt)
 
 
 def reply_events(
