@@ -280,10 +280,18 @@ def test_a_structured_answer_shows_as_the_runs_data(stack: Stack, page: object) 
 
 
 def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
-    wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
+    # Its own runs, a cancelled one among them: under xdist the module's other tests (whose
+    # runs it counted on, the cancelled one included) may run on another worker's stack.
+    api = _api(stack)
+    wait_for(api, _start(stack, "lookup", "Where is order 7?"), "completed")
+    napping = _start(stack, "sleeper", "Take a nap.")
+    cancel = api.post(f"/runs/{napping}/cancel", json={"reason": "for the filter"})
+    assert cancel.status_code == 200, cancel.text
+    wait_for(api, napping, "cancelled")
+    listed = len(api.get("/runs", params={"limit": 50}).json()["runs"])  # the page's first 50
     page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => document.querySelectorAll('#runs tbody tr').length >= 6"  # refreshed live
+        "n => document.querySelectorAll('#runs tbody tr').length >= n", arg=listed
     )
     _shot(page, "runs.png")
     page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
