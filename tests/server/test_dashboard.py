@@ -23,6 +23,11 @@ from _stack import HERE, SECRET, STEAD, Stack, _env, sse_messages, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")
 
+# The module's stack (`stead demo`, a crash child, `stead serve --worker`, Chromium) is set
+# up inside its first test's timeout: 97 s of the default 120 beside three other xdist
+# workers on a loaded machine.
+pytestmark = pytest.mark.timeout(240)
+
 CHROMIUM = os.environ.get("STEAD_TEST_CHROMIUM", "/usr/bin/chromium")
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 # `make screenshots` (STEAD_UPDATE_SCREENSHOTS=1) writes them into docs/; otherwise they go
@@ -245,7 +250,13 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
     pgid = int(pidfile.read_text())
     os.killpg(pgid, 0)  # sleep 60 is running
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    # The page has caught up with the run (its timeline replayed): the click is not made
+    # on a header that the replay's refreshes are still re-rendering.
+    page.wait_for_selector('#timeline li[data-kind="tool_call_started"]')  # type: ignore[attr-defined]
     page.locator("#cancel").click()  # type: ignore[attr-defined]
+    # The worker's part (hear the request, stop the tool's group after its grace, record)
+    # gets the API's patience on a loaded machine; then the page has its own to show it.
+    wait_for(_api(stack), run_id, "cancelled", timeout=60)
     page.wait_for_selector("#run-status >> text=cancelled")  # type: ignore[attr-defined]
     deadline = time.monotonic() + 10
     while True:
