@@ -52,6 +52,9 @@ def read_frames(child: subprocess.Popen[str], until: str) -> str:
     return text
 
 
+# Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
+# 60 + 30 + 60 s for their steps: 77-120 s beside three other xdist workers under load.
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 async def test_killed_mid_stream_then_resumed_in_a_new_process(
     kind: str, server: WireServer, tmp_path: Path
