@@ -252,7 +252,7 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
     # The page has caught up with the run (its timeline replayed): the click is not made
     # on a header that the replay's refreshes are still re-rendering.
-    page.wait_for_selector('#timeline li[data-kind="tool_call_started"]')  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="tool_call_requested"]')  # type: ignore[attr-defined]
     page.locator("#cancel").click()  # type: ignore[attr-defined]
     # The worker's part (hear the request, stop the tool's group after its grace, record)
     # gets the API's patience on a loaded machine; then the page has its own to show it.
