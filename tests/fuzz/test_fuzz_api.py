@@ -512,13 +512,14 @@ def test_a_worker_fenced_while_its_calls_run_in_parallel_leaves_no_unread_task_e
     async def scenario() -> None:
         unhandled[:] = []
         asyncio.get_running_loop().set_exception_handler(lambda _l, ctx: unhandled.append(ctx))
-        entered = asyncio.Event()
+        entered, fenced = asyncio.Event(), asyncio.Event()
 
         @stead.tool(effect="read_only")
         async def slow(n: int) -> str:
-            """Take a while."""
+            """Take until the run is claimed away (not a fixed 0.3 s, within which a loaded
+            machine could finish the run before the claim landed)."""
             entered.set()
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(fenced.wait(), 30)
             return str(n)
 
         model = ScriptedModel([Reply(tool_calls=[("slow", {"n": i}) for i in range(3)]), "done"])
@@ -531,6 +532,7 @@ def test_a_worker_fenced_while_its_calls_run_in_parallel_leaves_no_unread_task_e
             await rt.store.claim(
                 rid, owner="someone-else", now=rt.clock(), ttl=30, takeover_from=rt.owner
             )
+            fenced.set()
             try:
                 await driving
             except stead.Fenced:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from _mcp import Ledger
 
 import stead
@@ -51,6 +52,9 @@ def kill_mid_call_then_resume(tmp_path: Path, ledger: Ledger, *extra: str) -> di
     return json.loads(out.strip().splitlines()[-1])
 
 
+# Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
+# 60 + 30 + 60 s for their steps: 77-120 s beside three other xdist workers under load.
+@pytest.mark.timeout(240)
 async def test_worker_killed_mid_mcp_call_a_new_process_finishes_with_the_same_key(
     tmp_path: Path, ledger: Ledger
 ) -> None:

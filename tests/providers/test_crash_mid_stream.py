@@ -52,6 +52,9 @@ def read_frames(child: subprocess.Popen[str], until: str) -> str:
     return text
 
 
+# Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
+# 60 + 30 + 120 s for their steps: 77-120 s beside three other xdist workers under load.
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 async def test_killed_mid_stream_then_resumed_in_a_new_process(
     kind: str, server: WireServer, tmp_path: Path
@@ -80,7 +83,7 @@ async def test_killed_mid_stream_then_resumed_in_a_new_process(
     assert stalled.client_closed.wait(10)  # the kernel closed the dead worker's connection
 
     second = spawn(store, kind, server.url, "run")
-    out, err = second.communicate(timeout=60)
+    out, err = second.communicate(timeout=120)  # over 60 s beside three xdist workers
     assert second.returncode == 0, err
     final = json.loads(out.strip().splitlines()[-1])
     assert final == {"status": "completed", "output": "Order 42 has shipped with DHL."}

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_crash_mid_stream import RUN_ID, read_frames, spawn
 from test_runs import lookup_order, notify
 from wire_server import WireServer
@@ -211,6 +212,9 @@ async def test_a_multi_turn_tool_run_sends_each_turns_thinking_back_byte_for_byt
 # -- a worker killed mid-run: the blocks come back out of SQLite -----------------------------
 
 
+# Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
+# 60 + 30 + 60 s for their steps: 77-120 s beside three other xdist workers under load.
+@pytest.mark.timeout(240)
 async def test_a_worker_killed_after_a_thinking_turn_resends_the_blocks_from_the_log(
     server: WireServer, tmp_path: Path
 ) -> None:

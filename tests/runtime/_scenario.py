@@ -90,11 +90,20 @@ def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
 
 @stead.tool(effect="read_only")
 def slow_lookup(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
-    """Look up an order slowly (the contention tests pause a worker inside it)."""
+    """Look up an order slowly (the contention tests pause a worker inside it): for
+    ``$STEAD_TEST_SLOW`` seconds, or until the file ``$STEAD_TEST_SLOW_GATE`` exists (at most
+    that long), so a test can hold the run's owner in here until the rival has had its try."""
     import time
 
     ledger().record("slow_lookup", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
-    time.sleep(float(os.environ.get("STEAD_TEST_SLOW", "1.0")))
+    seconds = float(os.environ.get("STEAD_TEST_SLOW", "1.0"))
+    gate = os.environ.get("STEAD_TEST_SLOW_GATE")
+    if gate is None:
+        time.sleep(seconds)
+    else:
+        deadline = time.monotonic() + seconds
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.02)
     return {"order_id": order_id, "status": "shipped"}
 
 

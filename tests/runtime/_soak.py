@@ -78,11 +78,14 @@ class Churn:
         return run_ids
 
     def _victim(self) -> int | None:
-        """The slot to kill now, if any: without ``busy``, any (even one still starting);
-        with it, the next in turn once every process is up (one down at a time: under load a
-        start takes seconds) and it has work in hand."""
+        """The slot to kill now, if any: without ``busy``, any that is up; with it, the next
+        in turn once every process is up (one down at a time: under load a start takes
+        seconds) and it has work in hand. A process still starting holds nothing (it claims
+        after it says it is ready): killing it too stalled the soak on a loaded machine, where
+        a start outlasts the 1-2.5 s between kills, with runs left in flight for minutes."""
         if self.busy is None:
-            return self.rng.randrange(len(self.slots))
+            up = [i for i, p in enumerate(self.procs) if p.ready()]
+            return self.rng.choice(up) if up else None
         if not all(p.ready() for p in self.procs):
             return None
         turn = len(self.kills) % len(self.slots)

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 from _crash_harness import Scenario, finish
 from _scenario import RUN_ID, ledger
@@ -49,9 +50,18 @@ def _create(scenario: Scenario) -> None:
     asyncio.run(create())
 
 
-def test_two_processes_race_for_one_run(scenario: Scenario) -> None:
+def test_two_processes_race_for_one_run(scenario: Scenario, tmp_path: Path) -> None:
     _create(scenario)
-    procs = [scenario.spawn("contend", "slow", "30", STEAD_TEST_SLOW="1.0") for _ in range(2)]
+    # The owner stays in its tool until the other process has had its try: with a fixed
+    # pause, a process that a loaded machine started late found the run already completed.
+    gate = tmp_path / "rival-done"
+    env = {"STEAD_TEST_SLOW": "60", "STEAD_TEST_SLOW_GATE": str(gate)}
+    procs = [scenario.spawn("contend", "slow", "30", **env) for _ in range(2)]
+    deadline = time.monotonic() + 60
+    while all(p.poll() is None for p in procs) and ledger().count("slow_lookup") < 2:
+        assert time.monotonic() < deadline, "neither process ended nor both reached the tool"
+        time.sleep(0.02)
+    gate.touch()  # one ended (the loser, if the lease held) or both are in the tool (not)
     children = [finish(p, *p.communicate(timeout=60)) for p in procs]
     codes = sorted(c.returncode for c in children)
     assert codes == [0, 3], [c.stderr for c in children]

@@ -126,7 +126,12 @@ async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Pat
         forwarder.performing("r1", "slow")
         add = forwarder.begin("r1", 1)
         add("Hel")
-        await asyncio.sleep(0.2)  # its first batch is written
+        # Its first batch is written (within 0.05 s on a quiet machine; a fixed sleep could
+        # end while the write was still on its way, and finish() then cancelled it).
+        for _ in range(1000):
+            if await _progress.frames(ledger, "slow", -1):
+                break
+            await asyncio.sleep(0.01)
         add("lo")
         assert await forwarder.finish("r1", "slow")
         assert await _progress.frames(ledger, "slow", -1) == [(0, "Hel"), (1, "lo")]

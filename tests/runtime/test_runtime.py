@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +237,14 @@ async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
         assert from_snapshot.to_json() == full.to_json()
 
 
+async def _until(check: Callable[[], bool], timeout: float = 20.0) -> None:  # noqa: ASYNC109
+    """Wait until ``check()`` holds (polled; a loaded machine may take a while)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)
+
+
 stubborn_log: list[str] = []
 stubborn_started: list[asyncio.Event] = []
 
@@ -268,7 +276,9 @@ async def test_a_tool_that_ignores_the_abort_is_cut_off_after_the_grace(
         rid = await rt.start(agent, "go")
         driving = asyncio.ensure_future(rt.run(rid))
         await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
-        await asyncio.sleep(0.05)  # let every call start (they start together)
+        # Every call started (they start together, but a loaded machine may run the first
+        # handler well before the second): a cancel before then never meets the second.
+        await _until(lambda: len(stubborn_log) == calls)
         await rt.cancel(rid, "enough")
         view = await asyncio.wait_for(driving, timeout=10)
         assert view.status is RunStatus.CANCELLED
@@ -316,8 +326,9 @@ async def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:
         driving = asyncio.ensure_future(owner.run(rid))
         await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
         flaky.armed = True
-        await asyncio.sleep(0.3)  # long enough for every failure to have happened
-        assert flaky.failures == 0
+        # The keeper reads every 0.05 s: it met every failure once it read three more times
+        # (a watcher that stopped at the first would leave failures above 0: timed out).
+        await _until(lambda: flaky.failures == 0)
         async with stead.Runtime(store, agents=[agent]) as other:
             await other.cancel(rid, "stop")
         view = await asyncio.wait_for(driving, timeout=10)

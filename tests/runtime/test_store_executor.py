@@ -266,11 +266,13 @@ async def test_a_new_owner_sees_a_previous_owners_key_in_the_ledger(
     first = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)
     job = assignment("e1")
     await first.dispatch(job, signal=stead.AbortSignal())
-    await ledger.heartbeat("x", [QUEUE], ttl=0.5, now=time.time())
+    await ledger.heartbeat("x", [QUEUE], ttl=60, now=time.time())
     [c] = await ledger.claim("x", [QUEUE], limit=1, now=time.time())
     await ledger.start("e1", epoch=c.epoch, now=time.time())
     fresh = routed(InProcessExecutor(a.model, a.registry), a.registry, store, {id(store): ledger})
     assert fresh.attach(job.key) == "active"
-    await asyncio.sleep(0.6)
+    # Its lease lapses (ended a second ago), not a short lease slept past: a lease of 0.5 s
+    # could lapse on a loaded machine before the "active" read above.
+    await ledger.heartbeat("x", [QUEUE], ttl=0, now=time.time() - 1)
     assert fresh.attach(job.key) == "orphaned"
     assert fresh.attach(assignment("never").key) == "missing"

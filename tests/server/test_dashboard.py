@@ -23,6 +23,11 @@ from _stack import HERE, SECRET, STEAD, Stack, _env, sse_messages, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")
 
+# The module's stack (`stead demo`, a crash child, `stead serve --worker`, Chromium) is set
+# up inside its first test's timeout: 97 s of the default 120 beside three other xdist
+# workers on a loaded machine.
+pytestmark = pytest.mark.timeout(240)
+
 CHROMIUM = os.environ.get("STEAD_TEST_CHROMIUM", "/usr/bin/chromium")
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 # `make screenshots` (STEAD_UPDATE_SCREENSHOTS=1) writes them into docs/; otherwise they go
@@ -245,7 +250,13 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
     pgid = int(pidfile.read_text())
     os.killpg(pgid, 0)  # sleep 60 is running
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    # The page has caught up with the run (its timeline replayed): the click is not made
+    # on a header that the replay's refreshes are still re-rendering.
+    page.wait_for_selector('#timeline li[data-kind="tool_call_requested"]')  # type: ignore[attr-defined]
     page.locator("#cancel").click()  # type: ignore[attr-defined]
+    # The worker's part (hear the request, stop the tool's group after its grace, record)
+    # gets the API's patience on a loaded machine; then the page has its own to show it.
+    wait_for(_api(stack), run_id, "cancelled", timeout=60)
     page.wait_for_selector("#run-status >> text=cancelled")  # type: ignore[attr-defined]
     deadline = time.monotonic() + 10
     while True:
@@ -280,10 +291,18 @@ def test_a_structured_answer_shows_as_the_runs_data(stack: Stack, page: object) 
 
 
 def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
-    wait_for(_api(stack), _start(stack, "lookup", "Where is order 7?"), "completed")
+    # Its own runs, a cancelled one among them: under xdist the module's other tests (whose
+    # runs it counted on, the cancelled one included) may run on another worker's stack.
+    api = _api(stack)
+    wait_for(api, _start(stack, "lookup", "Where is order 7?"), "completed")
+    napping = _start(stack, "sleeper", "Take a nap.")
+    cancel = api.post(f"/runs/{napping}/cancel", json={"reason": "for the filter"})
+    assert cancel.status_code == 200, cancel.text
+    wait_for(api, napping, "cancelled")
+    listed = len(api.get("/runs", params={"limit": 50}).json()["runs"])  # the page's first 50
     page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => document.querySelectorAll('#runs tbody tr').length >= 6"  # refreshed live
+        "n => document.querySelectorAll('#runs tbody tr').length >= n", arg=listed
     )
     _shot(page, "runs.png")
     page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
