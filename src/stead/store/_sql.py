@@ -320,8 +320,10 @@ class SQLStore(ChatRows):
         raise NotImplementedError
 
     async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
-        """Run ``CLAIM`` with ``params``; the new epoch, or None when it changed nothing."""
-        raise NotImplementedError
+        """Run ``CLAIM`` with ``params``; the new epoch, or None when it changed nothing (a
+        dialect's ``CLAIM`` ends ``RETURNING epoch``)."""
+        row = await s.one(self.CLAIM, params)
+        return None if row is None else int(row[0])
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None

@@ -85,10 +85,12 @@ class _Tx:
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
         db = self._db
+        if not self._write:
+            return db  # a read: each statement autocommitted (see ``SQLiteStore._reading``)
         try:
             if not self._fsync:
                 db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._release()
             raise StoreError(f"cannot start a transaction on {self._store.path!r}: {exc}") from exc
@@ -109,6 +111,8 @@ class _Tx:
                     what = "write" if self._write else "read"
                     raise StoreError(f"{what} failed on {self._store.path!r}: {exc}") from exc
                 return  # the exception propagates as it is
+            if not self._write:
+                return
             try:
                 db.execute("COMMIT")
             except sqlite3.Error as err:
@@ -199,6 +203,7 @@ class SQLiteStore(_sql.SQLStore):
         "ORDER BY e.seq"
     )
     READ_SOME = READ_EVENTS + " LIMIT ?"
+    CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"  # one statement, not an update and a read
 
     poll_interval: float = 0.05
     """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
@@ -254,6 +259,10 @@ class SQLiteStore(_sql.SQLStore):
     # -- the dialect's half of SQLStore ------------------------------------------------------
 
     def _reading(self) -> _Tx:
+        """The connection and its lock, no ``BEGIN``: each read statement is its own
+        transaction, as on PostgreSQL, which the shared reads are written for (one statement,
+        or a tail bounded by the ``last_seq`` read before it; events never change). A
+        ``BEGIN`` ... ``COMMIT`` around them cost two statements more per read."""
         return _Tx(self, False, True)
 
     def _writing(self, *, sync: bool = True) -> _Tx:
@@ -348,13 +357,6 @@ class SQLiteStore(_sql.SQLStore):
             # Not awaited itself: its outcome is its batch's, and a cancelled batch must not
             # cancel this caller (``asyncio.wait`` neither raises nor cancels it).
             await asyncio.wait((busy,))
-
-    async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
-        # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
-        if await s.run(self.CLAIM, params) != 1:
-            return None
-        row = await s.one("SELECT epoch FROM runs WHERE run_id = ?", (params[2],))
-        return None if row is None else int(row[0])
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
