@@ -298,6 +298,12 @@ class SQLStore(ChatRows):
         turns that off inside its statements ignores it)."""
         raise NotImplementedError
 
+    def _writing_one(self, *, sync: bool = True) -> AbstractAsyncContextManager[Session]:
+        """Where a write of ONE statement runs (a claim, a renewal, a release; a read after
+        it only says why it changed nothing): ``_writing`` unless the dialect can commit one
+        statement without a transaction around it."""
+        return self._writing(sync=sync)
+
     async def _create(self, row: Row) -> None:
         """Insert the run (queued, seq 1, epoch 0) and its first event: ``row`` is (run_id,
         agent, session_id, correlation_id, now, kind, version, turn, call, data)."""
@@ -471,7 +477,7 @@ class SQLStore(ChatRows):
     ) -> int:
         """See ``Store.claim``."""
         params = (owner, now + ttl, run_id, now, owner, takeover_from)
-        async with self._writing(sync=self.SYNCED_CLAIMS) as s:
+        async with self._writing_one(sync=self.SYNCED_CLAIMS) as s:
             epoch = await self._claimed(s, params)
             if epoch is not None:
                 return epoch
@@ -481,7 +487,7 @@ class SQLStore(ChatRows):
     async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
         """See ``Store.renew``. Unsynced: a renewal lost in a crash ends the lease sooner;
         the epoch does not move."""
-        async with self._writing(sync=False) as s:
+        async with self._writing_one(sync=False) as s:
             if await s.run(self.RENEW, (now + ttl, run_id, epoch, owner)) != 1:
                 await self._row(s, run_id)
                 raise lease_lost(run_id, owner, epoch)
@@ -511,7 +517,7 @@ class SQLStore(ChatRows):
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         """See ``Store.release``. Unsynced: a release lost in a crash leaves the lease to
         lapse; the epoch does not move."""
-        async with self._writing(sync=False) as s:
+        async with self._writing_one(sync=False) as s:
             await s.run(self.release_sql, (run_id, epoch, owner))
 
     async def claim_next(self, **options: Unpack[Claiming]) -> list[Claim]:

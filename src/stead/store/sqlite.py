@@ -72,25 +72,30 @@ class _Tx:
     on the write connection, under the store's write lock); a write holds SQLite's write lock
     from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the append, the hot
     path); ``async with`` gives the ``Session`` the shared code runs on. A plain class, not a
-    generator context manager: every append goes through it (a few µs less each)."""
+    generator context manager: every append goes through it (a few µs less each).
+    ``begin=False``: a write of one statement, which SQLite commits on its own (its write
+    lock is taken when the statement starts, as ``BEGIN IMMEDIATE`` would); a read never
+    begins one (see ``SQLiteStore._reading``)."""
 
-    __slots__ = ("_db", "_fsync", "_lock", "_store", "_write")
+    __slots__ = ("_begin", "_db", "_fsync", "_lock", "_store", "_write")
 
-    def __init__(self, store: SQLiteStore, write: bool, fsync: bool) -> None:
+    def __init__(self, store: SQLiteStore, write: bool, fsync: bool, begin: bool = True) -> None:
         self._store = store
         self._db, self._lock = store._writes if write else store._reads
         self._write = write
         self._fsync = fsync
+        self._begin = write and begin
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
         db = self._db
-        if not self._write:
-            return db  # a read: each statement autocommitted (see ``SQLiteStore._reading``)
+        if self._fsync and not self._begin:
+            return db  # each statement autocommitted
         try:
             if not self._fsync:
                 db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("BEGIN IMMEDIATE")
+            if self._begin:
+                db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._release()
             raise StoreError(f"cannot start a transaction on {self._store.path!r}: {exc}") from exc
@@ -111,7 +116,7 @@ class _Tx:
                     what = "write" if self._write else "read"
                     raise StoreError(f"{what} failed on {self._store.path!r}: {exc}") from exc
                 return  # the exception propagates as it is
-            if not self._write:
+            if not self._begin:
                 return
             try:
                 db.execute("COMMIT")
@@ -274,6 +279,11 @@ class SQLiteStore(_sql.SQLStore):
         under a new epoch therefore implies the claim that made the epoch is on disk too.
         """
         return _Tx(self, True, sync)
+
+    def _writing_one(self, *, sync: bool = True) -> _Tx:
+        """See ``SQLStore._writing_one``: no ``BEGIN IMMEDIATE`` ... ``COMMIT`` around the one
+        statement (SQLite commits it alone, as atomically), two statements fewer."""
+        return _Tx(self, True, sync, begin=False)
 
     async def _create(self, row: _sql.Row) -> None:
         """Insert the run and its first event: at once, or, when other runs are appending
