@@ -132,6 +132,11 @@ class Duplicate(Exception):
     code can say which guarantee it was (a run that exists, a result already recorded)."""
 
 
+def result_recorded(run_id: str, exc: Duplicate) -> Conflict:
+    """An append the unique index of results refused (guarantee 2)."""
+    return Conflict(f"run {run_id}: a result for this tool call is already recorded ({exc})")
+
+
 def lease_held(rec: RunRecord) -> LeaseHeld:
     """Another owner's lease on the run is live."""
     return LeaseHeld(
@@ -423,9 +428,7 @@ class SQLStore(ChatRows):
         try:
             await self._append(a)
         except Duplicate as exc:
-            raise Conflict(
-                f"run {a[0]}: a result for this tool call is already recorded ({exc})"
-            ) from exc
+            raise result_recorded(a[0], exc) from exc
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
-from stead.store._base import known_key
+from stead.store._base import append_refusal, known_key
 from stead.store._group import GroupCommit
 from stead.store._sqlitewriter import Writer
 
@@ -309,11 +309,23 @@ class SQLiteStore(_sql.SQLStore):
             await self._append_alone(item)
 
     async def _append(self, a: _sql.Append) -> None:
+        self._write(a)
+
+    async def _append_alone(self, a: _sql.Append) -> None:
+        """``SQLStore._append_alone`` with the write called, not awaited (it never waits
+        here): one coroutine an append instead of two, on every step."""
+        try:
+            self._write(a)
+        except _sql.Duplicate as exc:
+            raise _sql.result_recorded(a[0], exc) from exc
+
+    def _write(self, a: _sql.Append) -> None:
+        """One append in its own transaction, or its refusal raised."""
         run_id, events, _, expected, epoch, _, _, _, sync = a
-        tx = _Tx(self, True, sync)
-        with tx as db:
+        with _Tx(self, True, sync) as db:
             if not _put(db, a):
-                raise await self.refusal(tx, run_id, epoch, expected)
+                found = db.execute(self.POSITION, (run_id,)).fetchone()
+                raise append_refusal(run_id, found, epoch, expected)
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
     async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
