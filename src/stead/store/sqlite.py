@@ -1,8 +1,9 @@
 """The embedded default store: one SQLite file, WAL, ``synchronous=FULL``.
 
-Several processes may open the same file. Every write runs in ``BEGIN IMMEDIATE``, which takes
-SQLite's single write lock up front, so the epoch and sequence checks and the insert they
-guard are one atomic step across processes. Each commit is fsynced (``synchronous=FULL``), so
+Several processes may open the same file. Every write of several statements runs in ``BEGIN
+IMMEDIATE``, which takes SQLite's single write lock up front, so the epoch and sequence checks
+and the insert they guard are one atomic step across processes; a write of one statement (a
+claim, a release) takes the same lock when it starts and commits alone. Each commit is fsynced (``synchronous=FULL``), so
 an event that ``append`` returned for survives a power cut, not just a process crash.
 
 Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
