@@ -3,8 +3,9 @@
 Several processes may open the same file. Every write of several statements runs in ``BEGIN
 IMMEDIATE``, which takes SQLite's single write lock up front, so the epoch and sequence checks
 and the insert they guard are one atomic step across processes; a write of one statement (a
-claim, a release) takes the same lock when it starts and commits alone. Each commit is fsynced (``synchronous=FULL``), so
-an event that ``append`` returned for survives a power cut, not just a process crash.
+claim, a release) takes the same lock when it starts and commits alone. Each commit is fsynced
+(``synchronous=FULL``), so an event that ``append`` returned for survives a power cut, not just
+a process crash.
 
 Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
 here), cheaper than handing it to a thread. Many runs in flight are another matter: their
