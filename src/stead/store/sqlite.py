@@ -50,10 +50,6 @@ _INSERT_EVENT = (
 )
 """An event row; its run's number (migration 0008: what the events are indexed by) is read
 from the runs row, which the append's guard has just written, so its page is at hand."""
-_GUARD_NUMBERED = _GUARD + " RETURNING run_no"
-_INSERT_NUMBERED = _INSERT_EVENT.replace("(SELECT run_no FROM runs WHERE run_id = ?1)", "?9")
-"""A lone append's: its guard returns the run's number, which each row then carries (no
-look-up of the run by its id per row; a batch's ``executemany`` cannot return it)."""
 _INSERT_RUN = (
     "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, last_seq, epoch, "
     "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)"
@@ -493,11 +489,9 @@ def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     nothing written) when the run is not at the expected sequence and epoch."""
     # The epoch and sequence checks and the write they guard are one statement in the
     # write transaction: a stale owner or a stale sequence changes nothing.
-    found = db.execute(_GUARD_NUMBERED, _guard_params(a)).fetchone()
-    if found is None:
+    if db.execute(_GUARD, _guard_params(a)).rowcount != 1:
         return False
-    run_no = found[0]
-    db.executemany(_INSERT_NUMBERED, [(*p, run_no) for p in _event_params(a)])
+    db.executemany(_INSERT_EVENT, _event_params(a))
     snapshot = a[7]
     if snapshot is not None:
         db.execute(_SNAPSHOT, (a[0], *snapshot))
