@@ -33,9 +33,9 @@ async def test_last_seqs_of_many_runs_is_one_statement(store: Store) -> None:
 async def test_a_steps_store_calls_run_only_the_statements_they_need(store: Store) -> None:
     """What one run costs the store, statement by statement (each is a few µs of Python and
     SQLite): a read has no BEGIN/COMMIT around it (each statement is its own snapshot); a
-    claim and a release are one statement each, which SQLite commits alone (the PRAGMAs
-    make them unsynced); a lone append is its guard, which returns the run's number, and its
-    rows, inside BEGIN IMMEDIATE ... COMMIT."""
+    release is one statement, which SQLite commits alone (the PRAGMAs make it unsynced); a
+    claim (an update and the read of its epoch) and a lone append (its guard and its rows)
+    run inside BEGIN IMMEDIATE ... COMMIT."""
     if not isinstance(store, SQLiteStore):
         pytest.skip("SQLite only (PostgreSQL's round trips: test_pg_round_trips)")
     b = RunBuilder("run-1")
@@ -55,7 +55,7 @@ async def test_a_steps_store_calls_run_only_the_statements_they_need(store: Stor
     await store.get_run("run-1")
     assert taken() == ["SELECT"]
     epoch = await store.claim("run-1", owner="w", now=T0, ttl=60)
-    assert taken() == ["PRAGMA", "UPDATE", "PRAGMA"]
+    assert taken() == ["PRAGMA", "BEGIN", "UPDATE", "SELECT", "COMMIT", "PRAGMA"]
     await store.load("run-1")
     assert taken() == ["SELECT", "SELECT"]
     b.start(owner="w", epoch=epoch)

@@ -304,7 +304,7 @@ class SQLStore(ChatRows):
         raise NotImplementedError
 
     def _writing_one(self, *, sync: bool = True) -> AbstractAsyncContextManager[Session]:
-        """Where a write of ONE statement runs (a claim, a renewal, a release; a read after
+        """Where a write of ONE statement runs (a renewal, a release; a read after
         it only says why it changed nothing): ``_writing`` unless the dialect can commit one
         statement without a transaction around it."""
         return self._writing(sync=sync)
@@ -331,10 +331,8 @@ class SQLStore(ChatRows):
         raise NotImplementedError
 
     async def _claimed(self, s: Session, params: Sequence[Any]) -> int | None:
-        """Run ``CLAIM`` with ``params``; the new epoch, or None when it changed nothing (a
-        dialect's ``CLAIM`` ends ``RETURNING epoch``)."""
-        row = await s.one(self.CLAIM, params)
-        return None if row is None else int(row[0])
+        """Run ``CLAIM`` with ``params``; the new epoch, or None when it changed nothing."""
+        raise NotImplementedError
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
@@ -480,7 +478,7 @@ class SQLStore(ChatRows):
     ) -> int:
         """See ``Store.claim``."""
         params = (owner, now + ttl, run_id, now, owner, takeover_from)
-        async with self._writing_one(sync=self.SYNCED_CLAIMS) as s:
+        async with self._writing(sync=self.SYNCED_CLAIMS) as s:
             epoch = await self._claimed(s, params)
             if epoch is not None:
                 return epoch

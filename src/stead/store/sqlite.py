@@ -3,7 +3,7 @@
 Several processes may open the same file. Every write of several statements runs in ``BEGIN
 IMMEDIATE``, which takes SQLite's single write lock up front, so the epoch and sequence checks
 and the insert they guard are one atomic step across processes; a write of one statement (a
-claim, a release) takes the same lock when it starts and commits alone. Each commit is fsynced
+renewal, a release) takes the same lock when it starts and commits alone. Each commit is fsynced
 (``synchronous=FULL``), so an event that ``append`` returned for survives a power cut, not just
 a process crash.
 
@@ -210,7 +210,6 @@ class SQLiteStore(_sql.SQLStore):
         "ORDER BY e.seq"
     )
     READ_SOME = READ_EVENTS + " LIMIT ?"
-    CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"  # one statement, not an update and a read
 
     poll_interval: float = 0.05
     """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
@@ -381,6 +380,14 @@ class SQLiteStore(_sql.SQLStore):
             # Not awaited itself: its outcome is its batch's, and a cancelled batch must not
             # cancel this caller (``asyncio.wait`` neither raises nor cancels it).
             await asyncio.wait((busy,))
+
+    async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
+        # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read (an
+        # UPDATE ... RETURNING costs SQLite more than the read: it is a temporary trigger).
+        if await s.run(self.CLAIM, params) != 1:
+            return None
+        row = await s.one("SELECT epoch FROM runs WHERE run_id = ?", (params[2],))
+        return None if row is None else int(row[0])
 
     async def _claim_rows(
         self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None

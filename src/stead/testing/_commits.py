@@ -5,7 +5,7 @@ count, never time: the clock of a shared machine says nothing about a few fsyncs
 every statement of the store's connections (``sqlite3.Connection.set_trace_callback``,
 SQLite's own seam, through ``SQLiteStore._trace``: the writer thread's connection too): a
 write transaction (``BEGIN IMMEDIATE``) that reaches ``COMMIT`` is a commit, and so is a write
-outside any transaction (a claim or a release: one statement, which SQLite commits alone); it
+outside any transaction (a renewal or a release: one statement, which SQLite commits alone); it
 fsyncs the WAL unless the store set ``PRAGMA synchronous=NORMAL`` for it.
 """
 
