@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from _builders import T0, created
+from _builders import T0, RunBuilder, created
 
 from stead.store import SQLiteStore, Store
 
@@ -28,3 +28,43 @@ async def test_last_seqs_of_many_runs_is_one_statement(store: Store) -> None:
     assert len(seen) == 1
     assert await store.last_seqs([]) == {}
     assert len(seen) == 1
+
+
+async def test_a_steps_store_calls_run_only_the_statements_they_need(store: Store) -> None:
+    """What one run costs the store, statement by statement (each is a few µs of Python and
+    SQLite): a read has no BEGIN/COMMIT around it (each statement is its own snapshot); a
+    release is one statement, which SQLite commits alone (the PRAGMAs make it unsynced); a
+    claim (an update and the read of its epoch) and a lone append (its guard and its rows)
+    run inside BEGIN IMMEDIATE ... COMMIT."""
+    if not isinstance(store, SQLiteStore):
+        pytest.skip("SQLite only (PostgreSQL's round trips: test_pg_round_trips)")
+    b = RunBuilder("run-1")
+    await b.create(store)
+    seen: list[str] = []
+
+    def hook() -> Callable[[str], None]:
+        return lambda statement: seen.append(statement.split(" ", 2)[0].upper())
+
+    store._trace(hook)
+
+    def taken() -> list[str]:
+        out = seen[:]
+        seen.clear()
+        return out
+
+    await store.get_run("run-1")
+    assert taken() == ["SELECT"]
+    epoch = await store.claim("run-1", owner="w", now=T0, ttl=60)
+    assert taken() == ["PRAGMA", "BEGIN", "UPDATE", "SELECT", "COMMIT", "PRAGMA"]
+    await store.load("run-1")
+    assert taken() == ["SELECT", "SELECT"]
+    b.start(owner="w", epoch=epoch)
+    b.tool_turn(calls=1)
+    await b.flush(store, epoch=epoch)
+    statements = taken()
+    assert statements[:2] == ["BEGIN", "UPDATE"] and statements[-1] == "COMMIT"
+    assert statements[2:-1] == ["INSERT"] * (len(b.log) - 1)
+    await store.release("run-1", owner="w", epoch=epoch)
+    assert taken() == ["PRAGMA", "UPDATE", "PRAGMA"]
+    assert (await store.get_run("run-1")).lease_owner is None
+    assert [s.event for s in await store.read_events("run-1")] == b.log

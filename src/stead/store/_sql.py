@@ -132,6 +132,11 @@ class Duplicate(Exception):
     code can say which guarantee it was (a run that exists, a result already recorded)."""
 
 
+def result_recorded(run_id: str, exc: Duplicate) -> Conflict:
+    """An append the unique index of results refused (guarantee 2)."""
+    return Conflict(f"run {run_id}: a result for this tool call is already recorded ({exc})")
+
+
 def lease_held(rec: RunRecord) -> LeaseHeld:
     """Another owner's lease on the run is live."""
     return LeaseHeld(
@@ -302,6 +307,12 @@ class SQLStore(ChatRows):
         turns that off inside its statements ignores it)."""
         raise NotImplementedError
 
+    def _writing_one(self, *, sync: bool = True) -> AbstractAsyncContextManager[Session]:
+        """Where a write of ONE statement runs (a renewal, a release; a read after
+        it only says why it changed nothing): ``_writing`` unless the dialect can commit one
+        statement without a transaction around it."""
+        return self._writing(sync=sync)
+
     async def _create(self, row: Row) -> None:
         """Insert the run (queued, seq 1, epoch 0) and its first event: ``row`` is (run_id,
         agent, session_id, correlation_id, now, kind, version, turn, call, data)."""
@@ -424,9 +435,7 @@ class SQLStore(ChatRows):
         try:
             await self._append(a)
         except Duplicate as exc:
-            raise Conflict(
-                f"run {a[0]}: a result for this tool call is already recorded ({exc})"
-            ) from exc
+            raise result_recorded(a[0], exc) from exc
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``."""
@@ -488,7 +497,7 @@ class SQLStore(ChatRows):
     async def renew(self, run_id: str, *, owner: str, epoch: int, now: float, ttl: float) -> None:
         """See ``Store.renew``. Unsynced: a renewal lost in a crash ends the lease sooner;
         the epoch does not move."""
-        async with self._writing(sync=False) as s:
+        async with self._writing_one(sync=False) as s:
             if await s.run(self.RENEW, (now + ttl, run_id, epoch, owner)) != 1:
                 await self._row(s, run_id)
                 raise lease_lost(run_id, owner, epoch)
@@ -518,7 +527,7 @@ class SQLStore(ChatRows):
     async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
         """See ``Store.release``. Unsynced: a release lost in a crash leaves the lease to
         lapse; the epoch does not move."""
-        async with self._writing(sync=False) as s:
+        async with self._writing_one(sync=False) as s:
             await s.run(self.release_sql, (run_id, epoch, owner))
 
     async def claim_next(self, **options: Unpack[Claiming]) -> list[Claim]:

@@ -1,9 +1,11 @@
 """The embedded default store: one SQLite file, WAL, ``synchronous=FULL``.
 
-Several processes may open the same file. Every write runs in ``BEGIN IMMEDIATE``, which takes
-SQLite's single write lock up front, so the epoch and sequence checks and the insert they
-guard are one atomic step across processes. Each commit is fsynced (``synchronous=FULL``), so
-an event that ``append`` returned for survives a power cut, not just a process crash.
+Several processes may open the same file. Every write of several statements runs in ``BEGIN
+IMMEDIATE``, which takes SQLite's single write lock up front, so the epoch and sequence checks
+and the insert they guard are one atomic step across processes; a write of one statement (a
+renewal, a release) takes the same lock when it starts and commits alone. Each commit is fsynced
+(``synchronous=FULL``), so an event that ``append`` returned for survives a power cut, not just
+a process crash.
 
 Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
 here), cheaper than handing it to a thread. Many runs in flight are another matter: their
@@ -72,23 +74,30 @@ class _Tx:
     on the write connection, under the store's write lock); a write holds SQLite's write lock
     from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the append, the hot
     path); ``async with`` gives the ``Session`` the shared code runs on. A plain class, not a
-    generator context manager: every append goes through it (a few µs less each)."""
+    generator context manager: every append goes through it (a few µs less each).
+    ``begin=False``: a write of one statement, which SQLite commits on its own (its write
+    lock is taken when the statement starts, as ``BEGIN IMMEDIATE`` would); a read never
+    begins one (see ``SQLiteStore._reading``)."""
 
-    __slots__ = ("_db", "_fsync", "_lock", "_store", "_write")
+    __slots__ = ("_begin", "_db", "_fsync", "_lock", "_store", "_write")
 
-    def __init__(self, store: SQLiteStore, write: bool, fsync: bool) -> None:
+    def __init__(self, store: SQLiteStore, write: bool, fsync: bool, begin: bool = True) -> None:
         self._store = store
         self._db, self._lock = store._writes if write else store._reads
         self._write = write
         self._fsync = fsync
+        self._begin = write and begin
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
         db = self._db
+        if self._fsync and not self._begin:
+            return db  # each statement autocommitted
         try:
             if not self._fsync:
                 db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
+            if self._begin:
+                db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._release()
             raise StoreError(f"cannot start a transaction on {self._store.path!r}: {exc}") from exc
@@ -109,6 +118,8 @@ class _Tx:
                     what = "write" if self._write else "read"
                     raise StoreError(f"{what} failed on {self._store.path!r}: {exc}") from exc
                 return  # the exception propagates as it is
+            if not self._begin:
+                return
             try:
                 db.execute("COMMIT")
             except sqlite3.Error as err:
@@ -246,6 +257,10 @@ class SQLiteStore(_sql.SQLStore):
     # -- the dialect's half of SQLStore ------------------------------------------------------
 
     def _reading(self) -> _Tx:
+        """The connection and its lock, no ``BEGIN``: each read statement is its own
+        transaction, as on PostgreSQL, which the shared reads are written for (one statement,
+        or a tail bounded by the ``last_seq`` read before it; events never change). A
+        ``BEGIN`` ... ``COMMIT`` around them cost two statements more per read."""
         return _Tx(self, False, True)
 
     def _writing(self, *, sync: bool = True) -> _Tx:
@@ -257,6 +272,11 @@ class SQLiteStore(_sql.SQLStore):
         under a new epoch therefore implies the claim that made the epoch is on disk too.
         """
         return _Tx(self, True, sync)
+
+    def _writing_one(self, *, sync: bool = True) -> _Tx:
+        """See ``SQLStore._writing_one``: no ``BEGIN IMMEDIATE`` ... ``COMMIT`` around the one
+        statement (SQLite commits it alone, as atomically), two statements fewer."""
+        return _Tx(self, True, sync, begin=False)
 
     async def _create(self, row: _sql.Row) -> None:
         """Insert the run and its first event: at once, or, when other runs are appending
@@ -282,11 +302,23 @@ class SQLiteStore(_sql.SQLStore):
             await self._append_alone(item)
 
     async def _append(self, a: _sql.Append) -> None:
+        self._write(a)
+
+    async def _append_alone(self, a: _sql.Append) -> None:
+        """``SQLStore._append_alone`` with the write called, not awaited (it never waits
+        here): one coroutine an append instead of two, on every step."""
+        try:
+            self._write(a)
+        except _sql.Duplicate as exc:
+            raise _sql.result_recorded(a[0], exc) from exc
+
+    def _write(self, a: _sql.Append) -> None:
+        """One append in its own transaction, or its refusal raised."""
         run_id, events, _, expected, epoch, _, _, _, sync = a
-        tx = _Tx(self, True, sync)
-        with tx as db:
+        with _Tx(self, True, sync) as db:
             if not _put(db, a):
-                raise await self.refusal(tx, run_id, epoch, expected)
+                found = db.execute(self.POSITION, (run_id,)).fetchone()
+                raise append_refusal(run_id, found, epoch, expected)
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
     async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
@@ -365,7 +397,8 @@ class SQLiteStore(_sql.SQLStore):
                 writer.idle_waiters -= 1
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
-        # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read.
+        # Inside BEGIN IMMEDIATE: nobody writes the row between the update and the read (an
+        # UPDATE ... RETURNING costs SQLite more than the read: it is a temporary trigger).
         if await s.run(self.CLAIM, params) != 1:
             return None
         row = await s.one("SELECT epoch FROM runs WHERE run_id = ?", (params[2],))
