@@ -10,7 +10,7 @@ overlaps the other runs' work on the loop (and the WAL write SQLite's C code doe
 other CPU). Only the ``COMMIT`` goes there, not the batch's statements: each statement the
 thread ran would have to take the GIL back from a busy loop (up to the interpreter's switch
 interval, 5 ms, each time), while the statements are cheap CPU work in the page cache, done
-on the loop in a handful of calls (``sqlite._put_batch``).
+on the loop in a handful of calls (``_sqliteput.put_batch``).
 
 The thread owns nothing but its queue: it is handed the connection (the store's write
 connection, in a transaction the loop opened under the store's write lock) and the lock's

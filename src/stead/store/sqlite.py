@@ -17,7 +17,8 @@ store's write lock (``_writes``), which the batch holds until its commit returne
 write lock keeps other processes out as before.
 
 This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
-(``_Tx``), error translation, polling, and the statements whose SQLite shape is its own.
+(``_Tx``), error translation, polling, and the statements whose SQLite shape is its own
+(an append's, alone and in a batch, in ``stead.store._sqliteput``).
 """
 
 from __future__ import annotations
@@ -37,36 +38,11 @@ from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
 from stead.store._base import append_refusal, known_key
 from stead.store._group import GroupCommit
+from stead.store._sqliteput import NewRun, put, put_batch, put_run, refusal
 from stead.store._sqlitewriter import Commit, Writer
 
-_GUARD = (
-    "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "
-    "WHERE run_id = ? AND epoch = ? AND last_seq = ?"
-)
-_INSERT_EVENT = (
-    "INSERT INTO events (run_no, run_id, seq, kind, version, turn_index, tool_call_id, data, "
-    "created_at) VALUES ((SELECT run_no FROM runs WHERE run_id = ?1), ?1, ?2, ?3, ?4, ?5, ?6, "
-    "?7, ?8)"
-)
-"""An event row; its run's number (migration 0008: what the events are indexed by) is read
-from the runs row, which the append's guard has just written, so its page is at hand."""
-_INSERT_RUN = (
-    "INSERT INTO runs (run_id, agent, session_id, correlation_id, status, last_seq, epoch, "
-    "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', 1, 0, ?, ?)"
-)
-_SNAPSHOT = (
-    "INSERT INTO snapshots (run_id, seq, version, state) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, "
-    "version = excluded.version, state = excluded.state"
-)
 _LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
-
-
-class _NewRun(tuple[Any, ...]):
-    """A new run's row (``SQLStore._create``'s) as a member of a batch of appends."""
-
-    __slots__ = ()
 
 
 class _Tx:
@@ -190,18 +166,6 @@ class SQLiteStore(_sql.SQLStore):
     STATE = "CAST(s.state AS BLOB)"
     SYNCED_CLAIMS = False
     """A claim is durable with the first event under its epoch (see ``_writing``)."""
-    # Events are indexed by their run's number (migration 0008), not by its id.
-    TAIL = (
-        "SELECT e.seq, e.kind, e.version, {data}, e.created_at FROM events e "
-        "WHERE e.run_no = (SELECT run_no FROM runs WHERE run_id = ?) AND e.seq > ? "
-        "AND e.seq <= ? ORDER BY e.seq"
-    )
-    READ_EVENTS = (
-        "SELECT r.last_seq, e.seq, e.kind, e.version, {data}, e.created_at FROM runs r "
-        "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq > ? WHERE r.run_id = ? "
-        "ORDER BY e.seq"
-    )
-    READ_SOME = READ_EVENTS + " LIMIT ?"
 
     poll_interval: float = 0.05
     """How often ``wait_changed`` looks at the run's row (a cheap primary-key read)."""
@@ -281,23 +245,23 @@ class SQLiteStore(_sql.SQLStore):
     async def _create(self, row: _sql.Row) -> None:
         """Insert the run and its first event: at once, or, when other runs are appending
         or being created (``_created`` is a run that has not appended yet: a burst of
-        starts), as a member of their batch (``_NewRun``), one fsync for all of them."""
+        starts), as a member of their batch (``NewRun``), one fsync for all of them."""
         group = self.group
         if group.task is not None or group.crowd > 0 or self._created not in (None, group.last):
-            await group.submit(row[0], _NewRun(row))
+            await group.submit(row[0], NewRun(row))
             return
         self._created = row[0]
         if self._writer is not None:
             await self._writer_idle()
         with _Tx(self, True, True) as db:
-            _put_run(db, row)
+            put_run(db, row)
 
     async def _write_alone(self, item: Any) -> None:
         """``GroupCommit``'s writer of one member on its own: a new run or an append."""
-        if isinstance(item, _NewRun):
+        if isinstance(item, NewRun):
             await self._writer_idle()
             with _Tx(self, True, True) as db:
-                _put_run(db, item)
+                put_run(db, item)
         else:
             await self._append_alone(item)
 
@@ -316,7 +280,7 @@ class SQLiteStore(_sql.SQLStore):
         """One append in its own transaction, or its refusal raised."""
         run_id, events, _, expected, epoch, _, _, _, sync = a
         with _Tx(self, True, sync) as db:
-            if not _put(db, a):
+            if not put(db, a):
                 found = db.execute(self.POSITION, (run_id,)).fetchone()
                 raise append_refusal(run_id, found, epoch, expected)
             self.before_commit(run_id, events)  # rows written, COMMIT not run
@@ -336,11 +300,11 @@ class SQLiteStore(_sql.SQLStore):
         ``COMMIT``, so one fsync for the batch (none when no member asks for one). A batch
         that fsyncs commits on the writer thread (the module docstring says why); one that
         does not commits here, as it costs no wait for the disk. Members may be new runs too
-        (``_NewRun``, from ``_create``), which always fsync. ``eager`` (``GroupCommit``
+        (``NewRun``, from ``_create``), which always fsync. ``eager`` (``GroupCommit``
         starting a batch from an append, the thread being free): None, and nothing done,
         while another write waits for the thread to be idle, so that it gets its turn."""
         tx: _Tx
-        if any(isinstance(a, _NewRun) or a[8] for a in batch):
+        if any(isinstance(a, NewRun) or a[8] for a in batch):
             if self._writer is None:
                 self._start_writer()
             elif eager and self._writer.idle_waiters:
@@ -350,11 +314,11 @@ class SQLiteStore(_sql.SQLStore):
             tx = _Tx(self, True, False)
         with tx as db:
             out: list[BaseException | None] = [
-                None if ok else _refusal(db, a)
-                for a, ok in zip(batch, _put_batch(db, batch), strict=True)
+                None if ok else refusal(db, a)
+                for a, ok in zip(batch, put_batch(db, batch), strict=True)
             ]
             for a, refused in zip(batch, out, strict=True):
-                if refused is None and not isinstance(a, _NewRun):
+                if refused is None and not isinstance(a, NewRun):
                     self.before_commit(a[0], a[1])  # rows written, COMMIT not run
         if isinstance(tx, _Batch) and tx.commit is not None:
             tx.commit.outcomes = out
@@ -504,86 +468,6 @@ class SQLiteStore(_sql.SQLStore):
                 (run_id,),
             ).fetchone()[0]
         return int(ev) + int(sn)
-
-
-def _put(db: sqlite3.Connection, a: _sql.Append) -> bool:
-    """Write one append inside the caller's write transaction if its guard holds; False (and
-    nothing written) when the run is not at the expected sequence and epoch."""
-    # The epoch and sequence checks and the write they guard are one statement in the
-    # write transaction: a stale owner or a stale sequence changes nothing.
-    if db.execute(_GUARD, _guard_params(a)).rowcount != 1:
-        return False
-    db.executemany(_INSERT_EVENT, _event_params(a))
-    snapshot = a[7]
-    if snapshot is not None:
-        db.execute(_SNAPSHOT, (a[0], *snapshot))
-    return True
-
-
-def _refusal(db: sqlite3.Connection, a: _sql.Append) -> Exception:
-    """``SQLStore.refusal`` of a batch's member, read in the batch's transaction."""
-    return append_refusal(a[0], db.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone(), a[4], a[3])
-
-
-def _put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
-    """``_put`` of each member in order (``_put_run`` of a new run's), in a few statements
-    for the whole batch when every guard holds (the usual case): the new runs, the guards,
-    then every member's events, then the snapshots. ``executemany`` runs the guards in order
-    (a second append of one run sees the first's), but tells only how many held; when one
-    did not, the batch is rolled back and each member written alone, which says whose guard
-    failed. (A run's append never shares a batch with its creation: it waits for it.)"""
-    if len(batch) > 1:
-        runs = [m for m in batch if isinstance(m, _NewRun)]
-        appends = [m for m in batch if not isinstance(m, _NewRun)] if runs else batch
-        if runs:
-            db.executemany(_INSERT_RUN, [_run_params(r) for r in runs])
-        guards = [_guard_params(a) for a in appends]
-        if not guards or db.executemany(_GUARD, guards).rowcount == len(guards):
-            events = [_first_event_params(r) for r in runs]
-            db.executemany(_INSERT_EVENT, events + [p for a in appends for p in _event_params(a)])
-            snapshots = [(a[0], *a[7]) for a in appends if a[7] is not None]
-            if snapshots:
-                db.executemany(_SNAPSHOT, snapshots)
-            return [True] * len(batch)
-        db.execute("ROLLBACK")
-        db.execute("BEGIN IMMEDIATE")
-    return [_put_run(db, m) if isinstance(m, _NewRun) else _put(db, m) for m in batch]
-
-
-def _put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
-    """Insert a new run and its first event (``SQLStore._create``'s row)."""
-    db.execute(_INSERT_RUN, _run_params(row))
-    db.execute(_INSERT_EVENT, _first_event_params(row))
-    return True
-
-
-def _run_params(row: _sql.Row) -> tuple[Any, ...]:
-    """The ``_INSERT_RUN`` parameters of a new run's row (created and updated now)."""
-    run_id, agent, session_id, correlation_id, now = row[:5]
-    return (run_id, agent, session_id, correlation_id, now, now)
-
-
-def _first_event_params(row: _sql.Row) -> tuple[Any, ...]:
-    """The ``_INSERT_EVENT`` parameters of a new run's first event (sequence 1)."""
-    run_id, _, _, _, now, kind, version, turn, call, data = row
-    return (run_id, 1, kind, version, turn, call, data, now)
-
-
-def _guard_params(a: _sql.Append) -> tuple[Any, ...]:
-    """The ``_GUARD`` parameters of an append: its run moves to the sequence after its rows
-    only if it is still at the epoch and sequence the append expects."""
-    run_id, _, rows, expected, epoch, status, now, _, _ = a
-    return (expected + len(rows), status, now, run_id, epoch, expected)
-
-
-def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
-    """The ``_INSERT_EVENT`` parameters of an append's rows, numbered after the sequence the
-    append expects (``_put`` and a batch's one ``executemany`` both write these)."""
-    run_id, _, rows, expected, _, _, now, _, _ = a
-    return [
-        (run_id, expected + i, kind, version, turn, call, data, now)
-        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
-    ]
 
 
 def _connect(target: str, uri: bool, busy_timeout: float) -> sqlite3.Connection:
