@@ -58,7 +58,8 @@ def put(db: sqlite3.Connection, a: _sql.Append) -> bool:
 
 
 def refusal(db: sqlite3.Connection, a: _sql.Append) -> Exception:
-    """``SQLStore.refusal`` of a batch's member, read in the batch's transaction."""
+    """``SQLStore.refusal`` of an append whose guard did not hold, read in its transaction
+    (a batch member's, or an append's written alone)."""
     return append_refusal(a[0], db.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone(), a[4], a[3])
 
 

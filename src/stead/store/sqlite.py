@@ -36,7 +36,7 @@ from typing import Any
 
 from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import _sql
-from stead.store._base import append_refusal, known_key
+from stead.store._base import known_key
 from stead.store._group import GroupCommit
 from stead.store._sqliteput import NewRun, put, put_batch, put_run, refusal
 from stead.store._sqlitewriter import Commit, Writer
@@ -278,11 +278,10 @@ class SQLiteStore(_sql.SQLStore):
 
     def _write(self, a: _sql.Append) -> None:
         """One append in its own transaction, or its refusal raised."""
-        run_id, events, _, expected, epoch, _, _, _, sync = a
+        run_id, events, _, _, _, _, _, _, sync = a
         with _Tx(self, True, sync) as db:
             if not put(db, a):
-                found = db.execute(self.POSITION, (run_id,)).fetchone()
-                raise append_refusal(run_id, found, epoch, expected)
+                raise refusal(db, a)  # read in the same transaction, as a batch member's
             self.before_commit(run_id, events)  # rows written, COMMIT not run
 
     async def _append_many(self, batch: Sequence[Any]) -> list[BaseException | None]:
