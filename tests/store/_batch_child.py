@@ -1,11 +1,13 @@
 """A child process for the group-commit crash test.
 
-    python _batch_child.py URL RUNS KILL_AT
+    python _batch_child.py URL RUNS KILL_AT [PACE_LIMIT]
 
 Creates RUNS runs and appends to all of them at once, round after round, printing
 ``ack RUN SEQ`` (flushed) each time an append returns. When the KILL_AT-th batch has
 committed, before any of its callers is told, it prints ``committed RUN...`` and SIGKILLs
-itself: the parent then checks that every acknowledged event is in the store.
+itself: the parent then checks that every acknowledged event is in the store. On SQLite,
+PACE_LIMIT sets ``store.pace.limit`` (``inf``: every batch commits on the loop, ``0``: on the
+writer thread).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from stead.core.events import ModelCallFailed
 from stead.store import open_store
 
 
-async def main(url: str, runs: int, kill_at: int) -> None:
+async def main(url: str, runs: int, kill_at: int, pace: float | None) -> None:
     store = open_store(url)
+    if pace is not None:
+        store.pace.limit = pace  # type: ignore[attr-defined]
     batches = 0
 
     def after_batch(run_ids: Sequence[str]) -> None:
@@ -57,4 +61,5 @@ async def main(url: str, runs: int, kill_at: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    pace = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), pace))

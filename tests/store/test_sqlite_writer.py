@@ -95,8 +95,10 @@ async def until(flag: threading.Event) -> None:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    """A SQLite store only (this file overrides the contract suite's fixture)."""
+    """A SQLite store only (this file overrides the contract suite's fixture) whose durable
+    batches all commit on the writer thread (``Pace.limit`` 0: the slow disk's branch)."""
     s = SQLiteStore(tmp_path / "runs.db")
+    s.pace.limit = 0
     yield s
     await s.close()
 
@@ -188,6 +190,28 @@ async def test_the_next_batch_starts_from_an_append_once_the_commit_returned(
     assert held.threads == ["stead-sqlite-writer"] * 2
 
 
+async def test_a_batchs_members_are_told_in_the_turn_the_loop_hears_of_its_commit(
+    store: SQLiteStore,
+) -> None:
+    """The loop's callback that hears the commit returned on the thread tells the batch's
+    members itself: they run again the turn after, not a turn later still (when the group's
+    task, woken by that callback, would have told them). Nothing is timed: the loop is held
+    still until the thread returned and queued its callback, then turned one turn at a time."""
+    bs = [await seeded(store, f"run-{i}") for i in range(2)]
+    after = [b.written + 1 for b in bs]
+    held = HeldCommit.armed_on(store)
+    appends = [asyncio.ensure_future(append(store, b)) for b in bs]
+    await until(held.committing)
+    held.release.set()
+    returned(store)  # the thread's callback is queued: it runs in the next turn
+    await asyncio.sleep(0)  # that turn: the callback tells the members
+    assert not any(a.done() for a in appends)
+    await asyncio.sleep(0)  # the turn after: each member's append returns
+    assert all(a.done() for a in appends)
+    assert [a.result() for a in appends] == after
+    assert held.threads == ["stead-sqlite-writer"]
+
+
 async def test_an_append_leaves_the_next_batch_to_the_task_while_a_write_waits(
     store: SQLiteStore,
 ) -> None:
@@ -276,6 +300,7 @@ async def test_the_writer_thread_ends_with_its_store(tmp_path: Path) -> None:
     """``close`` joins the thread; a writer dropped without it (its store dropped unclosed)
     ends its thread too (``weakref.finalize``; nothing else holds it)."""
     store = SQLiteStore(tmp_path / "runs.db")
+    store.pace.limit = 0
     bs = [await seeded(store, f"run-{i}") for i in range(2)]
     await asyncio.gather(*(append(store, b) for b in bs))
     assert store._writer is not None

@@ -93,6 +93,8 @@ class Started(Protocol):
     """The commit returned (done or failed), as the loop can tell without waiting for it."""
     failure: BaseException | None
     """What the commit failed with, once ``returned`` (nothing of the batch written)."""
+    then: Callable[[Any], None] | None
+    """Called with it on the loop once the loop heard the commit returned (if set)."""
 
     async def wait(self) -> None:
         """Until the commit returned; raises what it failed with."""
@@ -105,6 +107,7 @@ class GroupCommit:
     """Collects appends into batches for one store (see the module docstring)."""
 
     __slots__ = (
+        "_awaiting",
         "_many",
         "_more",
         "_one",
@@ -155,6 +158,9 @@ class GroupCommit:
         """Tasks writing batches besides ``task`` (held here: the loop holds tasks weakly)."""
         self.writing = 0
         """Tasks waiting for a batch they are writing."""
+        self._awaiting = False
+        """The task awaits the commit of the batch ``start`` began (which ``_advance`` may
+        have told already, ``_pending`` then None)."""
 
     async def submit(self, run_id: str, append: Any) -> None:
         """Write ``append`` of ``run_id`` in a batch; return once it is durable.
@@ -169,8 +175,11 @@ class GroupCommit:
         if self.task is None:
             # Starts on the next turn of the loop: the appends made in this turn join it.
             self.task = loop.create_task(self._drain())
-        elif self._pending is not None and self._pending[1].returned:
-            self._advance()  # the commit under way returned: the next batch starts now
+        elif self._pending is not None:
+            if self._pending[1].returned:
+                self._advance()  # the commit under way returned: the next batch starts now
+        elif self._awaiting:
+            self._kick()  # the commit the task awaits was told already: nothing is under way
         elif self.writing > len(self._more) and len(self._more) + 1 < self.width:
             # Every task waits on the wire: another takes what is queued by the next turn.
             self._more.add(loop.create_task(self._drain(more=True)))
@@ -184,8 +193,12 @@ class GroupCommit:
         try:
             while self._queue or self._pending is not None:
                 if (pending := self._pending) is not None:
-                    with contextlib.suppress(Exception):  # the failure is read from it
-                        await pending[1].wait()
+                    self._awaiting = True
+                    try:
+                        with contextlib.suppress(Exception):  # the failure is read from it
+                            await pending[1].wait()
+                    finally:
+                        self._awaiting = False
                     if self._pending is pending:  # not told by an append meanwhile
                         batch = pending[0]
                         await self._finish()
@@ -250,8 +263,21 @@ class GroupCommit:
             return False
         if started is None:
             return False
+        if started.returned and started.failure is None:
+            self._committed(batch, started.outcomes)  # committed here and now: told at once
+            return True
         self._pending = (batch, started)
+        if not started.returned:
+            started.then = self._returned
         return True
+
+    def _returned(self, started: Started) -> None:
+        """From the loop's callback that heard ``started``'s commit return: its members told
+        and the next batch started there and then (``_advance``), a turn of the loop before
+        the task awaiting the commit would."""
+        pending = self._pending
+        if pending is not None and pending[1] is started and started.failure is None:
+            self._advance()
 
     async def _finish(self) -> None:
         """Tell the members of the batch under way, whose commit returned: its outcomes,
@@ -275,6 +301,12 @@ class GroupCommit:
             return
         self._pending = None
         self._committed(batch, started.outcomes)
+        self._kick()
+
+    def _kick(self) -> None:
+        """Start what is queued as the next batch, here and now, when nothing is under way
+        (``_advance``, or an append while the task awaits a commit told already); a batch
+        that would be written alone, or that ``start`` declines, is left to the task."""
         queued = self._queue
         nxt, alone = self._take(False)
         if nxt and (alone or not self._begin(nxt, eager=True)):

@@ -45,13 +45,17 @@ class Commit:
     the commit raised (then rolled back), if any. ``outcomes`` are the members' own
     refusals, known when the batch's statements ran."""
 
-    __slots__ = ("done", "failure", "outcomes", "returned")
+    __slots__ = ("done", "failure", "outcomes", "returned", "then")
 
     def __init__(self, done: asyncio.Future[None] | None) -> None:
         self.done = done
         self.returned = done is None
         self.failure: BaseException | None = None
         self.outcomes: list[BaseException | None] = []
+        self.then: Callable[[Commit], None] | None = None
+        """Called on the loop once it hears the commit returned, in the same callback that
+        settles ``done`` (``GroupCommit`` tells the members there: a turn of the loop sooner
+        than the task awaiting ``done`` would)."""
 
     @classmethod
     def now(cls, outcomes: list[BaseException | None]) -> Commit:
@@ -65,6 +69,53 @@ class Commit:
         with (nothing of the batch was written)."""
         if self.done is not None:
             await self.done
+
+
+LOOP_LIMIT = 0.001
+"""Seconds a durable batch's ``COMMIT`` on the loop may take for the next to commit there too
+(``Pace``); a fast disk's is 0.2-0.5 ms."""
+PROBE_AFTER = 32
+"""Durable batches that commit on the thread after one on the loop took longer than the limit,
+before one is tried on the loop again (``Pace``)."""
+
+
+class Pace:
+    """Where a durable batch commits: on the loop while the disk is fast, else on the thread.
+
+    On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
+    once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
+    switch interval (5 ms), and the loop hears of it at its next turn, when the members are
+    told and run again a turn later still. On the loop the commit costs its fsync and nothing
+    else, but every other run waits meanwhile. So a batch commits on the loop while the
+    latest ``COMMIT`` there took at most ``limit`` seconds (its wall time, measured around
+    it on the loop: nothing else runs meanwhile); one that took longer sends the next
+    ``PROBE_AFTER`` durable batches to the thread, then one is tried on the loop again, so a
+    slow disk stalls the loop for one commit in ``PROBE_AFTER + 1`` and a disk that became
+    fast again is found within as many batches.
+
+    ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
+    pin a branch so; a disk known to be slow could too)."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: float = LOOP_LIMIT) -> None:
+        self.limit = limit
+        self.left = 0
+        """Durable batches still to commit on the thread before the loop is tried again."""
+
+    def on_loop(self) -> bool:
+        """Whether the next durable batch commits on the loop (a call per batch)."""
+        if self.limit <= 0:
+            return False
+        if self.left > 0:
+            self.left -= 1
+            return False
+        return True
+
+    def took(self, seconds: float) -> None:
+        """A ``COMMIT`` on the loop took ``seconds``."""
+        if seconds > self.limit:
+            self.left = PROBE_AFTER
 
 
 _Job = tuple[sqlite3.Connection, Callable[[], None], asyncio.AbstractEventLoop, Commit]
@@ -127,16 +178,22 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
         finally:
             release()
         commit.failure = failure
-        commit.returned = True  # after the release: the next batch may begin at once
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-            loop.call_soon_threadsafe(_settle, commit.done, failure)
+            loop.call_soon_threadsafe(_settle, commit)
+        # After the release (the next batch may begin at once) and after the loop was told
+        # (whoever sees it finds the loop's callback queued: a test turns the loop from there).
+        commit.returned = True
         del db, release, loop, commit, failure
 
 
-def _settle(done: asyncio.Future[None] | None, failure: BaseException | None) -> None:
-    if done is None or done.done():  # its waiter was cancelled
-        return
-    if failure is None:
-        done.set_result(None)
-    else:
-        done.set_exception(failure)
+def _settle(commit: Commit) -> None:
+    """On the loop, once the thread's commit returned: ``done`` settled, ``then`` called."""
+    done, then = commit.done, commit.then
+    if done is not None and not done.done():  # done: its waiter was cancelled
+        if commit.failure is None:
+            done.set_result(None)
+        else:
+            done.set_exception(commit.failure)
+    if then is not None:
+        commit.then = None  # nothing held once told
+        then(commit)

@@ -39,7 +39,7 @@ from stead.store import _sql
 from stead.store._base import known_key
 from stead.store._group import GroupCommit
 from stead.store._sqliteput import NewRun, put, put_batch, put_run, refusal
-from stead.store._sqlitewriter import Commit, Writer
+from stead.store._sqlitewriter import Commit, Pace, Writer
 
 _LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
@@ -158,6 +158,26 @@ class _Batch(_Tx):
         self.commit = writer.commit(self._lock.release)  # the write lock is the thread's now
 
 
+class _OnLoop(_Tx):
+    """The transaction of a durable batch committed here, on the loop (``Pace.on_loop``):
+    its ``COMMIT`` timed for ``Pace.took``."""
+
+    __slots__ = ()
+
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store, True, True)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if kind is not None:
+            super().__exit__(kind, exc, _)
+            return
+        start = time.perf_counter()
+        try:
+            super().__exit__(None, None, None)
+        finally:
+            self._store.pace.took(time.perf_counter() - start)
+
+
 class SQLiteStore(_sql.SQLStore):
     """``Store`` on a SQLite file."""
 
@@ -212,6 +232,8 @@ class SQLiteStore(_sql.SQLStore):
         transaction holds (a batch's until its commit on the writer thread returned):
         ``_db`` and its lock until the writer thread has a connection of its own."""
         self._writer: Writer | None = None
+        self.pace = Pace()
+        """Where a durable batch commits, the loop or the writer thread (see ``Pace``)."""
         self._created: str | None = None
         """The run ``_create`` wrote at once last (see there)."""
         self._tracer: Callable[[], Callable[[str], None]] | None = None
@@ -304,11 +326,17 @@ class SQLiteStore(_sql.SQLStore):
         while another write waits for the thread to be idle, so that it gets its turn."""
         tx: _Tx
         if any(isinstance(a, NewRun) or a[8] for a in batch):
-            if self._writer is None:
+            if self.pace.on_loop():
+                if eager:  # one commit on the loop a turn of it, by the task: not one an append
+                    return None
+                tx = _OnLoop(self)
+            elif self._writer is None:
                 self._start_writer()
+                tx = _Batch(self)
             elif eager and self._writer.idle_waiters:
                 return None
-            tx = _Batch(self)
+            else:
+                tx = _Batch(self)
         else:
             tx = _Tx(self, True, False)
         with tx as db:

@@ -1,0 +1,136 @@
+"""Where SQLite commits a durable batch: on the loop while the disk is fast (issue 15).
+
+On the writer thread a batch's commit costs its members two hand-offs (the GIL back to the
+thread, then the loop's turn to hear of it); on the loop it costs the fsync and nothing else,
+but stops every other run meanwhile. ``Pace`` chooses by the wall time of the latest ``COMMIT``
+on the loop. These tests pin a branch through ``Pace.limit`` (``math.inf``: always the loop;
+a nanosecond: every commit "slow"), and see which thread ran each ``COMMIT`` (SQLite's trace
+hook) and in which turn of the loop each caller returned. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from _builders import T0, RunBuilder, seeded
+
+from stead.core.events import ModelCallFailed
+from stead.store import SQLiteStore
+from stead.store._sqlitewriter import PROBE_AFTER, Pace
+from stead.testing import SQLiteCommits
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def failed(i: int) -> ModelCallFailed:
+    return ModelCallFailed(turn_index=0, attempt=i, code="rate_limited", message=f"try {i}")
+
+
+async def append(store: SQLiteStore, b: RunBuilder, i: int = 1) -> int:
+    b.written = await store.append(
+        b.run_id, [failed(i)], expected_seq=b.written, epoch=0, status=b.status, now=T0 + i
+    )
+    return b.written
+
+
+class Threads:
+    """A trace hook noting the thread of each write transaction's ``COMMIT``."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.threads: list[str] = []
+        store._trace(self.hook)
+
+    def hook(self) -> Callable[[str], None]:
+        writing = False
+
+        def seen(statement: str) -> None:
+            nonlocal writing
+            s = statement.upper()
+            if s.startswith("BEGIN"):
+                writing = "IMMEDIATE" in s
+            elif s.startswith("COMMIT") and writing:
+                self.threads.append(threading.current_thread().name)
+
+        return seen
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "runs.db")
+    yield s
+    await s.close()
+
+
+LOOP = threading.current_thread().name
+WRITER = "stead-sqlite-writer"
+
+
+async def test_a_batch_on_a_fast_disk_commits_on_the_loop_and_its_callers_return_a_turn_later(
+    store: SQLiteStore,
+) -> None:
+    """Four runs' appends made in one turn are one batch, committed on the loop by the
+    group's task in the next turn; its callers run again in the turn after that (on the
+    thread it takes at least two turns more: the thread's news, then the telling). No
+    writer thread is started."""
+    store.pace.limit = math.inf
+    bs = [await seeded(store, f"run-{i}") for i in range(4)]
+    after = [b.written + 1 for b in bs]
+    commits = SQLiteCommits(store)
+    appends = [asyncio.ensure_future(append(store, b)) for b in bs]
+    turns = 0
+    while not all(a.done() for a in appends):
+        await asyncio.sleep(0)
+        turns += 1
+    assert [a.result() for a in appends] == after
+    # Turn 1 makes the appends; turn 2 writes and commits the batch, telling its callers;
+    # turn 3 returns to them (this task's turn comes after theirs).
+    assert turns == 3
+    assert (commits.commits, commits.fsyncs, store.group.batches) == (1, 1, 1)
+    assert store._writer is None  # so the loop's thread committed it
+
+
+async def test_a_slow_commit_on_the_loop_sends_the_next_batches_to_the_thread(
+    store: SQLiteStore,
+) -> None:
+    """A ``COMMIT`` on the loop longer than the limit (here every one: a nanosecond) sends the
+    next ``PROBE_AFTER`` durable batches to the writer thread; the one after is tried on the
+    loop again. Each batch is two runs' appends at once."""
+    store.pace.limit = 1e-9
+    bs = [await seeded(store, f"run-{i}") for i in range(2)]
+    threads = Threads(store)
+    for i in range(PROBE_AFTER + 3):
+        await asyncio.gather(*(append(store, b, i + 1) for b in bs))
+    assert threads.threads == [LOOP] + [WRITER] * PROBE_AFTER + [LOOP, WRITER]
+    assert store.group.batches == PROBE_AFTER + 3
+    for b in bs:
+        assert (await store.get_run(b.run_id)).last_seq == b.written
+
+
+async def test_every_batch_on_the_thread_with_limit_zero(store: SQLiteStore) -> None:
+    """``limit = 0``: no batch commits on the loop (a disk known to be slow)."""
+    store.pace.limit = 0
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    threads = Threads(store)
+    for i in range(3):
+        await asyncio.gather(*(append(store, b, i + 1) for b in bs))
+    assert threads.threads == [WRITER] * 3
+
+
+def test_pace_counts_batches_on_the_thread_after_a_slow_commit() -> None:
+    """``Pace`` on its own: fast commits keep the loop; a slow one gives the thread the next
+    ``PROBE_AFTER`` batches, then the loop is tried again and kept while fast."""
+    pace = Pace(limit=0.001)
+    assert [pace.on_loop() for _ in range(3)] == [True] * 3
+    pace.took(0.0004)
+    assert pace.on_loop()
+    pace.took(0.004)
+    assert [pace.on_loop() for _ in range(PROBE_AFTER)] == [False] * PROBE_AFTER
+    assert pace.on_loop()
+    pace.took(0.0002)
+    assert pace.on_loop() and pace.on_loop()
+    assert not Pace(limit=0).on_loop()
