@@ -121,16 +121,25 @@ async def test_every_batch_on_the_thread_with_limit_zero(store: SQLiteStore) -> 
     assert threads.threads == [WRITER] * 3
 
 
-def test_pace_counts_batches_on_the_thread_after_a_slow_commit() -> None:
-    """``Pace`` on its own: fast commits keep the loop; a slow one gives the thread the next
-    ``PROBE_AFTER`` batches, then the loop is tried again and kept while fast."""
+def test_pace_averages_the_loops_commits_and_probes_after_the_thread() -> None:
+    """``Pace`` on its own: one slow commit among fast ones keeps the loop (the average);
+    slow ones in a row give the thread the next ``PROBE_AFTER`` batches; then one is tried on
+    the loop, and its time alone decides: fast, the loop again; slow, the thread again."""
     pace = Pace(limit=0.001)
     assert [pace.on_loop() for _ in range(3)] == [True] * 3
-    pace.took(0.0004)
-    assert pace.on_loop()
+    pace.took(0.0002)
     pace.took(0.004)
-    assert [pace.on_loop() for _ in range(PROBE_AFTER)] == [False] * PROBE_AFTER
     assert pace.on_loop()
+    for _ in range(8):
+        pace.took(0.004)
+    assert [pace.on_loop() for _ in range(PROBE_AFTER)] == [False] * PROBE_AFTER
+    assert pace.on_loop()  # the probe
     pace.took(0.0002)
     assert pace.on_loop() and pace.on_loop()
+    for _ in range(8):
+        pace.took(0.004)
+    assert [pace.on_loop() for _ in range(PROBE_AFTER)] == [False] * PROBE_AFTER
+    assert pace.on_loop()
+    pace.took(0.004)  # a slow probe
+    assert not pace.on_loop()
     assert not Pace(limit=0).on_loop()

@@ -71,12 +71,15 @@ class Commit:
             await self.done
 
 
-LOOP_LIMIT = 0.001
-"""Seconds a durable batch's ``COMMIT`` on the loop may take for the next to commit there too
-(``Pace``); a fast disk's is 0.2-0.5 ms."""
+LOOP_LIMIT = 0.003
+"""Seconds a durable batch's ``COMMIT`` on the loop may take on average for batches to go on
+committing there (``Pace``). Here (2 vCPUs, bench/in_flight.py at 100 in flight, ``strict``,
+a sleep added to each commit on tmpfs) the loop was the better place up to 3-4 ms a commit:
+1.8x ideal against the thread's 2.1x at 2 ms, 2.0x against 2.2x at 3 ms, 2.3x against 2.1x
+at 5 ms; a fast disk's commit is 0.2-0.5 ms, a loaded one's here 1-2 ms."""
 PROBE_AFTER = 32
-"""Durable batches that commit on the thread after one on the loop took longer than the limit,
-before one is tried on the loop again (``Pace``)."""
+"""Durable batches that commit on the thread once the loop's commits were too slow, before
+one is tried on the loop again (``Pace``)."""
 
 
 class Pace:
@@ -84,24 +87,33 @@ class Pace:
 
     On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
     once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
-    switch interval (5 ms), and the loop hears of it at its next turn, when the members are
-    told and run again a turn later still. On the loop the commit costs its fsync and nothing
-    else, but every other run waits meanwhile. So a batch commits on the loop while the
-    latest ``COMMIT`` there took at most ``limit`` seconds (its wall time, measured around
-    it on the loop: nothing else runs meanwhile); one that took longer sends the next
-    ``PROBE_AFTER`` durable batches to the thread, then one is tried on the loop again, so a
-    slow disk stalls the loop for one commit in ``PROBE_AFTER + 1`` and a disk that became
-    fast again is found within as many batches.
+    switch interval (5 ms), and the loop hears of it at its next turn; meanwhile the appends
+    of every run pile up for the next batch, and the runs move in lockstep (bench/in_flight.py,
+    100 in flight, ``strict``: batches of 70-90 members, the loop idle half the time, an
+    append acknowledged 20 ms after it was made). On the loop a commit costs its fsync and
+    nothing else (members told in the turn that committed, batches of ~20, 8 ms), but every
+    other run waits meanwhile, which a slow disk makes dear. So a batch commits on the loop
+    while the average of the latest ``COMMIT`` times there (each measured around it, on the
+    loop: nothing else runs meanwhile; averaged over about eight) is at most ``limit``
+    seconds; above it the next ``PROBE_AFTER`` durable batches commit on the thread, then one
+    is tried on the loop again, and its time alone decides. A slow disk stalls the loop for
+    one commit in ``PROBE_AFTER + 1`` (a few more when it is near the limit); a disk that
+    became fast again is found within as many batches. Counted, not timed, but for the
+    ``COMMIT`` itself.
 
     ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
     pin a branch so; a disk known to be slow could too)."""
 
-    __slots__ = ("left", "limit")
+    __slots__ = ("average", "left", "limit", "probing")
 
     def __init__(self, limit: float = LOOP_LIMIT) -> None:
         self.limit = limit
+        self.average = 0.0
+        """Of the latest ``COMMIT`` times on the loop (an exponential average, weight 1/8)."""
         self.left = 0
         """Durable batches still to commit on the thread before the loop is tried again."""
+        self.probing = False
+        """The next commit on the loop is a probe after ``PROBE_AFTER`` on the thread."""
 
     def on_loop(self) -> bool:
         """Whether the next durable batch commits on the loop (a call per batch)."""
@@ -109,12 +121,18 @@ class Pace:
             return False
         if self.left > 0:
             self.left -= 1
+            self.probing = self.left == 0
             return False
         return True
 
     def took(self, seconds: float) -> None:
         """A ``COMMIT`` on the loop took ``seconds``."""
-        if seconds > self.limit:
+        if self.probing:
+            self.probing = False
+            self.average = seconds
+        else:
+            self.average += (seconds - self.average) / 8
+        if self.average > self.limit:
             self.left = PROBE_AFTER
 
 
