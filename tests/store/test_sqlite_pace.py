@@ -97,16 +97,17 @@ async def test_a_batch_on_a_fast_disk_commits_on_the_loop_and_its_callers_return
 async def test_a_slow_commit_on_the_loop_sends_the_next_batches_to_the_thread(
     store: SQLiteStore,
 ) -> None:
-    """A ``COMMIT`` on the loop longer than the limit (here every one: a nanosecond) sends the
-    next ``PROBE_AFTER`` durable batches to the writer thread; the one after is tried on the
-    loop again. Each batch is two runs' appends at once."""
+    """Commits on the loop longer than the limit (here every one: a nanosecond, each counted
+    as twice that) raise the average past it at the sixth; the next ``PROBE_AFTER`` durable
+    batches commit on the writer thread, the one after on the loop again (a probe, which
+    alone decides: slow, so the thread again). Each batch is two runs' appends at once."""
     store.pace.limit = 1e-9
     bs = [await seeded(store, f"run-{i}") for i in range(2)]
     threads = Threads(store)
-    for i in range(PROBE_AFTER + 3):
+    for i in range(6 + PROBE_AFTER + 2):
         await asyncio.gather(*(append(store, b, i + 1) for b in bs))
-    assert threads.threads == [LOOP] + [WRITER] * PROBE_AFTER + [LOOP, WRITER]
-    assert store.group.batches == PROBE_AFTER + 3
+    assert threads.threads == [LOOP] * 6 + [WRITER] * PROBE_AFTER + [LOOP, WRITER]
+    assert store.group.batches == 6 + PROBE_AFTER + 2
     for b in bs:
         assert (await store.get_run(b.run_id)).last_seq == b.written
 

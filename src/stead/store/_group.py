@@ -40,11 +40,20 @@ the writer's commit returned ~1 ms after it was handed over and was heard 25-40 
 So the thread also says so on the batch itself (``Started.returned``, set as the commit
 returned), and the next append that sees it tells that batch's callers and starts the next
 batch, itself in it, there and then (``_advance``): the thread is handed the next commit as
-soon as it is free, batches stay small, and runs that arrive apart are released apart. The
-task still does what an append cannot: the first batch after a pause, a commit that failed
-(each member then written alone), a member written alone, and the last batch, once nobody
-appends. While another write waits for the thread to be idle (a claim, a lease renewal), an
-append leaves the next batch to the task, so that the write gets its turn.
+soon as it is free, batches stay small, and runs that arrive apart are released apart. When
+the loop hears of the commit (``Started.then``, called from the loop's callback) it does the
+same if no append did: the members are told in that turn, not a turn later when the task
+awaiting the commit runs; an append made while that task has not run yet starts the next
+batch too (``_kick``). The task still does what an append cannot: the first batch after a
+pause, a commit that failed (each member then written alone), a member written alone, and
+the last batch, once nobody appends. While another write waits for the thread to be idle (a
+claim, a lease renewal), an append leaves the next batch to the task, so that the write gets
+its turn.
+
+**Committed at once** (SQLite on a fast disk, ``stead.store._sqlitewriter.Pace``): ``start``
+may commit the batch before it returns (``returned`` already set); its members are told
+there and then. Such a batch is begun only by the task, once a turn of the loop (``start``
+declines an ``eager`` one): begun from every append, each append would be a commit.
 
 **Two on the wire** (PostgreSQL, ``width``). A batch is a round trip, whose answer the task
 hears a turn of the loop after it came; the appends made meanwhile waited for all of that

@@ -1,9 +1,11 @@
-"""SQLite's writer thread: a batch's ``COMMIT``, and with it the fsync of the WAL, off the loop.
+"""SQLite's writer thread: a batch's ``COMMIT``, and with it the fsync of the WAL, off the loop
+when the disk is slow (``Pace``: on a fast one the loop commits it, cheaper).
 
 A ``SQLiteStore`` runs its statements on the event loop's thread, which is right for a run
-alone: its commit (one fsync) is cheaper than a hand-off to a thread. With many runs in flight
-it is not: every batch's fsync (0.5-1 ms) stopped every other run's Python work, so the wall
-time was the CPU time plus every fsync, one after the other. ``Writer`` is one thread per
+alone: its commit (one fsync) is cheaper than a hand-off to a thread, and so is a batch's on a
+fast disk (``Pace``). With many runs in flight on a slow disk it is not: every batch's fsync
+stopped every other run's Python work, so the wall time was the CPU time plus every fsync, one
+after the other. ``Writer`` is one thread per
 store, started with the first batch that needs it, that runs the ``COMMIT`` of a batch the
 loop has written: the ``sqlite3`` module releases the GIL while SQLite commits, so the fsync
 overlaps the other runs' work on the loop (and the WAL write SQLite's C code does runs on the
@@ -15,9 +17,10 @@ on the loop in a handful of calls (``_sqliteput.put_batch``).
 The thread owns nothing but its queue: it is handed the connection (the store's write
 connection, in a transaction the loop opened under the store's write lock) and the lock's
 release with each job. It releases the lock as soon as the ``COMMIT`` returned, so a write
-waiting for it goes on at once, marks the job's ``Commit`` returned (which the next append
-on the loop reads to start the next batch at once: ``stead.store._group``, "Started at
-once"), and tells the loop through ``call_soon_threadsafe``. A store
+waiting for it goes on at once, tells the loop through ``call_soon_threadsafe`` (whose
+callback settles the commit's future and calls its ``then``: the group tells the members
+there), and marks the job's ``Commit`` returned (which the next append on the loop reads to
+start the next batch at once: ``stead.store._group``, "Started at once"). A store
 that is closed stops and joins it (``close``); one that is dropped unclosed stops it through
 ``weakref.finalize``, so no thread outlives its store.
 """
@@ -85,24 +88,25 @@ one is tried on the loop again (``Pace``)."""
 class Pace:
     """Where a durable batch commits: on the loop while the disk is fast, else on the thread.
 
-    On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
-    once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
-    switch interval (5 ms), and the loop hears of it at its next turn; meanwhile the appends
-    of every run pile up for the next batch, and the runs move in lockstep (bench/in_flight.py,
-    100 in flight, ``strict``: batches of 70-90 members, the loop idle half the time, an
-    append acknowledged 20 ms after it was made). On the loop a commit costs its fsync and
-    nothing else (members told in the turn that committed, batches of ~20, 8 ms), but every
-    other run waits meanwhile, which a slow disk makes dear. So a batch commits on the loop
-    while the average of the latest ``COMMIT`` times there (each measured around it, on the
-    loop: nothing else runs meanwhile; averaged over about eight) is at most ``limit``
-    seconds; above it the next ``PROBE_AFTER`` durable batches commit on the thread, then one
-    is tried on the loop again, and its time alone decides. A slow disk stalls the loop for
-    one commit in ``PROBE_AFTER + 1`` (a few more when it is near the limit); a disk that
-    became fast again is found within as many batches. Counted, not timed, but for the
-    ``COMMIT`` itself.
+        On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
+        once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
+        switch interval (5 ms), and the loop hears of it at its next turn; meanwhile the appends
+        of every run pile up for the next batch, and the runs move in lockstep (bench/in_flight.py,
+        100 in flight, ``strict``: batches of 70-90 members, the loop idle half the time, an
+        append acknowledged 20 ms after it was made). On the loop a commit costs its fsync and
+        nothing else (members told in the turn that committed, batches of ~20, 8 ms), but every
+        other run waits meanwhile, which a slow disk makes dear. So a batch commits on the loop
+        while the average of the latest ``COMMIT`` times there (each measured around it, on the
+        loop: nothing else runs meanwhile; averaged over about eight, each counted as at most
+    twice the limit) is at most ``limit``
+        seconds; above it the next ``PROBE_AFTER`` durable batches commit on the thread, then one
+        is tried on the loop again, and its time alone decides. A slow disk stalls the loop for
+        one commit in ``PROBE_AFTER + 1`` (a few more when it is near the limit); a disk that
+        became fast again is found within as many batches. Counted, not timed, but for the
+        ``COMMIT`` itself.
 
-    ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
-    pin a branch so; a disk known to be slow could too)."""
+        ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
+        pin a branch so; a disk known to be slow could too)."""
 
     __slots__ = ("average", "left", "limit", "probing")
 
@@ -126,7 +130,10 @@ class Pace:
         return True
 
     def took(self, seconds: float) -> None:
-        """A ``COMMIT`` on the loop took ``seconds``."""
+        """A ``COMMIT`` on the loop took ``seconds`` (counted as at most twice the limit: a
+        lone spike of a loaded disk moves the average by a fraction of the limit, a few in a
+        row send the batches to the thread)."""
+        seconds = min(seconds, 2 * self.limit)
         if self.probing:
             self.probing = False
             self.average = seconds

@@ -9,9 +9,10 @@ a process crash.
 
 Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
 here), cheaper than handing it to a thread. Many runs in flight are another matter: their
-appends are written in batches (``stead.store._group``), and a batch that must be durable is
-written on the loop but committed on the store's writer thread (``stead.store._sqlitewriter``),
-on a second connection of its own, so the fsync no longer stops every other run's work. Reads
+appends are written in batches (``stead.store._group``), on the loop, and a batch that must
+be durable is committed there too while the disk is fast, else on the store's writer thread
+(``stead.store._sqlitewriter``, ``Pace`` says which and why), on a second connection of its
+own, so a slow fsync does not stop every other run's work. Reads
 keep the first connection and never wait for that commit; writes of this process take the
 store's write lock (``_writes``), which the batch holds until its commit returned; SQLite's
 write lock keeps other processes out as before.
