@@ -88,25 +88,24 @@ one is tried on the loop again (``Pace``)."""
 class Pace:
     """Where a durable batch commits: on the loop while the disk is fast, else on the thread.
 
-        On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
-        once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
-        switch interval (5 ms), and the loop hears of it at its next turn; meanwhile the appends
-        of every run pile up for the next batch, and the runs move in lockstep (bench/in_flight.py,
-        100 in flight, ``strict``: batches of 70-90 members, the loop idle half the time, an
-        append acknowledged 20 ms after it was made). On the loop a commit costs its fsync and
-        nothing else (members told in the turn that committed, batches of ~20, 8 ms), but every
-        other run waits meanwhile, which a slow disk makes dear. So a batch commits on the loop
-        while the average of the latest ``COMMIT`` times there (each measured around it, on the
-        loop: nothing else runs meanwhile; averaged over about eight, each counted as at most
-    twice the limit) is at most ``limit``
-        seconds; above it the next ``PROBE_AFTER`` durable batches commit on the thread, then one
-        is tried on the loop again, and its time alone decides. A slow disk stalls the loop for
-        one commit in ``PROBE_AFTER + 1`` (a few more when it is near the limit); a disk that
-        became fast again is found within as many batches. Counted, not timed, but for the
-        ``COMMIT`` itself.
+    On the thread a commit costs its batch a hand-off each way: the thread needs the GIL back
+    once SQLite's ``COMMIT`` returned, which a busy loop gives up only at the interpreter's
+    switch interval (5 ms), and the loop hears of it at its next turn; meanwhile the appends
+    of every run pile up for the next batch, and the runs move in lockstep (bench/in_flight.py,
+    100 in flight, ``strict``: batches of 70-90 members, the loop idle half the time, an
+    append acknowledged 20 ms after it was made). On the loop a commit costs its fsync and
+    nothing else (members told in the turn that committed, batches of ~20, 8 ms), but every
+    other run waits meanwhile, which a slow disk makes dear. So a batch commits on the loop
+    while the average of the latest ``COMMIT`` times there (each measured around it, on the
+    loop: nothing else runs meanwhile; averaged over about eight, each counted as at most
+    twice the limit) is at most ``limit`` seconds; above it the next ``PROBE_AFTER`` durable
+    batches commit on the thread, then one is tried on the loop again, and its time alone
+    decides. A slow disk stalls the loop for a few commits in ``PROBE_AFTER + 1``; a disk
+    that became fast again is found within as many batches. Counted, not timed, but for the
+    ``COMMIT`` itself.
 
-        ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
-        pin a branch so; a disk known to be slow could too)."""
+    ``limit = 0`` sends every batch to the thread, ``math.inf`` every one to the loop (tests
+    pin a branch so; a disk known to be slow could too)."""
 
     __slots__ = ("average", "left", "limit", "probing")
 
