@@ -116,7 +116,7 @@ class GroupCommit:
     """Collects appends into batches for one store (see the module docstring)."""
 
     __slots__ = (
-        "_awaiting",
+        "_free",
         "_many",
         "_more",
         "_one",
@@ -167,9 +167,9 @@ class GroupCommit:
         """Tasks writing batches besides ``task`` (held here: the loop holds tasks weakly)."""
         self.writing = 0
         """Tasks waiting for a batch they are writing."""
-        self._awaiting = False
-        """The task awaits the commit of the batch ``start`` began (which ``_advance`` may
-        have told already, ``_pending`` then None)."""
+        self._free = False
+        """The commit the task awaits was told already (``_advance``) with nothing queued:
+        the next append starts the next batch itself (``_kick``), once."""
 
     async def submit(self, run_id: str, append: Any) -> None:
         """Write ``append`` of ``run_id`` in a batch; return once it is durable.
@@ -187,7 +187,7 @@ class GroupCommit:
         elif self._pending is not None:
             if self._pending[1].returned:
                 self._advance()  # the commit under way returned: the next batch starts now
-        elif self._awaiting:
+        elif self._free:
             self._kick()  # the commit the task awaits was told already: nothing is under way
         elif self.writing > len(self._more) and len(self._more) + 1 < self.width:
             # Every task waits on the wire: another takes what is queued by the next turn.
@@ -202,12 +202,9 @@ class GroupCommit:
         try:
             while self._queue or self._pending is not None:
                 if (pending := self._pending) is not None:
-                    self._awaiting = True
-                    try:
-                        with contextlib.suppress(Exception):  # the failure is read from it
-                            await pending[1].wait()
-                    finally:
-                        self._awaiting = False
+                    with contextlib.suppress(Exception):  # the failure is read from it
+                        await pending[1].wait()
+                    self._free = False
                     if self._pending is pending:  # not told by an append meanwhile
                         batch = pending[0]
                         await self._finish()
@@ -310,12 +307,17 @@ class GroupCommit:
             return
         self._pending = None
         self._committed(batch, started.outcomes)
-        self._kick()
+        if self._queue:
+            self._kick()
+        else:
+            self._free = True
 
     def _kick(self) -> None:
         """Start what is queued as the next batch, here and now, when nothing is under way
         (``_advance``, or an append while the task awaits a commit told already); a batch
-        that would be written alone, or that ``start`` declines, is left to the task."""
+        that would be written alone, or that ``start`` declines, is left to the task (and no
+        later append tries again: each try filters the whole queue)."""
+        self._free = False
         queued = self._queue
         nxt, alone = self._take(False)
         if nxt and (alone or not self._begin(nxt, eager=True)):

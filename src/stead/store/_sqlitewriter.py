@@ -100,7 +100,7 @@ class Pace:
     loop: nothing else runs meanwhile; averaged over about eight, each counted as at most
     twice the limit) is at most ``limit`` seconds; above it the next ``PROBE_AFTER`` durable
     batches commit on the thread, then one is tried on the loop again, and its time alone
-    decides. A slow disk stalls the loop for a few commits in ``PROBE_AFTER + 1``; a disk
+    decides. A slow disk stalls the loop for one commit in ``PROBE_AFTER + 1``; a disk
     that became fast again is found within as many batches. Counted, not timed, but for the
     ``COMMIT`` itself.
 
@@ -117,6 +117,11 @@ class Pace:
         """Durable batches still to commit on the thread before the loop is tried again."""
         self.probing = False
         """The next commit on the loop is a probe after ``PROBE_AFTER`` on the thread."""
+
+    @property
+    def next_on_loop(self) -> bool:
+        """Whether the next durable batch would commit on the loop (``on_loop`` not called)."""
+        return self.limit > 0 and self.left == 0
 
     def on_loop(self) -> bool:
         """Whether the next durable batch commits on the loop (a call per batch)."""

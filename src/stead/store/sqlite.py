@@ -320,23 +320,25 @@ class SQLiteStore(_sql.SQLStore):
     def _start_many(self, batch: Sequence[Any], eager: bool = False) -> Commit | None:
         """A batch's statements, here and now, and its commit: one ``BEGIN IMMEDIATE`` ...
         ``COMMIT``, so one fsync for the batch (none when no member asks for one). A batch
-        that fsyncs commits on the writer thread (the module docstring says why); one that
-        does not commits here, as it costs no wait for the disk. Members may be new runs too
-        (``NewRun``, from ``_create``), which always fsync. ``eager`` (``GroupCommit``
-        starting a batch from an append, the thread being free): None, and nothing done,
-        while another write waits for the thread to be idle, so that it gets its turn."""
+        that fsyncs commits here while the disk is fast, else on the writer thread (``Pace``
+        says which and why); one that does not commits here, as it costs no wait for the
+        disk. Members may be new runs too (``NewRun``, from ``_create``), which always fsync.
+        ``eager`` (``GroupCommit`` starting a batch from an append, the thread being free):
+        None, and nothing done, when the batch would commit here (the task does that, once a
+        turn of the loop) or while another write waits for the thread to be idle, so that it
+        gets its turn."""
         tx: _Tx
         if any(isinstance(a, NewRun) or a[8] for a in batch):
-            if self.pace.on_loop():
-                if eager:  # one commit on the loop a turn of it, by the task: not one an append
-                    return None
-                tx = _OnLoop(self)
-            elif self._writer is None:
-                self._start_writer()
-                tx = _Batch(self)
-            elif eager and self._writer.idle_waiters:
+            writer = self._writer
+            # Eager: not on the loop (one commit a turn of it, by the task, not one an append)
+            # nor while a write waits for the thread (it gets its turn).
+            if eager and (self.pace.next_on_loop or writer is None or writer.idle_waiters):
                 return None
+            if self.pace.on_loop():
+                tx = _OnLoop(self)
             else:
+                if writer is None:
+                    self._start_writer()
                 tx = _Batch(self)
         else:
             tx = _Tx(self, True, False)
