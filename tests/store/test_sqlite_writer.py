@@ -212,6 +212,30 @@ async def test_a_batchs_members_are_told_in_the_turn_the_loop_hears_of_its_commi
     assert held.threads == ["stead-sqlite-writer"]
 
 
+async def test_the_loops_callback_starts_the_batch_queued_while_the_commit_ran(
+    store: SQLiteStore,
+) -> None:
+    """An append made while a batch commits on the thread is queued; the loop's callback
+    that hears the commit returned starts it as the next batch in that same turn, with no
+    append to set it off (the group's task, woken by that callback, would a turn later)."""
+    bs = [await seeded(store, f"run-{i}") for i in range(3)]
+    held = CountedBegins()
+    store._trace(held.hook)
+    held.armed = True
+    first = [asyncio.ensure_future(append(store, b)) for b in bs[:2]]
+    await until(held.committing)
+    second = asyncio.ensure_future(append(store, bs[2]))
+    await asyncio.sleep(0)  # the append ran: queued behind the commit
+    begun = held.begun
+    held.release.set()
+    returned(store)  # the thread's callback is queued: it runs in the next turn
+    await asyncio.sleep(0)
+    assert held.begun == begun + 1  # the next batch began in the callback's turn
+    await asyncio.gather(*first, second)
+    assert (await store.get_run(bs[2].run_id)).last_seq == bs[2].written
+    assert held.threads == ["stead-sqlite-writer"] * 2
+
+
 async def test_an_append_leaves_the_next_batch_to_the_task_while_a_write_waits(
     store: SQLiteStore,
 ) -> None:
