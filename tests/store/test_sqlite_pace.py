@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from _builders import T0, RunBuilder, seeded
+from _builders import seeded
+from test_sqlite_writer import HeldCommit, append
 
-from stead.core.events import ModelCallFailed
 from stead.store import SQLiteStore
 from stead.store._sqlitewriter import PROBE_AFTER, Pace
 from stead.testing import SQLiteCommits
@@ -27,36 +27,11 @@ from stead.testing import SQLiteCommits
 pytestmark = pytest.mark.timeout(60)
 
 
-def failed(i: int) -> ModelCallFailed:
-    return ModelCallFailed(turn_index=0, attempt=i, code="rate_limited", message=f"try {i}")
-
-
-async def append(store: SQLiteStore, b: RunBuilder, i: int = 1) -> int:
-    b.written = await store.append(
-        b.run_id, [failed(i)], expected_seq=b.written, epoch=0, status=b.status, now=T0 + i
-    )
-    return b.written
-
-
-class Threads:
-    """A trace hook noting the thread of each write transaction's ``COMMIT``."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.threads: list[str] = []
-        store._trace(self.hook)
-
-    def hook(self) -> Callable[[str], None]:
-        writing = False
-
-        def seen(statement: str) -> None:
-            nonlocal writing
-            s = statement.upper()
-            if s.startswith("BEGIN"):
-                writing = "IMMEDIATE" in s
-            elif s.startswith("COMMIT") and writing:
-                self.threads.append(threading.current_thread().name)
-
-        return seen
+def threads(store: SQLiteStore) -> HeldCommit:
+    """A trace hook, never armed, noting the thread of each write transaction's COMMIT."""
+    held = HeldCommit()
+    store._trace(held.hook)
+    return held
 
 
 @pytest.fixture
@@ -103,10 +78,10 @@ async def test_a_slow_commit_on_the_loop_sends_the_next_batches_to_the_thread(
     alone decides: slow, so the thread again). Each batch is two runs' appends at once."""
     store.pace.limit = 1e-9
     bs = [await seeded(store, f"run-{i}") for i in range(2)]
-    threads = Threads(store)
+    held = threads(store)
     for i in range(6 + PROBE_AFTER + 2):
         await asyncio.gather(*(append(store, b, i + 1) for b in bs))
-    assert threads.threads == [LOOP] * 6 + [WRITER] * PROBE_AFTER + [LOOP, WRITER]
+    assert held.threads == [LOOP] * 6 + [WRITER] * PROBE_AFTER + [LOOP, WRITER]
     assert store.group.batches == 6 + PROBE_AFTER + 2
     for b in bs:
         assert (await store.get_run(b.run_id)).last_seq == b.written
@@ -116,10 +91,10 @@ async def test_every_batch_on_the_thread_with_limit_zero(store: SQLiteStore) -> 
     """``limit = 0``: no batch commits on the loop (a disk known to be slow)."""
     store.pace.limit = 0
     bs = [await seeded(store, f"run-{i}") for i in range(3)]
-    threads = Threads(store)
+    held = threads(store)
     for i in range(3):
         await asyncio.gather(*(append(store, b, i + 1) for b in bs))
-    assert threads.threads == [WRITER] * 3
+    assert held.threads == [WRITER] * 3
 
 
 def test_pace_averages_the_loops_commits_and_probes_after_the_thread() -> None:
