@@ -18,15 +18,14 @@ import asyncio
 import logging
 import random
 import secrets
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from stead import _crash
 from stead._crash import CrashHook
 from stead._signal import AbortSignal
 from stead.core.budget import budget_breach, estimate_tokens
 from stead.core.builders import (
-    CallAdmission,
     Consent,
     ask_human_events,
     cancel_events,
@@ -35,7 +34,6 @@ from stead.core.builders import (
     model_failed_event,
     needs_start_record,
     reconcile_events,
-    reply_events,
     resumed_turn_event,
     run_failed_event,
     started_event,
@@ -65,12 +63,13 @@ from stead.core.effects import (
     ModelBody,
     ModelFailed,
     ModelSucceeded,
+    Outcome,
     tool_assignment,
     tool_result_of,
 )
-from stead.core.events import Event, ToolCallStarted
+from stead.core.events import ToolCallStarted
 from stead.core.failures import is_retryable
-from stead.core.fold import CallState, RunState
+from stead.core.fold import CallState
 from stead.core.messages import AssistantMessage, Message
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
@@ -80,13 +79,14 @@ from stead.runtime._agent import Agent
 from stead.runtime._ask import ask_events
 from stead.runtime._backoff import Backoff
 from stead.runtime._deadline import DeadlineWatch
-from stead.runtime._executor import Executor, tool_context
+from stead.runtime._executor import Executor, InProcessExecutor, tool_context
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, run_settings
+from stead.runtime._reply import ReplyIntent, admissions
 from stead.runtime._retry import retry_event
 from stead.runtime._session import RunSession
-from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
 log = logging.getLogger("stead.runtime")
 
@@ -136,6 +136,11 @@ class RunLoop:
         self._sent = self._settings.to_json() or None  # recorded on each reply
         self._fixed_chars = len(agent.system) + parts.schema_chars
         self._in_flight: dict[str, AssignmentKey] = {}
+        # This process's own executor for this agent's tools, unwrapped: it performs each
+        # effect with no assignment, key or effect id (nothing else would read them).
+        self._local: InProcessExecutor | None = None
+        if type(executor) is InProcessExecutor and executor.tools is agent.registry:
+            self._local = executor
         # An executor that performs the live request never reads its JSON: its class says so
         # (a wrapper forwarding attributes to one, as the tracing executor does, reads it).
         local = getattr(type(executor), "performs_local", False)
@@ -269,19 +274,11 @@ class RunLoop:
         request = self._request(step.turn_index)
         if not self.agent.budget.unlimited and await self._over_budget(request):
             return
-        key = AssignmentKey(
-            session_id=state.session_id,
-            run_id=state.run_id,
-            effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
-        )
-        assignment = Assignment(key=key, body=self._model_body(request))
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
         if self.session.holding:  # else nothing to write first: no coroutine to await
             await self.session.before_effect()
-        outcome = await at_first_wait(
-            self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
-        )
+        outcome = await at_first_wait(self._model_call(step, request), self._mid_model_call)
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -296,12 +293,11 @@ class RunLoop:
         response: ModelResponse = outcome.response
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
-        judged = judge(self.agent.output, step.turn_index, message, self._admissions(message))
-        admissions = judged.admissions
-        deadline = self._deadline()
+        judged = judge(self.agent.output, step.turn_index, message, admissions(self.agent, message))
         parts = self.agent._parts  # which of the turn's lists can only be empty, known once
-        tokens = {c: secrets.token_urlsafe(16) for c, a in admissions.items() if a.needs_approval}
-        built: list[Event] = []
+        tokens = {
+            c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval
+        }
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
         eager = (
@@ -309,33 +305,34 @@ class RunLoop:
             if parts.reconciled
             else []
         )
-
-        def intent(st: RunState) -> list[Event]:
-            built[:] = reply_events(
-                st,
-                step.turn_index,
-                message,
-                response.usage,
-                response.model,
-                admissions,
-                self.limits,
-                Consent(tokens=tokens, deadline=deadline),
-                start_now=eager,
-                settings=self._sent,
-            )
-            built.extend(judged.settle(st, response.usage, self.limits))
-            return built
-
+        consent = Consent(tokens=tokens, deadline=self._deadline())
+        intent = ReplyIntent(
+            judged, response.usage, response.model, self.limits, consent, eager, self._sent
+        )
         await self.session.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
         self._started_early = (
-            {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
+            {e.tool_call_id: e.attempt for e in intent.built if isinstance(e, ToolCallStarted)}
             if eager
             else {}
         )
         if message.tool_calls:
             self._crash("after_intent", None)
+
+    def _model_call(self, step: CallModel, request: ModelRequest) -> Awaitable[Outcome]:
+        """The model call of a turn: performed by this process's own executor with no
+        assignment (``InProcessExecutor.perform_model``), else run as one."""
+        state = self.session.state
+        if self._local is not None:
+            return self._local.perform_model(request, self.signal, state.run_id)
+        key = AssignmentKey(
+            session_id=state.session_id,
+            run_id=state.run_id,
+            effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
+        )
+        assignment = Assignment(key=key, body=self._model_body(request))
+        return self.executor.run(assignment, signal=self.signal, local=request)
 
     def _model_body(self, request: ModelRequest) -> ModelBody:
         """A model call's body: the request's JSON and digest, or neither (``request`` empty)
@@ -347,22 +344,6 @@ class RunLoop:
 
     def _mid_model_call(self) -> None:
         self._crash("mid_model_call", None)
-
-    def _admissions(self, message: AssistantMessage) -> dict[str, CallAdmission]:
-        out: dict[str, CallAdmission] = {}
-        for call in message.tool_calls:
-            v = self.agent.registry.admit(call)
-            tool = self.agent.registry.get(call.name)
-            if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
-                v = CallAdmission(
-                    tool_call_id=v.tool_call_id,
-                    arguments=v.arguments,
-                    effect_class=v.effect_class,
-                    rejection=None,
-                    needs_approval=True,
-                )
-            out[call.id] = v
-        return out
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
         failed = model_failed_event(
@@ -534,19 +515,14 @@ class RunLoop:
                 call, f"tool {call.name!r} is not registered in this worker", True, attempt
             )
             return
-        key = AssignmentKey(
-            session_id=state.session_id,
-            run_id=state.run_id,
-            effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
-        )
-        assignment = tool_assignment(call, key, tool.definition_digest, attempt)
         if self.session.holding:
             await self.session.before_effect()
-        self._in_flight[call.tool_call_id] = key
-        try:
-            outcome = await self.executor.run(assignment, signal=self.signal)
-        finally:
-            self._in_flight.pop(call.tool_call_id, None)
+        if self._local is not None:  # no assignment to make, and cancelled with the task
+            outcome = await self._local.perform_tool(
+                call, tool, call.effective_arguments(), attempt, self.signal, state.run_id
+            )
+        else:
+            outcome = await self._assigned(call, tool, attempt)
         self._crash("after_tool_effect", call.name)
         settled = tool_result_of(outcome)
         if settled is None:
@@ -563,6 +539,22 @@ class RunLoop:
             await self._sleep(retry.retry_in)
             return
         await self._record(call, settled[0], settled[1], attempt)
+
+    async def _assigned(self, call: CallState, tool: Tool[..., Any], attempt: int) -> Outcome:
+        """Run one attempt of a call as an assignment, in flight (``_in_flight``) until it
+        settles: what an executor that is not this process's own is handed."""
+        state = self.session.state
+        key = AssignmentKey(
+            session_id=state.session_id,
+            run_id=state.run_id,
+            effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
+        )
+        assignment = tool_assignment(call, key, tool.definition_digest, attempt)
+        self._in_flight[call.tool_call_id] = key
+        try:
+            return await self.executor.run(assignment, signal=self.signal)
+        finally:
+            self._in_flight.pop(call.tool_call_id, None)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
         await self.session.append([executed_result(call, content, is_error, attempt)])
