@@ -24,7 +24,6 @@ from typing import Any, Literal
 from stead import _crash
 from stead._crash import CrashHook
 from stead._signal import AbortSignal
-from stead.core.budget import budget_breach, estimate_tokens
 from stead.core.builders import (
     Consent,
     ask_human_events,
@@ -70,7 +69,6 @@ from stead.core.effects import (
 from stead.core.events import ToolCallStarted
 from stead.core.failures import is_retryable
 from stead.core.fold import CallState
-from stead.core.messages import AssistantMessage, Message
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
@@ -78,6 +76,7 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._ask import ask_events
 from stead.runtime._backoff import Backoff
+from stead.runtime._budgeted import over_budget
 from stead.runtime._deadline import DeadlineWatch
 from stead.runtime._executor import Executor, InProcessExecutor, tool_context
 from stead.runtime._first_wait import at_first_wait
@@ -92,15 +91,6 @@ log = logging.getLogger("stead.runtime")
 
 _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
-
-DEFAULT_MAX_OUTPUT_TOKENS = 4096
-"""What a turn may generate when the agent sets no cap (used to estimate its cost)."""
-
-
-def _chars(m: Message) -> int:
-    if isinstance(m, AssistantMessage):
-        return len(m.text) + sum(len(c.arguments) + len(c.name) + 16 for c in m.tool_calls)
-    return len(m.content) + 8
 
 
 class RunLoop:
@@ -148,6 +138,9 @@ class RunLoop:
         self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
+        self._alone: asyncio.Task[object] | None = None  # the task in _settle_alone, if any
+        self._cut_timer: asyncio.TimerHandle | None = None
+        self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
         self.deadline = DeadlineWatch(session, self.limits, signal, self.clock)
@@ -251,29 +244,16 @@ class RunLoop:
             attachments=self._blobs or {},
         )
 
-    async def _over_budget(self, request: ModelRequest) -> bool:
-        budget = self.agent.budget
-        if budget.unlimited:
-            return False
-        state = self.session.state
-        prompt = estimate_tokens(self._fixed_chars + sum(_chars(m) for m in request.messages))
-        out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
-        breach = budget_breach(
-            state.usage, prompt, out, budget, self.agent.prices.get(request.model)
-        )
-        if breach is None:
-            return False
-        ended = run_failed_event(state, "budget_exceeded", "model", breach.message, breach.details)
-        await self.session.append([ended], automatic=False)
-        return True
-
     async def _model_turn(self, step: CallModel) -> None:
         state = self.session.state
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.session.store, state.messages)
         request = self._request(step.turn_index)
-        if not self.agent.budget.unlimited and await self._over_budget(request):
-            return
+        if not self.agent.budget.unlimited:
+            ended = over_budget(self.agent, state, self._fixed_chars, request)
+            if ended is not None:
+                await self.session.append([ended], automatic=False)
+                return
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
         if self.session.holding:  # else nothing to write first: no coroutine to await
@@ -384,6 +364,7 @@ class RunLoop:
                     fut.set_result(reason)
 
             self.signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
+            fut.add_done_callback(self._on_abort)
             self._abort_future = fut
         return self._abort_future
 
@@ -423,39 +404,46 @@ class RunLoop:
         """The common case of one open call, settled in this task: no task and no wait per
         call. Cancellation is the same as for several: on abort the call gets
         ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
-        is cancelled out of it (and the cancellation absorbed here)."""
+        is cancelled out of it (and the cancellation absorbed here). The abort future's one
+        callback (``_on_abort``) starts that timer: no closure or callback per call."""
         task = asyncio.current_task()
         assert task is not None
-        loop = asyncio.get_running_loop()
-        aborted = self._aborted()
-        timer: asyncio.TimerHandle | None = None
-        cut = False
-
-        def stop() -> None:
-            nonlocal cut
-            cut = True
-            for key in list(self._in_flight.values()):
-                asked = loop.create_task(self.executor.cancel(key, self.signal.reason))
-                self._cancels.add(asked)
-                asked.add_done_callback(self._cancels.discard)
-            task.cancel()
-
-        def on_abort(_: object) -> None:
-            nonlocal timer
-            timer = loop.call_later(self.limits.cancel_grace, stop)
-
-        aborted.add_done_callback(on_abort)
+        self._alone = task
+        if self._aborted().done():
+            self._on_abort(None)
         try:
             await self._settle(plan.tool_call_id, (seq, plan))
         except asyncio.CancelledError:
-            if not cut or task.cancelling() > 1:
+            if not self._cut or task.cancelling() > 1:
                 raise  # not ours, or ours and someone else's: let it through
         finally:
-            aborted.remove_done_callback(on_abort)
-            if timer is not None:
-                timer.cancel()
-            if cut:
+            self._alone = None
+            if self._cut_timer is not None:
+                self._cut_timer.cancel()
+                self._cut_timer = None
+            if self._cut:
+                self._cut = False
                 task.uncancel()
+
+    def _on_abort(self, _: object) -> None:
+        """The run was aborted: the call ``_settle_alone`` is settling, if any, gets the grace
+        period, then is cut (``_cut_alone``)."""
+        if self._alone is not None and self._cut_timer is None:
+            loop = asyncio.get_running_loop()
+            self._cut_timer = loop.call_later(self.limits.cancel_grace, self._cut_alone)
+
+    def _cut_alone(self) -> None:
+        self._cut_timer = None
+        task = self._alone
+        if task is None:
+            return
+        self._cut = True
+        loop = asyncio.get_running_loop()
+        for key in list(self._in_flight.values()):
+            asked = loop.create_task(self.executor.cancel(key, self.signal.reason))
+            self._cancels.add(asked)
+            asked.add_done_callback(self._cancels.discard)
+        task.cancel()
 
     async def _settle(self, call_id: str, decided: tuple[int, ToolPlan] | None = None) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
