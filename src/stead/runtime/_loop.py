@@ -174,6 +174,8 @@ class RunLoop:
                 match step:  # the two steps of nearly every turn first
                     case CallModel(turn_recorded=True):
                         await self._model_turn(step)
+                    case RunTools(plans=[plan]):  # one call: settled in this task
+                        await self._settle_alone(plan, self.session.state.seq)
                     case RunTools():
                         await self._run_tools(step)
                     case Cancel():
@@ -526,7 +528,9 @@ class RunLoop:
             await self.session.append([retry])
             await self._sleep(retry.retry_in)
             return
-        await self._record(call, settled[0], settled[1], attempt)
+        # ``_record``, spelled out: a coroutine less on every tool call.
+        await self.session.append([executed_result(call, settled[0], settled[1], attempt)])
+        self._crash("after_result_commit", call.name)
 
     async def _assigned(self, call: CallState, tool: Tool[..., Any], attempt: int) -> Outcome:
         """Run one attempt of a call as an assignment, in flight (``_in_flight``) until it
