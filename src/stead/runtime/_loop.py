@@ -366,7 +366,6 @@ class RunLoop:
                     fut.set_result(reason)
 
             self.signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
-            fut.add_done_callback(self._on_abort)
             self._abort_future = fut
         return self._abort_future
 
@@ -406,19 +405,22 @@ class RunLoop:
         """The common case of one open call, settled in this task: no task and no wait per
         call. Cancellation is the same as for several: on abort the call gets
         ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
-        is cancelled out of it (and the cancellation absorbed here). The abort future's one
-        callback (``_on_abort``) starts that timer: no closure or callback per call."""
+        is cancelled out of it (and the cancellation absorbed here). A method of the loop
+        (``_on_abort``) starts that timer, not closures made for each call; it is the abort
+        future's callback only while the call settles (for good, it would make the loop a
+        cycle that only the garbage collector frees)."""
         task = asyncio.current_task()
         assert task is not None
+        aborted = self._aborted()
         self._alone = task
-        if self._aborted().done():
-            self._on_abort(None)
+        aborted.add_done_callback(self._on_abort)
         try:
             await self._settle(plan.tool_call_id, (seq, plan))
         except asyncio.CancelledError:
             if not self._cut or task.cancelling() > 1:
                 raise  # not ours, or ours and someone else's: let it through
         finally:
+            aborted.remove_done_callback(self._on_abort)
             self._alone = None
             if self._cut_timer is not None:
                 self._cut_timer.cancel()
