@@ -12,8 +12,8 @@ from typing import Any
 
 import stead
 from stead.core import canonical, effects
-from stead.core.states import RunStatus
 from stead.core.effects import Assignment, Outcome
+from stead.core.states import RunStatus
 from stead.runtime import InProcessExecutor
 from stead.runtime._loop import RunLoop
 from stead.testing import Reply, ScriptedModel
