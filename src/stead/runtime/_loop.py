@@ -93,6 +93,23 @@ _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
 
 
+class _Waker:
+    """The signal's callback that resolves a loop's abort future (from any thread): one
+    object a run, where two closures and their cells were."""
+
+    __slots__ = ("fut", "loop")
+
+    def __init__(self, fut: asyncio.Future[str], loop: asyncio.AbstractEventLoop) -> None:
+        self.fut, self.loop = fut, loop
+
+    def __call__(self, reason: str) -> None:
+        self.loop.call_soon_threadsafe(self.settle, reason)
+
+    def settle(self, reason: str) -> None:
+        if not self.fut.done():
+            self.fut.set_result(reason)
+
+
 class RunLoop:
     """Drives one claimed run until it finishes or waits on a person."""
 
@@ -360,12 +377,7 @@ class RunLoop:
         if self._abort_future is None:
             loop = asyncio.get_running_loop()
             fut: asyncio.Future[str] = loop.create_future()
-
-            def settle(reason: str) -> None:
-                if not fut.done():
-                    fut.set_result(reason)
-
-            self.signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
+            self.signal.add_callback(_Waker(fut, loop))
             self._abort_future = fut
         return self._abort_future
 
