@@ -15,6 +15,7 @@ A step that raises (a bug, not a lease or store matter) is written down as ``ste
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import secrets
@@ -85,29 +86,13 @@ from stead.runtime._output import judge, run_settings
 from stead.runtime._reply import ReplyIntent, admissions
 from stead.runtime._retry import retry_event
 from stead.runtime._session import RunSession
+from stead.runtime._waker import abort_future
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
 log = logging.getLogger("stead.runtime")
 
 _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
-
-
-class _Waker:
-    """The signal's callback that resolves a loop's abort future (from any thread): one
-    object a run, where two closures and their cells were."""
-
-    __slots__ = ("fut", "loop")
-
-    def __init__(self, fut: asyncio.Future[str], loop: asyncio.AbstractEventLoop) -> None:
-        self.fut, self.loop = fut, loop
-
-    def __call__(self, reason: str) -> None:
-        self.loop.call_soon_threadsafe(self.settle, reason)
-
-    def settle(self, reason: str) -> None:
-        if not self.fut.done():
-            self.fut.set_result(reason)
 
 
 class RunLoop:
@@ -155,7 +140,7 @@ class RunLoop:
         self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
-        self._alone: asyncio.Task[object] | None = None  # the task in _settle_alone, if any
+        self._alone: asyncio.Task[object] | None = None  # the task of _settle(alone=True)
         self._cut_timer: asyncio.TimerHandle | None = None
         self._cut = False
         self._crash = crash
@@ -192,7 +177,8 @@ class RunLoop:
                     case CallModel(turn_recorded=True):
                         await self._model_turn(step)
                     case RunTools(plans=[plan]):  # one call: settled in this task
-                        await self._settle_alone(plan, self.session.state.seq)
+                        seq = self.session.state.seq
+                        await self._settle(plan.tool_call_id, (seq, plan), alone=True)
                     case RunTools():
                         await self._run_tools(step)
                     case Cancel():
@@ -277,7 +263,8 @@ class RunLoop:
         # or not, the call runs the same way, in this task.
         if self.session.holding:  # else nothing to write first: no coroutine to await
             await self.session.before_effect()
-        outcome = await at_first_wait(self._model_call(step, request), self._mid_model_call)
+        mid = functools.partial(self._crash, "mid_model_call", None)  # no frame of its own
+        outcome = await at_first_wait(self._model_call(step, request), mid)
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -294,9 +281,11 @@ class RunLoop:
         message = unique_call_ids(state, step.turn_index, response.message)
         judged = judge(self.agent.output, step.turn_index, message, admissions(self.agent, message))
         parts = self.agent._parts  # which of the turn's lists can only be empty, known once
-        tokens = {
-            c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval
-        }
+        tokens = (
+            {c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval}
+            if parts.approvals
+            else {}
+        )
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
         eager = (
@@ -341,9 +330,6 @@ class RunLoop:
         encoded, digest = self._encoder.encode(request)
         return ModelBody(model=request.model, request=encoded, request_digest=digest)
 
-    def _mid_model_call(self) -> None:
-        self._crash("mid_model_call", None)
-
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
         failed = model_failed_event(
             step.turn_index, step.attempt, failure.code, failure.message, failure.usage
@@ -375,10 +361,7 @@ class RunLoop:
         """One future per loop that resolves when the signal is aborted: every wait of the
         run shares it, instead of a new waiter task per turn."""
         if self._abort_future is None:
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[str] = loop.create_future()
-            self.signal.add_callback(_Waker(fut, loop))
-            self._abort_future = fut
+            self._abort_future = abort_future(self.signal)
         return self._abort_future
 
     async def _sleep(self, seconds: float) -> None:
@@ -388,12 +371,10 @@ class RunLoop:
     # -- tools ------------------------------------------------------------------------------
 
     async def _run_tools(self, step: RunTools) -> None:
-        """Settle every open call concurrently; on abort, give them the grace period, then stop
-        waiting (their results, if they finish, are still recorded)."""
+        """Settle every open call concurrently (a lone one: ``_settle(alone=True)``); on abort,
+        give them the grace period, then stop waiting (their results, if they finish, are
+        still recorded)."""
         seq = self.session.state.seq  # what step.plans were decided on
-        if len(step.plans) == 1:
-            await self._settle_alone(step.plans[0], seq)
-            return
         tasks = [asyncio.ensure_future(self._settle(p.tool_call_id, (seq, p))) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
@@ -413,36 +394,32 @@ class RunLoop:
         if first is not None:
             raise first
 
-    async def _settle_alone(self, plan: ToolPlan, seq: int) -> None:
-        """The common case of one open call, settled in this task: no task and no wait per
-        call. Cancellation is the same as for several: on abort the call gets
-        ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
-        is cancelled out of it (and the cancellation absorbed here). A method of the loop
-        (``_on_abort``) starts that timer, not closures made for each call; it is the abort
-        future's callback only while the call settles (for good, it would make the loop a
-        cycle that only the garbage collector frees)."""
+    def _alone_begin(self) -> asyncio.Task[object]:
+        """``_settle(alone=True)``: the one open call of a step is settled in this task, with
+        no task and no wait of its own. Cancellation is the same as for several: on abort the
+        call gets ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and
+        this task is cancelled out of it (the cancellation absorbed by ``_settle``). A method
+        of the loop (``_on_abort``) starts that timer, not closures made for each call; it is
+        the abort future's callback only while the call settles (for good, it would make the
+        loop a cycle that only the garbage collector frees)."""
         task = asyncio.current_task()
         assert task is not None
-        aborted = self._aborted()
         self._alone = task
-        aborted.add_done_callback(self._on_abort)
-        try:
-            await self._settle(plan.tool_call_id, (seq, plan))
-        except asyncio.CancelledError:
-            if not self._cut or task.cancelling() > 1:
-                raise  # not ours, or ours and someone else's: let it through
-        finally:
-            aborted.remove_done_callback(self._on_abort)
-            self._alone = None
-            if self._cut_timer is not None:
-                self._cut_timer.cancel()
-                self._cut_timer = None
-            if self._cut:
-                self._cut = False
-                task.uncancel()
+        self._aborted().add_done_callback(self._on_abort)
+        return task
+
+    def _alone_end(self, task: asyncio.Task[object]) -> None:
+        self._aborted().remove_done_callback(self._on_abort)
+        self._alone = None
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+            self._cut_timer = None
+        if self._cut:
+            self._cut = False
+            task.uncancel()
 
     def _on_abort(self, _: object) -> None:
-        """The run was aborted: the call ``_settle_alone`` is settling, if any, gets the grace
+        """The run was aborted: the call settled alone (``_alone_begin``), if any, gets the grace
         period, then is cut (``_cut_alone``)."""
         if self._alone is not None and self._cut_timer is None:
             loop = asyncio.get_running_loop()
@@ -461,42 +438,55 @@ class RunLoop:
             asked.add_done_callback(self._cancels.discard)
         task.cancel()
 
-    async def _settle(self, call_id: str, decided: tuple[int, ToolPlan] | None = None) -> None:
+    async def _settle(
+        self, call_id: str, decided: tuple[int, ToolPlan] | None = None, *, alone: bool = False
+    ) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
         reconcile verdict of not_done flows into a fresh attempt (``decided``: the step's plan
-        and the sequence it was made at, taken as it is while the state is still there)."""
-        while not self.signal.aborted:
-            state = self.session.state
-            call = state.calls.get(call_id)
-            if call is None or call.result is not None or call_id in state.approvals:
-                return
-            if state.status not in AWAITING:
-                return
-            if state.cancel_requested is not None:
-                return
-            early = self._started_early.pop(call_id, None)
-            if early is not None and early == call.attempts and call.reconciled is None:
-                await self._execute(call, early, start_recorded=True)
-                continue
-            if decided is None or decided[0] != state.seq:
-                decided = (state.seq, plan_call(call, self.specs.get(call.name)))
-            plan, decided = decided[1], None
-            match plan.action:
-                case "execute":
-                    await self._execute(call, plan.attempt)
-                case "reconcile":
-                    await self._reconcile(call)
-                case "ask_consent":
-                    token = secrets.token_urlsafe(16)
-                    await self.session.append(consent_events(call, token, self._deadline()))
-                case "ask_question":
-                    tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
-                    await self.session.append(await ask_events(tool, call, ctx, self._deadline()))
-                case "ask_human":
-                    token = secrets.token_urlsafe(16)
-                    await self.session.append(
-                        ask_human_events(state, call, token, plan.reason, self._deadline())
-                    )
+        and the sequence it was made at, taken as it is while the state is still there).
+        ``alone``: the step's only call, settled in the drive's task (``_alone_begin``)."""
+        task = self._alone_begin() if alone else None
+        try:
+            while not self.signal.aborted:
+                state = self.session.state
+                call = state.calls.get(call_id)
+                if call is None or call.result is not None or call_id in state.approvals:
+                    return
+                if state.status not in AWAITING:
+                    return
+                if state.cancel_requested is not None:
+                    return
+                early = self._started_early.pop(call_id, None)
+                if early is not None and early == call.attempts and call.reconciled is None:
+                    await self._execute(call, early, start_recorded=True)
+                    continue
+                if decided is None or decided[0] != state.seq:
+                    decided = (state.seq, plan_call(call, self.specs.get(call.name)))
+                plan, decided = decided[1], None
+                match plan.action:
+                    case "execute":
+                        await self._execute(call, plan.attempt)
+                    case "reconcile":
+                        await self._reconcile(call)
+                    case "ask_consent":
+                        token = secrets.token_urlsafe(16)
+                        await self.session.append(consent_events(call, token, self._deadline()))
+                    case "ask_question":
+                        tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
+                        await self.session.append(
+                            await ask_events(tool, call, ctx, self._deadline())
+                        )
+                    case "ask_human":
+                        token = secrets.token_urlsafe(16)
+                        await self.session.append(
+                            ask_human_events(state, call, token, plan.reason, self._deadline())
+                        )
+        except asyncio.CancelledError:
+            if task is None or not self._cut or task.cancelling() > 1:
+                raise  # not ours, or ours and someone else's: let it through
+        finally:
+            if task is not None:
+                self._alone_end(task)
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor

@@ -25,11 +25,11 @@ def admissions(agent: Agent, message: AssistantMessage) -> dict[str, CallAdmissi
     """Each call of the reply admitted by the agent's tools (``ToolRegistry.admit``), and
     marked for approval where its tool's policy asks for one."""
     out: dict[str, CallAdmission] = {}
-    registry = agent.registry
+    registry, approvals = agent.registry, agent._parts.approvals
     for call in message.tool_calls:
         v = registry.admit(call)
-        tool = registry.get(call.name)
-        if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
+        tool = registry.get(call.name) if approvals and v.rejection is None else None
+        if tool is not None and tool.needs_approval(v.arguments):
             v = CallAdmission(
                 tool_call_id=v.tool_call_id,
                 arguments=v.arguments,
