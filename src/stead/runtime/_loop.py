@@ -64,6 +64,7 @@ from stead.core.effects import (
     ModelFailed,
     ModelSucceeded,
     Outcome,
+    ToolSucceeded,
     tool_assignment,
     tool_result_of,
 )
@@ -518,20 +519,24 @@ class RunLoop:
         else:
             outcome = await self._assigned(call, tool, attempt)
         self._crash("after_tool_effect", call.name)
-        settled = tool_result_of(outcome)
-        if settled is None:
-            if needs_start_record(call):
-                # The executor cannot say what happened: the call stays in flight and the
-                # next plan reconciles it or asks a person, exactly as after a crash.
+        if type(outcome) is ToolSucceeded:  # nearly every call: nothing to retry or to read
+            settled = (outcome.content, False)
+        else:
+            maybe = tool_result_of(outcome)
+            if maybe is None:
+                if needs_start_record(call):
+                    # The executor cannot say what happened: the call stays in flight and the
+                    # next plan reconciles it or asks a person, exactly as after a crash.
+                    return
+                maybe = (f"the executor lost this call ({outcome.kind}); try again", True)
+            settled = maybe
+            if outcome.kind == "cancelled":
+                return  # the cancel path writes one result for every open call
+            retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
+            if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
+                await self.session.append([retry])
+                await self._sleep(retry.retry_in)
                 return
-            settled = (f"the executor lost this call ({outcome.kind}); try again", True)
-        if outcome.kind == "cancelled":
-            return  # the cancel path writes one result for every open call
-        retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
-        if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
-            await self.session.append([retry])
-            await self._sleep(retry.retry_in)
-            return
         # ``_record``, spelled out: a coroutine less on every tool call.
         await self.session.append([executed_result(call, settled[0], settled[1], attempt)])
         self._crash("after_result_commit", call.name)
