@@ -12,6 +12,7 @@ acceptance or an abort exists, never both.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stead import _logs
@@ -21,7 +22,6 @@ from stead.core.effects import (
     ModelBody,
     ModelFailed,
     ModelSucceeded,
-    ToolBody,
     ToolFailed,
 )
 from stead.core.ledger import Attachment
@@ -30,7 +30,7 @@ from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
 from stead.errors import Aborted, ProviderError
 from stead.providers import ModelCall, ModelProvider, ModelRequest
-from stead.tools import ToolContext, ToolRegistry
+from stead.tools import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:  # in annotations only: what runs here is the outcomes it makes
     from stead.core.effects import Assignment, AssignmentKey, Outcome
@@ -130,6 +130,12 @@ class InProcessExecutor:
         self._accepted: set[str] = set()
         """Every key ever accepted here: an abort of one loses, even once it is forgotten."""
 
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools it runs (the run loop calls ``perform_tool`` only when they are its
+        agent's)."""
+        return self._tools
+
     async def dispatch(
         self, assignment: Assignment, *, signal: AbortSignal, local: object | None = None
     ) -> bool:
@@ -218,43 +224,38 @@ class InProcessExecutor:
         if task is not None and not task.done():
             task.cancel()
 
-    async def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Outcome:
+    def _perform(self, a: Assignment, signal: AbortSignal, local: object) -> Awaitable[Outcome]:
+        """The effect of an assignment, as ``perform_model`` or ``perform_tool`` of it: not a
+        coroutine of its own, so an assigned effect awaits as deep as before."""
         body = a.body
-        # The call's turn and id on every log record it makes (its tool's own, too).
-        if isinstance(body, ToolBody):
-            ids = _logs.bind_call(body.turn_index, body.tool_call_id)
-        elif isinstance(local, ModelRequest):
-            ids = _logs.bind_call(local.turn_index, "model")
-        else:
-            ids = _logs.bind_call(_turn(body.request), "model")
+        if isinstance(body, ModelBody):
+            request = local if isinstance(local, ModelRequest) else None
+            if request is None:
+                try:
+                    request = request_from_json(body.request)
+                except Exception as exc:
+                    return _ready(_model_error(exc))
+            return self.perform_model(request, signal, a.key.run_id)
+        tool = self._tools.get(body.tool_name)
+        if tool is None:
+            gone = f"tool {body.tool_name!r} is no longer registered in this worker"
+            return _ready(ToolFailed(failure=gone))
+        return self.perform_tool(body, tool, body.arguments, body.attempt, signal, a.key.run_id)
+
+    async def perform_model(
+        self, request: ModelRequest, signal: AbortSignal, run_id: str
+    ) -> Outcome:
+        """One model call, awaited in the caller's task, with no assignment: what the run loop
+        calls when this executor is its own (no tracing wrapper, no pool), since nothing
+        else then reads the key, the body or the effect id (``run`` builds on it)."""
+        # The call's turn and id on every log record it makes.
+        ids = _logs.bind_call(request.turn_index, "model")
         try:
-            if isinstance(body, ModelBody):
-                request = (
-                    local if isinstance(local, ModelRequest) else request_from_json(body.request)
-                )
-                # Each attempt is a new progress generation: it voids the last one's deltas.
-                sink = (
-                    self._progress.begin(a.key.run_id, request.turn_index)
-                    if self._progress
-                    else None
-                )
-                response = await self._model.complete(ModelCall(request, signal, sink))
-                return ModelSucceeded(response=response)
-            tool = self._tools.get(body.tool_name)  # the call, awaited here: no frame of its own
-            if tool is None:
-                return ToolFailed(
-                    failure=f"tool {body.tool_name!r} is no longer registered in this worker"
-                )
-            ctx = tool_context(
-                a.key.run_id,
-                body,
-                body.tool_name,
-                body.attempt,
-                signal,
-                self._cancel_grace,
-                self.deps,
-            )
-            return await tool.invoke(body.arguments, ctx)
+            # Each attempt is a new progress generation: it voids the last one's deltas.
+            progress = self._progress
+            sink = progress.begin(run_id, request.turn_index) if progress else None
+            response = await self._model.complete(ModelCall(request, signal, sink))
+            return ModelSucceeded(response=response)
         except ProviderError as exc:
             if signal.aborted:
                 return Cancelled(reason=signal.reason)
@@ -262,19 +263,56 @@ class InProcessExecutor:
                 code=exc.code, message=str(exc), retry_after=_retry_after(exc), usage=exc.usage
             )
         except (Aborted, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
-                raise
-            return Cancelled(reason=str(exc) or signal.reason)
+            return _cancelled(exc, signal)
+        except Exception as exc:
+            return _model_error(exc)
+        finally:
+            _logs.unbind(ids)
+
+    async def perform_tool(
+        self,
+        call: CallIdentity,
+        tool: Tool[..., Any],
+        arguments: str,
+        attempt: int,
+        signal: AbortSignal,
+        run_id: str,
+    ) -> Outcome:
+        """One attempt of a tool call with these (canonical) arguments, awaited in the caller's
+        task, with no assignment (see ``perform_model``): ``call`` names it (its ``ToolBody``
+        or the run's ``CallState``)."""
+        ids = _logs.bind_call(call.turn_index, call.tool_call_id)  # its tool's records too
+        try:
+            ctx = tool_context(
+                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps
+            )
+            return await tool.invoke(arguments, ctx)
+        except (Aborted, asyncio.CancelledError) as exc:
+            return _cancelled(exc, signal)
         except TimeoutError as exc:
-            if isinstance(body, ModelBody):
-                return ModelFailed(code="deadline_exceeded", message=str(exc))
             return ToolFailed(failure=f"TimeoutError: {exc}")
         except Exception as exc:
-            if isinstance(body, ModelBody):
-                return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
             return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
         finally:
             _logs.unbind(ids)
+
+
+async def _ready(outcome: Outcome) -> Outcome:
+    """An outcome known without performing anything, as the awaitable ``_perform`` gives."""
+    return outcome
+
+
+def _cancelled(exc: BaseException, signal: AbortSignal) -> Cancelled:
+    """A cancel of the effect's signal as its outcome; any other cancel goes on (raised)."""
+    if isinstance(exc, asyncio.CancelledError) and not signal.aborted:
+        raise exc
+    return Cancelled(reason=str(exc) or signal.reason)
+
+
+def _model_error(exc: Exception) -> ModelFailed:
+    if isinstance(exc, TimeoutError):
+        return ModelFailed(code="deadline_exceeded", message=str(exc))
+    return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
 
 
 class CallIdentity(Protocol):
@@ -311,11 +349,6 @@ def tool_context(
         cancel_grace=cancel_grace,
         deps=deps,
     )
-
-
-def _turn(request: dict[str, object]) -> int:
-    turn = request.get("turn_index")
-    return turn if isinstance(turn, int) else -1
 
 
 def _retry_after(exc: ProviderError) -> float | None:

@@ -20,7 +20,8 @@ def at_first_wait(call: Awaitable[T], hook: Callable[[], None]) -> Generator[Any
     """Await ``call``, calling ``hook`` once it is under way: at its first wait (the request
     sent), or as soon as it returns if it never waits. What the task sends or throws in goes
     on to ``call``: it is ``await call`` with a hook, and no callback on the event loop."""
-    it = call.__await__()
+    # A coroutine is driven as it is: its ``__await__`` is a wrapper object per call.
+    it = call if isinstance(call, types.CoroutineType) else call.__await__()
     try:
         value = it.send(None)
     except StopIteration as done:

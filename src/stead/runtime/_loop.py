@@ -15,18 +15,17 @@ A step that raises (a bug, not a lease or store matter) is written down as ``ste
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import secrets
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from stead import _crash
 from stead._crash import CrashHook
 from stead._signal import AbortSignal
-from stead.core.budget import budget_breach, estimate_tokens
 from stead.core.builders import (
-    CallAdmission,
     Consent,
     ask_human_events,
     cancel_events,
@@ -35,7 +34,6 @@ from stead.core.builders import (
     model_failed_event,
     needs_start_record,
     reconcile_events,
-    reply_events,
     resumed_turn_event,
     run_failed_event,
     started_event,
@@ -65,13 +63,14 @@ from stead.core.effects import (
     ModelBody,
     ModelFailed,
     ModelSucceeded,
+    Outcome,
+    ToolSucceeded,
     tool_assignment,
     tool_result_of,
 )
-from stead.core.events import Event, ToolCallStarted
+from stead.core.events import ToolCallStarted
 from stead.core.failures import is_retryable
-from stead.core.fold import CallState, RunState
-from stead.core.messages import AssistantMessage, Message
+from stead.core.fold import CallState
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
@@ -79,28 +78,22 @@ from stead.providers._base import RequestEncoder
 from stead.runtime._agent import Agent
 from stead.runtime._ask import ask_events
 from stead.runtime._backoff import Backoff
+from stead.runtime._budgeted import over_budget
 from stead.runtime._deadline import DeadlineWatch
-from stead.runtime._executor import Executor, tool_context
+from stead.runtime._executor import Executor, InProcessExecutor, tool_context
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
 from stead.runtime._output import judge, run_settings
+from stead.runtime._reply import ReplyIntent, admissions
 from stead.runtime._retry import retry_event
 from stead.runtime._session import RunSession
-from stead.tools import Done, NotDone, ToolContext, Unknown, serialize_result
+from stead.runtime._waker import abort_future
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
 log = logging.getLogger("stead.runtime")
 
 _RAND = random.Random()
 """Jitter for retry delays. Shared: seeding a new generator per run costs more than a step."""
-
-DEFAULT_MAX_OUTPUT_TOKENS = 4096
-"""What a turn may generate when the agent sets no cap (used to estimate its cost)."""
-
-
-def _chars(m: Message) -> int:
-    if isinstance(m, AssistantMessage):
-        return len(m.text) + sum(len(c.arguments) + len(c.name) + 16 for c in m.tool_calls)
-    return len(m.content) + 8
 
 
 class RunLoop:
@@ -136,6 +129,11 @@ class RunLoop:
         self._sent = self._settings.to_json() or None  # recorded on each reply
         self._fixed_chars = len(agent.system) + parts.schema_chars
         self._in_flight: dict[str, AssignmentKey] = {}
+        # This process's own executor for this agent's tools, unwrapped: it performs each
+        # effect with no assignment, key or effect id (nothing else would read them).
+        self._local: InProcessExecutor | None = None
+        if type(executor) is InProcessExecutor and executor.tools is agent.registry:
+            self._local = executor
         # An executor that performs the live request never reads its JSON: its class says so
         # (a wrapper forwarding attributes to one, as the tracing executor does, reads it).
         local = getattr(type(executor), "performs_local", False)
@@ -143,6 +141,9 @@ class RunLoop:
         self._started_early: dict[str, int] = {}
         self._cancels: set[asyncio.Task[None]] = set()
         self._abort_future: asyncio.Future[str] | None = None
+        self._alone: asyncio.Task[object] | None = None  # the task of _settle(alone=True)
+        self._cut_timer: asyncio.TimerHandle | None = None
+        self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
         self.deadline = DeadlineWatch(session, self.limits, signal, self.clock)
@@ -176,6 +177,9 @@ class RunLoop:
                 match step:  # the two steps of nearly every turn first
                     case CallModel(turn_recorded=True):
                         await self._model_turn(step)
+                    case RunTools(plans=[plan]):  # one call: settled in this task
+                        seq = self.session.state.seq
+                        await self._settle(plan.tool_call_id, (seq, plan), alone=True)
                     case RunTools():
                         await self._run_tools(step)
                     case Cancel():
@@ -246,42 +250,22 @@ class RunLoop:
             attachments=self._blobs or {},
         )
 
-    async def _over_budget(self, request: ModelRequest) -> bool:
-        budget = self.agent.budget
-        if budget.unlimited:
-            return False
-        state = self.session.state
-        prompt = estimate_tokens(self._fixed_chars + sum(_chars(m) for m in request.messages))
-        out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
-        breach = budget_breach(
-            state.usage, prompt, out, budget, self.agent.prices.get(request.model)
-        )
-        if breach is None:
-            return False
-        ended = run_failed_event(state, "budget_exceeded", "model", breach.message, breach.details)
-        await self.session.append([ended], automatic=False)
-        return True
-
     async def _model_turn(self, step: CallModel) -> None:
         state = self.session.state
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.session.store, state.messages)
         request = self._request(step.turn_index)
-        if not self.agent.budget.unlimited and await self._over_budget(request):
-            return
-        key = AssignmentKey(
-            session_id=state.session_id,
-            run_id=state.run_id,
-            effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
-        )
-        assignment = Assignment(key=key, body=self._model_body(request))
+        if not self.agent.budget.unlimited:
+            ended = over_budget(self.agent, state, self._fixed_chars, request)
+            if ended is not None:
+                await self.session.append([ended], automatic=False)
+                return
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
         if self.session.holding:  # else nothing to write first: no coroutine to await
             await self.session.before_effect()
-        outcome = await at_first_wait(
-            self.executor.run(assignment, signal=self.signal, local=request), self._mid_model_call
-        )
+        mid = functools.partial(self._crash, "mid_model_call", None)  # no frame of its own
+        outcome = await at_first_wait(self._model_call(step, request), mid)
         if self.signal.aborted:
             return  # drive() reloads and cancels; the reply, if any, is not recorded
         if isinstance(outcome, ModelFailed):
@@ -296,12 +280,13 @@ class RunLoop:
         response: ModelResponse = outcome.response
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
-        judged = judge(self.agent.output, step.turn_index, message, self._admissions(message))
-        admissions = judged.admissions
-        deadline = self._deadline()
+        judged = judge(self.agent.output, step.turn_index, message, admissions(self.agent, message))
         parts = self.agent._parts  # which of the turn's lists can only be empty, known once
-        tokens = {c: secrets.token_urlsafe(16) for c, a in admissions.items() if a.needs_approval}
-        built: list[Event] = []
+        tokens = (
+            {c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval}
+            if parts.approvals
+            else {}
+        )
         # Calls whose tool can be reconciled (only non_idempotent tools have a reconcile
         # function); reply_events starts the ones it lets run.
         eager = (
@@ -309,33 +294,34 @@ class RunLoop:
             if parts.reconciled
             else []
         )
-
-        def intent(st: RunState) -> list[Event]:
-            built[:] = reply_events(
-                st,
-                step.turn_index,
-                message,
-                response.usage,
-                response.model,
-                admissions,
-                self.limits,
-                Consent(tokens=tokens, deadline=deadline),
-                start_now=eager,
-                settings=self._sent,
-            )
-            built.extend(judged.settle(st, response.usage, self.limits))
-            return built
-
+        consent = Consent(tokens=tokens, deadline=self._deadline())
+        intent = ReplyIntent(
+            judged, response.usage, response.model, self.limits, consent, eager, self._sent
+        )
         await self.session.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
         self._started_early = (
-            {e.tool_call_id: e.attempt for e in built if isinstance(e, ToolCallStarted)}
+            {e.tool_call_id: e.attempt for e in intent.built if isinstance(e, ToolCallStarted)}
             if eager
             else {}
         )
         if message.tool_calls:
             self._crash("after_intent", None)
+
+    def _model_call(self, step: CallModel, request: ModelRequest) -> Awaitable[Outcome]:
+        """The model call of a turn: performed by this process's own executor with no
+        assignment (``InProcessExecutor.perform_model``), else run as one."""
+        state = self.session.state
+        if self._local is not None:
+            return self._local.perform_model(request, self.signal, state.run_id)
+        key = AssignmentKey(
+            session_id=state.session_id,
+            run_id=state.run_id,
+            effect_id=effect_id(state.run_id, step.turn_index, "model", step.attempt),
+        )
+        assignment = Assignment(key=key, body=self._model_body(request))
+        return self.executor.run(assignment, signal=self.signal, local=request)
 
     def _model_body(self, request: ModelRequest) -> ModelBody:
         """A model call's body: the request's JSON and digest, or neither (``request`` empty)
@@ -344,25 +330,6 @@ class RunLoop:
             return ModelBody(model=request.model, request={}, request_digest="")
         encoded, digest = self._encoder.encode(request)
         return ModelBody(model=request.model, request=encoded, request_digest=digest)
-
-    def _mid_model_call(self) -> None:
-        self._crash("mid_model_call", None)
-
-    def _admissions(self, message: AssistantMessage) -> dict[str, CallAdmission]:
-        out: dict[str, CallAdmission] = {}
-        for call in message.tool_calls:
-            v = self.agent.registry.admit(call)
-            tool = self.agent.registry.get(call.name)
-            if v.rejection is None and tool is not None and tool.needs_approval(v.arguments):
-                v = CallAdmission(
-                    tool_call_id=v.tool_call_id,
-                    arguments=v.arguments,
-                    effect_class=v.effect_class,
-                    rejection=None,
-                    needs_approval=True,
-                )
-            out[call.id] = v
-        return out
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
         failed = model_failed_event(
@@ -395,15 +362,7 @@ class RunLoop:
         """One future per loop that resolves when the signal is aborted: every wait of the
         run shares it, instead of a new waiter task per turn."""
         if self._abort_future is None:
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[str] = loop.create_future()
-
-            def settle(reason: str) -> None:
-                if not fut.done():
-                    fut.set_result(reason)
-
-            self.signal.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
-            self._abort_future = fut
+            self._abort_future = abort_future(self.signal)
         return self._abort_future
 
     async def _sleep(self, seconds: float) -> None:
@@ -413,12 +372,10 @@ class RunLoop:
     # -- tools ------------------------------------------------------------------------------
 
     async def _run_tools(self, step: RunTools) -> None:
-        """Settle every open call concurrently; on abort, give them the grace period, then stop
-        waiting (their results, if they finish, are still recorded)."""
+        """Settle every open call concurrently (a lone one: ``_settle(alone=True)``); on abort,
+        give them the grace period, then stop waiting (their results, if they finish, are
+        still recorded)."""
         seq = self.session.state.seq  # what step.plans were decided on
-        if len(step.plans) == 1:
-            await self._settle_alone(step.plans[0], seq)
-            return
         tasks = [asyncio.ensure_future(self._settle(p.tool_call_id, (seq, p))) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
@@ -438,80 +395,99 @@ class RunLoop:
         if first is not None:
             raise first
 
-    async def _settle_alone(self, plan: ToolPlan, seq: int) -> None:
-        """The common case of one open call, settled in this task: no task and no wait per
-        call. Cancellation is the same as for several: on abort the call gets
-        ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and this task
-        is cancelled out of it (and the cancellation absorbed here)."""
+    def _alone_begin(self) -> asyncio.Task[object]:
+        """``_settle(alone=True)``: the one open call of a step is settled in this task, with
+        no task and no wait of its own. Cancellation is the same as for several: on abort the
+        call gets ``Limits.cancel_grace`` seconds, then the executor is told to cancel it and
+        this task is cancelled out of it (the cancellation absorbed by ``_settle``). A method
+        of the loop (``_on_abort``) starts that timer, not closures made for each call; it is
+        the abort future's callback only while the call settles (for good, it would make the
+        loop a cycle that only the garbage collector frees)."""
         task = asyncio.current_task()
         assert task is not None
+        self._alone = task
+        self._aborted().add_done_callback(self._on_abort)
+        return task
+
+    def _alone_end(self, task: asyncio.Task[object]) -> None:
+        self._aborted().remove_done_callback(self._on_abort)
+        self._alone = None
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+            self._cut_timer = None
+        if self._cut:
+            self._cut = False
+            task.uncancel()
+
+    def _on_abort(self, _: object) -> None:
+        """The run was aborted: the call settled alone (``_alone_begin``), if any, gets the grace
+        period, then is cut (``_cut_alone``)."""
+        if self._alone is not None and self._cut_timer is None:
+            loop = asyncio.get_running_loop()
+            self._cut_timer = loop.call_later(self.limits.cancel_grace, self._cut_alone)
+
+    def _cut_alone(self) -> None:
+        self._cut_timer = None
+        task = self._alone
+        if task is None:
+            return
+        self._cut = True
         loop = asyncio.get_running_loop()
-        aborted = self._aborted()
-        timer: asyncio.TimerHandle | None = None
-        cut = False
+        for key in list(self._in_flight.values()):
+            asked = loop.create_task(self.executor.cancel(key, self.signal.reason))
+            self._cancels.add(asked)
+            asked.add_done_callback(self._cancels.discard)
+        task.cancel()
 
-        def stop() -> None:
-            nonlocal cut
-            cut = True
-            for key in list(self._in_flight.values()):
-                asked = loop.create_task(self.executor.cancel(key, self.signal.reason))
-                self._cancels.add(asked)
-                asked.add_done_callback(self._cancels.discard)
-            task.cancel()
-
-        def on_abort(_: object) -> None:
-            nonlocal timer
-            timer = loop.call_later(self.limits.cancel_grace, stop)
-
-        aborted.add_done_callback(on_abort)
-        try:
-            await self._settle(plan.tool_call_id, (seq, plan))
-        except asyncio.CancelledError:
-            if not cut or task.cancelling() > 1:
-                raise  # not ours, or ours and someone else's: let it through
-        finally:
-            aborted.remove_done_callback(on_abort)
-            if timer is not None:
-                timer.cancel()
-            if cut:
-                task.uncancel()
-
-    async def _settle(self, call_id: str, decided: tuple[int, ToolPlan] | None = None) -> None:
+    async def _settle(
+        self, call_id: str, decided: tuple[int, ToolPlan] | None = None, *, alone: bool = False
+    ) -> None:
         """Bring one call to a result, or to a person. Re-plans after every step, so a
         reconcile verdict of not_done flows into a fresh attempt (``decided``: the step's plan
-        and the sequence it was made at, taken as it is while the state is still there)."""
-        while not self.signal.aborted:
-            state = self.session.state
-            call = state.calls.get(call_id)
-            if call is None or call.result is not None or call_id in state.approvals:
-                return
-            if state.status not in AWAITING:
-                return
-            if state.cancel_requested is not None:
-                return
-            early = self._started_early.pop(call_id, None)
-            if early is not None and early == call.attempts and call.reconciled is None:
-                await self._execute(call, early, start_recorded=True)
-                continue
-            if decided is None or decided[0] != state.seq:
-                decided = (state.seq, plan_call(call, self.specs.get(call.name)))
-            plan, decided = decided[1], None
-            match plan.action:
-                case "execute":
-                    await self._execute(call, plan.attempt)
-                case "reconcile":
-                    await self._reconcile(call)
-                case "ask_consent":
-                    token = secrets.token_urlsafe(16)
-                    await self.session.append(consent_events(call, token, self._deadline()))
-                case "ask_question":
-                    tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
-                    await self.session.append(await ask_events(tool, call, ctx, self._deadline()))
-                case "ask_human":
-                    token = secrets.token_urlsafe(16)
-                    await self.session.append(
-                        ask_human_events(state, call, token, plan.reason, self._deadline())
-                    )
+        and the sequence it was made at, taken as it is while the state is still there).
+        ``alone``: the step's only call, settled in the drive's task (``_alone_begin``)."""
+        task = self._alone_begin() if alone else None
+        try:
+            while not self.signal.aborted:
+                state = self.session.state
+                call = state.calls.get(call_id)
+                if call is None or call.result is not None or call_id in state.approvals:
+                    return
+                if state.status not in AWAITING:
+                    return
+                if state.cancel_requested is not None:
+                    return
+                early = self._started_early.pop(call_id, None)
+                if early is not None and early == call.attempts and call.reconciled is None:
+                    await self._execute(call, early, start_recorded=True)
+                    continue
+                if decided is None or decided[0] != state.seq:
+                    decided = (state.seq, plan_call(call, self.specs.get(call.name)))
+                plan, decided = decided[1], None
+                match plan.action:
+                    case "execute":
+                        await self._execute(call, plan.attempt)
+                    case "reconcile":
+                        await self._reconcile(call)
+                    case "ask_consent":
+                        token = secrets.token_urlsafe(16)
+                        await self.session.append(consent_events(call, token, self._deadline()))
+                    case "ask_question":
+                        tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
+                        await self.session.append(
+                            await ask_events(tool, call, ctx, self._deadline())
+                        )
+                    case "ask_human":
+                        token = secrets.token_urlsafe(16)
+                        await self.session.append(
+                            ask_human_events(state, call, token, plan.reason, self._deadline())
+                        )
+        except asyncio.CancelledError:
+            if task is None or not self._cut or task.cancelling() > 1:
+                raise  # not ours, or ours and someone else's: let it through
+        finally:
+            if task is not None:
+                self._alone_end(task)
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor
@@ -534,35 +510,52 @@ class RunLoop:
                 call, f"tool {call.name!r} is not registered in this worker", True, attempt
             )
             return
+        if self.session.holding:
+            await self.session.before_effect()
+        if self._local is not None:  # no assignment to make, and cancelled with the task
+            outcome = await self._local.perform_tool(
+                call, tool, call.effective_arguments(), attempt, self.signal, state.run_id
+            )
+        else:
+            outcome = await self._assigned(call, tool, attempt)
+        self._crash("after_tool_effect", call.name)
+        if type(outcome) is ToolSucceeded:  # nearly every call: nothing to retry or to read
+            settled = (outcome.content, False)
+        else:
+            maybe = tool_result_of(outcome)
+            if maybe is None:
+                if needs_start_record(call):
+                    # The executor cannot say what happened: the call stays in flight and the
+                    # next plan reconciles it or asks a person, exactly as after a crash.
+                    return
+                maybe = (f"the executor lost this call ({outcome.kind}); try again", True)
+            settled = maybe
+            if outcome.kind == "cancelled":
+                return  # the cancel path writes one result for every open call
+            retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
+            if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
+                await self.session.append([retry])
+                await self._sleep(retry.retry_in)
+                return
+        # ``_record``, spelled out: a coroutine less on every tool call.
+        await self.session.append([executed_result(call, settled[0], settled[1], attempt)])
+        self._crash("after_result_commit", call.name)
+
+    async def _assigned(self, call: CallState, tool: Tool[..., Any], attempt: int) -> Outcome:
+        """Run one attempt of a call as an assignment, in flight (``_in_flight``) until it
+        settles: what an executor that is not this process's own is handed."""
+        state = self.session.state
         key = AssignmentKey(
             session_id=state.session_id,
             run_id=state.run_id,
             effect_id=effect_id(state.run_id, call.turn_index, call.tool_call_id, attempt),
         )
         assignment = tool_assignment(call, key, tool.definition_digest, attempt)
-        if self.session.holding:
-            await self.session.before_effect()
         self._in_flight[call.tool_call_id] = key
         try:
-            outcome = await self.executor.run(assignment, signal=self.signal)
+            return await self.executor.run(assignment, signal=self.signal)
         finally:
             self._in_flight.pop(call.tool_call_id, None)
-        self._crash("after_tool_effect", call.name)
-        settled = tool_result_of(outcome)
-        if settled is None:
-            if needs_start_record(call):
-                # The executor cannot say what happened: the call stays in flight and the
-                # next plan reconciles it or asks a person, exactly as after a crash.
-                return
-            settled = (f"the executor lost this call ({outcome.kind}); try again", True)
-        if outcome.kind == "cancelled":
-            return  # the cancel path writes one result for every open call
-        retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
-        if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
-            await self.session.append([retry])
-            await self._sleep(retry.retry_in)
-            return
-        await self._record(call, settled[0], settled[1], attempt)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
         await self.session.append([executed_result(call, content, is_error, attempt)])

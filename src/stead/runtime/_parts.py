@@ -34,6 +34,9 @@ class AgentParts:
     """Characters of their names, descriptions and schemas (``Budget``'s prompt estimate)."""
     reconciled: frozenset[str]
     """The tools with a reconcile function: a reply calling none starts no call early."""
+    approvals: bool = True
+    """Some tool may ask a person to approve a call (``requires_approval`` not False): else
+    no call of a reply is asked about, nor given a token."""
 
 
 def agent_parts(registry: ToolRegistry, output: OutputSpec[Any] | None) -> AgentParts:
@@ -42,4 +45,11 @@ def agent_parts(registry: ToolRegistry, output: OutputSpec[Any] | None) -> Agent
     chars = sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in schemas)
     specs = registry.specs()
     reconciled = frozenset(name for name, spec in specs.items() if spec.has_reconcile)
-    return AgentParts(specs=specs, schemas=schemas, schema_chars=chars, reconciled=reconciled)
+    approvals = any(t.requires_approval is not False for t in registry)
+    return AgentParts(
+        specs=specs,
+        schemas=schemas,
+        schema_chars=chars,
+        reconciled=reconciled,
+        approvals=approvals,
+    )

@@ -1,0 +1,38 @@
+"""The budget check before a model call: what the call may cost, estimated from its request,
+against what the run may still spend (``Agent.budget``)."""
+
+from __future__ import annotations
+
+from stead.core.budget import budget_breach, estimate_tokens
+from stead.core.builders import run_failed_event
+from stead.core.events import Event
+from stead.core.fold import RunState
+from stead.core.messages import AssistantMessage, Message
+from stead.providers import ModelRequest
+from stead.runtime._agent import Agent
+
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+"""What a turn may generate when the agent sets no cap (used to estimate its cost)."""
+
+
+def _chars(m: Message) -> int:
+    if isinstance(m, AssistantMessage):
+        return len(m.text) + sum(len(c.arguments) + len(c.name) + 16 for c in m.tool_calls)
+    return len(m.content) + 8
+
+
+def over_budget(
+    agent: Agent, state: RunState, fixed_chars: int, request: ModelRequest
+) -> Event | None:
+    """The ``run_failed`` that ends the run before ``request`` is sent, if the call may take it
+    over its budget; None when it may go (``fixed_chars``: the system prompt and the tool
+    schemas, the same for every turn)."""
+    budget = agent.budget
+    if budget.unlimited:
+        return None
+    prompt = estimate_tokens(fixed_chars + sum(_chars(m) for m in request.messages))
+    out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+    breach = budget_breach(state.usage, prompt, out, budget, agent.prices.get(request.model))
+    if breach is None:
+        return None
+    return run_failed_event(state, "budget_exceeded", "model", breach.message, breach.details)
