@@ -157,6 +157,22 @@ async def test_renew_leases_renews_ours_in_one_call_and_names_the_lost(store: St
     assert await store.renew_leases([], owner="a", now=T0, ttl=TTL) == []
 
 
+async def test_renew_leases_when_every_lease_holds_renews_all_and_names_none(
+    store: Store,
+) -> None:
+    """The usual round, every lease still ours: nothing named lost, every expiry moved (on
+    SQLite the path that runs the renewals in one ``executemany`` and trusts its count)."""
+    epochs = {}
+    for rid in ("run-1", "run-2", "run-3"):
+        await store.create_run(created(rid), now=T0)
+        epochs[rid] = await store.claim(rid, owner="a", now=T0, ttl=TTL)
+    leases = [(rid, epochs[rid]) for rid in ("run-1", "run-2", "run-3")]
+    assert await store.renew_leases(leases, owner="a", now=T0 + 5, ttl=TTL) == []
+    for rid in ("run-1", "run-2", "run-3"):
+        rec = await store.get_run(rid)
+        assert (rec.lease_owner, rec.epoch, rec.lease_expires_at) == ("a", 1, T0 + 5 + TTL)
+
+
 async def test_last_seqs_reads_many_runs_at_once(store: Store) -> None:
     await seeded(store, "run-1")
     await store.create_run(created("run-2"), now=T0)

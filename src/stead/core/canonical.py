@@ -11,7 +11,7 @@ import hashlib
 import json
 import json.encoder
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import rfc8785
@@ -88,12 +88,24 @@ def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
     small event, paid on every event of every step. The C encoder is built once here
     (without the circular-reference check: rows and requests are trees we build).
     """
+    chunks = compact_chunks(sort_keys=sort_keys)
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+def compact_chunks(*, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
+    """``compact_encoder``'s C encoder itself: ``"".join(chunks(value, 0))`` is the text.
+
+    For a caller on the hot path that joins the chunks in line (a store's ``event_row``,
+    every event of every step): one Python call less than ``compact_encoder``'s."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover - CPython always has the C accelerator
-        return json.JSONEncoder(
-            sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False
-        ).encode
-    chunks = make(
+        encoder = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
+        return lambda value, _: (encoder.encode(value),)
+    chunks: Callable[[Any, int], Sequence[str]] = make(
         None,
         _unserialisable,
         json.encoder.encode_basestring,
@@ -104,11 +116,7 @@ def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
         False,
         True,
     )
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
+    return chunks
 
 
 def _unserialisable(value: Any) -> Any:

@@ -12,10 +12,10 @@ import hashlib
 import json
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Protocol, Required, TypedDict, Unpack
 
-from stead.core.canonical import compact_encoder
+from stead.core.canonical import compact_chunks, compact_encoder
 from stead.core.event_codec import WRITERS, decode, problem, unstorable_field
 from stead.core.events import Event
 from stead.core.messages import unstorable
@@ -239,6 +239,8 @@ def dumps(data: Any) -> str:
 
 
 _ROW_ENCODER = compact_encoder(sort_keys=False)
+_ROW_CHUNKS = compact_chunks(sort_keys=False)
+"""``_ROW_ENCODER``'s chunks, joined in ``event_row`` itself: a Python call less an event."""
 
 
 def event_row(
@@ -252,28 +254,51 @@ def event_row(
     refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
     which holds only the caller's values) before anything is written.
     """
-    writer = WRITERS.get(type(event))
+    writer = _ROW_WRITERS.get(type(event))
     if writer is None or not writer[2](event):
         wrong = problem(event) or ("?", "refused")
         raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
-    kind, version, _, enc = writer
+    kind, version, _, enc, has_turn, has_call = writer
     data = enc(event)
-    text = _ROW_ENCODER(data)
+    text = "".join(_ROW_CHUNKS(data, 0))  # _ROW_ENCODER(data), in line
     if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
         raise refusal(
             kind,
             unstorable_field(data),
             "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot encode",
         )
-    turn = data.get("turn_index")
-    call = data.get("tool_call_id")
+    if has_call:  # a required field: written, and a string (its check said so)
+        call = data["tool_call_id"]
+    else:  # none, or one at its default that the row leaves out (effect_reconciled's)
+        call = data.get("tool_call_id")
+        call = call if isinstance(call, str) else None
     return (
         kind,
         version,
-        turn if isinstance(turn, int) else None,
-        call if isinstance(call, str) else None,
+        data["turn_index"] if has_turn else None,  # required wherever it is: an int
+        call,
         text if len(text) < PACK_AT else pack_data(text),
     )
+
+
+def _required(cls: type[Any], name: str) -> bool:
+    """Whether ``cls`` has a field ``name`` without a default: its record always writes it."""
+    return any(
+        f.name == name and f.default is MISSING and f.default_factory is MISSING
+        for f in fields(cls)
+    )
+
+
+_ROW_WRITERS: dict[type[Any], tuple[str, int, Any, Any, bool, bool]] = {
+    cls: (*w, _required(cls, "turn_index"), _required(cls, "tool_call_id"))
+    for cls, w in WRITERS.items()
+}
+"""``WRITERS`` with, per class, whether its row's ``turn_index`` and ``tool_call_id`` columns
+are required fields (read from the row by key, no check: the record's check made them an int
+and a string) for ``event_row``."""
+assert all(
+    w[4] or not any(f.name == "turn_index" for f in fields(cls)) for cls, w in _ROW_WRITERS.items()
+), "a turn_index with a default would be left out of its row: event_row reads it by key"
 
 
 PACK_AT = 512

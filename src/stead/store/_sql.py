@@ -159,6 +159,12 @@ def crash_before_result(run_id: str, events: Sequence[Event]) -> None:
                 _crash.point("before_result_commit", getattr(e, "name", None))
 
 
+def unarmed(hook: BeforeCommit) -> bool:
+    """Whether ``hook`` is the default ``crash_before_result`` with no crash point armed: a
+    batch then need not call it for each member (it would do nothing each time)."""
+    return hook is crash_before_result and not _crash.armed()
+
+
 # -- the base -----------------------------------------------------------------------------
 
 

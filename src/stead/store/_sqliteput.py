@@ -48,12 +48,15 @@ def put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     nothing written) when the run is not at the expected sequence and epoch."""
     # The epoch and sequence checks and the write they guard are one statement in the
     # write transaction: a stale owner or a stale sequence changes nothing.
-    if db.execute(_GUARD, _guard_params(a)).rowcount != 1:
+    guards, events, snapshots = _params((a,))
+    if db.execute(_GUARD, guards[0]).rowcount != 1:
         return False
-    db.executemany(_INSERT_EVENT, _event_params(a))
-    snapshot = a[7]
-    if snapshot is not None:
-        db.execute(_SNAPSHOT, (a[0], *snapshot))
+    if len(events) == 1:
+        db.execute(_INSERT_EVENT, events[0])
+    else:
+        db.executemany(_INSERT_EVENT, events)
+    if snapshots:
+        db.execute(_SNAPSHOT, snapshots[0])
     return True
 
 
@@ -75,11 +78,9 @@ def put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
         appends = [m for m in batch if not isinstance(m, NewRun)] if runs else batch
         if runs:
             db.executemany(_INSERT_RUN, [_run_params(r) for r in runs])
-        guards = [_guard_params(a) for a in appends]
+        guards, events, snapshots = _params(appends, [_first_event_params(r) for r in runs])
         if not guards or db.executemany(_GUARD, guards).rowcount == len(guards):
-            events = [_first_event_params(r) for r in runs]
-            db.executemany(_INSERT_EVENT, events + [p for a in appends for p in _event_params(a)])
-            snapshots = [(a[0], *a[7]) for a in appends if a[7] is not None]
+            db.executemany(_INSERT_EVENT, events)
             if snapshots:
                 db.executemany(_SNAPSHOT, snapshots)
             return [True] * len(batch)
@@ -107,18 +108,24 @@ def _first_event_params(row: _sql.Row) -> tuple[Any, ...]:
     return (run_id, 1, kind, version, turn, call, data, now)
 
 
-def _guard_params(a: _sql.Append) -> tuple[Any, ...]:
-    """The ``_GUARD`` parameters of an append: its run moves to the sequence after its rows
-    only if it is still at the epoch and sequence the append expects."""
-    run_id, _, rows, expected, epoch, status, now, _, _ = a
-    return (expected + len(rows), status, now, run_id, epoch, expected)
-
-
-def _event_params(a: _sql.Append) -> list[tuple[Any, ...]]:
-    """The ``_INSERT_EVENT`` parameters of an append's rows, numbered after the sequence the
-    append expects (``_put`` and a batch's one ``executemany`` both write these)."""
-    run_id, _, rows, expected, _, _, now, _, _ = a
-    return [
-        (run_id, expected + i, kind, version, turn, call, data, now)
-        for i, (kind, version, turn, call, data) in enumerate(rows, 1)
-    ]
+def _params(
+    appends: Sequence[_sql.Append], events: list[tuple[Any, ...]] | None = None
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The parameters of ``appends``: their ``_GUARD``s, their rows' ``_INSERT_EVENT``s
+    (after ``events``, numbered after the sequence each append expects) and their
+    ``_SNAPSHOT``s. One pass and one call for an append alone or a whole batch (every append
+    is here), before the guards run: only a batch whose guard fails, which is rare, built
+    its rows for nothing. Each run moves to the sequence after its rows only if it is still
+    at the epoch and sequence its append expects."""
+    guards: list[tuple[Any, ...]] = []
+    rows_out: list[tuple[Any, ...]] = [] if events is None else events
+    snapshots: list[tuple[Any, ...]] = []
+    for run_id, _, rows, expected, epoch, status, now, snapshot, _ in appends:
+        guards.append((expected + len(rows), status, now, run_id, epoch, expected))
+        seq = expected
+        for kind, version, turn, call, data in rows:
+            seq += 1
+            rows_out.append((run_id, seq, kind, version, turn, call, data, now))
+        if snapshot is not None:
+            snapshots.append((run_id, *snapshot))
+    return guards, rows_out, snapshots
