@@ -133,6 +133,9 @@ agents = [stead.Agent("cli-refunds", ScriptedModel(
 '''
 
 
+# Processes in turn (a script, then the CLI again and again), each importing stead: 57 s at
+# load 20, over the default 120 s at load 25.
+@pytest.mark.timeout(300)
 def test_approve_from_the_cli_and_see_it_in_the_timeline(tmp_path: Path) -> None:
     (tmp_path / "refund_agent.py").write_text(APPROVAL_AGENT)
     store = f"sqlite:///{tmp_path / 'runs.db'}"

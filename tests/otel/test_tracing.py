@@ -260,7 +260,12 @@ async def test_a_run_killed_and_resumed_elsewhere_is_one_trace(
     before = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
     assert {s["name"] for s in before} >= {"chat scripted", "execute_tool lookup_order"}
     second = _spawn(store, "run", spans)
-    _out, err = second.communicate(timeout=60)
+    try:  # 120 s, not 60: the resumed process took longer at load 25
+        _out, err = second.communicate(timeout=120)
+    finally:  # not left running past the test
+        if second.poll() is None:
+            second.kill()
+            second.communicate()
     assert second.returncode == 0, err
     every = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
     assert len({s["context"]["trace_id"] for s in every}) == 1

@@ -138,3 +138,53 @@ async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Pat
     finally:
         await ledger.close()
         await store.close()
+
+
+async def test_a_batch_on_its_way_as_the_call_ends_is_written_not_cancelled(pg_url: str) -> None:
+    """PostgreSQL, where a batch's write awaits the server: the call ends while its first
+    batch is held up (another transaction holds the row's key); ``finish()`` lets that batch
+    land and then writes the rest, frames 0 and 1 with no hole. It used to cancel the batch
+    in flight, losing frame 0 (the follower counted a hole, the owner saw "lo" alone)."""
+    import psycopg
+
+    from stead.runtime._far_progress import Forwarder
+    from stead.store import open_store
+    from stead.store._ledger import ledger_for
+
+    store = open_store(pg_url)
+    ledger = ledger_for(store)
+    insert = (
+        "INSERT INTO ledger_progress (effect_id, seq, text, created_at) VALUES ('held', 0, 'x', 0)"
+    )
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE '%ledger_progress%'"
+    )
+    try:
+        await _progress.publish(ledger, "warm", 0, ["x"], now=0.0)  # the tables are there
+        with (
+            psycopg.connect(pg_url) as holder,
+            psycopg.connect(pg_url, autocommit=True) as watcher,
+        ):
+            holder.execute(insert)  # uncommitted: an insert of the same key waits for it
+            forwarder = Forwarder(ledger, every=0.01)
+            forwarder.performing("r1", "held")
+            add = forwarder.begin("r1", 0)
+            add("Hel")
+            for _ in range(3000):  # the first batch is on its way, waiting on the lock
+                row = watcher.execute(waiting).fetchone()
+                if row is not None and row[0] >= 1:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the first batch never reached the server")
+            add("lo")
+            finishing = asyncio.ensure_future(forwarder.finish("r1", "held"))
+            for _ in range(50):  # finish() reaches the batch in flight
+                await asyncio.sleep(0)
+            holder.rollback()  # the batch's insert goes ahead
+            assert await asyncio.wait_for(finishing, 60)
+        assert await _progress.frames(ledger, "held", -1) == [(0, "Hel"), (1, "lo")]
+    finally:
+        await ledger.close()
+        await store.close()

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -99,14 +100,17 @@ def test_stead_worker_tunes_the_collector_of_its_own_process(tmp_path: Path) -> 
     url = f"sqlite:///{tmp_path / 'w.db'}"
 
     async def result() -> stead.RunView:
+        # 90 s of the test's 120, not 600 polls (30 s and the reads' own time): a worker
+        # process started on a loaded machine can take most of half a minute to import
+        # stead and claim; one that exited fails the test at once.
         rt = stead.Runtime(url)
+        deadline = time.monotonic() + 90
         try:
-            for _ in range(600):
-                view = await rt.get("run_probe")
-                if view.status is stead.RunStatus.COMPLETED:
-                    return view
+            while (view := await rt.get("run_probe")).status is not stead.RunStatus.COMPLETED:
+                assert worker.poll() is None, f"the worker exited {worker.returncode}"
+                assert time.monotonic() < deadline, f"the worker did not complete the run: {view}"
                 await asyncio.sleep(0.05)
-            raise AssertionError(f"the worker did not complete the run: {view.status}")
+            return view
         finally:
             await rt.close()
 

@@ -27,6 +27,8 @@ from stead.providers import ModelCall, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 STREAM_TEXT = "The refund policy allows returns within thirty days of delivery for every order."
+STREAM_REPLIES = (STREAM_TEXT, "Checking a second order now.", "Both orders have shipped.")
+"""The streamer's three replies, one a model call."""
 
 
 @dataclass
@@ -131,9 +133,9 @@ def build() -> list[stead.Agent]:
             "streamer",
             StreamingModel(
                 [
-                    (STREAM_TEXT, [("lookup_order", {"order_id": 1})]),
-                    ("Checking a second order now.", [("lookup_order", {"order_id": 2})]),
-                    ("Both orders have shipped.", []),
+                    (STREAM_REPLIES[0], [("lookup_order", {"order_id": 1})]),
+                    (STREAM_REPLIES[1], [("lookup_order", {"order_id": 2})]),
+                    (STREAM_REPLIES[2], []),
                 ],
                 delay,
             ),

@@ -66,7 +66,9 @@ class Stack:
         )
         out.close()
         self.procs.append(proc)
-        deadline = time.monotonic() + 30
+        # 90 s, not 30: under load (10-20 on 2 CPUs) a module's whole stack took 97-119 s
+        # to set up (test_dashboard, last session); a serve that exits fails at once.
+        deadline = time.monotonic() + 90
         while not (found := re.search(r"stead serve: (http://\S+?/)", self.log.read_text())):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
@@ -123,8 +125,9 @@ def sse_messages(lines: Iterator[str]) -> Iterator[dict[str, str]]:
         yield msg
 
 
-def wait_for(client: httpx.Client, run_id: str, *statuses: str, timeout: float = 30) -> dict:
-    """Poll the run until its status is one of ``statuses``; its detail."""
+def wait_for(client: httpx.Client, run_id: str, *statuses: str, timeout: float = 60) -> dict:
+    """Poll the run until its status is one of ``statuses``; its detail. 60 s: a worker
+    process that the module's stack has just started may still be importing stead."""
     deadline = time.monotonic() + timeout
     while True:
         body = client.get(f"/runs/{run_id}").json()

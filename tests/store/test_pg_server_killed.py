@@ -18,6 +18,7 @@ from _builders import T0, RunBuilder, created
 from stead.errors import StoreError
 from stead.store.postgres import PostgresStore
 from stead.testing import PostgresServer
+from stead.testing._postgres import ephemeral_ports
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,3 +72,13 @@ async def test_calls_fail_at_once_while_the_server_is_down_and_work_once_it_is_b
         assert [e.event for e in await store.read_events("r1")] == b.log
     finally:
         await store.close()
+
+
+def test_the_port_kept_across_restarts_is_outside_the_ephemeral_range(
+    crashable_postgres: PostgresServer,
+) -> None:
+    """A killed server starts again on its port; while it is down no client socket's local
+    end may take it, as one could take a port from ``bind(0)`` (the restart then failed:
+    "could not bind", seen under the suite's load)."""
+    low, high = ephemeral_ports()
+    assert not low <= crashable_postgres.port <= high, (crashable_postgres.port, low, high)

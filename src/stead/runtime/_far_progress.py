@@ -61,6 +61,9 @@ class _Stream:
         self._next = 0
         self._task: asyncio.Future[None] | None = None
         self._dropped = False
+        self._writing = False
+        """A batch is on its way to the store (``close`` waits for it, never cancels it)."""
+        self._closing = False
 
     def add(self, text: str) -> None:
         loop = self._owner._loop
@@ -75,9 +78,15 @@ class _Stream:
             self._task = asyncio.ensure_future(self._soon())
 
     async def _soon(self) -> None:
-        while self._pending:  # deltas that came while a batch was being written go next
+        # Deltas that came while a batch was being written go next (close() writes them
+        # itself once it has begun).
+        while self._pending and not self._closing:
             await asyncio.sleep(self._owner.every)
-            await self._flush()
+            self._writing = True
+            try:
+                await self._flush()
+            finally:
+                self._writing = False
 
     async def _flush(self) -> None:
         texts, self._pending = self._pending, []
@@ -90,11 +99,20 @@ class _Stream:
             log.debug("progress of %s dropped: %s", self.effect_id, exc)
 
     async def close(self) -> None:
+        """Write what is left. A batch still waiting out its interval is cancelled and
+        written here at once; one already on its way is awaited: cancelling it lost its
+        frames (taken from ``_pending``, its sequence numbers spent), a hole in the owner's
+        sequence where the call had ended normally."""
         await asyncio.sleep(0)  # deltas handed over with call_soon_threadsafe
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._closing = True
+        task = self._task
+        if task is not None and not task.done():
+            if self._writing:
+                await task
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._flush()
 
     def drop(self) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import glob
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -51,10 +52,30 @@ def postgres_bindir() -> Path | None:
     return None
 
 
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of ports for a client socket's local end (Linux ``/proc``)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    except (OSError, ValueError):
+        return (32768, 60999)  # Linux's default
+    return (int(low), int(high))
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port of 127.0.0.1 below the ephemeral range. A server killed and started
+    again reuses its port (``PostgresServer.start``); one from ``bind(0)`` is in that range,
+    where any client socket's local end may take it while the server is down, and the
+    restart then failed with "could not bind"."""
+    low = ephemeral_ports()[0]
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 8192), low) if low > 2048 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use: another one
+            return int(s.getsockname()[1])
+    raise RuntimeError(f"no free port of 127.0.0.1 below {low}")
 
 
 def _gone(pid: int) -> bool:
