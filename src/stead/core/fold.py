@@ -406,6 +406,11 @@ _KEEPS_STEP_FAILURES: Final = frozenset(
 progress; anything else resets the count."""
 
 
+_MOVES: Final = {status: dict(row) for status, row in TABLE.items()}
+"""``TABLE`` as plain dicts, for ``apply``: a read-only mapping's ``get`` is a call more, on
+every moving event."""
+
+
 def apply(state: RunState, event: Event, seq: int | None = None) -> None:
     """Apply one event in place, or raise (leaving ``state`` unchanged) if it is not legal.
 
@@ -422,7 +427,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
     handler, after_move = HANDLERS[kind]
     target = handler(state, event)
     if target is not None:
-        if (TABLE[status].get(kind) if status is not None else BIRTH[1]) is not target:
+        if (_MOVES[status].get(kind) if status is not None else BIRTH[1]) is not target:
             assert status is not None
             why = f"the run is already {target}" if status is target else ""
             raise IllegalTransition(status.value, target.value, kind, why)
