@@ -323,6 +323,11 @@ def after_opening(step: Step) -> Step | None:
     return None
 
 
+OPENING_STEPS: Final = frozenset({CallModel, Finish, Fail})
+"""The step types ``automatic_events`` may make events for: for any other it returns [], so
+a caller on the hot path can skip the call."""
+
+
 def automatic_events(state: RunState, step: Step) -> list[Event]:
     """Bookkeeping a step needs before any effect: it can ride in the commit that led to it.
 

@@ -33,7 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from stead.core.builders._limits import stamp_asked
-from stead.core.decide import Step, ToolSpec, after_opening, automatic_events, next_step
+from stead.core.decide import (
+    OPENING_STEPS,
+    Step,
+    ToolSpec,
+    after_opening,
+    automatic_events,
+    next_step,
+)
 from stead.core.durability import Durability, must_sync
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
@@ -328,13 +335,17 @@ class RunSession:
             for e in batch:
                 apply(state, e)
             if automatic and not self.steering_only:
-                step = self.next_step()
-                extra = automatic_events(state, step)
-                for e in extra:
-                    apply(state, e)
-                if extra and (known := after_opening(step)) is not None:
-                    self._step = (state.seq, known)  # the drive's next step, not decided again
-                batch.extend(extra)
+                # Decided here for the state the batch made (never the cached one: the batch
+                # moved the sequence on), and kept for the drive's ``next_step``.
+                step = next_step(state, self.tools, self.limits)
+                self._step = (state.seq, step)
+                if type(step) in OPENING_STEPS:  # else automatic_events is [] (a frame less)
+                    extra = automatic_events(state, step)
+                    for e in extra:
+                        apply(state, e)
+                    if extra and (known := after_opening(step)) is not None:
+                        self._step = (state.seq, known)  # the drive's next step, not decided again
+                    batch.extend(extra)
         except (IllegalTransition, Conflict, ValueError):
             await self._reread()
             raise
