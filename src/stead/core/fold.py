@@ -138,8 +138,9 @@ class _Conversation:
     """How many of its messages are placed."""
     out: list[Message] = field(default_factory=list)
     """The conversation so far."""
-    order: dict[str, int] = field(default_factory=dict)
-    """Call order of the last reply, for its results."""
+    reply: AssistantMessage | None = None
+    """The last reply with tool calls, whose order its results take (the order is built
+    only for a block of two or more results: most turns have one)."""
     start: int = 0
     """Where the last block of results begins in ``out``."""
 
@@ -253,20 +254,20 @@ class RunState:
         c = self._conversation
         if c is None or c.source is not self.messages or c.consumed > len(self.messages):
             c = self._conversation = _Conversation(source=self.messages)
-        out, order, start = c.out, c.order, c.start
+        out, reply, start = c.out, c.reply, c.start
         for m in self.messages[c.consumed :]:
             if isinstance(m, ToolResultMessage):
                 out.append(m)
                 continue
             if len(out) - start > 1:  # only a block of two or more can be out of order
-                out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
+                _place(out, start, reply)
             if isinstance(m, AssistantMessage):
-                order = {c.id: i for i, c in enumerate(m.tool_calls)} if m.tool_calls else {}
+                reply = m if m.tool_calls else None
             out.append(m)
             start = len(out)
-        c.consumed, c.order, c.start = len(self.messages), order, start
+        c.consumed, c.reply, c.start = len(self.messages), reply, start
         if len(out) - start > 1:
-            out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
+            _place(out, start, reply)
         return list(out)
 
     # -- snapshots -------------------------------------------------------------------
@@ -391,6 +392,12 @@ def call_digest(name: str, arguments: str) -> str:
     the intent's builder digests each call to count repeats, and folding the request it
     built digests the same call again right after."""
     return sha256_hex(name + "\x00" + arguments)[:16]
+
+
+def _place(out: list[Message], start: int, reply: AssistantMessage | None) -> None:
+    """Sort the results from ``start`` on into the order of ``reply``'s calls."""
+    order = {c.id: i for i, c in enumerate(reply.tool_calls)} if reply is not None else {}
+    out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
 
 
 def _rank(order: dict[str, int], message: Message) -> int:
