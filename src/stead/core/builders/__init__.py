@@ -223,9 +223,12 @@ def reply_events(
         refused.extend(results)
         if ask is not None:
             asks.append(ask)
+    events += refused  # in place: no new list per part, on every model turn
     if start_now and not asks:
-        return events + refused + _early_starts(state.run_id, turn_index, events, start_now)
-    return events + refused + asks
+        events += _early_starts(state.run_id, turn_index, events, start_now)
+    else:
+        events += asks
+    return events
 
 
 def _call_intent(
