@@ -70,30 +70,24 @@ def _plain(value: Any) -> bool:
         n: int = value
         return -_MAX_SAFE_INT <= n <= _MAX_SAFE_INT
     if t is dict:
-        for k, v in value.items():
+        for k in value:
             if not (isinstance(k, str) and k.isascii()):
                 return False
-            t = type(v)
-            if t is str or t is bool or v is None:
-                continue
-            if t is int:
-                if not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:
-                    return False
-            elif not _plain(v):
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return _plain_other(value)
+    for v in items:
+        t = type(v)
+        if t is str or t is bool or v is None:
+            continue
+        if t is int:
+            if not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:
                 return False
-        return True
-    if t is list or t is tuple:
-        for v in value:
-            t = type(v)
-            if t is str or t is bool or v is None:
-                continue
-            if t is int:
-                if not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:
-                    return False
-            elif not _plain(v):
-                return False
-        return True
-    return _plain_other(value)
+        elif not _plain(v):
+            return False
+    return True
 
 
 def _plain_other(value: Any) -> bool:
