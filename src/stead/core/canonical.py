@@ -59,8 +59,41 @@ def _plain(value: Any) -> bool:
     without integers beyond 2**53 (RFC 8785 numbers are doubles), and whose keys are ASCII
     (code-point order, which Python sorts by, equals the UTF-16 order RFC 8785 requires).
     Strings need no check: both escape exactly ``"``, ``\\`` and control characters alike.
+
+    Tool arguments are checked on every call: scalars inside a dict or a list are judged in
+    its loop (exact types first), not by a call each; anything else by ``_plain_other``.
     """
-    if isinstance(value, str) or value is None or isinstance(value, bool):
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return True
+    if t is int:
+        n: int = value
+        return -_MAX_SAFE_INT <= n <= _MAX_SAFE_INT
+    if t is dict:
+        for k in value:
+            if not (isinstance(k, str) and k.isascii()):
+                return False
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return _plain_other(value)
+    for v in items:
+        t = type(v)
+        if t is str or t is bool or v is None:
+            continue
+        if t is int:
+            if not -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:
+                return False
+        elif not _plain(v):
+            return False
+    return True
+
+
+def _plain_other(value: Any) -> bool:
+    """``_plain`` of a value of a subclass (a ``StrEnum``, an ``IntEnum``, a dict or list
+    subclass), or of no JSON type at all."""
+    if isinstance(value, str | bool):
         return True
     if isinstance(value, int):
         return -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
@@ -169,9 +202,12 @@ def canonical_json(value: JSON) -> str:
         raise ValueError(f"value is not canonicalisable JSON: {exc}") from exc
 
 
+_sha256 = hashlib.sha256
+
+
 def sha256_hex(text: str) -> str:
     """Hex sha256 of the UTF-8 bytes of ``text``."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _sha256(text.encode("utf-8")).hexdigest()
 
 
 def digest(value: JSON) -> str:
@@ -187,7 +223,7 @@ def idempotency_key(run_id: str, tool_call_id: str) -> str:
     is unique in the run: a reused one (``call_0`` in every turn) is renamed before it is
     recorded (``stead.core.builders.unique_call_ids``), and this is computed over that id.
     """
-    return sha256_hex(run_id + tool_call_id)
+    return _sha256((run_id + tool_call_id).encode("utf-8")).hexdigest()  # sha256_hex, inline
 
 
 def effect_id(run_id: str, step: int, call_id: str, attempt: int) -> str:
@@ -196,7 +232,8 @@ def effect_id(run_id: str, step: int, call_id: str, attempt: int) -> str:
     A NUL-separated string, not canonical JSON: the parts are fixed strings and integers, so
     this is unambiguous, and it is computed on every step.
     """
-    return sha256_hex(f"effect\x00{run_id}\x00{step}\x00{call_id}\x00{attempt}")[:32]
+    text = f"effect\x00{run_id}\x00{step}\x00{call_id}\x00{attempt}"
+    return _sha256(text.encode("utf-8")).hexdigest()[:32]  # sha256_hex, inline (every step)
 
 
 def command_id(verb: str, effect: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from stead.core._codegen import fast_init
 from stead.core.events import (
@@ -158,7 +158,16 @@ _READY = ("execute", "reconcile", "ask_question")
 
 def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     """Recovery (and consent) rule for one unsettled call."""
-    action, why = _plan(call, spec)
+    action: _Action
+    if (
+        call.attempts == 0
+        and call.decision is None
+        and not call.requires_approval
+        and (spec is None or not spec.asks)
+    ):
+        action, why = "execute", "not started"  # nearly every call: what _plan says of it
+    else:
+        action, why = _plan(call, spec)
     return ToolPlan(
         tool_call_id=call.tool_call_id, action=action, attempt=call.attempts + 1, reason=why
     )
@@ -197,7 +206,7 @@ def _plan(call: CallState, spec: ToolSpec | None) -> tuple[_Action, str]:
 
 def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | None = None) -> Step:
     """The one thing to do next for this run."""
-    limits = limits or Limits()
+    limits = limits or _LIMITS
     status = state.status
     if status is None:
         raise ValueError("empty run state")
@@ -209,6 +218,31 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
             return stuck
     if state.cancel_requested is not None:
         return Cancel(reason=state.cancel_requested)
+    # The two statuses of nearly every step first, decided inline (this runs on every
+    # step): running (a turn to open, a model call to make or to finish on) and
+    # awaiting_tool (calls to settle, or the next turn once they are).
+    if status is RunStatus.RUNNING:
+        turn = state.turn_index
+        if turn < 0:
+            return _open_turn(state, status, 0, limits)
+        if not state.turn_has_reply:  # turn started, no reply yet: (re)issue the call
+            final = turn >= limits.max_turns - 1
+            return CallModel(
+                turn_index=turn, turn_recorded=True, attempt=state.model_failures + 1, final=final
+            )
+        for call in state.calls.values():
+            if call.result is None:
+                return ResumeTurn(turn_index=turn)
+        reply = state.last_assistant()
+        assert reply is not None
+        if not reply.tool_calls:
+            return Finish(output=reply.text, stop_reason=reply.stop_reason)
+        return _open_turn(state, status, turn + 1, limits)
+    if status is RunStatus.AWAITING_TOOL:
+        pending = [c for c in state.calls.values() if c.result is None]
+        if not pending:
+            return _open_turn(state, status, state.turn_index + 1, limits)
+        return RunTools(plans=tuple([plan_call(c, tools.get(c.name)) for c in pending]))
     if status is RunStatus.AWAITING_APPROVAL:
         # A person decides on some calls; the turn's others need not wait for that. Calls
         # that can settle without a person (run, or reconcile) go ahead now, so their results
@@ -221,21 +255,25 @@ def next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits | N
             and (plan := plan_call(call, tools.get(call.name))).action in _READY
         )
         return RunTools(plans=ready) if ready else Wait(status=status)
-    if status is RunStatus.QUEUED:
-        return StartRun()
-    step = _next_step(state, tools, limits)
-    if (
-        isinstance(step, CallModel)
-        and not step.turn_recorded
-        and step.turn_index >= limits.max_turns
-    ):
-        if status is RunStatus.AWAITING_TOOL:
-            # Tools ran in what is now past the limit (it was lowered before a resume): one
-            # last turn, told to hand off, is the only legal way to an answer.
-            return CallModel(turn_index=step.turn_index, turn_recorded=False, attempt=1, final=True)
-        reply = state.last_assistant()
-        return Finish(output=reply.text if reply else "", stop_reason="max_turns")
-    return step
+    return StartRun()  # queued
+
+
+_LIMITS: Final = Limits()
+"""The limits of a caller that gives none (one object, not one per decision)."""
+
+
+def _open_turn(state: RunState, status: RunStatus, turn: int, limits: Limits) -> Step:
+    """The step that opens turn ``turn``: its model call, or the end ``max_turns`` makes."""
+    if turn < limits.max_turns:
+        return CallModel(
+            turn_index=turn, turn_recorded=False, attempt=1, final=turn >= limits.max_turns - 1
+        )
+    if status is RunStatus.AWAITING_TOOL:
+        # Tools ran in what is now past the limit (it was lowered before a resume): one
+        # last turn, told to hand off, is the only legal way to an answer.
+        return CallModel(turn_index=turn, turn_recorded=False, attempt=1, final=True)
+    reply = state.last_assistant()
+    return Finish(output=reply.text if reply else "", stop_reason="max_turns")
 
 
 def step_label(state: RunState, step: Step) -> str:
@@ -270,34 +308,6 @@ def _stuck(state: RunState, status: RunStatus, limits: Limits) -> Step | None:
     )
 
 
-def _next_step(state: RunState, tools: Mapping[str, ToolSpec], limits: Limits) -> Step:
-    final = limits.max_turns - 1
-    pending = state.pending_calls()
-    if state.status is RunStatus.RUNNING:
-        if state.turn_index >= 0 and state.turn_has_reply:
-            if pending:
-                return ResumeTurn(turn_index=state.turn_index)
-            reply = state.last_assistant()
-            assert reply is not None
-            if not reply.tool_calls:
-                return Finish(output=reply.text, stop_reason=reply.stop_reason)
-            nxt = state.turn_index + 1
-            return CallModel(turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= final)
-        if state.turn_index >= 0:  # turn started, no reply yet: (re)issue the call
-            return CallModel(
-                turn_index=state.turn_index,
-                turn_recorded=True,
-                attempt=state.model_failures + 1,
-                final=state.turn_index >= final,
-            )
-        return CallModel(turn_index=0, turn_recorded=False, attempt=1, final=final <= 0)
-    # awaiting_tool
-    if not pending:
-        nxt = state.turn_index + 1
-        return CallModel(turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= final)
-    return RunTools(plans=tuple(plan_call(c, tools.get(c.name)) for c in pending))
-
-
 def after_opening(step: Step) -> Step | None:
     """The step ``next_step`` returns once ``automatic_events(state, step)`` are applied to
     the state ``step`` was decided on, when it follows from ``step`` alone: a turn just opened
@@ -306,11 +316,16 @@ def after_opening(step: Step) -> Step | None:
     the step instead). None when it does not follow: decide again. The runtime uses it so a
     tool result's commit, which opens the next turn, costs one decision instead of two
     (``tests/core/test_decide.py`` holds it to ``next_step``)."""
-    if isinstance(step, CallModel) and not step.turn_recorded:
+    if type(step) is CallModel and not step.turn_recorded:
         return CallModel(
             turn_index=step.turn_index, turn_recorded=True, attempt=1, final=step.final
         )
     return None
+
+
+OPENING_STEPS: Final = frozenset({CallModel, Finish, Fail})
+"""The step types ``automatic_events`` may make events for: for any other it returns [], so
+a caller on the hot path can skip the call."""
 
 
 def automatic_events(state: RunState, step: Step) -> list[Event]:
@@ -322,29 +337,28 @@ def automatic_events(state: RunState, step: Step) -> list[Event]:
     due. That saves an fsync per turn without weakening any guarantee: each is durable before
     the effect it precedes.
     """
-    match step:
-        case CallModel(turn_recorded=False):
-            opening: list[Event] = [TurnStarted(turn_index=step.turn_index)]
-            if step.final:
-                opening.append(
-                    NoticeInjected(
-                        turn_index=step.turn_index, content=FINAL_TURN_NOTICE, reason="final_turn"
-                    )
-                )
-            return opening
-        case Finish():
-            return [
-                RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)
-            ]
-        case Fail():
-            return [
-                RunFailed(
-                    code=step.code,
-                    phase=step.phase,
-                    message=step.message,
-                    last_seq=state.seq,
-                    details=step.details,
-                )
-            ]
-        case _:
+    # The steps are final classes: a type test each, not a chain of class patterns.
+    if type(step) is CallModel:
+        if step.turn_recorded:
             return []
+        opening: list[Event] = [TurnStarted(turn_index=step.turn_index)]
+        if step.final:
+            opening.append(
+                NoticeInjected(
+                    turn_index=step.turn_index, content=FINAL_TURN_NOTICE, reason="final_turn"
+                )
+            )
+        return opening
+    if type(step) is Finish:
+        return [RunCompleted(output=step.output, stop_reason=step.stop_reason, usage=state.usage)]
+    if type(step) is Fail:
+        return [
+            RunFailed(
+                code=step.code,
+                phase=step.phase,
+                message=step.message,
+                last_seq=state.seq,
+                details=step.details,
+            )
+        ]
+    return []

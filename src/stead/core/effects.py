@@ -202,12 +202,13 @@ class Cancelled(TaggedRecord):
 
 def tool_assignment(call: Any, key: AssignmentKey, digest: str, attempt: int) -> Assignment:
     """The assignment of ``attempt`` of a tool call (``call`` a ``CallState``)."""
+    edited = call.edited_arguments  # call.effective_arguments(), without the call
     return Assignment(
         key=key,
         body=ToolBody(
             tool_name=call.name,
             definition_digest=digest,
-            arguments=call.effective_arguments(),
+            arguments=edited if edited is not None else call.arguments,
             effect_class=call.effect_class,
             replay_policy=REPLAY_POLICY[call.effect_class],
             tool_call_id=call.tool_call_id,

@@ -138,8 +138,9 @@ class _Conversation:
     """How many of its messages are placed."""
     out: list[Message] = field(default_factory=list)
     """The conversation so far."""
-    order: dict[str, int] = field(default_factory=dict)
-    """Call order of the last reply, for its results."""
+    reply: AssistantMessage | None = None
+    """The last reply with tool calls, whose order its results take (the order is built
+    only for a block of two or more results: most turns have one)."""
     start: int = 0
     """Where the last block of results begins in ``out``."""
 
@@ -253,20 +254,20 @@ class RunState:
         c = self._conversation
         if c is None or c.source is not self.messages or c.consumed > len(self.messages):
             c = self._conversation = _Conversation(source=self.messages)
-        out, order, start = c.out, c.order, c.start
+        out, reply, start = c.out, c.reply, c.start
         for m in self.messages[c.consumed :]:
             if isinstance(m, ToolResultMessage):
                 out.append(m)
                 continue
             if len(out) - start > 1:  # only a block of two or more can be out of order
-                out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
+                _place(out, start, reply)
             if isinstance(m, AssistantMessage):
-                order = {c.id: i for i, c in enumerate(m.tool_calls)} if m.tool_calls else {}
+                reply = m if m.tool_calls else None
             out.append(m)
             start = len(out)
-        c.consumed, c.order, c.start = len(self.messages), order, start
+        c.consumed, c.reply, c.start = len(self.messages), reply, start
         if len(out) - start > 1:
-            out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
+            _place(out, start, reply)
         return list(out)
 
     # -- snapshots -------------------------------------------------------------------
@@ -393,6 +394,12 @@ def call_digest(name: str, arguments: str) -> str:
     return sha256_hex(name + "\x00" + arguments)[:16]
 
 
+def _place(out: list[Message], start: int, reply: AssistantMessage | None) -> None:
+    """Sort the results from ``start`` on into the order of ``reply``'s calls."""
+    order = {c.id: i for i, c in enumerate(reply.tool_calls)} if reply is not None else {}
+    out[start:] = sorted(out[start:], key=lambda r: _rank(order, r))
+
+
 def _rank(order: dict[str, int], message: Message) -> int:
     """Position of a result's call in its reply (unknown ids last, in arrival order)."""
     assert isinstance(message, ToolResultMessage)
@@ -404,6 +411,11 @@ _KEEPS_STEP_FAILURES: Final = frozenset(
 )
 """A failed step, a new claimant and its recovery of what the last one left in flight are not
 progress; anything else resets the count."""
+
+
+_MOVES: Final = {status: dict(row) for status, row in TABLE.items()}
+"""``TABLE`` as plain dicts, for ``apply``: a read-only mapping's ``get`` is a call more, on
+every moving event."""
 
 
 def apply(state: RunState, event: Event, seq: int | None = None) -> None:
@@ -422,7 +434,7 @@ def apply(state: RunState, event: Event, seq: int | None = None) -> None:
     handler, after_move = HANDLERS[kind]
     target = handler(state, event)
     if target is not None:
-        if (TABLE[status].get(kind) if status is not None else BIRTH[1]) is not target:
+        if (_MOVES[status].get(kind) if status is not None else BIRTH[1]) is not target:
             assert status is not None
             why = f"the run is already {target}" if status is target else ""
             raise IllegalTransition(status.value, target.value, kind, why)

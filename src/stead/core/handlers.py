@@ -11,6 +11,7 @@ Adding an event: docs/adding-an-event.md.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -72,6 +73,10 @@ _SOLE_TARGET: Final = {
 }
 
 
+_ID: Final = operator.attrgetter("id")
+"""A tool call's id (in C: no frame per call)."""
+
+
 def by_the_table(state: RunState, event: Event) -> RunStatus:
     """The handler of an event with no checks of its own: it moves where ``TABLE`` says."""
     return _SOLE_TARGET[event.kind]
@@ -120,9 +125,18 @@ def _attempt_of(state: RunState, event: Any, act: str) -> CallState:
 
 
 def _refuse_open_calls(state: RunState, event: Event, detail: str) -> None:
-    """Refuse while a call of the current reply has no result (requested or not)."""
-    if state.pending_calls() or state.unrequested_calls():
-        raise _refuse(state, event, detail)
+    """Refuse while a call of the current reply has no result (requested or not): what
+    ``pending_calls`` and ``unrequested_calls`` say, without building either list (every
+    turn that opens asks)."""
+    calls = state.calls
+    for call in calls.values():
+        if call.result is None:
+            raise _refuse(state, event, detail)
+    reply = state.last_assistant()
+    if reply is not None:
+        for c in reply.tool_calls:
+            if c.id not in calls:
+                raise _refuse(state, event, detail)
 
 
 def _refuse_after_reply(state: RunState, event: Any, detail: str) -> None:
@@ -279,8 +293,8 @@ def _reply(state: RunState, e: AssistantMessageRecorded) -> None:
         raise _refuse(state, e, "this turn already has an assistant message")
     if state.status is not RunStatus.RUNNING:
         raise _refuse(state, e, "a model reply needs a running run")
-    ids = [c.id for c in e.message.tool_calls]
-    if len(set(ids)) != len(ids):
+    ids = tuple(map(_ID, e.message.tool_calls))  # no comprehension frame, per reply
+    if len(ids) > 1 and len(set(ids)) != len(ids):
         raise _refuse(state, e, "duplicate tool call ids in one reply")
     state.turn_has_reply = True
     state.messages.append(e.message)
@@ -297,7 +311,10 @@ def _requested(state: RunState, e: ToolCallRequested) -> RunStatus | None:
         raise _refuse(state, e, "tool calls need this turn's assistant message first")
     reply = state.last_assistant()
     assert reply is not None
-    if e.tool_call_id not in {c.id for c in reply.tool_calls}:
+    for c in reply.tool_calls:
+        if c.id == e.tool_call_id:
+            break
+    else:
         raise _refuse(state, e, f"{e.tool_call_id!r} is not in the reply")
     if e.tool_call_id in state.calls:
         raise Conflict(f"tool call {e.tool_call_id!r} is already requested")

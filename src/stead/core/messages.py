@@ -82,13 +82,16 @@ class Usage:
         # what a server sends before they build one. (Four plain counts: one test.)
         a, b = self.input_tokens, self.output_tokens
         c, d = self.cache_creation_input_tokens, self.cache_read_input_tokens
+        m = _MAX_COUNT  # chained comparisons: no max()/min() calls on every usage built
         if (
             type(a) is int
             and type(b) is int
             and type(c) is int
             and type(d) is int
-            and max(a, b, c, d) < _MAX_COUNT
-            and min(a, b, c, d) >= 0
+            and 0 <= a < m
+            and 0 <= b < m
+            and 0 <= c < m
+            and 0 <= d < m
         ):
             return
         for key in _USAGE_KEYS:

@@ -122,11 +122,17 @@ class ProgressWindow:
         """
         generation = self._generations.get(run_id, 0) + 1
         self._generations[run_id] = generation
-        self._runs.pop(run_id, None)
-        self._runs[run_id] = _RunWindow(generation, turn_index, self.capacity)
-        while len(self._runs) > self.max_runs:
-            old, _ = self._runs.popitem(last=False)
-            self._generations.pop(old, None)
+        runs = self._runs
+        window = runs.get(run_id)
+        if window is not None:  # the run's next attempt: its window starts over, moved last
+            window.generation, window.turn_index = generation, turn_index
+            window.next_sequence, window.frames, window.capacity = 0, (), self.capacity
+            runs.move_to_end(run_id)
+        else:
+            runs[run_id] = _RunWindow(generation, turn_index, self.capacity)
+            while len(runs) > self.max_runs:
+                old, _ = runs.popitem(last=False)
+                self._generations.pop(old, None)
 
         def emit(text: str) -> None:
             self.publish(run_id, generation, text)

@@ -33,7 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from stead.core.builders._limits import stamp_asked
-from stead.core.decide import Step, ToolSpec, after_opening, automatic_events, next_step
+from stead.core.decide import (
+    OPENING_STEPS,
+    Step,
+    ToolSpec,
+    after_opening,
+    automatic_events,
+    next_step,
+)
 from stead.core.durability import Durability, must_sync
 from stead.core.events import Event
 from stead.core.fold import RunState, apply
@@ -118,7 +125,9 @@ class RunSession:
         self._busy = False
         self._waiters: list[asyncio.Future[None]] = []
         self.fenced = False
-        self._step: tuple[int, Step] | None = None
+        self._step: Step | None = None
+        self._step_seq = 0
+        """``_step`` was decided at this sequence (two fields, not a tuple per decision)."""
         self.leased = True
         """False for a ``steering`` session without a lease: it writes at whatever epoch the
         run is at."""
@@ -225,9 +234,11 @@ class RunSession:
     def next_step(self) -> Step:
         """``next_step`` of the current state, computed once per sequence number (``append``
         already computes it for the automatic events)."""
-        if self._step is None or self._step[0] != self.state.seq:
-            self._step = (self.state.seq, next_step(self.state, self.tools, self.limits))
-        return self._step[1]
+        step, seq = self._step, self.state.seq
+        if step is None or self._step_seq != seq:
+            step = self._step = next_step(self.state, self.tools, self.limits)
+            self._step_seq = seq
+        return step
 
     async def reload(self) -> None:
         """Write what is held (``flush``), then fold the state again from the store."""
@@ -328,13 +339,17 @@ class RunSession:
             for e in batch:
                 apply(state, e)
             if automatic and not self.steering_only:
-                step = self.next_step()
-                extra = automatic_events(state, step)
-                for e in extra:
-                    apply(state, e)
-                if extra and (known := after_opening(step)) is not None:
-                    self._step = (state.seq, known)  # the drive's next step, not decided again
-                batch.extend(extra)
+                # Decided here for the state the batch made (never the cached one: the batch
+                # moved the sequence on), and kept for the drive's ``next_step``.
+                step = self._step = next_step(state, self.tools, self.limits)
+                self._step_seq = state.seq
+                if type(step) in OPENING_STEPS:  # else automatic_events is [] (a frame less)
+                    extra = automatic_events(state, step)
+                    for e in extra:
+                        apply(state, e)
+                    if extra and (known := after_opening(step)) is not None:
+                        self._step, self._step_seq = known, state.seq  # the drive's, decided
+                    batch.extend(extra)
         except (IllegalTransition, Conflict, ValueError):
             await self._reread()
             raise

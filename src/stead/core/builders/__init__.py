@@ -13,9 +13,9 @@ import hmac
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from stead.core._codegen import fast_init
+from stead.core._codegen import compile_copy, fast_init
 from stead.core.builders._ids import unique_call_ids
 from stead.core.builders._limits import deadline_passed, run_timeout_events
 from stead.core.builders._output import output_events
@@ -139,10 +139,14 @@ def _call_result(
     return _result(*where, content, is_error=is_error, source=source, attempt=attempt)
 
 
+_EXECUTED: Final = compile_copy(CallState, ToolResultRecorded, "content", "is_error", "attempt")
+"""A result from its call's turn, id and name (its source the default, ``executed``)."""
+
+
 def executed_result(call: CallState, content: str, is_error: bool, attempt: int) -> Event:
-    """The result of running ``attempt`` of ``call``'s handler (one call less: every step)."""
-    where = call.turn_index, call.tool_call_id, call.name
-    return _result(*where, content, is_error=is_error, source="executed", attempt=attempt)
+    """The result of running ``attempt`` of ``call``'s handler (every tool step: built here,
+    with no call through ``_result`` and no keywords packed into a dict)."""
+    return _EXECUTED(call, content=content, is_error=is_error, attempt=attempt)
 
 
 def reply_events(
@@ -219,9 +223,12 @@ def reply_events(
         refused.extend(results)
         if ask is not None:
             asks.append(ask)
+    events += refused  # in place: no new list per part, on every model turn
     if start_now and not asks:
-        return events + refused + _early_starts(state.run_id, turn_index, events, start_now)
-    return events + refused + asks
+        events += _early_starts(state.run_id, turn_index, events, start_now)
+    else:
+        events += asks
+    return events
 
 
 def _call_intent(
