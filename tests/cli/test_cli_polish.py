@@ -262,7 +262,7 @@ def _watcher(store: str, rid: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "COLUMNS": "100"},
+        env={**os.environ, "COLUMNS": "100", "PYTHONFAULTHANDLER": "1"},
     )
 
 
@@ -279,6 +279,7 @@ def test_watch_follows_a_run_another_process_drives(tmp_path: Path) -> None:
         out, err = watcher.communicate(timeout=60)
     finally:
         watcher.kill()
+        watcher.communicate()
     assert watcher.returncode == 0, err
     for word in ("started", "turn 0", "intent", "refund", "result", "turn 1", "all done"):
         assert word in out, word
@@ -314,9 +315,16 @@ def test_ctrl_c_ends_a_watch_quietly(tmp_path: Path) -> None:
         assert watcher.stdout is not None
         assert "created" in watcher.stdout.readline()
         watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=30)
+        try:
+            _, err = watcher.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Where it hangs, said by faulthandler (PYTHONFAULTHANDLER) on SIGABRT.
+            watcher.send_signal(signal.SIGABRT)
+            _, err = watcher.communicate(timeout=30)
+            raise AssertionError(f"the watch outlived Ctrl-C by 30 s:\n{err}") from None
     finally:
         watcher.kill()
+        watcher.communicate()  # its pipes closed here, not left to a later test's GC
     assert watcher.returncode == 130 and err == ""
 
 

@@ -62,6 +62,12 @@ def _wal_writer(server: PostgresServer, setting: str) -> None:
     server.start()
 
 
+def _switch_wal(server: PostgresServer) -> None:
+    """``pg_switch_wal()``: the WAL flushed up to a new segment, where the next record goes."""
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("SELECT pg_switch_wal()")
+
+
 async def test_postgres_a_claim_lost_with_the_server_fences_its_old_holder(
     crashable_postgres: PostgresServer, crashable_pg_url: str
 ) -> None:
@@ -75,6 +81,10 @@ async def test_postgres_a_claim_lost_with_the_server_fences_its_old_holder(
         [n] = await a.claim("a", ["q"], limit=1, now=T0)
         assert await a.start("n1", epoch=n.epoch, now=T0, sync=True, executor="a")
         assert await accept(a, "r1")  # synced: durable whatever comes next
+        # The unsynced claim and start go at the start of a fresh WAL segment: written into
+        # a page already partly full, they could fill it, and the WAL writer is woken to
+        # write out every full page at once (a write the kill then cannot undo).
+        await asyncio.to_thread(_switch_wal, server)
         [r] = await a.claim("a", ["q"], limit=1, now=T0)
         assert (r.effect_id, r.epoch) == ("r1", 1)
         assert await a.start("r1", epoch=r.epoch, now=T0, sync=False, executor="a")
