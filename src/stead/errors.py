@@ -5,6 +5,7 @@
     │   ├── RunNotFound           no run with that id in this store
     │   ├── UnknownAgent          a run names an agent this process was not given
     │   ├── ApprovalError         no such pending approval, wrong token, second decision
+    │   ├── AmbiguousId           an id's start that is too short or names several ids
     │   └── InvalidInput          a run's input or settings the log cannot hold (also an
     │                             InvalidEvent)
     ├── IllegalTransition         a run state change the state table does not allow (see
@@ -67,6 +68,15 @@ class ConversationBusy(UserError):
 
 class ApprovalError(UserError):
     """A decision that does not match a pending approval (wrong call, token, or already decided)."""
+
+
+class AmbiguousId(UserError):
+    """The start of an id that names no one id: too short to mean something (an empty one
+    would name every run), or the start of several. ``candidates`` holds the ids it starts."""
+
+    def __init__(self, message: str, candidates: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
 
 
 class IllegalTransition(SteadError):
@@ -206,6 +216,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Aborted",
+    "AmbiguousId",
     "ApprovalError",
     "Conflict",
     "ConversationBusy",

@@ -73,8 +73,10 @@ async def conversation_records(
     return out
 
 
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.ASCII)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_LONGEST = 1000 * 366 * 86400.0
+"""The longest span ``--since`` takes (a float beyond it is a typo, or infinite)."""
 
 
 def since(text: str, now: float) -> float:
@@ -82,15 +84,18 @@ def since(text: str, now: float) -> float:
     date or time (``2026-11-30``, ``2026-11-30T18:00``; local time unless it names a zone)."""
     span = _SPAN.fullmatch(text.strip().lower())
     if span:
-        return now - float(span.group(1)) * _UNIT[span.group(2)]
+        seconds = float(span.group(1)) * _UNIT[span.group(2)]
+        if not seconds <= _LONGEST:  # NaN-safe; 1e400w is infinite
+            raise UserError(f"--since {text!r} reaches back more than 1000 years; pass less")
+        return now - seconds
     try:
         when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        return when.timestamp()
+    except (ValueError, OverflowError, OSError):
         raise UserError(
             f"--since {text!r} is neither a span (90s, 15m, 2h, 3d, 1w) nor an ISO date "
             "(2026-11-30, 2026-11-30T18:00)"
         ) from None
-    return when.timestamp()
 
 
 def span(seconds: float) -> str:

@@ -5,6 +5,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._gc import tune_gc  # many runs in flight (issue 15)
+from stead.runtime._ids import resolve_run_id
 from stead.runtime._loop import RunLoop
 from stead.runtime._pool import Pool, serve_pool
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
@@ -27,6 +28,7 @@ __all__ = [
     "Runtime",
     "StoreExecutor",
     "Worker",
+    "resolve_run_id",
     "serve",
     "serve_pool",
     "tune_gc",  # many runs in flight (issue 15)

@@ -6,7 +6,15 @@ Needs the ``server`` extra (``pip install 'stead[server]'``). See docs/server.md
 """
 
 from stead.server._app import create_app, status_of
-from stead.server._security import check_bind, is_loopback, parse_tokens
+from stead.server._security import check_bind, is_loopback, parse_tokens, read_token_file
 from stead.server._serve import serve
 
-__all__ = ["check_bind", "create_app", "is_loopback", "parse_tokens", "serve", "status_of"]
+__all__ = [
+    "check_bind",
+    "create_app",
+    "is_loopback",
+    "parse_tokens",
+    "read_token_file",
+    "serve",
+    "status_of",
+]
