@@ -14,6 +14,7 @@ from stead.errors import UserError
 from stead.server import _shape as shape
 from stead.server._deps import Caller, Rt, RunPath
 from stead.server._models import (
+    MAX_INT,
     AgentOut,
     ApprovalOut,
     EventOut,
@@ -106,17 +107,23 @@ async def events(
     _: Caller,
     rt: Rt,
     request: Request,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
 ) -> Any:
     """The run's log after ``after``. With ``Accept: text/event-stream``: a live stream
     of durable events (``id`` = seq; reconnect with ``Last-Event-ID``), provisional text
-    (``event: progress``) and heartbeats, ending after a finished run's last event."""
+    (``event: progress``) and heartbeats, ending after a finished run's last event. An
+    ``after`` or ``Last-Event-ID`` beyond the run's last event is a 400: it was not given
+    by this run's log."""
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise UserError("Last-Event-ID must be the seq of the last event received")
-        after = int(last_event_id)
+        after = shape.last_event_id(last_event_id)
     record = await rt.store.get_run(run_id)
+    if after > record.last_seq:
+        given = "Last-Event-ID" if last_event_id is not None else "after"
+        raise UserError(
+            f"{given} {after} is beyond the run's log (its last event is {record.last_seq}); "
+            "reconnect without it to read the log from the start"
+        )
     table = shape.prices(rt, record.agent)
     if "text/event-stream" not in request.headers.get("accept", ""):
         return [shape.event(e, table) for e in await rt.events(run_id, after)]
