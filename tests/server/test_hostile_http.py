@@ -9,7 +9,6 @@ import asyncio
 import base64
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
