@@ -15,7 +15,7 @@ inherits it). A run waiting on a person holds nothing: its worker released it.
 What a held run keeps: the folded state; the coroutine frames of its drive (worker task, run
 loop, executor, the model call); its entry in the Runtime's keeper (one task renews and
 watches every run: one statement each a beat, whatever the number of runs); its abort
-signal; its progress window. The goal (issue 15) is at most 20 KiB a run on both stores.
+signal; its progress window. The goal is at most 20 KiB a run on both stores.
 On PostgreSQL a held run cost 28 KiB while the keeper read each run's row and renewed each
 lease on its own: at any moment hundreds of those reads were queued on the connection pool,
 each with its task, futures and pool waiter (tracemalloc by file: ``asyncio``,

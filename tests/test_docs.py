@@ -19,9 +19,8 @@ BLOCKS = [
 
 @pytest.mark.parametrize("block", BLOCKS)
 def test_doc_block_runs(block: str, tmp_path: Path) -> None:
-    # 110 s of the test's 120: a fresh interpreter that imports stead and its server and
-    # runs a block took over 60 s beside the suite's other workers at load 20 (its output
-    # was all there: it was slow, not stuck).
+    # 110 s of the test's 120: a fresh interpreter imports stead (and its server) before it
+    # runs the block, which beside the suite's other workers may take over a minute.
     done = subprocess.run(
         [sys.executable, "-c", block],
         cwd=tmp_path,

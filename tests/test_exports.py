@@ -45,7 +45,7 @@ def test_public_api_is_pinned() -> None:
         "PendingApproval",
         "ProviderError",
         "ProviderHTTPError",
-        "RecoveryPolicy",  # recovery at a takeover (issue 11)
+        "RecoveryPolicy",
         "RunLogFilter",
         "RunNotFound",
         "RunStatus",

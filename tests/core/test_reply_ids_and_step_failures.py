@@ -1,4 +1,4 @@
-"""Replies and steps the log could not take as they were (issue 9, findings 1, 4 and 7).
+"""Replies and steps the log could not take as they were.
 
 * Call ids are unique in the run: a reply with a repeated, empty or earlier-used id is
   recorded with deterministic new ids, so it never poisons the log and its idempotency keys

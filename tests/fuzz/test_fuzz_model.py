@@ -18,7 +18,7 @@ stead promises whatever the model sends:
   is not a stream is ``malformed_result``;
 * the ``repeat_threshold``-th identical call in a row is intercepted, rejected calls too.
 
-A failure that is one of issue 9's known findings is recorded, not failed (``_fuzz.KNOWN``).
+A failure that is one of the known findings is recorded, not failed (``_fuzz.KNOWN``).
 """
 
 from __future__ import annotations

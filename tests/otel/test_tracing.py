@@ -260,7 +260,7 @@ async def test_a_run_killed_and_resumed_elsewhere_is_one_trace(
     before = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
     assert {s["name"] for s in before} >= {"chat scripted", "execute_tool lookup_order"}
     second = _spawn(store, "run", spans)
-    try:  # 120 s, not 60: the resumed process took longer at load 25
+    try:  # 120 s: the resumed process imports stead and the SDK before it runs
         _out, err = second.communicate(timeout=120)
     finally:  # not left running past the test
         if second.poll() is None:

@@ -242,7 +242,7 @@ async def test_a_worker_killed_after_a_thinking_turn_resends_the_blocks_from_the
     assert shown == "Order 42 "
 
     second = spawn(store, "anthropic", server.url, "run")
-    try:  # 120 s, not 60: a new process's import and run took longer than 60 s at load 20
+    try:  # 120 s: a new process imports stead and the SDK before it runs
         out, err = second.communicate(timeout=120)
     finally:  # not left running past the test (its Popen then warns in a later test)
         if second.poll() is None:

@@ -1,5 +1,5 @@
 """A caller's mistake is a ``UserError`` (or ``ApprovalError``) at the call that made it, naming
-what to pass, and writes nothing (issue 9, findings 8 and 9).
+what to pass, and writes nothing.
 
 Before, each of these escaped as a raw exception (``TypeError``, ``AttributeError``,
 ``UnicodeEncodeError``), or was accepted and failed later, or wrote a run that could not be

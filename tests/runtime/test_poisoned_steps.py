@@ -1,4 +1,4 @@
-"""Bad replies and failing steps end well (issue 9, findings 1, 4, 5 and 7), on real SQLite
+"""Bad replies and failing steps end well, on real SQLite
 files: a reply with repeated ids runs with unique ones, a step that raises every time fails
 the run after ``max_step_failures`` attempts (across Runtimes and worker claims), reused
 call ids get distinct idempotency keys, one Runtime never drives a run twice at once, and a
