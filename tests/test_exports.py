@@ -14,8 +14,33 @@ import stead.errors
 import stead.testing
 
 
+def _groups() -> list[list[str]]:
+    """``stead.__all__`` as written in ``stead/__init__.py``: one literal list, its names in
+    groups that each open with a comment line."""
+    source = Path(stead.__file__).read_text()
+    body = source.split("\n__all__ = [\n", 1)[1].split("\n]\n", 1)[0]
+    groups: list[list[str]] = []
+    for line in body.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            groups.append([])
+        elif line:
+            groups[-1].append(line.rstrip(",").strip('"'))
+    return groups
+
+
+def test_all_is_one_list_grouped_by_topic_each_group_sorted() -> None:
+    groups = _groups()
+    assert len(groups) >= 4
+    assert [name for group in groups for name in group] == stead.__all__
+    for group in groups:
+        assert group == sorted(group), group
+    assert "__all__ +=" not in Path(stead.__file__).read_text()
+    assert len(set(stead.__all__)) == len(stead.__all__)
+    assert set(stead.errors.__all__) <= set(stead.__all__)
+
+
 def test_public_api_is_pinned() -> None:
-    assert stead.__all__ == sorted(stead.__all__)
     assert set(stead.__all__) == {
         "AbortSignal",
         "Aborted",
