@@ -54,7 +54,7 @@ def timeout_for(quick_seconds: float) -> float:
 
 
 HITS: dict[int, list[str]] = defaultdict(list)
-"""finding -> the first lines of the examples that hit it this session (for the summary)."""
+"""finding -> the first lines of the examples that hit it in this pytest run (for the summary)."""
 
 _FOUND: list[tuple[str, int | None]] = []
 """What the current example violated: (message, finding or None for a new one)."""
