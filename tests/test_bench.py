@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,17 @@ def test_a_side_that_fails_or_overruns_is_a_row_and_the_bench_goes_on(tmp_path: 
         "side": "stead-sqlite",
         "unfinished": "did not finish in 0.01 s",
     }
+
+
+def test_the_bench_readme_has_one_dated_table_per_script() -> None:
+    """bench/README.md: a section per script in bench/, and each section that shows figures
+    says once when and on what machine they were taken. Figures are current, not a diary:
+    no times of day."""
+    text = (ROOT / "bench" / "README.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    named = {section.split("`")[1] for section in sections}
+    assert named == {p.name for p in (ROOT / "bench").glob("*.py")}
+    for section in sections:
+        dated = re.findall(r"^20\d\d-\d\d-\d\d, the 2-vCPU VM", section, re.M)
+        assert len(dated) == (1 if "| ---: |" in section else 0), section.split("\n")[0]
+    assert not re.search(r"\bUTC\b|\b\d\d:\d\d\b", text)
