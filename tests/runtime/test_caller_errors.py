@@ -285,7 +285,7 @@ async def test_odd_cancels_are_refused(store: str) -> None:
         assert (await rt.state(rid)).seq == 1
 
 
-# -- store URLs (finding 8) --------------------------------------------------------------------
+# -- store URLs --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
