@@ -4,6 +4,22 @@ A run is an event-sourced state machine: every model turn, tool call, approval a
 cancellation is a recorded transition, tool intent is written before the tool runs, finished
 results are replayed instead of re-run, and a call whose outcome is uncertain is reconciled
 or handed to a person, never blindly retried.
+
+The public names (``__all__``, one sorted list), by topic:
+
+- a run: ``Agent``, ``Limits``, ``Budget``, ``ModelSettings``, ``RecoveryPolicy``,
+  ``Runtime``, ``RunView``, ``RunStatus``, ``PendingApproval``, ``TurnCost``, ``AbortSignal``
+- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``; what a reconcile function
+  answers: ``Done``, ``NotDone``, ``Unknown``
+- conversations: ``UserMessage``, ``AssistantMessage``, ``ToolResultMessage``, ``Attachment``,
+  ``Image``, ``Document``, ``Usage``
+- logging: ``configure_logging``, ``RunLogFilter``, ``redact``
+- errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
+  ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
+  ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
+  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
+  ``ProviderHTTPError``, ``Aborted``
+- ``__version__``
 """
 
 from stead import errors
@@ -47,58 +63,53 @@ from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool
 __version__ = "0.1.0"
 
 __all__ = [
-    # a run: the agent, its limits and settings, the runtime and what it shows
     "AbortSignal",
+    "Aborted",
     "Agent",
-    "Budget",
-    "Limits",
-    "ModelSettings",
-    "PendingApproval",
-    "RecoveryPolicy",
-    "RunStatus",
-    "RunView",
-    "Runtime",
-    "TurnCost",
-    "__version__",
-    # tools, and what a reconcile function answers
-    "Done",
-    "NotDone",
-    "Tool",
-    "ToolContext",
-    "Unknown",
-    "question_tool",
-    "tool",
-    # conversations: messages, attachments, usage
+    "ApprovalError",
     "AssistantMessage",
     "Attachment",
-    "Document",
-    "Image",
-    "ToolResultMessage",
-    "Usage",
-    "UserMessage",
-    # logging
-    "RunLogFilter",
-    "configure_logging",
-    "redact",
-    # errors: the tree drawn in stead.errors
-    "Aborted",
-    "ApprovalError",
+    "Budget",
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "Document",
+    "Done",
     "Fenced",
     "IllegalTransition",
+    "Image",
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
+    "Limits",
+    "ModelSettings",
+    "NotDone",
+    "PendingApproval",
     "ProviderError",
     "ProviderHTTPError",
+    "RecoveryPolicy",
+    "RunLogFilter",
     "RunNotFound",
+    "RunStatus",
+    "RunView",
+    "Runtime",
     "SteadError",
     "StoreError",
+    "Tool",
+    "ToolContext",
+    "ToolResultMessage",
+    "TurnCost",
+    "Unknown",
     "UnknownAgent",
     "UnknownConversation",
+    "Usage",
     "UserError",
+    "UserMessage",
+    "__version__",
+    "configure_logging",
+    "question_tool",
+    "redact",
+    "tool",
 ]
 
 
