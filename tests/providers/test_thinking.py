@@ -213,7 +213,7 @@ async def test_a_multi_turn_tool_run_sends_each_turns_thinking_back_byte_for_byt
 
 
 # Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
-# 60 + 30 + 60 s for their steps: 77-120 s beside three other xdist workers under load.
+# 60 + 30 + 60 s for their steps: on a busy machine the whole outlasts the default 120 s.
 @pytest.mark.timeout(240)
 async def test_a_worker_killed_after_a_thinking_turn_resends_the_blocks_from_the_log(
     server: WireServer, tmp_path: Path
