@@ -84,9 +84,7 @@ def run_example(body: Callable[[], object]) -> None:
     found, _FOUND[:] = list(_FOUND), []
     new = [(m, f) for m, f in found if f is None or f not in KNOWN]
     if new:
-        lines = [
-            (f"[known finding {f}] " if f is not None else "[new finding] ") + m for m, f in new
-        ]
+        lines = [(f"[finding {f}] " if f is not None else "[new finding] ") + m for m, f in new]
         raise AssertionError("\n".join(lines))
     for message, finding in found:
         assert finding is not None
