@@ -4,7 +4,7 @@ from stead.core.limits import Budget, Limits
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._gc import tune_gc  # many runs in flight (issue 15)
+from stead.runtime._gc import tune_gc  # many runs in flight in one process
 from stead.runtime._ids import resolve_run_id
 from stead.runtime._loop import RunLoop
 from stead.runtime._pool import Pool, serve_pool
@@ -31,5 +31,5 @@ __all__ = [
     "resolve_run_id",
     "serve",
     "serve_pool",
-    "tune_gc",  # many runs in flight (issue 15)
+    "tune_gc",  # many runs in flight in one process
 ]
