@@ -139,6 +139,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
                     sink,
                     cancel_grace=agent.limits.cancel_grace,
                     deps=self.deps,
+                    max_result=agent.limits.max_tool_result,
                 ),
                 agent.registry,
                 self.store,

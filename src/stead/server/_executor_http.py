@@ -320,7 +320,9 @@ async def serve_executor(
     (agent,) = executors.values()
     check_deps(agent, deps)
     window = ProgressWindow()
-    executor = InProcessExecutor(agent.model, agent.registry, window, deps=deps)
+    executor = InProcessExecutor(
+        agent.model, agent.registry, window, deps=deps, max_result=agent.limits.max_tool_result
+    )
     app = executor_app(executor, tokens, window)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _Server(config)  # no signal handling of its own: ``stop`` ends it
