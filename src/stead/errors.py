@@ -15,7 +15,8 @@
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
     ├── StoreError                the store failed or holds something it cannot read
-    │   └── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    │   ├── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    │   └── SchemaTooNew          the store was migrated by a newer stead (names both versions)
     └── ProviderError             a model provider failed
         └── ProviderHTTPError     an HTTP status from the provider, with its stable code
 
@@ -157,6 +158,21 @@ class CorruptEvent(StoreError):
         self.seq = seq
 
 
+class SchemaTooNew(StoreError):
+    """The store's schema is newer than this stead knows: a newer stead migrated it, and rows
+    this one wrote could break what that one expects. Nothing was read or written; upgrade
+    stead where this ran. ``found`` and ``known`` are the two schema versions."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        super().__init__(
+            f"the store {where} has schema version {found}, newer than the {known} this stead "
+            "knows: a newer stead migrated it. Upgrade stead here (pip install -U stead) "
+            "before using this store; nothing was read or written"
+        )
+        self.found = found
+        self.known = known
+
+
 class ProviderError(SteadError):
     """A model provider call failed. ``code`` is one of stead.core.failures codes.
 
@@ -229,6 +245,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RunNotFound",
+    "SchemaTooNew",
     "SteadError",
     "StoreError",
     "UnknownAgent",

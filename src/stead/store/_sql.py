@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Protocol, Unpack
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, UserError
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, SchemaTooNew, UserError
 from stead.store._base import (
     CLAIMABLE,
     Claim,
@@ -217,6 +217,8 @@ class SQLStore(ChatRows):
 
     dialect: ClassVar[str]
     """The folder of its migrations."""
+    where: str
+    """The store as messages name it (a file, a server and database; never a password)."""
     PARAM: ClassVar[str] = "?"
     DATA: ClassVar[str] = "e.data"
     STATE: ClassVar[str] = "s.state"
@@ -362,8 +364,13 @@ class SQLStore(ChatRows):
             (),
         )
         done = {r[0] for r in execute("SELECT version FROM schema_migrations", ())}
+        known = migrations(self.dialect)
+        newest = known[-1][0]
+        if done and max(done) > newest:
+            # Migrated by a newer stead: refused before this code reads or writes a row.
+            raise SchemaTooNew(self.where, max(done), newest)
         insert = "INSERT INTO schema_migrations (version, name) VALUES (?, ?)"
-        for version, name, sql in migrations(self.dialect):
+        for version, name, sql in known:
             if version not in done:
                 for statement in statements(sql):
                     execute(statement, ())
