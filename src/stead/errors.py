@@ -14,6 +14,8 @@
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
+    ├── ExecutorError             an executor settled an effect with an outcome that cannot be
+    │                             read (names the key and the executor)
     ├── StoreError                the store failed or holds something it cannot read
     │   ├── CorruptEvent          one event row cannot be decoded (names run and sequence)
     │   └── SchemaTooNew          the store was migrated by a newer stead (names both versions)
@@ -145,6 +147,22 @@ class Fenced(SteadError):
     """This worker's fencing epoch is stale: another owner took the run over."""
 
 
+class ExecutorError(SteadError):
+    """An executor (a ``stead executor`` process, an ``HttpExecutor``'s far side) settled an
+    effect with an outcome the runtime cannot read: a missing field, an unknown kind or
+    failure code, a value of the wrong type. Names the effect's key and the executor. The
+    step fails (counted like any step failure), and nothing is guessed about what happened."""
+
+    def __init__(self, run_id: str, effect_id: str, executor: str, detail: str) -> None:
+        super().__init__(
+            f"executor {executor} settled effect {effect_id} of run {run_id!r} with an "
+            f"outcome that cannot be read: {detail}"
+        )
+        self.run_id = run_id
+        self.effect_id = effect_id
+        self.executor = executor
+
+
 class StoreError(SteadError):
     """The store failed, or holds data it cannot interpret."""
 
@@ -237,6 +255,7 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "ExecutorError",
     "Fenced",
     "IllegalTransition",
     "InvalidEvent",

@@ -45,7 +45,7 @@ from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
 from stead.runtime._deps import check_deps
 from stead.runtime._far_progress import far_sink
-from stead.runtime._store_executor import outcome_from_json, outcome_to_json
+from stead.runtime._store_executor import outcome_to_json, read_outcome
 from stead.server._security import check_bind, who
 
 # -- the server ----------------------------------------------------------------------------
@@ -225,7 +225,11 @@ class HttpExecutor:
         while True:
             r = await self._send("GET", self._path(key) + "/outcome")
             if r.status_code == 200:
-                return outcome_from_json(r.json())
+                try:
+                    body = r.json()
+                except ValueError:
+                    body = None  # not JSON at all: as malformed as any other non-outcome
+                return read_outcome(body, key, repr(str(self._client.base_url)))
             if r.status_code == 410:
                 return Cancelled(reason="the effect was aborted before it started")
             if r.status_code == 404:
