@@ -190,7 +190,7 @@ def test_the_checker_sees_every_import(tmp_path: Path, source: str, expected: li
         ("collections.abc", True),
         ("stead", False),
         ("stead.store", False),
-        ("stead.runtime._loop", False),
+        ("stead.runtime.loop._loop", False),
         ("stead.tools", False),
         ("stead.providers.anthropic", False),
         ("stead.cli", False),

@@ -29,7 +29,7 @@ from stead.core.messages import AssistantMessage, UserMessage
 from stead.core.states import RunStatus
 from stead.errors import StoreError
 from stead.runtime import Worker
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import RunSession
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 CHILD = test_conversations.CHILD

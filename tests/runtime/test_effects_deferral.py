@@ -21,8 +21,8 @@ import stead
 from stead.core.effects import Assignment, Outcome
 from stead.core.events import RunStarted
 from stead.runtime import RunSession
-from stead.runtime._executor import Executor
-from stead.runtime._session import HOLD_EVENTS
+from stead.runtime.executors._executor import Executor
+from stead.runtime.loop._owned import HOLD_EVENTS
 from stead.testing import Reply, ScriptedModel, SQLiteCommits, assert_valid_history
 
 pytestmark = pytest.mark.timeout(60)

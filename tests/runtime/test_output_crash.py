@@ -17,7 +17,7 @@ import pytest
 from _crash_harness import KILLED, Child, finish
 
 from stead.core.events import RunCompleted, ToolCallRequested, ToolResultRecorded
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import RunSession
 from stead.store.sqlite import SQLiteStore
 
 CHILD = Path(__file__).parent / "output_child.py"

@@ -13,7 +13,7 @@ from stead.core.builders import cancel_request_event
 from stead.core.messages import ToolSchema
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import RunSession
 from stead.store import Store, open_store
 from stead.testing import Reply, ScriptedModel
 

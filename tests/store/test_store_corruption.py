@@ -196,7 +196,7 @@ SNAPSHOT_BUGS: dict[str, Callable[[Backend], None]] = {
 _SNAPSHOT_BUG = (
     "BUG: a snapshot that is valid JSON but not the expected shape raises AttributeError "
     "out of RunSession.load_state instead of being ignored: RunState.from_json calls .get "
-    "on a list (runtime/_session.py RunSession.load_state catches only ValueError/KeyError/"
+    "on a list (runtime/loop/_owned.py OwnedRun.load_state catches only ValueError/KeyError/"
     "TypeError: also catch AttributeError, and have store/sqlite.py SQLiteStore.load drop a "
     "snapshot that is not a JSON object)"
 )

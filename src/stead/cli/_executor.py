@@ -57,7 +57,7 @@ def run_executor(args: argparse.Namespace) -> int:
     more, finish for --grace seconds, then cancel and give back the rest. `stead executor
     serve` performs one agent's model and tool calls over HTTP instead (bearer --token
     required), until SIGTERM."""
-    from stead.runtime._pool import Pool
+    from stead.runtime.processes._pool import Pool
 
     agents = agents_to_serve(args, "executor")
     deps = load_deps(args.deps)

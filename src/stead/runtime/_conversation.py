@@ -46,12 +46,12 @@ from stead.errors import (
     UnknownConversation,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._history import continued
-from stead.runtime._inputs import AttachmentInput, chat_store, history_of, store_attachments
-from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.loop._history import continued
+from stead.runtime.agent._inputs import AttachmentInput, chat_store, history_of, store_attachments
+from stead.runtime.loop._owned import RunSession
+from stead.runtime.agent._view import RunView
 from stead.store import Store
 from stead.store._chat import ConversationEntry, ConversationStore
 

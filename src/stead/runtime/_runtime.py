@@ -32,26 +32,26 @@ from stead.errors import (
     UnknownAgent,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._ask import Answering
-from stead.runtime._backoff import Backoff
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._ask import Answering
+from stead.runtime.loop._backoff import Backoff
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
-from stead.runtime._deps import check_deps
-from stead.runtime._drive import Driving, owner_id
-from stead.runtime._executor import Executor, InProcessExecutor
+from stead.runtime.agent._deps import check_deps
+from stead.runtime.loop._drive import Driving, owner_id
+from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
-from stead.runtime._fresh import FreshRuns
-from stead.runtime._history import hydrate
-from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
-from stead.runtime._keeper import Keeper
-from stead.runtime._observe import Observer, checked
-from stead.runtime._output import with_settings
-from stead.runtime._session import RunSession
+from stead.runtime.loop._fresh import FreshRuns
+from stead.runtime.loop._history import hydrate
+from stead.runtime.agent._inputs import AttachmentInput, checked_history, store_attachments
+from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._observe import Observer, checked
+from stead.runtime.agent._output import with_settings
+from stead.runtime.loop._owned import RunSession
 from stead.runtime._steer import Steering
-from stead.runtime._store_executor import routed
-from stead.runtime._view import PendingApproval, RunView
+from stead.runtime.executors._store_executor import routed
+from stead.runtime.agent._view import PendingApproval, RunView
 from stead.store import Store, StoredEvent, open_store
 from stead.store._ledger import Ledger
 

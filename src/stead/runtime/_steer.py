@@ -29,11 +29,11 @@ from stead.errors import (
     ApprovalError,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._drive import dead_local_owner
-from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.loop._drive import dead_local_owner
+from stead.runtime.loop._owned import RunSession
+from stead.runtime.agent._view import RunView
 from stead.store import RunRecord, Store
 
 DECISIONS = tuple(d for d in get_args(Decision) if d != "answer")

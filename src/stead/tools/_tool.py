@@ -29,7 +29,7 @@ from stead.tools._arguments import ArgumentParser, InvalidArguments
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
 from stead.tools._queue import check_queue
-from stead.tools._readonly import ReadOnly
+from stead.tools._fixed import ReadOnly
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
 from stead.tools._signature import (
     ReconcileShape,

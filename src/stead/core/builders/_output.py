@@ -1,7 +1,7 @@
 """The events that settle a structured answer (``Agent(output_type=...)``), in the commit that
 records its reply: the run completed with the value, the validation errors sent back, or the
 run failed past ``Limits.output_retries``. The value is validated at the edge
-(``stead.runtime._output``, with the agent's type); what that found is all this needs."""
+(``stead.runtime.agent._output``, with the agent's type); what that found is all this needs."""
 
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ from stead.core.events import Event
 from stead.core.fold import CallState, RunState
 from stead.core.states import FINISHED, RunStatus
 from stead.errors import ApprovalError
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._view import RunView
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._view import RunView
 from stead.tools import Tool, ToolContext
 
 

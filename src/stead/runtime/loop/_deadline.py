@@ -20,7 +20,7 @@ from stead.core.builders._limits import deadline_events, deadline_passed, run_ti
 from stead.core.events import Event
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
-from stead.runtime._session import Rewound, RunSession
+from stead.runtime.loop._owned import Rewound, RunSession
 
 REASON = "the run passed its deadline (Limits.max_duration)"
 """What the signal says when the deadline aborts a step."""

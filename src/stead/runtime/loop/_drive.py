@@ -35,16 +35,16 @@ from stead.core.states import AT_REST, RunStatus
 from stead.errors import (
     LeaseHeld,
 )
-from stead.runtime._agent import Agent
-from stead.runtime._backoff import Backoff
-from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._fresh import FreshRuns
-from stead.runtime._keeper import Keeper
-from stead.runtime._loop import RunLoop
-from stead.runtime._observe import Observer, observing
-from stead.runtime._reconcile import reconcile_takeover
-from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime.agent._agent import Agent
+from stead.runtime.loop._backoff import Backoff
+from stead.runtime.executors._executor import Executor, InProcessExecutor
+from stead.runtime.loop._fresh import FreshRuns
+from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._loop import RunLoop
+from stead.runtime.loop._observe import Observer, observing
+from stead.runtime.loop._reconcile import reconcile_takeover
+from stead.runtime.loop._owned import RunSession
+from stead.runtime.agent._view import RunView
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -248,7 +248,7 @@ class Driving:
         executor = hooks.executor(inner)
         loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         # The Runtime's keeper renews the lease and hears a cancel request from another
-        # process (runtime/_keeper.py): it takes the run a moment after the drive starts, so a
+        # process (runtime/loop/_keeper.py): it takes the run a moment after the drive starts, so a
         # run that rests sooner (most turns on a fast model) never costs it anything. Its
         # first look then still sees a cancel written in that moment.
         aio = asyncio.get_running_loop()

@@ -29,7 +29,7 @@ from typing import Protocol
 from stead._signal import AbortSignal
 from stead.core.events import RunCancelRequested
 from stead.errors import StoreError
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import RunSession
 from stead.store import Store
 
 log = logging.getLogger("stead.runtime")

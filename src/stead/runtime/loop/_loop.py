@@ -75,19 +75,19 @@ from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse
 from stead.providers._base import RequestEncoder
-from stead.runtime._agent import Agent
-from stead.runtime._ask import ask_events
-from stead.runtime._backoff import Backoff
-from stead.runtime._budgeted import over_budget
-from stead.runtime._deadline import DeadlineWatch
-from stead.runtime._executor import Executor, InProcessExecutor, tool_context
-from stead.runtime._first_wait import at_first_wait
-from stead.runtime._inputs import attachment_bytes
-from stead.runtime._output import judge, run_settings
-from stead.runtime._reply import ReplyIntent, admissions
-from stead.runtime._retry import retry_event
-from stead.runtime._session import RunSession
-from stead.runtime._waker import abort_future
+from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._ask import ask_events
+from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._budgeted import over_budget
+from stead.runtime.loop._deadline import DeadlineWatch
+from stead.runtime.executors._executor import Executor, InProcessExecutor, tool_context
+from stead.runtime.loop._first_wait import at_first_wait
+from stead.runtime.agent._inputs import attachment_bytes
+from stead.runtime.agent._output import judge, run_settings
+from stead.runtime.loop._reply import ReplyIntent, admissions
+from stead.runtime.loop._retry import retry_event
+from stead.runtime.loop._owned import RunSession
+from stead.runtime.loop._waker import abort_future
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
 log = logging.getLogger("stead.runtime")

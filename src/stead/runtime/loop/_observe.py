@@ -22,9 +22,9 @@ from stead.core.builders._notes import listing_events
 from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.errors import UserError
-from stead.runtime._agent import Agent
-from stead.runtime._executor import Executor
-from stead.runtime._session import RunSession
+from stead.runtime.agent._agent import Agent
+from stead.runtime.executors._executor import Executor
+from stead.runtime.loop._owned import RunSession
 from stead.store import StoredEvent
 
 log = logging.getLogger("stead.runtime")

@@ -47,7 +47,7 @@ from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
 from stead.errors import Conflict, CorruptEvent, Fenced, IllegalTransition, StoreError
-from stead.runtime._history import hydrate
+from stead.runtime.loop._history import hydrate
 from stead.store import Store, StoredEvent
 
 Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
@@ -132,7 +132,7 @@ class RunSession:
         """False for a ``steering`` session without a lease: it writes at whatever epoch the
         run is at."""
         self.on_commit: Callable[[RunState, list[Event]], None] | None = None
-        """Told of every commit (``stead.runtime._observe``), a held one when it is held;
+        """Told of every commit (``stead.runtime.loop._observe``), a held one when it is held;
         None unless someone watches."""
         self.steering_only = False
         """True for a ``steering`` session: it appends no automatic events (it has no tools

@@ -53,7 +53,7 @@ from stead.core.reconcile import (
 from stead.errors import Conflict, Fenced, StoreError
 
 if TYPE_CHECKING:
-    from stead.runtime._loop import RunLoop
+    from stead.runtime.loop._loop import RunLoop
 
 log = logging.getLogger("stead.runtime")
 

@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from stead.errors import Conflict, Fenced, SteadError, StoreError
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
 from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
-from stead.runtime._serve import until_signalled
+from stead.runtime.processes._signals import until_signalled
 from stead.store import Claim, Store
 from stead.store._chat import ConversationStore
 
