@@ -159,9 +159,9 @@ async def _take_over(
 
 
 async def _state(rt: Runtime, rid: str) -> Any:
-    from stead.runtime import RunSession
+    from stead.runtime import OwnedRun
 
-    state, _ = await RunSession.load_state(rt.store, rid)
+    state, _ = await OwnedRun.load_state(rt.store, rid)
     return state
 
 

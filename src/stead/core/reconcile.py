@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, TypeAlias, get_args
 
-from stead.core._codegen import compile_copy
 from stead.core.canonical import effect_id
+from stead.core.codegen import compile_copy
 from stead.core.events import (
     EffectClass,
     EffectReconciled,

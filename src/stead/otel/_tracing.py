@@ -40,8 +40,8 @@ from stead.core.events import (
 from stead.core.fold import RunState
 from stead.core.ledger import Attachment
 from stead.core.messages import message_to_json
-from stead.runtime.executors._executor import Executor
-from stead.runtime.loop._observe import DriveStart
+from stead.runtime.executors import Executor
+from stead.runtime.loop import DriveStart
 
 SCOPE = "stead"
 _FROM_OUTSIDE = (ApprovalDecided, RunCancelRequested, RunRecovered)

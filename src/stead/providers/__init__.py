@@ -13,10 +13,18 @@ from stead.providers._base import (
     ModelRequest,
     ModelResponse,
     ProgressCallback,
+    RequestEncoder,
 )
-from stead.providers._strings import LazyModel, ModelSpec, model_from_string, parse_model_string
+from stead.providers._strings import (
+    FORMS,
+    LazyModel,
+    ModelSpec,
+    model_from_string,
+    parse_model_string,
+)
 
 __all__ = [
+    "FORMS",
     "LazyModel",
     "ModelCall",
     "ModelProvider",
@@ -24,6 +32,7 @@ __all__ = [
     "ModelResponse",
     "ModelSpec",
     "ProgressCallback",
+    "RequestEncoder",
     "model_from_string",
     "parse_model_string",
 ]

@@ -15,9 +15,17 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from stead.core._codegen import compile_copy, fast_init
 from stead.core.builders._ids import unique_call_ids
-from stead.core.builders._limits import deadline_passed, run_timeout_events
+from stead.core.builders._limits import (
+    attempt_failed_event,
+    deadline_events,
+    deadline_passed,
+    question_events,
+    run_timeout_events,
+    stamp_asked,
+    wait_credit_events,
+)
+from stead.core.builders._notes import listing_events
 from stead.core.builders._output import output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
@@ -33,6 +41,7 @@ from stead.core.builders._run import (
     step_failed_event,
 )
 from stead.core.canonical import canonical_json, effect_id, idempotency_key
+from stead.core.codegen import compile_copy, fast_init
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -62,26 +71,34 @@ __all__ = [
     "CallAdmission",
     "Consent",
     "ask_human_events",
+    "attempt_failed_event",
     "cancel_events",
     "cancel_request_event",
     "consent_events",
     "created_event",
+    "deadline_events",
+    "deadline_passed",
     "decision_events",
     "executed_result",
+    "listing_events",
     "model_failed_event",
     "needs_start_record",
     "output_events",
+    "question_events",
     "reconcile_events",
     "recovered_event",
     "reply_events",
     "requeue_event",
     "resumed_turn_event",
     "run_failed_event",
+    "run_timeout_events",
+    "stamp_asked",
     "started_event",
     "started_run_event",
     "step_failed_event",
     "timeout_events",
     "unique_call_ids",
+    "wait_credit_events",
 ]
 
 

@@ -15,8 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stead._crash import CrashHook
-from stead.core.builders import decision_events, executed_result, timeout_events
-from stead.core.builders._limits import question_events, wait_credit_events
+from stead.core.builders import (
+    decision_events,
+    executed_result,
+    question_events,
+    timeout_events,
+    wait_credit_events,
+)
 from stead.core.effects import ToolFailed, ToolUnknown
 from stead.core.events import Event
 from stead.core.fold import CallState, RunState

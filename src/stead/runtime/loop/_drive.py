@@ -35,16 +35,15 @@ from stead.core.states import AT_REST, RunStatus
 from stead.errors import (
     LeaseHeld,
 )
-from stead.runtime.agent._agent import Agent
+from stead.runtime.agent import Agent, RunView
+from stead.runtime.executors import Executor, InProcessExecutor
 from stead.runtime.loop._backoff import Backoff
-from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import Observer, observing
+from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reconcile import reconcile_takeover
-from stead.runtime.loop._owned import RunSession
-from stead.runtime.agent._view import RunView
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -104,7 +103,7 @@ class lease:  # named as the function it was: ``async with lease(...) as epoch``
             await self.store.release(self.run_id, owner=self.owner, epoch=self.epoch)
 
 
-async def _write_held(session: RunSession) -> None:
+async def _write_held(session: OwnedRun) -> None:
     """The drive is over (it rests, raised, or was cancelled: the process shutting down):
     write what the session holds (effects mode) before the lease goes. Best effort: what
     cannot be written (the lease lost, another writer first) is lost as in a crash."""
@@ -159,7 +158,7 @@ class Driving:
         """
         record = await self.store.get_run(run_id)
         if record.status in AT_REST:
-            state, _ = await RunSession.load_state(self.store, run_id)
+            state, _ = await OwnedRun.load_state(self.store, run_id)
             if timeout_events(state, self.clock()):
                 state = await self._append_external(
                     run_id, lambda s: timeout_events(s, self.clock())
@@ -219,10 +218,10 @@ class Driving:
         """Drive under the lease at ``epoch``, from the log's state, or from ``fresh``: the
         state of a run created here that nothing has touched since (``FreshRuns``)."""
         if fresh is None:
-            state, snap_seq = await RunSession.load_state(self.store, run_id)
+            state, snap_seq = await OwnedRun.load_state(self.store, run_id)
         else:
             state, snap_seq = fresh, 0
-        session = RunSession(
+        session = OwnedRun(
             self.store,
             state,
             epoch=epoch,

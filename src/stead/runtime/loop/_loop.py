@@ -73,20 +73,16 @@ from stead.core.failures import is_retryable
 from stead.core.fold import CallState
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
-from stead.providers import ModelRequest, ModelResponse
-from stead.providers._base import RequestEncoder
-from stead.runtime.agent._agent import Agent
-from stead.runtime.agent._ask import ask_events
+from stead.providers import ModelRequest, ModelResponse, RequestEncoder
+from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_settings
+from stead.runtime.executors import Executor, InProcessExecutor, tool_context
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._budgeted import over_budget
 from stead.runtime.loop._deadline import DeadlineWatch
-from stead.runtime.executors._executor import Executor, InProcessExecutor, tool_context
 from stead.runtime.loop._first_wait import at_first_wait
-from stead.runtime.agent._inputs import attachment_bytes
-from stead.runtime.agent._output import judge, run_settings
+from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reply import ReplyIntent, admissions
 from stead.runtime.loop._retry import retry_event
-from stead.runtime.loop._owned import RunSession
 from stead.runtime.loop._waker import abort_future
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
@@ -101,7 +97,7 @@ class RunLoop:
 
     def __init__(
         self,
-        session: RunSession,
+        session: OwnedRun,
         agent: Agent,
         executor: Executor,
         signal: AbortSignal,

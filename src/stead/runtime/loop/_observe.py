@@ -18,13 +18,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from stead.core.builders._notes import listing_events
+from stead.core.builders import listing_events
 from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.errors import UserError
-from stead.runtime.agent._agent import Agent
-from stead.runtime.executors._executor import Executor
-from stead.runtime.loop._owned import RunSession
+from stead.runtime.agent import Agent
+from stead.runtime.executors import Executor
+from stead.runtime.loop._owned import OwnedRun
 from stead.store import StoredEvent
 
 log = logging.getLogger("stead.runtime")
@@ -34,7 +34,7 @@ log = logging.getLogger("stead.runtime")
 class DriveStart:
     """What an observer learns when a drive starts."""
 
-    session: RunSession
+    session: OwnedRun
     agent: Agent
     previous_owner: str | None
     """Who held the run before this drive (a crashed or released worker), if anyone."""
@@ -118,7 +118,7 @@ def checked(observers: object) -> list[Observer]:
 
 async def observing(
     observers: Sequence[Observer],
-    session: RunSession,
+    session: OwnedRun,
     agent: Agent,
     previous_owner: str | None,
 ) -> DriveHooks:

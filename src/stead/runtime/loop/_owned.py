@@ -9,7 +9,7 @@ memory is a cache.
 Other processes may append to a run its owner is driving (a cancel request, a person's
 decision on one of several calls). The owner then meets a ``Conflict``: it reloads, and if
 what it meant to append still applies to the new state, appends it again. Those appends take
-this same path: ``RunSession.steering`` opens a session at the run's current epoch without a
+this same path: ``OwnedRun.steering`` opens a session at the run's current epoch without a
 lease (or at the epoch of a lease the caller holds), whose appends add no automatic events
 (the owner adds them) and which, meeting a newer epoch, moves to it and tries again.
 
@@ -32,7 +32,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from stead.core.builders._limits import stamp_asked
+from stead.core.builders import stamp_asked
 from stead.core.decide import (
     OPENING_STEPS,
     Step,
@@ -92,7 +92,7 @@ HOLD_SECONDS: Final = 1.0
 (unsynced): readers of the log see a run's progress within about a second."""
 
 
-class RunSession:
+class OwnedRun:
     """The state and epoch of a run this process owns."""
 
     def __init__(
@@ -156,7 +156,7 @@ class RunSession:
         epoch: int | None = None,
         owner: str = "",
         snapshot_every: int = 256,
-    ) -> RunSession:
+    ) -> OwnedRun:
         """A session for appends from outside the owning worker (a decision, a cancel, a
         requeue, a timeout): at ``epoch`` when the caller holds the lease, else at the run's
         current epoch, without a lease. Its appends carry no automatic events; what they

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from stead.core.fold import RunState
     from stead.core.limits import Limits
     from stead.core.messages import AssistantMessage, Usage
-    from stead.runtime.agent._agent import Agent
-    from stead.runtime.agent._output import Judged
+    from stead.runtime.agent import Agent, Judged
 
 
 def admissions(agent: Agent, message: AssistantMessage) -> dict[str, CallAdmission]:
