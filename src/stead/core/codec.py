@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, Literal, get_type_hints
 
-from stead.core._node import Node, Problem
+from stead.core._node import Node as Node  # re-exported: the codec's nodes
+from stead.core._node import Problem as Problem
 from stead.core.canonical import JSON, json_problem
 from stead.core.codegen import compile_enc, compile_ok
 
