@@ -21,11 +21,7 @@ from stead.core.settings import ModelSettings  # issue 12 (e-output): model sett
 from stead.core.states import RunStatus
 from stead.errors import *  # noqa: F403 - every public error, listed once in errors.__all__
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.runtime.agent import (  # conversations and attachments (issue 12)
-    Document,
-    Image,
-    TurnCost,  # cost on the view (issue 12)
-)
+from stead.runtime.agent import Document, Image, TurnCost
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"

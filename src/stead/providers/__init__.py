@@ -13,10 +13,8 @@ from stead.providers._base import (
     ModelRequest,
     ModelResponse,
     ProgressCallback,
-    RequestEncoder,
 )
 from stead.providers._strings import (
-    FORMS,
     LazyModel,
     ModelSpec,
     model_from_string,
@@ -24,7 +22,6 @@ from stead.providers._strings import (
 )
 
 __all__ = [
-    "FORMS",
     "LazyModel",
     "ModelCall",
     "ModelProvider",
@@ -32,7 +29,11 @@ __all__ = [
     "ModelResponse",
     "ModelSpec",
     "ProgressCallback",
-    "RequestEncoder",
     "model_from_string",
     "parse_model_string",
 ]
+
+# For the other packages of stead, not part of the public API (hence not in __all__): the
+# forms a model string takes, and the encoder the run loop keeps per agent.
+from stead.providers._base import RequestEncoder as RequestEncoder
+from stead.providers._strings import FORMS as FORMS

@@ -9,20 +9,22 @@ import warnings
 from typing import Any
 
 from stead.server._app import create_app, status_of
-from stead.server._executor_http import serve_executor
-from stead.server._security import check_bind, is_loopback, new_token, parse_tokens
+from stead.server._security import check_bind, is_loopback, parse_tokens
 from stead.server._serve import serve_http
 
 __all__ = [
     "check_bind",
     "create_app",
     "is_loopback",
-    "new_token",
     "parse_tokens",
-    "serve_executor",
     "serve_http",
     "status_of",
 ]
+
+# For the CLI, not part of the public API (hence not in __all__): a fresh token, and the
+# executor endpoints ``stead executor serve`` runs.
+from stead.server._executor_http import serve_executor as serve_executor
+from stead.server._security import new_token as new_token
 
 
 def __getattr__(name: str) -> Any:

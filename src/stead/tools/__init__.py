@@ -12,38 +12,31 @@ happens to one that was in flight at a crash, is decided in ``stead.core`` and d
 
 from stead.tools._answer import AnswerSpec
 from stead.tools._context import ToolContext
-from stead.tools._queue import check_queue
 from stead.tools._registry import ToolRegistry
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
-from stead.tools._signature import HandlerShape, Param, describe_reconcile
-from stead.tools._tool import (
-    TOOL_NAME,
-    ApprovalPolicy,
-    Reconciler,
-    Tool,
-    check_options,
-    question_tool,
-    tool,
-)
+from stead.tools._tool import ApprovalPolicy, Reconciler, Tool, question_tool, tool
 
 __all__ = [
-    "TOOL_NAME",
     "AnswerSpec",
     "ApprovalPolicy",
     "Done",
-    "HandlerShape",
     "NotDone",
-    "Param",
     "ReconcileAnswer",
     "Reconciler",
     "Tool",
     "ToolContext",
     "ToolRegistry",
     "Unknown",
-    "check_options",
-    "check_queue",
-    "describe_reconcile",
     "question_tool",
     "serialize_result",
     "tool",
 ]
+
+# For the other packages of stead, not part of the public API (hence not in __all__): the
+# queue-name check an agent applies, and what an MCP tool shares with a decorated one.
+from stead.tools._queue import check_queue as check_queue
+from stead.tools._signature import HandlerShape as HandlerShape
+from stead.tools._signature import Param as Param
+from stead.tools._signature import describe_reconcile as describe_reconcile
+from stead.tools._tool import TOOL_NAME as TOOL_NAME
+from stead.tools._tool import check_options as check_options
