@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from stead.core.builders._admission import CallAdmission
 from stead.core.builders._ids import unique_call_ids
 from stead.core.builders._limits import (
     attempt_failed_event,
@@ -41,13 +42,12 @@ from stead.core.builders._run import (
     step_failed_event,
 )
 from stead.core.canonical import canonical_json, effect_id, idempotency_key
-from stead.core.codegen import compile_copy, fast_init
+from stead.core.codegen import compile_copy
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
     Decision,
-    EffectClass,
     Event,
     LoopDetected,
     ResultSource,
@@ -100,26 +100,6 @@ __all__ = [
     "unique_call_ids",
     "wait_credit_events",
 ]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallAdmission:
-    """Whether one requested call may run, as the registry and the tool's policy judge it
-    before any intent is written (not a reconcile verdict: that says whether a call that ran
-    took effect)."""
-
-    tool_call_id: str
-    arguments: str
-    """Canonical JSON when valid; the raw text otherwise."""
-    effect_class: EffectClass | None
-    """The tool's class, None when unknown."""
-    rejection: str | None
-    """None when the call may run; otherwise the error the model will read."""
-    needs_approval: bool = False
-    """The tool's policy asks a person before this call runs."""
-    output: bool = False
-    """The agent's final-result call: the turn limits (which bound tools) do not refuse it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
