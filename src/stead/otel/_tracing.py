@@ -93,7 +93,7 @@ class DriveTrace:
 
     def __init__(self, tracing: Tracing, start: DriveStart) -> None:
         self.tracing = tracing
-        state = start.session.state
+        state = start.owned.state
         self.run_id = state.run_id
         self.agent = start.agent
         linked = [s.event for s in start.log if isinstance(s.event, TraceLinked)]

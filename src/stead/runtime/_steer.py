@@ -207,12 +207,12 @@ class Steering:
         *,
         epoch: int | None = None,
     ) -> RunState:
-        """Append from outside the owning worker, through the same session code the owner
+        """Append from outside the owning worker, through the same code the owner
         uses (``OwnedRun.steering``): validated against the current state, written at the
         current epoch (or ``epoch``, when this process holds the lease), rebuilt and tried
         again on a concurrent write. Returns the new state (unchanged if ``build`` gives
         nothing)."""
-        session = await OwnedRun.steering(
+        owned = await OwnedRun.steering(
             self.store,
             run_id,
             clock=self.clock,
@@ -220,7 +220,7 @@ class Steering:
             owner=self.owner,
             snapshot_every=self.snapshot_every,
         )
-        return await session.append(build, automatic=False)
+        return await owned.append(build, automatic=False)
 
     async def requeue(self, run_id: str, reason: str = "resumed") -> RunView:
         """``resume`` without driving: send a failed, cancelled or timed-out run back to

@@ -11,7 +11,7 @@ a claim loop on asyncio:
            (no slots free), or stop
 
 Each task drives its run with ``Runtime.run(run_id, claim=...)`` — the same run loop,
-session, heartbeat and recovery rules a single process uses — and releases the lease when
+handle, heartbeat and recovery rules a single process uses — and releases the lease when
 the run rests (completed, failed, waiting on a person). A run this worker was fenced out of
 belongs to someone else; it is left alone. A run that raised something unexpected keeps its
 lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop;
