@@ -1,7 +1,7 @@
 """``stead executor``: parse the options, set up logging, perform effects until SIGTERM.
 
 ``stead executor --queues ...`` performs effects from the store's execution ledger
-(``runtime._pool.Pool``); ``stead executor serve`` performs them for a run owner over HTTP
+(``stead.runtime.Pool``); ``stead executor serve`` performs them for a run owner over HTTP
 (``server._executor_http.serve_executor``): a sandbox that runs tools then needs no database
 credentials, only the code and a token."""
 
