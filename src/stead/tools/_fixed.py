@@ -1,4 +1,4 @@
-"""A read-only public attribute backed by a private one, declared in one line.
+"""A public attribute fixed at construction, backed by a private one, declared in one line.
 
 ``Tool`` shows a dozen options it was built with and lets nobody change them (a tool's
 definition is part of what a run recorded). Written as properties, each took five lines that
