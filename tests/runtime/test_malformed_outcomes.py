@@ -18,7 +18,7 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, ToolBody, ToolFailed
 from stead.errors import ExecutorError
 from stead.runtime import StoreExecutor
-from stead.runtime._store_executor import outcome_from_json, read_outcome
+from stead.runtime.executors import outcome_from_json, read_outcome
 from stead.store import open_store
 from stead.store._ledger import Ledger, ledger_for
 

@@ -200,9 +200,7 @@ async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: s
             else:  # the second is heard from its first read: no LISTEN to wait for
                 await asyncio.sleep(0)
                 assert e in owner.watch._heard
-            assert await pool.settle(
-                e, epoch=c.epoch, outcome={"kind": "x"}, now=T0, executor="x1"
-            )
+            assert await pool.settle(e, epoch=c.epoch, outcome={"kind": "x"}, now=T0, executor="x1")
             assert await asyncio.wait_for(waiting, 15) == 3
             assert owner.listener.listening(channel)  # kept for the run's next effect
     finally:
