@@ -15,9 +15,10 @@ The public names (``__all__``, one sorted list), by topic:
   ``Image``, ``Document``, ``Usage``
 - logging: ``configure_logging``, ``RunLogFilter``, ``redact``
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
-  ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
-  ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
-  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
+  ``InvalidInput``, ``ApprovalError``, ``AmbiguousId``, ``UnknownAgent``,
+  ``UnknownConversation``, ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``,
+  ``Conflict``, ``Fenced``, ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``,
+  ``CorruptEvent``, ``SchemaTooNew``, ``StoreError``, ``ProviderError``,
   ``ProviderHTTPError``, ``Aborted``
 - ``__version__``
 """
@@ -37,10 +38,12 @@ from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
+    AmbiguousId,
     ApprovalError,
     Conflict,
     ConversationBusy,
     CorruptEvent,
+    ExecutorError,
     Fenced,
     IllegalTransition,
     InvalidEvent,
@@ -49,6 +52,7 @@ from stead.errors import (
     ProviderError,
     ProviderHTTPError,
     RunNotFound,
+    SchemaTooNew,
     SteadError,
     StoreError,
     UnknownAgent,
@@ -65,6 +69,7 @@ __all__ = [
     "AbortSignal",
     "Aborted",
     "Agent",
+    "AmbiguousId",
     "ApprovalError",
     "AssistantMessage",
     "Attachment",
@@ -74,6 +79,7 @@ __all__ = [
     "CorruptEvent",
     "Document",
     "Done",
+    "ExecutorError",
     "Fenced",
     "IllegalTransition",
     "Image",
@@ -92,6 +98,7 @@ __all__ = [
     "RunStatus",
     "RunView",
     "Runtime",
+    "SchemaTooNew",
     "SteadError",
     "StoreError",
     "Tool",
