@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -229,3 +230,42 @@ def test_a_token_file_that_cannot_be_used_is_one_line(
     ):
         code, _, err = _cli(capsys, "serve", "--token-file", str(path))
         assert code == 2 and words in err and "Traceback" not in err, (path, err)
+
+
+# -- a damaged run ---------------------------------------------------------------------------
+
+
+def _damage(store: str, run_id: str, seq: int) -> None:
+    """Change one stored event by hand, as a disk fault or a careless UPDATE would."""
+    import sqlite3
+
+    with sqlite3.connect(store.removeprefix("sqlite:///")) as db:
+        db.execute(
+            "UPDATE events SET data = '{not json' WHERE run_id = ? AND seq = ?", (run_id, seq)
+        )
+
+
+def test_one_damaged_run_does_not_hide_the_others_from_runs_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _one_waiting_run(tmp_path)
+    sound = "run_" + "50d0" + "0" * 28
+    hello = stead.Agent("hello", ScriptedModel(["hi"]))
+
+    async def more() -> None:
+        async with stead.Runtime(store, agents=[hello]) as rt:
+            await rt.run(await rt.start(hello, "say hi", run_id=sound))
+
+    asyncio.run(more())
+    _damage(store, ONLY, 2)
+    code, out, err = _cli(capsys, "--store", store, "runs", "list")
+    assert code == 0, err
+    assert "DAMAGED" in out and "c0ffee000000" in out  # the damaged run, marked
+    assert "50d000000000" in out and "completed" in out  # and the sound one, as it is
+    assert f"corrupt event in run {ONLY!r} at seq 2" in err
+    code, out, err = _cli(capsys, "--store", store, "runs", "list", "--json")
+    rows = {r["run_id"]: r for r in map(json.loads, out.splitlines())}
+    assert code == 0 and rows[sound]["status"] == "completed" and "damaged" not in rows[sound]
+    assert rows[ONLY]["status"] == "awaiting_approval" and "seq 2" in rows[ONLY]["damaged"]
+    code, _, err = _cli(capsys, "--store", store, "runs", "show", ONLY)  # one run: its error
+    assert code == 2 and "at seq 2" in err

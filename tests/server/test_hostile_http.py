@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sqlite3
 from collections.abc import Iterator
 
 import httpx
@@ -19,6 +20,7 @@ import stead
 
 WAITING = "run_waiting_for_a_person"
 DONE = "run_finished_already"
+DAMAGED = "run_with_a_damaged_row"
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             assert (await rt.run(WAITING)).status == stead.RunStatus.AWAITING_APPROVAL
             await rt.start("lookup", "where is 7", run_id=DONE)
             assert (await rt.run(DONE)).status == stead.RunStatus.COMPLETED
+            await rt.start("lookup", "where is 8", run_id=DAMAGED)
+            assert (await rt.run(DAMAGED)).status == stead.RunStatus.COMPLETED
 
     asyncio.run(prepare())
+    with sqlite3.connect(folder / "runs.db") as db:  # a disk fault, or a careless UPDATE
+        db.execute("UPDATE events SET data = '{not json' WHERE run_id = ? AND seq = 2", (DAMAGED,))
     s = Stack(store, folder)
     s.serve()
     try:
@@ -183,3 +189,16 @@ def test_an_after_beyond_the_log_is_a_400_and_the_last_seq_is_not(api: httpx.Cli
 def test_a_cursor_this_server_never_gave_is_a_400(api: httpx.Client, cursor: str) -> None:
     encoded = base64.urlsafe_b64encode(cursor.encode()).decode()
     _refused(api.get("/runs", params={"cursor": encoded}), 400, "cursor")
+
+
+def test_one_damaged_run_does_not_hide_the_others_from_the_list(api: httpx.Client) -> None:
+    r = api.get("/runs")
+    assert r.status_code == 200, r.text
+    runs = {run["run_id"]: run for run in r.json()["runs"]}
+    assert set(runs) == {WAITING, DONE, DAMAGED}
+    assert runs[DONE]["status"] == "completed" and runs[DONE]["damaged"] is None
+    assert runs[WAITING]["status"] == "awaiting_approval"
+    assert runs[DAMAGED]["status"] == "completed"  # as its runs row says
+    assert f"corrupt event in run {DAMAGED!r} at seq 2" in runs[DAMAGED]["damaged"]
+    _refused(api.get(f"/runs/{DAMAGED}"), 503, "at seq 2")  # the run itself names the row
+    assert [a["run_id"] for a in api.get("/approvals").json()] == [WAITING]

@@ -23,7 +23,8 @@ from stead.cli._render import STATUS_STYLE, plain
 from stead.core.events import AssistantMessageRecorded
 from stead.core.fold import RunState, apply
 from stead.core.pricing import PRICES
-from stead.errors import RunNotFound, UserError
+from stead.core.states import RunStatus
+from stead.errors import IllegalTransition, RunNotFound, StoreError, UserError
 from stead.runtime import Runtime, RunView
 from stead.store import RunRecord
 
@@ -36,6 +37,18 @@ class Row:
     view: RunView
     state: RunState
     cost: float | None
+    damaged: str | None = None
+    """Why its log could not be read (a row that does not decode or does not follow from
+    the ones before it); its view is then empty and only the runs table's columns count."""
+
+
+def damaged_row(record: RunRecord, why: StoreError | IllegalTransition) -> Row:
+    """A run whose log cannot be folded, as one row of the list: the rest of the store is
+    still listed, and this run is marked, naming what is wrong (``stead runs show`` then
+    names the row)."""
+    state = RunState()  # a stand-in the list never shows (its status is DAMAGED)
+    state.run_id, state.agent, state.status = record.run_id, record.agent, RunStatus.FAILED
+    return Row(record=record, view=RunView.of(state), state=state, cost=None, damaged=str(why))
 
 
 async def load_row(rt: Runtime, record: RunRecord) -> Row:
@@ -136,7 +149,7 @@ def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Ta
     column (a chosen one) is folded instead of cut, so it can still be copied."""
     now = time.time() if now is None else now
     fixed = {"run": 12, "status": 17, "age": 5, "took": 5, "turns": 5, "tokens": 6, "cost": 7}
-    statuses = [r.view.status.value for r in rows] or ["status"]
+    statuses = [_status(r) for r in rows] or ["status"]
     fixed["status"] = max(6, *(len(s) for s in statuses))
     # SIMPLE_HEAD puts a space between columns and each has one of padding on either side.
     agent = max(5, width - sum(fixed.values()) - 3 * len(fixed))
@@ -148,18 +161,22 @@ def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Ta
         table.add_column(name, justify="right", no_wrap=True, width=fixed[name])
     for row in rows:
         r, v = row.record, row.view
-        status = v.status.value
+        status = _status(row)
         table.add_row(
             Text(plain(short_id(r.run_id))),
             Text(plain(r.agent)),
-            Text(status, style=STATUS_STYLE.get(status, "")),
+            Text(status, style="bold red" if row.damaged else STATUS_STYLE.get(status, "")),
             span(now - r.created_at),
             span(r.updated_at - r.created_at),
-            str(v.turns),
-            count(v.usage.input_tokens + v.usage.output_tokens),
+            "?" if row.damaged else str(v.turns),
+            "?" if row.damaged else count(v.usage.input_tokens + v.usage.output_tokens),
             money(row.cost),
         )
     return table
+
+
+def _status(row: Row) -> str:
+    return "DAMAGED" if row.damaged else row.view.status.value
 
 
 def row_json(row: Row, now: float | None = None) -> dict[str, Any]:
@@ -167,6 +184,21 @@ def row_json(row: Row, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     r, v = row.record, row.view
     u = v.usage
+    if row.damaged:
+        return {
+            "run_id": r.run_id,
+            "short_id": short_id(r.run_id),
+            "agent": r.agent,
+            "status": r.status,
+            "damaged": row.damaged,
+            "session_id": r.session_id,
+            "correlation_id": r.correlation_id,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "age_s": now - r.created_at,
+            "duration_s": r.updated_at - r.created_at,
+            "events": r.last_seq,
+        }
     return {
         "run_id": r.run_id,
         "short_id": short_id(r.run_id),

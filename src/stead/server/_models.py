@@ -146,6 +146,9 @@ class RunSummary(BaseModel):
     usage: UsageOut
     cost_usd: float | None
     leased_by: str | None
+    damaged: str | None = None
+    """Why the run's log cannot be read (its other fields then come from the runs table
+    alone); null for every sound run."""
 
 
 class RunDetail(RunSummary):

@@ -3,6 +3,7 @@ live stream), their conversation, and the approvals inbox."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -10,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from stead.core.messages import message_to_json
 from stead.core.states import FINISHED, TRANSITIONS, RunStatus, mermaid
-from stead.errors import UserError
+from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.server import _shape as shape
 from stead.server._deps import Caller, Rt, RunPath
 from stead.server._models import (
@@ -27,6 +28,7 @@ from stead.server._models import (
 )
 
 router = APIRouter()
+log = logging.getLogger("stead.server")
 
 
 @router.get("/health", response_model=Health, tags=["meta"])
@@ -153,5 +155,10 @@ async def approvals(
     records = await rt.list_runs(status=RunStatus.AWAITING_APPROVAL, agent=agent, limit=500)
     out: list[ApprovalOut] = []
     for r in reversed(records):
-        out.extend(shape.approvals(rt, await rt.state(r.run_id)))
+        try:
+            state = await rt.state(r.run_id)
+        except (CorruptEvent, IllegalTransition) as why:  # the list shows it, marked damaged
+            log.warning("inbox: run %s is left out, its log cannot be read: %s", r.run_id, why)
+            continue
+        out.extend(shape.approvals(rt, state))
     return out

@@ -18,7 +18,7 @@ from stead.core.messages import Usage
 from stead.core.pricing import PriceTable
 from stead.core.progress import ProgressRead
 from stead.core.states import RunStatus
-from stead.errors import UserError
+from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.runtime import Runtime, RunView
 from stead.server._models import (
     MAX_INT,
@@ -47,8 +47,27 @@ def _cost(rt: Runtime, agent: str, usage: Usage) -> float | None:
 
 
 async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
-    """A run as a row of the list."""
-    view = await rt.get(record.run_id)
+    """A run as a row of the list. A run whose log cannot be read (a row that does not
+    decode or does not follow from the ones before it) is listed all the same, from its
+    runs row, marked ``damaged`` with what is wrong: one damaged run hides no other."""
+    try:
+        view = await rt.get(record.run_id)
+    except (CorruptEvent, IllegalTransition) as why:
+        return RunSummary(
+            run_id=record.run_id,
+            agent=record.agent,
+            status=RunStatus(record.status),
+            session_id=record.session_id,
+            correlation_id=record.correlation_id,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            seq=record.last_seq,
+            turns=0,
+            usage=UsageOut(input_tokens=0, output_tokens=0),
+            cost_usd=None,
+            leased_by=None,
+            damaged=str(why),
+        )
     return RunSummary(**_summary_fields(rt, record, view))
 
 
