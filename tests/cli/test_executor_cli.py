@@ -16,7 +16,7 @@ import stead
 from stead.cli import main
 from stead.core.events import ToolResultRecorded
 from stead.store import open_store
-from stead.store._ledger import ledger_for
+from stead.store.ledger._ledger import ledger_for
 
 STEAD = str(Path(sys.executable).with_name("stead"))
 RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"

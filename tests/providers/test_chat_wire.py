@@ -22,7 +22,7 @@ from wire_server import WireServer
 import stead
 from stead.core.messages import Usage
 from stead.core.pricing import PRICES
-from stead.store._base import unpack_data
+from stead.store.sql._base import unpack_data
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
 PDF = b"%PDF-1.4\n" + b"1 0 obj << >> endobj\n" * 4 + b"%%EOF\n"

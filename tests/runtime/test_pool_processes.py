@@ -27,7 +27,7 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, ToolBody, ToolSucceeded
 from stead.runtime._store_executor import StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Ledger, ledger_for
+from stead.store.ledger._ledger import Ledger, ledger_for
 from stead.testing import EffectLedger
 
 CHILD = Path(__file__).parent / "pool_child.py"

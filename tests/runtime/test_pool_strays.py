@@ -46,7 +46,7 @@ from stead.core.events import EffectClass
 from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Claimed, Ledger, ledger_for
+from stead.store.ledger._ledger import Claimed, Ledger, ledger_for
 from stead.testing import PostgresServer, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)

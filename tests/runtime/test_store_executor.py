@@ -20,7 +20,7 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Ledger, ledger_for
+from stead.store.ledger._ledger import Ledger, ledger_for
 from stead.testing import EffectLedger, ScriptedModel
 
 

@@ -1,6 +1,6 @@
 """``stead effects list RUN`` and ``stead effects show RUN EFFECT``: a run's effects, one row
 per key (``stead.core.effect_log``): how each ended, the reconciler's verdicts at takeovers,
-its redispatch ledger, and where it ran (``stead.store._placement``: the queue, executor,
+its redispatch ledger, and where it ran (``stead.store.placements``: the queue, executor,
 epoch and claims of a key performed by an executor pool; in process when it has none).
 Parsing and rendering only."""
 
@@ -19,8 +19,7 @@ from stead.cli._render import plain, timeline
 from stead.core.effect_log import EffectRecord, effect_records
 from stead.errors import StoreError, UserError
 from stead.runtime import Runtime
-from stead.store._ledger import ledger_for
-from stead.store._placement import Placement, placements
+from stead.store import Placement, ledger_for, placements
 
 _STYLE = {
     "settled": "green",

@@ -52,8 +52,7 @@ from stead.runtime._history import continued
 from stead.runtime._inputs import AttachmentInput, chat_store, history_of, store_attachments
 from stead.runtime._session import RunSession
 from stead.runtime._view import RunView
-from stead.store import Store
-from stead.store._chat import ConversationEntry, ConversationStore
+from stead.store import ConversationEntry, ConversationStore, Store
 
 
 class Conversations:

@@ -14,7 +14,7 @@ the model), and settles it under the epoch its claim made:
 
 On PostgreSQL the claim writes ``started`` itself for every key but a non_idempotent tool's
 (``claim(start=True)``), and ``start`` and ``settle`` name this executor besides the epoch
-(``store._pgledger.PostgresLedger``: why a claim lost with the database server is safe).
+(``store.postgres._ledger.PostgresLedger``: why a claim lost with the database server is safe).
 
 A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
@@ -59,8 +59,15 @@ from stead.runtime._executor import InProcessExecutor
 from stead.runtime._far_progress import Forwarder
 from stead.runtime._serve import until_signalled
 from stead.runtime._store_executor import outcome_to_json
-from stead.store import _limits, _progress, _strays, open_store
-from stead.store._ledger import Claimed, ledger_for
+from stead.store import (
+    Claimed,
+    forget_progress,
+    give_up_strays,
+    ledger_for,
+    open_store,
+    pause_queue,
+    set_queue_limit,
+)
 
 log = logging.getLogger("stead.executor")
 
@@ -158,7 +165,7 @@ class Pool:
         await self._warm()
         if self.max_concurrent is not None:
             for q in self.queues:
-                await _limits.set_limit(self.ledger, q, self.max_concurrent)
+                await set_queue_limit(self.ledger, q, self.max_concurrent)
         await self._beat()
         log.info(
             "executor %s ready: queues %s, concurrency %d, lease %.1fs",
@@ -283,12 +290,12 @@ class Pool:
             # every executor, for as long as it asked (a second if it did not say).
             wait = outcome.retry_after if outcome.retry_after is not None else 1.0
             with contextlib.suppress(StoreError):
-                await _limits.pause(self.ledger, c.queue, self.clock() + wait)
+                await pause_queue(self.ledger, c.queue, self.clock() + wait)
         if await self._settle(c, outcome_to_json(outcome), sync=sync):
             self.performed += 1
             if streamed:  # the settled message is in; its preview is done with
                 with contextlib.suppress(StoreError):
-                    await _progress.forget(self.ledger, c.effect_id)
+                    await forget_progress(self.ledger, c.effect_id)
         else:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)
@@ -338,7 +345,7 @@ class Pool:
         ripe = strays if quiet and self._claims_begun == begun else strays & self._strays
         self._strays = strays - ripe
         if ripe:
-            gone = await _strays.give_up(self.ledger, self.id, ripe, now=self.clock())
+            gone = await give_up_strays(self.ledger, self.id, ripe, now=self.clock())
             for key, what in gone.items():
                 log.warning("effect %s: held here with no task running it: %s", key, what)
 

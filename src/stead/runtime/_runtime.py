@@ -52,8 +52,7 @@ from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
 from stead.runtime._store_executor import routed
 from stead.runtime._view import PendingApproval, RunView
-from stead.store import Store, StoredEvent, open_store
-from stead.store._ledger import Ledger
+from stead.store import Ledger, Store, StoredEvent, open_store
 
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 

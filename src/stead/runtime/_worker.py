@@ -50,8 +50,7 @@ from stead.runtime._agent import Agent
 from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.runtime._serve import until_signalled
-from stead.store import Claim, Store
-from stead.store._chat import ConversationStore
+from stead.store import Claim, ConversationStore, Store
 
 log = logging.getLogger("stead.worker")
 
