@@ -1,4 +1,4 @@
-"""The redispatch ledger under real crashes: the run owner is SIGKILLed before a redispatch,
+"""Redispatches under real crashes: the run owner is SIGKILLed before a redispatch,
 after ``planned``, and after the executor accepted it (before ``dispatched``); each time a
 fresh process takes the run over. The attempt planned once is offered again under the same
 number (the budget is never spent twice for it), the effect runs once, and the run completes

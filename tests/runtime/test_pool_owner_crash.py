@@ -14,7 +14,7 @@ The steps, for ``notify`` (non_idempotent, with a reconcile function):
     mid effect          killed from outside while the pool's tool is inside its effect
     after settled       after_tool_effect: the pool settled it, the run has not recorded it
 
-and the redispatch ledger's steps for ``index_doc`` (idempotent_write, ``RecoveryPolicy(
+and the redispatch records for ``index_doc`` (idempotent_write, ``RecoveryPolicy(
 missing="redispatch")``): killed before its first dispatch, then before a redispatch, after
 ``planned``, after the pool accepted the redispatch (before ``dispatched``). After each: the new
 owner finishes the run, the effect happened once, every call has one result, the budget is not

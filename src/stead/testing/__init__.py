@@ -13,9 +13,9 @@ from stead._crash import POINTS as CRASH_POINTS
 from stead._crash import arm as arm_crash
 from stead._crash import disarm as disarm_crashes
 from stead.testing._commits import SQLiteCommits
-from stead.testing._side_effects import EffectLedger, assert_valid_history
 from stead.testing._postgres import PostgresServer, postgres_bindir, temporary_postgres
 from stead.testing._scripted import Reply, ScriptedModel
+from stead.testing._side_effects import EffectLedger, assert_valid_history
 
 __all__ = [
     "CRASH_ENV",
