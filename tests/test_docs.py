@@ -46,7 +46,7 @@ LINKS = [
 ]
 WRITTEN_ELSEWHERE: set[str] = set()
 """Files docs/design.md names that other branches write (docs/states.md is generated from
-stead.core.states; store/_sql.py is the store base being merged). Until they are merged a
+stead.core.states; store/sql/_store.py is the store base being merged). Until they are merged a
 name of one of them is skipped, not passed; once they exist they are checked like any other,
 so this set may then be emptied."""
 

@@ -154,7 +154,7 @@ async def test_an_image_and_a_document_reach_the_model_stored_once(
         ("application/pdf",),
         ("image/png",),
     ]
-    # every row as its JSON text (a large row is stored zlib-compressed: store/_base.pack_data)
+    # every row as its JSON text (a large row is stored zlib-compressed: store/sql/_base.pack_data)
     log = "".join(_text(unpack_data(d)) for (d,) in _raw(path, "SELECT data FROM events"))
     assert b64 not in log and "sha256:" in log
     assert first.messages[0].attachments[0].digest.startswith("sha256:")  # type: ignore[union-attr]

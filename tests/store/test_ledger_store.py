@@ -1,4 +1,4 @@
-"""The execution ledger on both stores (store/_ledger.py, migration 0004_ledger).
+"""The execution ledger on both stores (store/ledger/_ledger.py, migration 0004_ledger).
 
 Each test runs on SQLite and PostgreSQL. The ledger's events as stored always fold
 (core/ledger.py) to the row's phase: the SQL's conditional writes and the pure table agree.

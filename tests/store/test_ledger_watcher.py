@@ -1,4 +1,4 @@
-"""The settlement watcher: the ``Watcher`` a ledger's waiters share (store/_watch.py), fed by
+"""The settlement watcher: the ``Watcher`` a ledger's waiters share (store/sql/_watch.py), fed by
 the ledger's settle marks (0 while a key is open, its settle's position after) and, on
 PostgreSQL, by its LISTEN connection.
 

@@ -23,7 +23,7 @@ one whose run asked to cancel fires the signal too (a subprocess group gets SIGT
 SIGKILL, as in process). One it holds with no task running it (a claim or a ``started``
 whose reply was lost, a settle that failed for good) is given up as a takeover would after a
 lapsed lease: back to the queue, or settled ``tool_unknown`` for a non_idempotent tool that
-started (``store._strays``); its lease alone would never let it go.
+started (``store.ledger._strays``); its lease alone would never let it go.
 
 Stopping (SIGTERM): claim nothing more, let the effects in hand finish for ``grace``
 seconds, then fire their signals and settle what they return (a cancelled tool settles
@@ -109,7 +109,7 @@ class Pool:
         deps: Any = None,
     ) -> None:
         """``max_concurrent``: hold each of ``queues`` to that many effects at once across
-        every executor of the fleet (the store keeps the count; ``store._limits``).
+        every executor of the fleet (the store keeps the count; ``store.ledger._limits``).
         ``deps``: this process's live objects its tools read as ``ctx.deps``, as a
         ``Runtime``'s (checked against each agent's ``deps_type``; never recorded)."""
         self.queues = [q for q in queues if q]

@@ -81,7 +81,7 @@ class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
 
     dialect = "postgres"
-    GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/_group.py)
+    GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/sql/_group.py)
     PARAM = "%s"
     BYTES_DATA = True
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
