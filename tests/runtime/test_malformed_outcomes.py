@@ -20,7 +20,7 @@ from stead.errors import ExecutorError
 from stead.runtime import StoreExecutor
 from stead.runtime.executors import outcome_from_json, read_outcome
 from stead.store import open_store
-from stead.store._ledger import Ledger, ledger_for
+from stead.store.ledger import Ledger, ledger_for
 
 T0 = 1_000.0
 KEY = AssignmentKey(session_id="s", run_id="r1", effect_id="e1")

@@ -13,7 +13,7 @@ import pytest
 
 import stead
 from stead.store import open_store
-from stead.store._migrations import migrations
+from stead.store.sql import migrations
 
 STEAD = str(Path(sys.executable).with_name("stead"))
 FUTURE = 9_999
