@@ -38,7 +38,10 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def _show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
-    p.add_argument("effect_id", help="an effect id or any unique start of one")
+    p.add_argument(
+        "effect_id",
+        help="an effect id, or a start of one of at least 4 characters that starts no other",
+    )
     p.add_argument("--json", action="store_true", help="the effect as one JSON object")
 
 
