@@ -17,8 +17,6 @@ import pytest
 
 import stead
 from stead.cli import _parser, main
-from stead.core.id_prefix import MIN_PREFIX, choose
-from stead.errors import AmbiguousId
 from stead.testing import Reply, ScriptedModel
 
 STEAD = str(Path(sys.executable).with_name("stead"))
@@ -83,12 +81,15 @@ def test_an_empty_or_short_run_id_names_no_run_even_when_one_run_would_match(
         if typed.strip() and ONLY.startswith(typed if typed.startswith("run_") else "run_"):
             assert ONLY in err, (cmd, err)  # the candidates, so the person can pick one
     assert asyncio.run(_status(store)) == "awaiting_approval"
-    code, out, err = _cli(capsys, "--store", store, "cancel", ONLY[4 : 4 + MIN_PREFIX])
+    code, out, err = _cli(capsys, "--store", store, "cancel", ONLY[4:8])  # 4 characters
     assert code == 0 and "cancelled" in out, err
     assert asyncio.run(_status(store)) == "cancelled"
 
 
 def test_the_rule_is_one_function_below_the_faces() -> None:
+    from stead.core.id_prefix import choose
+    from stead.errors import AmbiguousId
+
     ids = ["run_aaaa1111", "run_aaaa2222", "r1"]
     assert choose("r1", ids, strip="run_") == "r1"  # an exact id, however short
     assert choose("aaaa1", ids, strip="run_") == "run_aaaa1111"

@@ -180,7 +180,7 @@ def _headers(accept: str, ctype: str, last: str | None, auth: str) -> dict[str, 
     if ctype:
         out["Content-Type"] = ctype.encode()
     if last is not None:
-        out["Last-Event-ID"] = last.encode("latin-1")
+        out["Last-Event-ID"] = last.encode()  # raw bytes, as any client may send
     if auth == "good":
         out["Authorization"] = f"Bearer {SECRET}".encode()
     elif auth != "none":

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import stead
 from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import ToolResultRecorded
-from stead.core.result_bound import DEFAULT_MAX_RESULT, bound_outcome, cut
 from stead.testing import Reply, ScriptedModel
 
 
@@ -47,9 +46,9 @@ async def _results(tmp_path: Path, calls: list[Any], **limits: Any) -> list[Tool
 
 async def test_a_result_past_the_default_is_cut_with_a_note(tmp_path: Path) -> None:
     [result] = await _results(tmp_path, [("dump", {"n": 3_000_000})])
-    assert result.content.startswith("y" * DEFAULT_MAX_RESULT)
+    assert result.content.startswith("y" * 1_000_000)
     assert "this result was 3,000,000 characters; only the first 1,000,000" in result.content
-    assert len(result.content) < DEFAULT_MAX_RESULT + 300
+    assert len(result.content) < 1_000_300
 
 
 async def test_the_agents_bound_and_the_tools_own(tmp_path: Path) -> None:
@@ -74,6 +73,8 @@ def test_a_bound_that_is_no_bound_is_refused_where_it_is_given(bad: Any) -> None
 
 @given(text=st.text(max_size=300), limit=st.integers(1, 400))
 def test_a_cut_keeps_the_start_and_says_how_long_the_whole_was(text: str, limit: int) -> None:
+    from stead.core.result_bound import bound_outcome, cut
+
     out = cut(text, limit)
     if len(text) <= limit:
         assert out == text
