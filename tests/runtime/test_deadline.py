@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _wait import until
 
 import stead
 from stead.core.events import RunDeadlineSet, RunTimedOut
@@ -85,10 +86,7 @@ def test_a_deadline_fires_in_a_process_that_did_not_start_the_run(
     mark = tmp_path / "mark"
     env = {"STEAD_TEST_MARK": str(mark), "STEAD_TEST_MAX_DURATION": "600"}
     first = _child(store, "start", "slow", **env)
-    for _ in range(1500):
-        if mark.exists():
-            break
-        time.sleep(0.02)
+    until(mark.exists, "the first process to start its tool", timeout=60)
     assert mark.read_text() == "1\n", first.stderr
     first.kill()  # SIGKILL in the middle of its tool
     first.communicate(timeout=30)
