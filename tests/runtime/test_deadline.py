@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from _wait import until
 
 import stead
+from _wait import until
 from stead.core.events import RunDeadlineSet, RunTimedOut
 from stead.core.states import RunStatus
 from stead.testing import Reply, ScriptedModel, assert_valid_history
