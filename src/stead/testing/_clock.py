@@ -27,9 +27,10 @@ import asyncio
 import selectors
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 START = 1_767_225_600.0
 """2026-01-01 00:00:00 UTC: where a clock's wall time starts unless told otherwise."""
@@ -111,7 +112,7 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
         return self._virtual.monotonic()
 
     def run_in_executor(
-        self, executor: Executor | None, func: Callable[..., T], *args: Any
+        self, executor: Executor | None, func: Callable[[*Ts], T], *args: *Ts
     ) -> asyncio.Future[T]:
         future = super().run_in_executor(executor, func, *args)
         self._jobs += 1
