@@ -32,6 +32,11 @@ from typing import Any, TypeVar, TypeVarTuple
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
+PAST = 1e-6
+"""How far past a timer a jump lands: a real clock read after a sleep is always a little
+later, and code that waits for a time to have passed (``now > deadline``) relies on that;
+a jump landing on the timer exactly left such code re-arming a zero delay forever."""
+
 START = 1_767_225_600.0
 """2026-01-01 00:00:00 UTC: where a clock's wall time starts unless told otherwise."""
 
@@ -96,7 +101,7 @@ class _Selector(selectors.DefaultSelector):
             ready = super().select(grace)
             if ready:
                 return ready
-        self._clock.advance(timeout)
+        self._clock.advance(timeout + PAST)
         return []
 
 
