@@ -83,7 +83,8 @@ _IMPORTS = re.compile(r"^(?:from|import) (\w+)", re.MULTILINE)
 @functools.cache
 def _starts_processes(path: Path) -> bool:
     """Whether ``path``, or a helper module of tests/ it imports (by its bare name, as tests
-    import their helpers), starts a process or a server."""
+    import their helpers), starts a process or a server. A module name that is also a
+    package's (``json``) matches no file of tests/, so only helpers are read."""
     try:
         text = path.read_text()
     except OSError:
@@ -91,8 +92,8 @@ def _starts_processes(path: Path) -> bool:
     if _STARTS.search(text):
         return True
     for name in set(_IMPORTS.findall(text)):
-        for where in (path.parent, TESTS):
-            helper = where / f"{name}.py"
+        # Beside it, or in any directory of tests/ (some put another's on their sys.path).
+        for helper in (path.parent / f"{name}.py", *TESTS.glob(f"**/{name}.py")):
             if helper != path and helper.is_file() and _starts_processes(helper):
                 return True
     return False
