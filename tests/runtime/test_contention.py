@@ -59,7 +59,9 @@ def test_two_processes_race_for_one_run(scenario: Scenario, tmp_path: Path) -> N
     env = {"STEAD_TEST_SLOW": "60", "STEAD_TEST_SLOW_GATE": str(gate)}
     procs = [scenario.spawn("contend", "slow", "30", **env) for _ in range(2)]
     until(
-        lambda: any(p.poll() is not None for p in procs) or side_effects().count("slow_lookup") >= 2,
+        lambda: (
+            any(p.poll() is not None for p in procs) or side_effects().count("slow_lookup") >= 2
+        ),
         "a process to end or both to reach the tool",
     )
     gate.touch()  # one ended (the loser, if the lease held) or both are in the tool (not)
