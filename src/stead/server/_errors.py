@@ -27,8 +27,9 @@ _TEXT = 300
 
 
 class SafeJSON(JSONResponse):
-    """A JSON response any value can be written as: non-ASCII as escapes (a lone surrogate
-    too), NaN and infinity as ``null``-free strings never (an error body holds none)."""
+    """A JSON response any text can be written in: everything beyond ASCII as an escape, a
+    lone surrogate included, where UTF-8 encoding would fail. (Error bodies hold text and
+    ints only, never a float NaN.)"""
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
