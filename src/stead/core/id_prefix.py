@@ -33,23 +33,24 @@ def matches(text: str, ids: Iterable[str], *, strip: str = "") -> list[str]:
 
 
 def choose(text: str, ids: Iterable[str], *, noun: str = "run", strip: str = "") -> str | None:
-    """The one id ``text`` names among ``ids``; None when it is the start of none.
+    """The one id ``text`` names among ``ids``; None when it is the start of none (the
+    caller's "not found").
 
-    ``AmbiguousId`` (a ``UserError`` holding the candidates) when the text is too short to
-    mean something or is the start of more than one id. ``noun`` names the ids in messages.
+    ``AmbiguousId`` (a ``UserError`` holding the candidates) when the text starts ids but is
+    too short to mean something, or starts more than one. ``noun`` names the ids in messages.
     """
     pool = list(ids)
     if text in pool:
         return text
     found = matches(text, pool, strip=strip)
+    if not found:
+        return None
     if len(text.removeprefix(strip) if strip else text) < MIN_PREFIX or not text.strip():
         raise AmbiguousId(
             f"{noun} id {text!r} is too short to name a {noun}: type the whole id or at "
             f"least {MIN_PREFIX} characters of it{_starting(found, noun)}",
             found,
         )
-    if not found:
-        return None
     if len(found) > 1:
         raise AmbiguousId(
             f"{noun} id {text!r} is the start of {len(found)} {noun}s: {_names(found)}; "
@@ -65,6 +66,5 @@ def _names(found: list[str]) -> str:
 
 
 def _starting(found: list[str], noun: str) -> str:
-    if not found:
-        return ""
-    return f" ({len(found)} {noun}s start with it: {_names(found)})"
+    many = len(found) > 1
+    return f" ({len(found)} {noun}{'s start' if many else ' starts'} with it: {_names(found)})"
