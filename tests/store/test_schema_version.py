@@ -83,3 +83,30 @@ def test_every_command_refuses_it_in_one_line(tmp_path: Path, argv: list[str]) -
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert f"schema version {FUTURE}, newer than the {KNOWN} this stead knows" in done.stderr
     assert "Traceback" not in done.stderr and "stead serve:" not in done.stdout
+
+
+def test_a_worker_that_outlives_an_upgrade_stops(tmp_path: Path) -> None:
+    # A worker started on this schema; a newer stead migrates the store under it.
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    open_store(url)
+    worker = subprocess.Popen(
+        [STEAD, "--store", url, "worker", "--agents", "stead.demo._agent:agents", "--poll", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert worker.stderr is not None
+        for line in worker.stderr:  # it is up once it says so
+            if "ready" in line:
+                break
+        _from_the_future(url)
+        # It notices at its next sweep (every 10 s by default) and stops with the message.
+        _, err = worker.communicate(timeout=90)
+        assert worker.returncode == 2, err
+        assert f"schema version {FUTURE}, newer than the {KNOWN} this stead knows" in err
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()

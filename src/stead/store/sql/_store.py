@@ -483,6 +483,16 @@ class SQLStore(ChatRows):
         async with self._reading() as s:
             return await self._row(s, run_id)
 
+    async def check_schema(self) -> None:
+        """``SchemaTooNew`` when a newer stead has migrated the store since this one opened
+        it: a process that outlives an upgrade (a worker) asks now and then, and stops."""
+        newest = migrations(self.dialect)[-1][0]
+        async with self._reading() as s:
+            row = await s.one("SELECT max(version) FROM schema_migrations", ())
+        found = row[0] if row is not None and row[0] is not None else 0
+        if found > newest:
+            raise SchemaTooNew(self.where, found, newest)
+
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         """See ``Store.list_runs``."""
         async with self._reading() as s:
