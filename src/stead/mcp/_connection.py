@@ -191,7 +191,9 @@ class Connection:
         call: asyncio.Task[Any] = loop.create_task(send(self._client))
         aborted: asyncio.Future[str] = loop.create_future()
         if within is not None:
-            done, _ = await asyncio.wait({call, self._lost}, timeout=within)
+            done, _ = await asyncio.wait(
+                {call, self._lost}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+            )
             if not done:
                 call.cancel()  # the SDK sends notifications/cancelled
                 await asyncio.wait({call}, timeout=CANCEL_GRACE)
