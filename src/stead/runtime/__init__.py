@@ -1,11 +1,13 @@
 """The imperative shell: run loop, sessions, executors, the ``Runtime`` facade and workers."""
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._adapt import as_agent, register_adapter
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._gc import tune_gc  # many runs in flight (issue 15)
 from stead.runtime._loop import RunLoop
+from stead.runtime._observe import DriveStart, DriveWatch, Observer
 from stead.runtime._pool import Pool, serve_pool
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
 from stead.runtime._session import RunSession
@@ -16,9 +18,12 @@ __all__ = [
     "Agent",
     "Backoff",
     "Budget",
+    "DriveStart",
+    "DriveWatch",
     "Executor",
     "InProcessExecutor",
     "Limits",
+    "Observer",
     "PendingApproval",
     "Pool",
     "RunLoop",
@@ -26,6 +31,8 @@ __all__ = [
     "RunView",
     "Runtime",
     "StoreExecutor",
+    "as_agent",
+    "register_adapter",
     "Worker",
     "serve",
     "serve_pool",

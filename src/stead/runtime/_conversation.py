@@ -47,6 +47,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import _checks as checks
+from stead.runtime._adapt import as_agent
 from stead.runtime._agent import Agent
 from stead.runtime._history import continued
 from stead.runtime._inputs import AttachmentInput, chat_store, history_of, store_attachments
@@ -93,6 +94,7 @@ class Conversations:
         checks.text("the message", text)
         if message_id is not None:
             checks.identifier("message_id", message_id)
+        agent = as_agent(agent)
         if agent is not None and not isinstance(agent, Agent | str):
             raise UserError(f"agent takes an Agent or its name, not {type(agent).__name__}")
         chat = chat_store(self.store)
