@@ -131,4 +131,3 @@ def foreign_agent(
     )
     agent.observer = JournalObserver(launch)
     return agent
-

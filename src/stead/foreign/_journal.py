@@ -318,7 +318,7 @@ class Journal:
                 )
             return None
 
-        found = await self._until(look)
+        found: _Posted[Any] | Rejected = await self._until(look)
         if isinstance(found, Rejected):
             return found
         return await _perform(found, _TOOL_CONTEXT, ctx)

@@ -34,7 +34,7 @@ from pydantic_ai.messages import (
     TextPartDelta,
     ToolCallPartDelta,
 )
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from stead.core.durability import Durability
 from stead.core.events import ToolResultRecorded
@@ -78,7 +78,9 @@ class _StepBackend(DurableOperationBackend[Any]):
     def __init__(self, agent_name: str) -> None:
         self._namer = JournalOperationNamer(agent_name)
 
-    def bind(self, operation: DurableOperation[Any, Any, Any]) -> BoundDurableOperation[Any, Any, Any]:
+    def bind(
+        self, operation: DurableOperation[Any, Any, Any]
+    ) -> BoundDurableOperation[Any, Any, Any]:
         op = operation.operation_id
 
         async def dispatch(params: Any) -> Any:
@@ -100,7 +102,9 @@ class _StepBackend(DurableOperationBackend[Any]):
 
         return _Bound(operation, dispatch)
 
-    async def _model(self, operation: DurableOperation[Any, Any, Any], params: Any, journal: Any) -> Any:
+    async def _model(
+        self, operation: DurableOperation[Any, Any, Any], params: Any, journal: Any
+    ) -> Any:
         model_name = getattr(operation.operation_id, "model_name", "") or ""
 
         async def body() -> Any:
@@ -110,7 +114,10 @@ class _StepBackend(DurableOperationBackend[Any]):
         return response_of(recorded)
 
     async def _call(
-        self, operation: DurableOperation[Any, Any, Any], params: ToolsetCallToolParams, journal: Any
+        self,
+        operation: DurableOperation[Any, Any, Any],
+        params: ToolsetCallToolParams,
+        journal: Any,
     ) -> Any:
         call_id = params.ctx.tool_call_id or ""
 
@@ -118,7 +125,9 @@ class _StepBackend(DurableOperationBackend[Any]):
             tool = params.tool
             try:
                 if tool is not None:
-                    return bool(tool.args_validator.validate_json(recorded or "{}") == params.tool_args)
+                    return bool(
+                        tool.args_validator.validate_json(recorded or "{}") == params.tool_args
+                    )
                 return bool(json.loads(recorded or "{}") == params.tool_args)
             except Exception:
                 return False
@@ -209,7 +218,7 @@ class SteadDurability(BaseDurabilityCapability[Any]):
         journal = current_journal()
         if journal is None or not requests.approvals:
             return None
-        approvals: dict[str, bool | ToolDenied] = {}
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
         for call in requests.approvals:
             got = await journal.decision(call.tool_call_id)
             if isinstance(got, ToolResultRecorded):

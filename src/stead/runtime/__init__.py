@@ -31,9 +31,9 @@ __all__ = [
     "RunView",
     "Runtime",
     "StoreExecutor",
+    "Worker",
     "as_agent",
     "register_adapter",
-    "Worker",
     "serve",
     "serve_pool",
     "tune_gc",  # many runs in flight (issue 15)

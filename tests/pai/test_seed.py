@@ -39,14 +39,20 @@ def test_killed_after_delivery_resumes_and_delivers_once(tmp_path: Path, provide
         server.push(*seed_replies(provider))
         e = env(provider, server.url, ledger)
         died = stead_cli(
-            "--store", store, "run", "support_agent:agent", "Tell Ada her refund is on its way.",
+            "--store",
+            store,
+            "run",
+            "support_agent:agent",
+            "Tell Ada her refund is on its way.",
             env={**e, "STEAD_CRASH_AT": "after_tool_effect:send_message"},
         )
         assert died.returncode == -9, died.stdout + died.stderr
         assert len(deliveries(ledger)) == 1  # delivered; the result never recorded
         run_id = _only_run(store)
 
-        done = stead_cli("--store", store, "resume", run_id, "--agents", "support_agent:agent", env=e)
+        done = stead_cli(
+            "--store", store, "resume", run_id, "--agents", "support_agent:agent", env=e
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
 

@@ -76,7 +76,9 @@ def env(provider: str, url: str, ledger: Path, **extra: str) -> dict[str, str]:
     return out
 
 
-def stead_cli(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def stead_cli(
+    *args: str, env: dict[str, str], timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*STEAD, *args],
         capture_output=True,

@@ -70,7 +70,10 @@ def build(durability: str = "strict") -> Agent[None, str]:
         """Send a message to a customer."""
         n = len(deliveries()) + 1
         with LEDGER.open("a") as f:
-            f.write(json.dumps({"id": n, "to": to, "text": text, "key": tool_context().idempotency_key}) + "\n")
+            f.write(
+                json.dumps({"id": n, "to": to, "text": text, "key": tool_context().idempotency_key})
+                + "\n"
+            )
             f.flush()
             os.fsync(f.fileno())
         return {"delivered": True, "id": n}
