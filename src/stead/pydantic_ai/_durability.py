@@ -31,7 +31,10 @@ from pydantic_ai.durable_exec import (
 from pydantic_ai.messages import (
     AgentStreamEvent,
     PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
     TextPartDelta,
+    ToolCallPart,
     ToolCallPartDelta,
 )
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -152,13 +155,20 @@ async def _forward_progress(ctx: RunContext[Any], events: AsyncIterable[AgentStr
     a tool call's arguments as they come, after a line naming the call)."""
     async for event in events:
         sink = current_progress()
-        if sink is None or not isinstance(event, PartDeltaEvent):
+        if sink is None:
             continue
-        delta = event.delta
-        if isinstance(delta, TextPartDelta) and delta.content_delta:
-            sink(delta.content_delta)
-        elif isinstance(delta, ToolCallPartDelta) and isinstance(delta.args_delta, str):
-            sink(delta.args_delta)
+        if isinstance(event, PartStartEvent):  # a part opens with its first piece
+            part = event.part
+            if isinstance(part, TextPart) and part.content:
+                sink(part.content)
+            elif isinstance(part, ToolCallPart):
+                sink(f"\n{part.tool_name}({part.args_as_json_str() if part.args else ''}")
+        elif isinstance(event, PartDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                sink(delta.content_delta)
+            elif isinstance(delta, ToolCallPartDelta) and isinstance(delta.args_delta, str):
+                sink(delta.args_delta)
 
 
 class SteadDurability(BaseDurabilityCapability[Any]):
