@@ -23,9 +23,13 @@ def gpt(url: str) -> Model:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    return OpenAIChatModel("gpt-4.1", provider=OpenAIProvider(api_key="sk-test", base_url=url + "/v1"))
+    return OpenAIChatModel(
+        "gpt-4.1", provider=OpenAIProvider(api_key="sk-test", base_url=url + "/v1")
+    )
 
 
 def agent(url: str, name: str = "helper", **kw: Any) -> Agent[Any, Any]:
-    durability = SteadDurability(**{k: kw.pop(k) for k in ("limits", "budget", "durability") if k in kw})
+    durability = SteadDurability(
+        **{k: kw.pop(k) for k in ("limits", "budget", "durability") if k in kw}
+    )
     return Agent(claude(url), name=name, capabilities=[durability], **kw)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from pydantic_ai.models import Model
 import stead
 from stead.pydantic_ai import SteadDurability, tool_context
 
-LEDGER = Path(os.environ.get("STEAD_TEST_LEDGER", "deliveries.jsonl"))
+
+def ledger() -> Path:
+    return Path(os.environ.get("STEAD_TEST_LEDGER", "deliveries.jsonl"))
 
 
 def model() -> Model:
@@ -41,9 +44,9 @@ def model() -> Model:
 
 
 def deliveries() -> list[dict[str, Any]]:
-    if not LEDGER.exists():
+    if not ledger().exists():
         return []
-    return [json.loads(line) for line in LEDGER.read_text().splitlines() if line]
+    return [json.loads(line) for line in ledger().read_text().splitlines() if line]
 
 
 def find_sent(to: str, text: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
@@ -53,11 +56,14 @@ def find_sent(to: str, text: str, ctx: stead.ToolContext) -> stead.Done | stead.
     return stead.NotDone()
 
 
-def build(durability: str = "strict") -> Agent[None, str]:
+def build(
+    durability: str = "strict", *, more: Sequence[Any] = (), **options: Any
+) -> Agent[None, str]:
+    """The agent; ``more`` capabilities after SteadDurability, ``options`` for it."""
     agent = Agent(
         model(),
         name="support",
-        capabilities=[SteadDurability(durability=durability)],  # type: ignore[arg-type]
+        capabilities=[SteadDurability(durability=durability, **options), *more],  # type: ignore[arg-type]
     )
 
     @agent.tool_plain(metadata={"stead": {"effect": "read_only"}})
@@ -65,11 +71,14 @@ def build(durability: str = "strict") -> Agent[None, str]:
         """Look a customer up by email."""
         return {"name": "Ada", "email": email}
 
-    @agent.tool_plain(metadata={"stead": {"effect": "non_idempotent", "reconcile": find_sent}})
+    @agent.tool_plain(
+        metadata={"stead": {"effect": "non_idempotent", "reconcile": find_sent}},
+        requires_approval=os.environ.get("SUPPORT_APPROVAL") == "1",
+    )
     def send_message(to: str, text: str) -> dict[str, Any]:
         """Send a message to a customer."""
         n = len(deliveries()) + 1
-        with LEDGER.open("a") as f:
+        with ledger().open("a") as f:
             f.write(
                 json.dumps({"id": n, "to": to, "text": text, "key": tool_context().idempotency_key})
                 + "\n"
