@@ -97,7 +97,7 @@ def test_the_budget_counts_what_was_spent_before_the_crash(
 
         # Two turns of 25 + 15 tokens were spent before the kill: 80 > 60.
         capped = support_agent.build(budget=stead.Budget(max_total_tokens=60))
-        outcome, kinds = asyncio.run(_resume(store, capped))
+        outcome, _ = asyncio.run(_resume(store, capped))
         asked_after = len(server.requests)
     assert isinstance(outcome, stead.RunView)
     assert outcome.status.value == "failed"

@@ -196,7 +196,7 @@ def test_a_worker_killed_at_each_point_another_worker_finishes(
             _wait_done(store)
         finally:
             second.send_signal(signal.SIGTERM)
-            out, err = second.communicate(timeout=60)
+            second.communicate(timeout=60)
         _check(store, ledger, server)
 
 

@@ -186,9 +186,7 @@ async def test_cancel_aborts_the_tool_and_leaves_a_valid_history(
     async def wait_for_parcel() -> str:
         """Wait for a parcel."""
         started.set()
-        ctx = tool_context()
-        while not ctx.aborted:
-            await asyncio.sleep(0.01)
+        await tool_context().signal.wait()
         stopped.append(True)
         return "stopped"
 
