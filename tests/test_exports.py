@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,19 @@ import stead.errors
 import stead.testing
 
 
-def test_public_api_is_pinned() -> None:
+def test_all_is_one_sorted_literal_list_and_the_docstring_names_each_by_topic() -> None:
+    """``stead.__all__`` is written once, sorted (httpx's ``__init__.py``); the module's
+    docstring lists the same names by topic, so a name added to one and not the other fails."""
+    source = Path(stead.__file__).read_text()
     assert stead.__all__ == sorted(stead.__all__)
+    assert source.count("__all__ = [") == 1 and "__all__ +=" not in source
+    assert len(set(stead.__all__)) == len(stead.__all__)
+    assert set(stead.errors.__all__) <= set(stead.__all__)
+    topics = (stead.__doc__ or "").split("by topic:", 1)[1]
+    assert set(re.findall(r"``(\w+)``", topics)) - {"__all__"} == set(stead.__all__)
+
+
+def test_public_api_is_pinned() -> None:
     assert set(stead.__all__) == {
         "AbortSignal",
         "Aborted",
@@ -45,7 +57,7 @@ def test_public_api_is_pinned() -> None:
         "PendingApproval",
         "ProviderError",
         "ProviderHTTPError",
-        "RecoveryPolicy",  # recovery at a takeover (issue 11)
+        "RecoveryPolicy",
         "RunLogFilter",
         "RunNotFound",
         "RunStatus",
@@ -78,6 +90,26 @@ def test_run_cancelled_is_a_deprecated_alias_of_aborted() -> None:
             assert module.RunCancelled is stead.Aborted
         assert "RunCancelled" not in module.__all__
     assert not hasattr(stead.errors, "LeaseLost")
+
+
+def test_renamed_runtime_and_server_names_are_deprecated_aliases() -> None:
+    """``RunSession`` (the owner's handle on a run, now ``OwnedRun``: "session" is a run's
+    conversation) and the two ``serve`` functions were renamed; the old names still work,
+    with a warning, and are out of ``__all__``."""
+    import stead.runtime
+    import stead.server
+
+    old = {
+        (stead.runtime, "RunSession"): stead.runtime.OwnedRun,
+        (stead.runtime, "serve"): stead.runtime.serve_worker,
+        (stead.server, "serve"): stead.server.serve_http,
+    }
+    for (module, name), new in old.items():
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert getattr(module, name) is new
+        assert name not in module.__all__
+    with pytest.raises(AttributeError):
+        stead.runtime.NoSuchName  # noqa: B018
 
 
 def test_layers_point_down() -> None:

@@ -23,7 +23,7 @@ from _scripts import CUSTOMER, MESSAGE, STEAD, calls_reply, deliveries, env, ste
 from wire_server import WireServer
 
 from stead.core.events import ToolResultRecorded
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import open_store
 from stead.testing import assert_valid_history
 
@@ -97,7 +97,7 @@ async def _final(store: str) -> tuple[Any, list[Any]]:
     try:
         runs = await s.list_runs()
         assert len(runs) == 1, runs
-        state, _ = await RunSession.load_state(s, runs[0].run_id)
+        state, _ = await OwnedRun.load_state(s, runs[0].run_id)
         return state, [e.event for e in await s.read_events(runs[0].run_id)]
     finally:
         await s.close()

@@ -1,4 +1,4 @@
-"""What the run loop spends per step that it need not (issue 15, "less CPU per step"):
+"""What the run loop spends per step that it need not:
 counted, never timed."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from stead.core import canonical, effects
 from stead.core.effects import Assignment, Outcome
 from stead.core.states import RunStatus
 from stead.runtime import InProcessExecutor
-from stead.runtime._loop import RunLoop
+from stead.runtime.loop._loop import RunLoop
 from stead.testing import Reply, ScriptedModel
 
 

@@ -97,8 +97,8 @@ class Journal:
     """One drive of one run of a foreign agent (see the module's docstring)."""
 
     def __init__(self, start: DriveStart, launch: Launch) -> None:
-        self.session = start.session
-        self.run_id = start.session.state.run_id
+        self.session = start.owned
+        self.run_id = start.owned.state.run_id
         self.deps = start.deps
         self._launch = launch
         self.turns: dict[int, AssistantMessageRecorded] = {}
@@ -343,7 +343,7 @@ async def _perform(posted: _Posted[T], var: contextvars.ContextVar[Any], value: 
 
 
 class JournalWatch:
-    """A drive's watch (``stead.runtime._observe.DriveWatch``) holding its journal."""
+    """A drive's watch (``stead.runtime.DriveWatch``) holding its journal."""
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal

@@ -21,7 +21,7 @@ from stead.errors import UserError
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
 from stead.tools._signature import HandlerShape, Param, describe_reconcile
-from stead.tools._tool import _NAME, NO_QUESTION, ApprovalPolicy, Reconciler, Tool, _check_spec
+from stead.tools._tool import NO_QUESTION, TOOL_NAME, ApprovalPolicy, Reconciler, Tool, _check_spec
 
 Call = Callable[[dict[str, Any], ToolContext], Awaitable[ToolSucceeded | ToolFailed | ToolUnknown]]
 """Performs one attempt: the validated arguments and the call's context in, its outcome out."""
@@ -54,7 +54,7 @@ class SchemaTool(Tool[..., Any]):
         effect = _check_spec(
             effect, reconcile, requires_approval, queue, timeout, retries, NO_QUESTION, what
         )
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise UserError(
                 f"{what}: its name is not one model providers accept (1-64 letters, digits, "
                 "'_' or '-')"

@@ -16,14 +16,12 @@ from stead.core.output import OUTPUT_TOOL
 from stead.core.pricing import PriceTable
 from stead.core.settings import NO_SETTINGS, ModelSettings
 from stead.errors import UserError
-from stead.providers import LazyModel, ModelProvider
-from stead.providers._strings import FORMS
-from stead.runtime import _checks as checks
-from stead.runtime._deps import check_deps_type
-from stead.runtime._output import OutputSpec
-from stead.runtime._parts import AgentParts, agent_parts
-from stead.tools import Tool, ToolRegistry
-from stead.tools._queue import check_queue
+from stead.providers import FORMS, LazyModel, ModelProvider
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._deps import check_deps_type
+from stead.runtime.agent._output import OutputSpec
+from stead.runtime.agent._parts import AgentParts, agent_parts
+from stead.tools import Tool, ToolRegistry, check_queue
 
 
 class Agent:
@@ -61,7 +59,7 @@ class Agent:
         its model settings (a run's own, ``Runtime.start(settings=...)``, win); ``durability``
         is ``"strict"`` (every step on disk before the next) or ``"effects"`` (only the
         commits an effect outside the log depends on wait for the disk: see
-        ``stead.core.durability`` and the README's "Durability modes")."""
+        ``stead.core.durability`` and docs/durability.md)."""
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
         checks.identifier("the Agent's name", name)
@@ -109,7 +107,7 @@ class Agent:
             )
 
     observer: Any = None
-    """An ``Observer`` (``stead.runtime._observe``) every drive of this agent's runs has,
+    """An ``Observer`` (``stead.runtime.Observer``) every drive of this agent's runs has,
     beside the Runtime's own: how an agent of another framework (``stead.pydantic_ai``) runs
     in step with the run loop. None for a native agent."""
 

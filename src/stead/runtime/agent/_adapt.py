@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stead.runtime._agent import Agent
+from stead.runtime.agent._agent import Agent
 
 _ADAPTERS: list[tuple[type, Callable[[Any], Agent]]] = []
 _MADE: dict[int, tuple[Any, Agent]] = {}
