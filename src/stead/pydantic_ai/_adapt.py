@@ -30,8 +30,18 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
     if not name:
         raise UserError("a Pydantic AI agent run by stead needs a name: Agent(..., name='...')")
     tools: list[Tool[..., Any]] = []
+    others: list[str] = []
     for toolset in agent.toolsets:
-        toolset.apply(lambda ts: tools.extend(_tools_of(name, ts)))
+        toolset.apply(lambda ts: tools.extend(_tools_of(name, ts, others)))
+    if others:
+        # Their tools are known only once listed, in a run; the run loop must know every tool
+        # (and its effect class) before a reply is recorded, or the call is refused as unknown.
+        raise UserError(
+            f"Pydantic AI agent {name!r}: toolsets other than function tools "
+            f"({', '.join(sorted(set(others)))}) are not supported under SteadDurability yet; "
+            "give the agent function tools, or serve an MCP server's tools to a stead.Agent "
+            "with stead.mcp.MCPTools"
+        )
 
     async def launch(journal: Journal) -> object:
         earlier, text = _input(journal)
@@ -53,8 +63,9 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
     )
 
 
-def _tools_of(agent: str, toolset: AbstractToolset[Any]) -> list[Tool[..., Any]]:
+def _tools_of(agent: str, toolset: AbstractToolset[Any], others: list[str]) -> list[Tool[..., Any]]:
     if not isinstance(toolset, FunctionToolset):
+        others.append(type(toolset).__name__)
         return []
     made: list[Tool[..., Any]] = []
     for tool in toolset.tools.values():
