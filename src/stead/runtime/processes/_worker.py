@@ -49,8 +49,7 @@ from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, checks
 from stead.runtime.processes._signals import until_signalled
-from stead.store import Claim, Store
-from stead.store._chat import ConversationStore
+from stead.store import Claim, ConversationStore, Store
 
 log = logging.getLogger("stead.worker")
 
