@@ -258,14 +258,9 @@ class Journal:
         if not self._finished:
             return
         if self._error is not None:
-            if isinstance(self._error, ReplayDiverged):
-                raise self._error
-            raise ReplayDiverged(
-                f"run {self.run_id}: the agent raised {type(self._error).__name__}: "
-                f"{self._error} where its log has {what}",
-                turn=turn,
-                call_id=call_id,
-            ) from self._error
+            # The agent's own failure (a divergence it found, or its framework giving up):
+            # the step that waited for it fails with it, and the run loop records that.
+            raise self._error
         raise ReplayDiverged(
             f"run {self.run_id}: the agent finished where its log has {what}; its code no "
             "longer makes the requests this run made",
