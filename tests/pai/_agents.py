@@ -32,4 +32,5 @@ def agent(url: str, name: str = "helper", **kw: Any) -> Agent[Any, Any]:
     durability = SteadDurability(
         **{k: kw.pop(k) for k in ("limits", "budget", "durability") if k in kw}
     )
-    return Agent(claude(url), name=name, capabilities=[durability], **kw)
+    more = kw.pop("capabilities", [])
+    return Agent(claude(url), name=name, capabilities=[durability, *more], **kw)

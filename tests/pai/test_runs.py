@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from _agents import agent as make_agent
 from pydantic import BaseModel
-from pydantic_ai import ModelRetry
+from pydantic_ai import ApprovalRequired, ModelRetry
+from pydantic_ai.capabilities import AbstractCapability
 from wire_server import WireServer
 from wire_shapes import anthropic_stream
 
@@ -202,3 +203,32 @@ async def test_cancel_aborts_the_tool_and_leaves_a_valid_history(
     assert stopped == [True]
     results = [e.event for e in log if e.event.kind == "tool_result_recorded"]
     assert len(results) == 1  # every call has exactly one result
+
+
+class AskFirst(AbstractCapability[Any]):
+    """Defers every refund to a person from a hook: an approval stead was not told about."""
+
+    async def before_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
+        if call.tool_name == "refund":
+            raise ApprovalRequired()
+        return args
+
+
+async def test_an_approval_the_tool_does_not_declare_fails_the_run_saying_so(
+    server: WireServer, tmp_path: Path
+) -> None:
+    agent = make_agent(server.url, capabilities=[AskFirst()])
+    refunds: list[int] = []
+
+    @agent.tool_plain
+    def refund(cents: int) -> str:
+        """Refund an order."""
+        refunds.append(cents)
+        return "refunded"
+
+    server.push(calls(("toolu_1", "refund", '{"cents": 5000}')))
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+        view = await rt.run(await rt.start(agent, "Refund order 42"))
+    assert view.status is RunStatus.FAILED
+    assert "give the tool requires_approval=True" in str(view.error)
+    assert refunds == []

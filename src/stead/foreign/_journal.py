@@ -224,7 +224,17 @@ class Journal:
 
     async def decision(self, call_id: str) -> ApprovalDecided | ToolResultRecorded:
         """A call that waits on a person: the decision (approved; its run follows), or its
-        result when it will not run (denied, or settled otherwise)."""
+        result when it will not run (denied, or settled otherwise). A call the log does not
+        say needs a person is a ``UserError``: nobody would ever be asked, and the run loop
+        would wait for the call while the agent waits for the person."""
+        requested = self.requested.get(call_id)
+        unasked = requested is not None and not requested.requires_approval
+        if requested is not None and unasked and call_id not in self.results:
+            raise UserError(
+                f"run {self.run_id}, call {call_id} of {requested.name!r}: the agent waits "
+                "for a person's approval of this call, but the tool does not declare it; "
+                "give the tool requires_approval=True so the run asks for it"
+            )
 
         def look() -> ApprovalDecided | ToolResultRecorded | None:
             result = self.results.get(call_id)

@@ -43,7 +43,7 @@ from stead.core.durability import Durability
 from stead.core.events import ToolResultRecorded
 from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
-from stead.foreign import current_journal, current_progress
+from stead.foreign import Journal, current_journal, current_progress
 from stead.pydantic_ai._convert import outcome_of, reply_of, response_of, tool_result_of
 
 ENGINE = "stead"
@@ -106,7 +106,7 @@ class _StepBackend(DurableOperationBackend[Any]):
         return _Bound(operation, dispatch)
 
     async def _model(
-        self, operation: DurableOperation[Any, Any, Any], params: Any, journal: Any
+        self, operation: DurableOperation[Any, Any, Any], params: Any, journal: Journal
     ) -> Any:
         model_name = getattr(operation.operation_id, "model_name", "") or ""
 
@@ -120,7 +120,7 @@ class _StepBackend(DurableOperationBackend[Any]):
         self,
         operation: DurableOperation[Any, Any, Any],
         params: ToolsetCallToolParams,
-        journal: Any,
+        journal: Journal,
     ) -> Any:
         call_id = params.ctx.tool_call_id or ""
 
