@@ -1,13 +1,11 @@
-"""The Pydantic AI integration's tests: skipped as a whole when the extra is not installed."""
+"""The Pydantic AI integration's tests. Each module skips itself (``importorskip`` before its
+imports) when the pydantic-ai extra is not installed; a skip here, in a conftest, would stop
+the whole run instead."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-import pytest
-
-pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -4,11 +4,14 @@ approval asked in one process is decided and carried on in others (``stead appro
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
 from _scripts import CUSTOMER, MESSAGE, calls_reply, deliveries, env, stead_cli, text_reply
 from pydantic_ai.capabilities import AbstractCapability
 from wire_server import WireServer

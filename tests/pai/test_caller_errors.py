@@ -3,9 +3,12 @@ do; outside a stead drive the agent runs as plain Pydantic AI."""
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 from pathlib import Path
 
-import pytest
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UserError as PaiUserError
 from pydantic_ai.models.test import TestModel

@@ -9,6 +9,10 @@ driven by ``stead run`` / ``stead resume`` and by ``stead worker`` processes.
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 import asyncio
 import os
 import signal
@@ -18,7 +22,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from _scripts import CUSTOMER, MESSAGE, STEAD, calls_reply, deliveries, env, stead_cli, text_reply
 from wire_server import WireServer
 

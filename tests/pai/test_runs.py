@@ -4,11 +4,14 @@ typed output, streaming progress and conversations."""
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
 from _agents import agent as make_agent
 from pydantic import BaseModel
 from pydantic_ai import ApprovalRequired, ModelRetry

@@ -7,10 +7,13 @@ The agent is a plain Pydantic AI agent with ``SteadDurability``, on Pydantic AI'
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 import asyncio
 from pathlib import Path
 
-import pytest
 from _scripts import call_ids, deliveries, env, seed_replies, stead_cli, tool_results
 from wire_server import WireServer
 

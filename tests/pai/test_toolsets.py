@@ -4,9 +4,12 @@ tool's effect class before it records a reply, or each call would be refused as 
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
 from pathlib import Path
 
-import pytest
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.test import TestModel
