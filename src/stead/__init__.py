@@ -18,7 +18,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``Aborted``
+  ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - ``__version__``
 """
 
@@ -48,6 +48,7 @@ from stead.errors import (
     LeaseHeld,
     ProviderError,
     ProviderHTTPError,
+    ReplayDiverged,
     RunNotFound,
     SteadError,
     StoreError,
@@ -87,6 +88,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",
+    "ReplayDiverged",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",
