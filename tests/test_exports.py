@@ -61,6 +61,7 @@ def test_public_api_is_pinned() -> None:
         "ProviderError",
         "ProviderHTTPError",
         "RecoveryPolicy",
+        "ReplayDiverged",
         "RunLogFilter",
         "RunNotFound",
         "RunStatus",

@@ -19,7 +19,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``UnknownConversation``, ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``,
   ``Conflict``, ``Fenced``, ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``,
   ``CorruptEvent``, ``SchemaTooNew``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``Aborted``
+  ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - ``__version__``
 """
 
@@ -51,6 +51,7 @@ from stead.errors import (
     LeaseHeld,
     ProviderError,
     ProviderHTTPError,
+    ReplayDiverged,
     RunNotFound,
     SchemaTooNew,
     SteadError,
@@ -93,6 +94,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",
+    "ReplayDiverged",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",

@@ -29,7 +29,7 @@ from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.result_bound import DEFAULT_MAX_RESULT, bound_outcome
 from stead.core.settings import ModelSettings
-from stead.errors import Aborted, ProviderError
+from stead.errors import Aborted, ProviderError, ReplayDiverged
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import Tool, ToolContext, ToolRegistry
 
@@ -268,6 +268,8 @@ class InProcessExecutor:
             )
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except Exception as exc:
             return _model_error(exc)
         finally:
@@ -296,6 +298,8 @@ class InProcessExecutor:
             return bound_outcome(outcome, tool.max_result or self._max_result)
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except TimeoutError as exc:
             return ToolFailed(failure=f"TimeoutError: {exc}")
         except Exception as exc:
