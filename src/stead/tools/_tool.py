@@ -169,6 +169,10 @@ class Tool(Generic[P, R]):
     of what a run recorded (``definition_digest``), so it is not changed in place.
     """
 
+    _max_result: int | None = None
+    """Unless a constructor sets it: a tool made another way (a subclass of its own) keeps
+    the agent's bound."""
+
     def __init__(
         self,
         fn: Callable[P, R],
