@@ -16,6 +16,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stead import _logs
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Cancelled,
@@ -116,6 +117,9 @@ class InProcessExecutor:
         self._cancel_grace = cancel_grace
         self.deps = deps
         """``ctx.deps`` of the tools this executor runs (the Runtime's, never recorded)."""
+        self.lease: HeldLease | None = None
+        """The lease of the drive this executor serves (``ctx.lease``, ``ctx.aborted``,
+        ``ctx.fencing_token``); set by the drive, one executor per drive."""
         self._model = model
         self._tools = tools
         self._progress = progress
@@ -284,7 +288,7 @@ class InProcessExecutor:
         ids = _logs.bind_call(call.turn_index, call.tool_call_id)  # its tool's records too
         try:
             ctx = tool_context(
-                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps
+                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps, self.lease
             )
             return await tool.invoke(arguments, ctx)
         except (Aborted, asyncio.CancelledError) as exc:
@@ -334,6 +338,7 @@ def tool_context(
     signal: AbortSignal,
     cancel_grace: float,
     deps: Any,
+    lease: HeldLease | None = None,
 ) -> ToolContext:
     """The ``ToolContext`` of one attempt of a call: one definition for the executor that
     runs the call and the loop that asks or reconciles it, so both hand a tool the same.
@@ -348,6 +353,7 @@ def tool_context(
         signal=signal,
         cancel_grace=cancel_grace,
         deps=deps,
+        lease=lease,
     )
 
 

@@ -83,6 +83,7 @@ from stead.runtime._deadline import DeadlineWatch
 from stead.runtime._executor import Executor, InProcessExecutor, tool_context
 from stead.runtime._first_wait import at_first_wait
 from stead.runtime._inputs import attachment_bytes
+from stead.runtime._lease_guard import LeaseGuard
 from stead.runtime._output import judge, run_settings
 from stead.runtime._reply import ReplyIntent, admissions
 from stead.runtime._retry import retry_event
@@ -147,6 +148,9 @@ class RunLoop:
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
         self.deadline = DeadlineWatch(session, self.limits, signal, self.clock)
+        self.lease: LeaseGuard | None = None
+        """The drive's lease, checked before each effect that is not read_only (set by the
+        drive; None where a loop runs under no lease of its own)."""
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -492,7 +496,8 @@ class RunLoop:
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor
         run_id, grace = self.session.state.run_id, self.limits.cancel_grace
-        return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps)
+        held = None if self.lease is None else self.lease.held
+        return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps, held)
 
     async def _execute(
         self, call: CallState, attempt: int, *, start_recorded: bool = False
@@ -501,6 +506,10 @@ class RunLoop:
         ``tool_call_started`` is already durable (it rode in the intent's commit)."""
         state = self.session.state
         tool = self.agent.registry.get(call.name)
+        guard = self.lease
+        guarded = guard is not None and call.effect_class != "read_only"
+        if guarded and not await guard.ready():  # type: ignore[union-attr]
+            return  # the lease is lost: nothing written, no effect; the drive stops
         if needs_start_record(call):
             if not start_recorded:
                 await self.session.append([started_event(state, call, attempt)])
@@ -512,6 +521,9 @@ class RunLoop:
             return
         if self.session.holding:
             await self.session.before_effect()
+        if guarded and not await guard.ready():  # type: ignore[union-attr]
+            # Lost while the start was written: no effect; the next owner reconciles it.
+            return
         if self._local is not None:  # no assignment to make, and cancelled with the task
             outcome = await self._local.perform_tool(
                 call, tool, call.effective_arguments(), attempt, self.signal, state.run_id
