@@ -10,6 +10,9 @@ working directory). Side effects go to the crash tests' ``EffectLedger`` and mes
 * ``zombie``: one call of ``notify_slowly`` (non_idempotent, reconcilable) or
   ``lookup_slowly`` (read_only), which sleeps ``$STEAD_TEST_SLOW`` seconds *after* its effect,
   so a test can freeze the worker between the effect and its result.
+* ``careful``: one call of ``notify_when_clear`` (non_idempotent, reconcilable), which works
+  until the file ``$STEAD_TEST_GATE`` exists and looks at ``ctx.aborted`` right before its
+  effect, so a test can pause or cut off the worker while it works.
 * ``charge``: one unreconcilable call: after a crash in flight, a person must decide.
 * ``gated``: one call a person must approve within half a second.
 * ``sleepy``: one model call that takes ``$STEAD_TEST_SLOW`` seconds.
@@ -126,6 +129,29 @@ def lookup_slowly(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     return {"order_id": order_id, "status": "shipped"}
 
 
+@stead.tool(effect="non_idempotent", reconcile=find_message)
+def notify_when_clear(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Work (until the file ``$STEAD_TEST_GATE`` exists, when it is set), then send a message
+    unless the run was aborted meanwhile: the check a careful tool makes before its effect."""
+    key = ctx.idempotency_key
+    ledger().record("working", key, pid=os.getpid(), token=ctx.fencing_token)
+    gate = os.environ.get("STEAD_TEST_GATE")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.02)
+    if ctx.aborted:
+        ledger().record("stood_down", key, pid=os.getpid(), token=ctx.fencing_token)
+        raise stead.Aborted("the lease is no longer ours")
+    message_id = _send(recipient, body, key)
+    ledger().record("notify_when_clear", key, pid=os.getpid(), token=ctx.fencing_token)
+    return {"message_id": message_id}
+
+
+def careful() -> stead.Agent:
+    args = {"recipient": "oncall", "body": "order 7 shipped"}
+    model = ScriptedModel([Reply(tool_calls=[("notify_when_clear", args)]), "Done."])
+    return stead.Agent("careful", model, [notify_when_clear])
+
+
 def _soak_script(prefix: str = "") -> list[Reply | str]:
     return [
         Reply(
@@ -229,6 +255,7 @@ def agents() -> list[stead.Agent]:
         pooled_soak(),
         zombie("notify_slowly"),
         zombie("lookup_slowly"),
+        careful(),
         charge(),
         gated(),
         sleepy(),
