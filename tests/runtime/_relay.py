@@ -3,8 +3,8 @@
 It forwards every connection made to HOST:PORT to the target, byte for byte, and prints
 ``ready PORT`` once it listens (PORT 0: the kernel picks one). A test freezes it with SIGSTOP
 to make every connection through it hang as a dead network does (the client's bytes are
-accepted by the kernel and never answered), or listens on a veth address of a network
-namespace so that the namespace can reach a server that listens on loopback only.
+accepted by the kernel and never answered), or has it listen on this side's address of a
+veth pair so that a network namespace can reach a server that listens on loopback only.
 """
 
 from __future__ import annotations
@@ -50,14 +50,12 @@ async def main(host: str, port: int, target_host: str, target_port: int) -> None
 class Relay:
     """The parent's handle on a relay process (see the module's docstring)."""
 
-    def __init__(self, url: str, *, host: str = "127.0.0.1", netns: str | None = None) -> None:
-        """Relay to the server of the PostgreSQL ``url``, listening on ``host`` (in the
-        network namespace ``netns``, when given); ``url`` is then the same URL through it."""
+    def __init__(self, url: str, *, host: str = "127.0.0.1") -> None:
+        """Relay to the server of the PostgreSQL ``url``, listening on ``host``; ``url`` is
+        then the same URL through it."""
         parts = urlsplit(url)
         assert parts.hostname and parts.port, url
         command = [sys.executable, str(Path(__file__)), host, "0", parts.hostname, str(parts.port)]
-        if netns is not None:
-            command = ["ip", "netns", "exec", netns, *command]
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().split()
