@@ -120,6 +120,9 @@ class InProcessExecutor:
         self.lease: HeldLease | None = None
         """The lease of the drive this executor serves (``ctx.lease``, ``ctx.aborted``,
         ``ctx.fencing_token``); set by the drive, one executor per drive."""
+        self.leases: dict[str, HeldLease] = {}
+        """Leases by effect id, where each key has its own (an executor pool's keys); a key
+        not in it runs under ``lease``."""
         self._model = model
         self._tools = tools
         self._progress = progress
@@ -244,7 +247,10 @@ class InProcessExecutor:
         if tool is None:
             gone = f"tool {body.tool_name!r} is no longer registered in this worker"
             return _ready(ToolFailed(failure=gone))
-        return self.perform_tool(body, tool, body.arguments, body.attempt, signal, a.key.run_id)
+        lease = self.leases.get(a.key.effect_id, self.lease)
+        return self.perform_tool(
+            body, tool, body.arguments, body.attempt, signal, a.key.run_id, lease
+        )
 
     async def perform_model(
         self, request: ModelRequest, signal: AbortSignal, run_id: str
@@ -281,14 +287,16 @@ class InProcessExecutor:
         attempt: int,
         signal: AbortSignal,
         run_id: str,
+        lease: HeldLease | None = None,
     ) -> Outcome:
         """One attempt of a tool call with these (canonical) arguments, awaited in the caller's
         task, with no assignment (see ``perform_model``): ``call`` names it (its ``ToolBody``
-        or the run's ``CallState``)."""
+        or the run's ``CallState``); under ``lease`` (else the executor's)."""
         ids = _logs.bind_call(call.turn_index, call.tool_call_id)  # its tool's records too
         try:
+            held = self.lease if lease is None else lease
             ctx = tool_context(
-                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps, self.lease
+                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps, held
             )
             return await tool.invoke(arguments, ctx)
         except (Aborted, asyncio.CancelledError) as exc:
