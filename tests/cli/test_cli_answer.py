@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
 
@@ -75,6 +76,16 @@ def test_a_question_shown_and_answered_from_the_cli(tmp_path: Path) -> None:
     assert "call_0_0: answer by" in shown.stdout
 
 
+def _worker(store: str, agents: str, env: dict[str, str], log: IO[str]) -> subprocess.Popen[bytes]:
+    """A ``stead worker`` process, its output to ``log``."""
+    return subprocess.Popen(
+        [*STEAD, "--store", store, "worker", "--agents", agents, "--poll", "0.1"],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
 HELD_AGENT = """
 import os
 import time
@@ -127,12 +138,7 @@ async def test_an_answer_to_a_run_a_worker_holds_is_recorded_and_left_to_the_wor
         sys.path.remove(str(tmp_path))
     agent = held_agent.agents[0]
     log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [*STEAD, "--store", store, "worker", "--agents", "held_agent:agents", "--poll", "0.1"],
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    worker = _worker(store, "held_agent:agents", env, log)
     try:
         async with Runtime(store, agents=[agent]) as rt:
             run_id = await rt.start(agent, "ship order 7")
