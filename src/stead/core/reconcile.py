@@ -76,9 +76,11 @@ Action: TypeAlias = Literal[
 * ``give_up`` (dispose): record ``given_up``, then abort as ``abort`` does.
 """
 
-DispatchAnswer: TypeAlias = Literal["accepted", "refused", "lost"]
-"""How a redispatch went: accepted (or held already), refused (the key is aborted), or no
-answer (an error, a timeout: the attempt stays owed)."""
+DispatchAnswer: TypeAlias = Literal["accepted", "refused", "rejected", "lost"]
+"""How a redispatch went: accepted (or held already), refused (the key is aborted), rejected
+(the executor refused the assignment for good: it would refuse every attempt), or no answer
+(a transport error, a timeout, a refusal it may take back, an error nobody classified: the
+attempt stays owed)."""
 
 VERDICTS: Final[dict[Action, Verdict]] = {
     "wait": "keep",
@@ -339,14 +341,18 @@ def after_abort(decision: Decision, aborted: bool) -> Decision:
     )
 
 
-def after_dispatch(decision: Decision, answer: DispatchAnswer) -> Decision:
+def after_dispatch(decision: Decision, answer: DispatchAnswer, why: str = "") -> Decision:
     """A redispatch once its dispatch answered: accepted (await it), refused (its key is
-    aborted: given up), or lost (deferred: the attempt stays owed, offered again later)."""
+    aborted: given up), rejected (given up at once, ``why`` the executor's own words: every
+    attempt would meet the same refusal), or lost (deferred: the attempt stays owed, offered
+    again later)."""
     n = decision.attempt
     if answer == "accepted":
         return replace(decision, action="follow", reason=f"redispatch {n} accepted")
     if answer == "refused":
         return replace(decision, action="give_up", reason=f"redispatch {n} refused: key aborted")
+    if answer == "rejected":
+        return replace(decision, action="give_up", reason=why or f"redispatch {n} rejected")
     return replace(decision, action="retry", reason=f"no answer to redispatch {n}: owed")
 
 

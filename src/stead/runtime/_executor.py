@@ -29,7 +29,7 @@ from stead.core.ledger import Attachment
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
-from stead.errors import Aborted, ProviderError
+from stead.errors import Aborted, DispatchRejected, ProviderError
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import Tool, ToolContext, ToolRegistry
 
@@ -149,6 +149,9 @@ class InProcessExecutor:
         k = assignment.key.effect_id
         if k in self._aborted:
             return False
+        why = refusal(assignment, self._tools, local)
+        if why is not None:
+            raise DispatchRejected(f"the in-process executor refuses effect {k}: {why}")
         self._accepted.add(k)
         if k not in self._tasks and k not in self._inline:
             self._signals[k] = signal
@@ -167,6 +170,11 @@ class InProcessExecutor:
             return Cancelled(reason="the effect was aborted before it started")
         if k in self._tasks or k in self._inline:
             return await self.outcome(assignment.key)
+        why = refusal(assignment, self._tools, local)
+        if why is not None:  # not performed: a failure that says so
+            if isinstance(assignment.body, ModelBody):
+                return ModelFailed(code="executor_error", message=why)
+            return ToolFailed(failure=why)
         self._inline[k] = None
         self._accepted.add(k)
         self._signals[k] = signal
@@ -307,6 +315,41 @@ class InProcessExecutor:
             return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
         finally:
             _logs.unbind(ids)
+
+
+def refusal(a: Assignment, tools: ToolRegistry, local: object | None = None) -> str | None:
+    """Why an executor with ``tools`` must not perform ``a`` as it is described, or None.
+
+    A model assignment's request must be for the model it names, and be the one its digest
+    says (unless the live request, ``local``, is performed instead of its JSON); a tool
+    assignment's definition digest must be the tool's here: a changed tool (other
+    parameters, another meaning) must not run arguments the model wrote for the old one. An
+    empty digest states none (an assignment made by hand); a tool not registered here is
+    not refused: it settles as a failure that says so."""
+    body = a.body
+    if isinstance(body, ModelBody):
+        if isinstance(local, ModelRequest) or not body.request:
+            return None
+        named = body.request.get("model")
+        if named != body.model:
+            return f"it names model {body.model!r} and carries a request for {named!r}"
+        if not body.request_digest:
+            return None
+        try:
+            actual = request_from_json(body.request).digest()
+        except Exception as exc:
+            return f"its request cannot be read: {type(exc).__name__}: {exc}"
+        if actual != body.request_digest:
+            return f"its request digest {body.request_digest[:12]} is not its request's"
+        return None
+    tool = tools.get(body.tool_name)
+    stated = body.definition_digest
+    if tool is None or not stated or stated == tool.definition_digest:
+        return None
+    return (
+        f"tool {body.tool_name!r} is defined here with digest {tool.definition_digest[:12]}, "
+        f"and the assignment was made for {stated[:12]}"
+    )
 
 
 async def _ready(outcome: Outcome) -> Outcome:

@@ -161,8 +161,9 @@ class Pool:
         self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, 3.0)
         self._leases: dict[str, HeldLease] = {}
         """The local deadline of each key held (its token the key's epoch)."""
-        self._confirmed_at = 0.0
-        """When the last heartbeat the store answered was sent (monotonic)."""
+        self._confirmed_at = time.monotonic()
+        """When the last heartbeat the store answered was sent (monotonic). ``run`` beats
+        before its first claim; until then, the pool's making."""
 
     def stop(self) -> None:
         """Claim nothing more; a second call cuts the grace short."""

@@ -50,7 +50,7 @@ from stead.core.reconcile import (
     targets,
     verdict_event,
 )
-from stead.errors import Conflict, Fenced, StoreError
+from stead.errors import Conflict, DispatchRejected, Fenced, StoreError
 
 if TYPE_CHECKING:
     from stead.runtime._loop import RunLoop
@@ -167,11 +167,16 @@ async def _redispatch(
         loop._crash("after_redispatch_planned", None)
     assignment, local = built
     answer: DispatchAnswer
+    why = ""
     try:
         accepted = await loop.executor.dispatch(assignment, signal=loop.signal, local=local)
     except (Fenced, StoreError, asyncio.CancelledError):
         raise
-    except Exception as exc:  # no answer: the attempt stays owed
+    except DispatchRejected as exc:
+        # Refused for good: every attempt would be, so the budget is not spent on it.
+        log.warning("run %s: redispatch of %s rejected: %s", key.run_id, t.effect_id, exc)
+        answer, why = ("lost", "") if exc.retryable else ("rejected", str(exc))
+    except Exception as exc:  # no answer (a transport error, a bug): the attempt stays owed
         log.warning("run %s: redispatch of %s: %r", key.run_id, t.effect_id, exc)
         answer = "lost"
     else:
@@ -179,7 +184,7 @@ async def _redispatch(
     if answer == "accepted":
         loop._crash("after_redispatch_accepted", None)
         await record(ledger_event(d, "dispatched", loop.session.epoch))
-    return after_dispatch(d, answer)
+    return after_dispatch(d, answer, why)
 
 
 def _assignment(loop: RunLoop, t: Target, key: AssignmentKey) -> tuple[Assignment, Any] | None:
