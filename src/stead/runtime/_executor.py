@@ -30,7 +30,7 @@ from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
 from stead.errors import Aborted, DispatchRejected, ProviderError
-from stead.providers import ModelCall, ModelProvider, ModelRequest
+from stead.providers import ModelCall, ModelProvider, ModelRequest, failure_code
 from stead.tools import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:  # in annotations only: what runs here is the outcomes it makes
@@ -365,9 +365,11 @@ def _cancelled(exc: BaseException, signal: AbortSignal) -> Cancelled:
 
 
 def _model_error(exc: Exception) -> ModelFailed:
-    if isinstance(exc, TimeoutError):
-        return ModelFailed(code="deadline_exceeded", message=str(exc))
-    return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
+    """A provider's failure that is not a ``ProviderError`` (a custom provider's own): its
+    code from what it carries (an HTTP status in its chain, a transport failure), so that a
+    503 is retried as the built-in adapters' is; anything else is the executor's error."""
+    code = failure_code(exc) or "executor_error"
+    return ModelFailed(code=code, message=f"{type(exc).__name__}: {exc}")
 
 
 class CallIdentity(Protocol):
