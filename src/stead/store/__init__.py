@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from stead.errors import UserError
-from stead.store._base import CLAIMABLE, Claim, Loaded, RunRecord, Store, StoredEvent
+from stead.store._base import (
+    CLAIMABLE,
+    Claim,
+    Loaded,
+    RunRecord,
+    Store,
+    StoredEvent,
+    is_transient,
+)
 from stead.store.sqlite import SQLiteStore
 
 FORMS = "sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host/db"
@@ -95,5 +103,6 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoredEvent",
+    "is_transient",
     "open_store",
 ]
