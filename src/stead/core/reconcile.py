@@ -185,7 +185,17 @@ def _target(state: RunState, turn: int, call: str, attempt: int, cls: EffectClas
 
 
 class LedgerConflict(ValueError):
-    """A redispatch record the key's ledger cannot take where it stands."""
+    """A redispatch record the key's ledger cannot take where it stands; folding a log,
+    it names where the record is (``Memory.see``)."""
+
+    def __init__(
+        self, detail: str, *, position: int | None = None, index: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.position = position
+        """The record's sequence number in the run's log, when the fold was given it."""
+        self.index = index
+        """The record's index among the events folded (from 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,24 +246,45 @@ class Memory:
     """Redispatch ledger by effect id."""
     deferrals: dict[str, int] = field(default_factory=dict)
     """Defer verdicts by effect id."""
+    seen: int = 0
+    """Events taken into account so far (the next one's index)."""
 
     def ledger(self, key: str) -> Ledger:
         """The key's ledger (empty if it has none)."""
         return self.ledgers.get(key, Ledger())
 
-    def see(self, e: Event) -> None:
-        """Take one event of the log into account (``LedgerConflict`` for a bad record)."""
+    def see(self, e: Event, position: int | None = None) -> None:
+        """Take one event of the log into account; ``position``: its sequence number in the
+        log, when known. ``LedgerConflict`` for a bad record, naming the effect, the
+        record's index among the events seen and its log position: a damaged log is found
+        by where it is damaged."""
+        index = self.seen
+        self.seen += 1
         if isinstance(e, RedispatchRecorded):
-            self.ledgers[e.effect_id] = ledger_step(self.ledger(e.effect_id), e)
+            try:
+                self.ledgers[e.effect_id] = ledger_step(self.ledger(e.effect_id), e)
+            except LedgerConflict as exc:
+                where = f"log position {position}, " if position is not None else ""
+                raise LedgerConflict(
+                    f"the redispatch ledger of effect {e.effect_id} cannot take its record "
+                    f"at {where}event index {index}: {exc}",
+                    position=position,
+                    index=index,
+                ) from exc
         elif isinstance(e, EffectReconciled) and e.verdict == "defer":
             self.deferrals[e.effect_id] = self.deferrals.get(e.effect_id, 0) + 1
 
 
-def remember(events: Iterable[Event]) -> Memory:
-    """Fold a run's log into its recovery memory."""
+def remember(events: Iterable[Event], positions: Iterable[int] | None = None) -> Memory:
+    """Fold a run's log into its recovery memory; ``positions``: each event's sequence
+    number in the log (named by a conflict)."""
     memory = Memory()
-    for e in events:
-        memory.see(e)
+    if positions is None:
+        for e in events:
+            memory.see(e)
+    else:
+        for e, position in zip(events, positions, strict=True):
+            memory.see(e, position)
     return memory
 
 

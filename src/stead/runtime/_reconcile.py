@@ -70,7 +70,8 @@ async def reconcile_takeover(loop: RunLoop, policy: RecoveryPolicy) -> int:
         return 0
     session = loop.session
     try:
-        memory = remember(s.event for s in await session.store.read_events(session.state.run_id))
+        stored = await session.store.read_events(session.state.run_id)
+        memory = remember((s.event for s in stored), (s.seq for s in stored))
         kept = [t for t in found if await _reconcile(loop, t, memory, policy)]
         cancel = session.state.cancel_requested
         if kept and (cancel is not None or loop.signal.aborted):
