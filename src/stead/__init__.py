@@ -56,8 +56,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.runtime._inputs import Document, Image
-from stead.runtime._view import TurnCost
+from stead.runtime.agent import Document, Image, TurnCost
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"

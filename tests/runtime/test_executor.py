@@ -25,7 +25,7 @@ from stead.core.messages import UserMessage
 from stead.errors import DispatchRejected
 from stead.providers import ModelRequest
 from stead.runtime import InProcessExecutor
-from stead.runtime._executor import request_from_json
+from stead.runtime.executors._executor import request_from_json
 from stead.testing import ScriptedModel
 from stead.tools import ToolRegistry
 

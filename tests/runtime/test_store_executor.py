@@ -20,7 +20,7 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
 from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
-from stead.runtime._store_executor import outcome_to_json
+from stead.runtime.executors import outcome_to_json
 from stead.store import open_store
 from stead.store._ledger import Ledger, ledger_for
 from stead.testing import EffectLedger, PostgresServer, ScriptedModel
@@ -261,8 +261,8 @@ async def test_a_new_owner_sees_a_previous_owners_key_in_the_ledger(
 ) -> None:
     """What a takeover asks: the routing executor of a new process has never seen the key,
     and answers from the ledger (orphaned here: its executor's lease lapsed), not "missing"."""
-    from stead.runtime._executor import InProcessExecutor
-    from stead.runtime._store_executor import routed
+    from stead.runtime.executors._executor import InProcessExecutor
+    from stead.runtime.executors._store_executor import routed
 
     a = agent()
     first = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)

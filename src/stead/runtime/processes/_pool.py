@@ -59,13 +59,10 @@ from stead.core.effects import (
     assignment_from_json,
 )
 from stead.errors import SteadError, StoreError, UserError
-from stead.runtime._agent import Agent
-from stead.runtime._deps import check_deps
-from stead.runtime._executor import InProcessExecutor
-from stead.runtime._far_progress import Forwarder
-from stead.runtime._lease_guard import default_margin, min_left_for
-from stead.runtime._serve import until_signalled
-from stead.runtime._store_executor import outcome_to_json
+from stead.runtime.agent import Agent, check_deps
+from stead.runtime.executors import Forwarder, InProcessExecutor, outcome_to_json
+from stead.runtime.loop import default_margin, min_left_for
+from stead.runtime.processes._signals import until_signalled
 from stead.store import _limits, _progress, _strays, open_store
 from stead.store._ledger import Claimed, ledger_for
 

@@ -16,14 +16,12 @@ from stead.core.output import OUTPUT_TOOL
 from stead.core.pricing import PriceTable
 from stead.core.settings import NO_SETTINGS, ModelSettings
 from stead.errors import UserError
-from stead.providers import LazyModel, ModelProvider
-from stead.providers._strings import FORMS
-from stead.runtime import _checks as checks
-from stead.runtime._deps import check_deps_type
-from stead.runtime._output import OutputSpec
-from stead.runtime._parts import AgentParts, agent_parts
-from stead.tools import Tool, ToolRegistry
-from stead.tools._queue import check_queue
+from stead.providers import FORMS, LazyModel, ModelProvider
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._deps import check_deps_type
+from stead.runtime.agent._output import OutputSpec
+from stead.runtime.agent._parts import AgentParts, agent_parts
+from stead.tools import Tool, ToolRegistry, check_queue
 
 
 class Agent:

@@ -2,8 +2,8 @@
 checked right before each effect that is not read_only.
 
 The local deadline (``stead._lease.HeldLease``) starts at the claim and moves with every
-renewal the store confirms (the keeper's, or one made here). When it is lost, the session is
-fenced (it writes nothing more) and the run's abort signal fires: tools see ``ctx.aborted``,
+renewal the store confirms (the keeper's, or one made here). When it is lost, the run is
+fenced (its handle writes nothing more) and its abort signal fires: tools see ``ctx.aborted``,
 their process groups get SIGTERM then SIGKILL, the model stream is closed, and the drive
 raises ``Fenced`` and gives the run up, to whoever claims it next (this process too, once the
 store answers again).
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from stead._lease import TAKEN, HeldLease
 from stead._signal import AbortSignal
 from stead.errors import StoreError
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import OwnedRun
 from stead.store import Store
 
 log = logging.getLogger("stead.runtime")
@@ -45,12 +45,12 @@ def min_left_for(ttl: float, margin: float, wanted: float) -> float:
 class LeaseGuard:
     """One drive's lease: its local deadline, its renewal, and the check before an effect."""
 
-    __slots__ = ("_clock", "_owner", "_store", "_ttl", "held", "min_left", "session")
+    __slots__ = ("_clock", "_owner", "_store", "_ttl", "held", "min_left", "owned")
 
     def __init__(
         self,
         held: HeldLease,
-        session: RunSession,
+        owned: OwnedRun,
         signal: AbortSignal,
         *,
         store: Store,
@@ -60,12 +60,12 @@ class LeaseGuard:
         min_left: float,
     ) -> None:
         self.held = held
-        self.session = session
+        self.owned = owned
         self.min_left = min_left
         self._store, self._owner, self._ttl, self._clock = store, owner, ttl, clock
 
         def lost(reason: str) -> None:  # from whichever thread read the deadline
-            session.fenced = True
+            owned.fenced = True
             signal.abort(reason)
 
         held.lost.add_callback(lost)
@@ -85,9 +85,9 @@ class LeaseGuard:
 
     async def renew(self) -> None:
         """Renew now (one statement), waiting no longer than the lease has left."""
-        held, session = self.held, self.session
+        held, owned = self.held, self.owned
         sent = held.now()
-        lease = [(session.state.run_id, session.epoch)]
+        lease = [(owned.state.run_id, owned.epoch)]
         try:
             async with asyncio.timeout(max(0.0, held.left())):
                 lost = await self._store.renew_leases(
