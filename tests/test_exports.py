@@ -45,6 +45,7 @@ def test_public_api_is_pinned() -> None:
         "Budget",
         "Conflict",
         "CorruptEvent",
+        "DispatchRejected",
         "Done",
         "Fenced",
         "IllegalTransition",

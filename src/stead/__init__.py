@@ -17,8 +17,8 @@ The public names (``__all__``, one sorted list), by topic:
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
   ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
-  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``Aborted``
+  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``DispatchRejected``,
+  ``ProviderError``, ``ProviderHTTPError``, ``Aborted``
 - ``__version__``
 """
 
@@ -41,6 +41,7 @@ from stead.errors import (
     Conflict,
     ConversationBusy,
     CorruptEvent,
+    DispatchRejected,
     Fenced,
     IllegalTransition,
     InvalidEvent,
@@ -72,6 +73,7 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "DispatchRejected",
     "Document",
     "Done",
     "Fenced",
