@@ -1,7 +1,7 @@
 """The executor-pool scenario: tools routed to queue ``pool``, real side effects in a ledger.
 
 Imported by the test process (the run's owner) and by the ``stead executor`` children it
-kills (pool_child.py). Each tool writes its side effect to an ``EffectLedger`` (its own SQLite
+kills (pool_child.py). Each tool writes its side effect to an ``SideEffects`` (its own SQLite
 file) with the pid that performed it, so what really happened survives a SIGKILL.
 ``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
 executor inside it), and ``POOL_CHECK_ABORTED`` has it look at ``ctx.aborted`` after that,
@@ -18,7 +18,7 @@ import os
 import signal
 
 import stead
-from stead.testing import EffectLedger, Reply, ScriptedModel
+from stead.testing import Reply, ScriptedModel, SideEffects
 
 QUEUE = "pool"
 
@@ -35,8 +35,8 @@ class Hold:
 HOLDS: dict[str, Hold] = {}
 
 
-def ledger() -> EffectLedger:
-    return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
+def side_effects() -> SideEffects:
+    return SideEffects(os.environ["STEAD_TEST_EFFECTS"])
 
 
 async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
@@ -44,9 +44,9 @@ async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
     if delay:
         await asyncio.sleep(delay)
     if os.environ.get("POOL_CHECK_ABORTED") and ctx.aborted:  # a careful tool's last look
-        ledger().record("stood_down", ctx.idempotency_key, token=ctx.fencing_token)
+        side_effects().record("stood_down", ctx.idempotency_key, token=ctx.fencing_token)
         raise stead.Aborted("the key is no longer ours")
-    ledger().record(name, ctx.idempotency_key, attempt=ctx.attempt, token=ctx.fencing_token)
+    side_effects().record(name, ctx.idempotency_key, attempt=ctx.attempt, token=ctx.fencing_token)
     if os.environ.get("POOL_DIE_IN") == name:
         os.kill(os.getpid(), signal.SIGKILL)
     hold = HOLDS.get(name)
@@ -70,7 +70,7 @@ async def index_doc(doc: str, ctx: stead.ToolContext) -> dict[str, object]:
 
 def _notified(to: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """Reconcile ``notify``: the effect ledger knows whether this call's message left."""
-    if ledger().count("notify", ctx.idempotency_key):
+    if side_effects().count("notify", ctx.idempotency_key):
         return stead.Done({"done": "notify", "reconciled": True})
     return stead.NotDone()
 

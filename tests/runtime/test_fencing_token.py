@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _crash_harness import Scenario
-from _scenario import ledger
+from _scenario import side_effects
 from _workers import WorkerProc, until
 
 from stead.core.canonical import idempotency_key
@@ -63,7 +63,7 @@ async def test_the_service_refuses_a_holder_paused_between_its_check_and_its_eff
             workers.append(a)
 
             async def a_paused_after_its_check() -> bool:
-                return ledger().count("checked") == 1 and _stopped(a.pid)
+                return side_effects().count("checked") == 1 and _stopped(a.pid)
 
             await until(a_paused_after_its_check, "worker A to check, then freeze")
 
@@ -81,14 +81,14 @@ async def test_the_service_refuses_a_holder_paused_between_its_check_and_its_eff
             a.signal(signal.SIGCONT)  # A sends, with its stale token
 
             async def a_refused() -> bool:
-                return ledger().count("refused") == 1
+                return side_effects().count("refused") == 1
 
             await until(a_refused, "the service to refuse A")
             assert await asyncio.to_thread(a.stop) == 0, a.text()
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 
-            [sent] = ledger().entries("sent")
-            [refused] = ledger().entries("refused")
+            [sent] = side_effects().entries("sent")
+            [refused] = side_effects().entries("refused")
             assert (sent["pid"], refused["pid"]) == (b.pid, a.pid)
             assert sent["detail"]["token"] > refused["detail"]["token"]
             inbox = _fenced.service().Inbox(str(tmp_path / "inbox.db"))

@@ -21,7 +21,7 @@ import pytest
 from _crash_harness import Scenario
 from _netns import Netns, need_root_and_ip
 from _relay import Relay
-from _scenario import delivered, ledger
+from _scenario import delivered, side_effects
 from _workers import WorkerProc, until
 
 from stead.core.canonical import idempotency_key
@@ -55,7 +55,7 @@ async def test_a_worker_cut_off_past_its_lease_does_not_perform_its_effect(
             workers.append(a)
 
             async def a_works() -> bool:
-                return ledger().count("working") == 1
+                return side_effects().count("working") == 1
 
             await until(a_works, "worker A to start the tool", every=0.01)
             netns.cut()
@@ -76,7 +76,7 @@ async def test_a_worker_cut_off_past_its_lease_does_not_perform_its_effect(
             gate.touch()  # A's tool reaches its effect, A still cut off
 
             async def a_stood_down() -> bool:
-                return ledger().count("stood_down") == 1
+                return side_effects().count("stood_down") == 1
 
             await until(a_stood_down, "A's tool to see that its lease is gone")
             netns.heal()
@@ -90,7 +90,7 @@ async def test_a_worker_cut_off_past_its_lease_does_not_perform_its_effect(
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 
             assert len(delivered(key)) == 1
-            assert [e["pid"] for e in ledger().entries("notify_when_clear")] == [b.pid]
+            assert [e["pid"] for e in side_effects().entries("notify_when_clear")] == [b.pid]
             assert await store.read_events(run_id) == log_before
             assert_valid_history(await rt.state(run_id))
     finally:

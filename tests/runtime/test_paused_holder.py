@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from _crash_harness import Scenario
-from _scenario import delivered, ledger
+from _scenario import delivered, side_effects
 from _workers import WorkerProc, until
 
 from stead.core.canonical import idempotency_key
@@ -59,7 +59,7 @@ async def test_a_worker_paused_past_its_lease_does_not_perform_its_effect(
             workers.append(a)
 
             async def a_works() -> bool:
-                return ledger().count("working") == 1
+                return side_effects().count("working") == 1
 
             await until(a_works, "worker A to start the tool", every=0.01)
             a.signal(signal.SIGSTOP)
@@ -82,7 +82,7 @@ async def test_a_worker_paused_past_its_lease_does_not_perform_its_effect(
             a.signal(signal.SIGCONT)
 
             async def a_stood_down() -> bool:
-                return ledger().count("stood_down") == 1
+                return side_effects().count("stood_down") == 1
 
             await until(a_stood_down, "A's tool to see that its lease is gone")
 
@@ -94,10 +94,10 @@ async def test_a_worker_paused_past_its_lease_does_not_perform_its_effect(
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 
             assert len(delivered(key)) == 1  # the message went out once: B's
-            senders = [e["pid"] for e in ledger().entries("notify_when_clear")]
+            senders = [e["pid"] for e in side_effects().entries("notify_when_clear")]
             assert senders == [b.pid]
             # Each holder saw its own fencing token, and the later holder's is higher.
-            tokens = {e["pid"]: e["detail"]["token"] for e in ledger().entries("working")}
+            tokens = {e["pid"]: e["detail"]["token"] for e in side_effects().entries("working")}
             assert tokens[b.pid] > tokens[a.pid] >= 1
             assert await store.read_events(run_id) == log_before  # A wrote nothing after
             assert_valid_history(await rt.state(run_id))

@@ -46,8 +46,7 @@ from stead.errors import StoreError
 from stead.providers import ModelResponse
 from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime.executors._far_progress import Follower, far_sink
-from stead.store import is_transient
-from stead.store._ledger import Ledger, ledger_for
+from stead.store import Ledger, is_transient, ledger_for
 
 log = logging.getLogger("stead.runtime")
 

@@ -49,8 +49,7 @@ from stead.runtime._closing import Closing
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, checks
 from stead.runtime.processes._signals import until_signalled
-from stead.store import Claim, Store
-from stead.store._chat import ConversationStore
+from stead.store import Claim, ConversationStore, Store
 
 log = logging.getLogger("stead.worker")
 
@@ -163,7 +162,8 @@ class Worker(Closing):
 
     async def _expire_approvals(self) -> None:
         """Time out runs waiting on a person past their deadline: nobody drives those."""
-        now = time.monotonic()
+        # The loop's clock, as every other wait of the worker's: a virtual clock moves it.
+        now = asyncio.get_running_loop().time()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.approval_sweep

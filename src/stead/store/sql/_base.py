@@ -433,6 +433,11 @@ def append_refusal(
     )
 
 
+class Duplicate(Exception):
+    """A unique index refused a write: the dialect's driver error, translated, so the shared
+    code can say which guarantee it was (a run that exists, a result already recorded)."""
+
+
 _TRANSIENT_CAUSES = frozenset(
     {"OperationalError", "InterfaceError", "PoolTimeout", "QueryCanceled", "LockNotAvailable"}
 )
