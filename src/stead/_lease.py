@@ -77,6 +77,11 @@ class HeldLease:
             if self._handle is not None:
                 self.arm()
 
+    def holds(self, seconds: float) -> bool:
+        """Whether the lease is not lost and has ``seconds`` or more left (one call: asked
+        before every effect)."""
+        return not self.lost.aborted and self._until - self._now() >= seconds
+
     def left(self) -> float:
         """Seconds until the local deadline (negative once it passed)."""
         return self._until - self._now()

@@ -284,7 +284,6 @@ class Driving:
             clock=self.clock,
             min_left=self.lease_min_left,
         )
-        held.arm()
         inner = self._executor_factory(agent, self.progress)
         if isinstance(inner, InProcessExecutor):
             inner.lease = held

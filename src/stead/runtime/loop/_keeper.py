@@ -74,6 +74,10 @@ class Keeper:
         run_id = session.state.run_id
         due = loop.time() + self._host.lease_ttl / 3
         self._held[run_id] = _Held(session, signal, loop, session.durable_seq, due, lease)
+        if lease is not None:
+            # The lease's deadline as a timer, from here: a drive that rests before the keeper
+            # takes it (most turns) ends long before its lease could lapse.
+            lease.arm()
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             # A run of another (closed) loop never reached its ``drop``: not ours to renew.

@@ -70,6 +70,11 @@ class LeaseGuard:
 
         held.lost.add_callback(lost)
 
+    def fresh(self) -> bool:
+        """True while the lease has ``min_left`` seconds or more: an effect may start with no
+        round trip (nearly always). False says only "ask ``ready``"."""
+        return self.held.holds(self.min_left)
+
     async def ready(self) -> bool:
         """True when an effect may start now: the lease has ``min_left`` seconds left, after
         a renewal if it had fewer. False once it is lost (the drive then stops)."""

@@ -498,12 +498,14 @@ class RunLoop:
         ``tool_call_started`` is already durable (it rode in the intent's commit)."""
         state = self.owned.state
         tool = self.agent.registry.get(call.name)
-        guard = self.lease
-        guarded = guard is not None and call.effect_class != "read_only"
-        if guarded and not await guard.ready():  # type: ignore[union-attr]
-            return  # the lease is lost: nothing written, no effect; the drive stops
+        # The lease is checked right before the effect of a tool that is not read_only (a
+        # read of the clock while it is fresh), and before its start is written here too,
+        # so that a lost lease leaves a call that plainly never started.
+        guard = self.lease if call.effect_class != "read_only" else None
         if needs_start_record(call):
             if not start_recorded:
+                if guard is not None and not (guard.fresh() or await guard.ready()):
+                    return  # the lease is lost: nothing written; the drive stops
                 await self.owned.append([started_event(state, call, attempt)])
             self._crash("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
@@ -513,9 +515,8 @@ class RunLoop:
             return
         if self.owned.holding:
             await self.owned.before_effect()
-        if guarded and not await guard.ready():  # type: ignore[union-attr]
-            # Lost while the start was written: no effect; the next owner reconciles it.
-            return
+        if guard is not None and not (guard.fresh() or await guard.ready()):
+            return  # the lease is lost: no effect; the next owner recovers the call
         if self._local is not None:  # no assignment to make, and cancelled with the task
             outcome = await self._local.perform_tool(
                 call, tool, call.effective_arguments(), attempt, self.signal, state.run_id
