@@ -18,7 +18,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``DispatchRejected``,
-  ``ProviderError``, ``ProviderHTTPError``, ``Aborted``
+  ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - ``__version__``
 """
 
@@ -49,6 +49,7 @@ from stead.errors import (
     LeaseHeld,
     ProviderError,
     ProviderHTTPError,
+    ReplayDiverged,
     RunNotFound,
     SteadError,
     StoreError,
@@ -89,6 +90,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",
+    "ReplayDiverged",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",

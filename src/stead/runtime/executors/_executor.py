@@ -29,7 +29,7 @@ from stead.core.ledger import Attachment
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
-from stead.errors import Aborted, DispatchRejected, ProviderError
+from stead.errors import Aborted, DispatchRejected, ProviderError, ReplayDiverged
 from stead.providers import ModelCall, ModelProvider, ModelRequest, failure_code
 from stead.tools import Tool, ToolContext, ToolRegistry
 
@@ -282,6 +282,8 @@ class InProcessExecutor:
             )
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except Exception as exc:
             return _model_error(exc)
         finally:
@@ -309,6 +311,8 @@ class InProcessExecutor:
             return await tool.invoke(arguments, ctx)
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except TimeoutError as exc:
             return ToolFailed(failure=f"TimeoutError: {exc}")
         except Exception as exc:

@@ -12,12 +12,13 @@ from stead.runtime.loop._history import continued, hydrate
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._lease_guard import LeaseGuard, default_margin, min_left_for
 from stead.runtime.loop._loop import RunLoop
-from stead.runtime.loop._observe import DriveStart, Observer, checked
+from stead.runtime.loop._observe import DriveStart, DriveWatch, Observer, checked
 from stead.runtime.loop._owned import OwnedRun
 
 __all__ = [
     "Backoff",
     "DriveStart",
+    "DriveWatch",
     "Driving",
     "FreshRuns",
     "Keeper",
