@@ -16,6 +16,7 @@ from stead.core.events import (
     Event,
     RedispatchRecorded,
     RunDeadlineSet,
+    RunForked,
     RunRequeued,
     StepFailed,
     ToolAttemptFailed,
@@ -43,6 +44,7 @@ def _every_kind() -> list[Event]:
         RunDeadlineSet(deadline=1e9, counts_waiting=False),
         ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}}),
         TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+        RunForked(source_run_id="run_a", at_turn=1, carried_results=2, dropped_calls=1),
     ]
     return [*events, *later]
 

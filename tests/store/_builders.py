@@ -31,6 +31,7 @@ from stead.core.events import (
     RunCreated,
     RunDeadlineSet,
     RunFailed,
+    RunForked,
     RunRecovered,
     RunRequeued,
     RunStarted,
@@ -341,6 +342,7 @@ def every_kind() -> list[Event]:
         ),
         ToolsListed(source="files", tools={"read": {"effect_class": "read_only", "n": [1]}}),
         TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+        RunForked(source_run_id="run-source", at_turn=2, carried_results=3, dropped_calls=1),
     ]
 
 

@@ -32,6 +32,7 @@ from stead.core.events import (
     RunCreated,
     RunDeadlineSet,
     RunFailed,
+    RunForked,
     RunRecovered,
     RunRequeued,
     RunStarted,
@@ -196,6 +197,13 @@ def _noted(state: RunState, e: Event) -> None:
 
 handles(ToolsListed)(_noted)
 handles(TraceLinked)(_noted)
+
+
+@handles(RunForked)
+def _forked(state: RunState, e: RunForked) -> None:
+    """A fork's lineage, written with its ``run_created``, before anything else happens."""
+    if state.seq != 1:
+        raise _refuse(state, e, "a run's lineage is recorded right after its creation")
 
 
 @handles(RunCancelRequested)

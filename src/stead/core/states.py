@@ -106,6 +106,7 @@ STAYS: Final = frozenset(
         "run_deadline_set",
         "tools_listed",
         "trace_linked",
+        "run_forked",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""

@@ -46,6 +46,7 @@ from stead.runtime._fresh import FreshRuns
 from stead.runtime._history import hydrate
 from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
 from stead.runtime._keeper import Keeper
+from stead.runtime._lifecycle import Lifecycle
 from stead.runtime._observe import Observer, checked
 from stead.runtime._output import with_settings
 from stead.runtime._session import RunSession
@@ -58,7 +59,7 @@ from stead.store._ledger import Ledger
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(

@@ -44,10 +44,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from stead.errors import Conflict, Fenced, SteadError, StoreError
+from stead.core.retention import Retention
+from stead.errors import Conflict, Fenced, SteadError, StoreError, UserError
 from stead.runtime import _checks as checks
 from stead.runtime._agent import Agent
 from stead.runtime._closing import Closing
+from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
 from stead.runtime._serve import until_signalled
 from stead.store import Claim, Store
@@ -70,6 +72,7 @@ class Worker(Closing):
         grace: float = 30.0,
         approval_sweep: float = 10.0,
         clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
         **runtime_options: Any,
     ) -> None:
         # Checked before the runtime opens the store: a wrong argument leaves nothing open.
@@ -94,6 +97,10 @@ class Worker(Closing):
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        if retention is not None and not isinstance(retention, Retention):
+            raise UserError(f"retention takes a stead.Retention, not {type(retention).__name__}")
+        self.pruner = None if retention is None else Pruner(self.store, retention, clock)
+        """Prunes finished runs in the background, a small batch at a time (``retention``)."""
 
     @property
     def active(self) -> int:
@@ -122,6 +129,7 @@ class Worker(Closing):
             self.concurrency,
             self.lease_ttl,
         )
+        pruning = None if self.pruner is None else asyncio.create_task(self.pruner.run(self._stop))
         try:
             while not self._stop.is_set():
                 self._slot_freed.clear()
@@ -145,6 +153,9 @@ class Worker(Closing):
                 await self._expire_approvals()
                 await self._idle(full=len(self._active) >= self.concurrency)
         finally:
+            if pruning is not None:
+                pruning.cancel()
+                await asyncio.gather(pruning, return_exceptions=True)
             await self._shutdown()
 
     async def _idle(self, *, full: bool) -> None:

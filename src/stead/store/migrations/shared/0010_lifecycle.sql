@@ -28,3 +28,7 @@ CREATE TABLE worker_versions (
     expires_at  {DOUBLE} NOT NULL,
     PRIMARY KEY (owner, fingerprint)
 ){WITHOUT_ROWID};
+
+-- Retention deletes a run's execution-ledger rows by the run: without this index each pruned
+-- run would read the whole table. Only an executor pool writes these rows.
+CREATE INDEX ledger_keys_by_run ON ledger_keys (run_id);

@@ -1,0 +1,268 @@
+"""A run's life after it is recorded, as ``Runtime`` methods: export and import
+(``stead.store._transfer``), pruning (``stead.store._retention``, decided by
+``stead.core.retention``) and forking (``_fork``). docs/lifecycle.md is the user's page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from stead.core.builders import created_event
+from stead.core.events import RunCreated, RunForked
+from stead.core.fork import plan_fork
+from stead.core.retention import Retention
+from stead.errors import SteadError, UnknownAgent, UserError
+from stead.runtime import _checks as checks
+from stead.runtime._history import hydrate
+from stead.runtime._view import RunView
+from stead.store import Store
+from stead.store._fork import create_fork
+from stead.store._retention import Judged, delete, judge, payload, sweep_blobs, vacuum
+from stead.store._transfer import (
+    Imported,
+    ImportFileError,
+    copy_store,
+    export_lines,
+    parse,
+    select_runs,
+    sql_store,
+    write,
+)
+
+log = logging.getLogger("stead.retention")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pruned:
+    """What a prune found (``applied``: and deleted)."""
+
+    runs: list[tuple[str, str]]
+    """(run id, why) of each run that goes (went)."""
+    bytes: int
+    """Their event data as stored: about the space the store frees."""
+    blobs: int = 0
+    """Attachments deleted with them (no run left refers to them)."""
+    applied: bool = False
+
+
+class Lifecycle:
+    """``Runtime``'s export, import, prune and fork."""
+
+    store: Store
+    clock: Callable[[], float]
+    agents: dict[str, Any]
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_turn: int,
+        input: str,
+        agent: Any = None,
+        new_run_id: str | None = None,
+    ) -> RunView:
+        """A new queued run whose history is run ``run_id``'s up to the end of turn
+        ``at_turn``, then ``input`` (the new user message); driven by ``agent`` (an Agent or
+        the name of a registered one; the source's by default).
+
+        Nothing carried runs again: the source's results are the fork's history. A call of
+        that turn with no result in the source (in flight, waiting on a person) is not
+        carried (the fork reads an error result for it). The lineage is the fork's
+        ``run_forked`` event; a run of a conversation starts a branch of it (a conversation
+        of its own, whose first message is the fork). Written in one transaction."""
+        from stead.runtime._agent import Agent
+
+        checks.identifier("run_id", run_id)
+        checks.text("the fork's input", input)
+        if new_run_id is not None:
+            checks.identifier("new_run_id", new_run_id)
+        stored = await hydrate(self.store, await self.store.read_events(run_id))
+        events = [e.event for e in stored]
+        plan = plan_fork(events, at_turn, run_id)
+        source = events[0]
+        assert isinstance(source, RunCreated)
+        if isinstance(agent, Agent):
+            self.register(agent)  # type: ignore[attr-defined]
+            name = agent.name
+        elif agent is None or isinstance(agent, str):
+            name = agent or source.agent
+            if name not in self.agents:
+                raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        else:
+            raise UserError(f"fork(agent=...) takes an Agent or a name, not {type(agent).__name__}")
+        rid = new_run_id or f"run_{uuid.uuid4().hex}"
+        branch = f"{source.session_id}/fork-{rid[-8:]}" if source.session_id else ""
+        created = created_event(
+            rid,
+            name,
+            input,
+            session_id=branch,
+            correlation_id=source.correlation_id,
+            config=source.config,
+            history=plan.history,
+        )
+        forked = RunForked(
+            source_run_id=run_id,
+            at_turn=at_turn,
+            carried_results=plan.carried_results,
+            dropped_calls=len(plan.dropped_calls),
+        )
+        await create_fork(self.store, created, forked, now=self.clock())
+        return await self.get(rid)  # type: ignore[attr-defined,no-any-return]
+
+    async def export(
+        self,
+        to: str | Path | IO[str],
+        *,
+        run_ids: Sequence[str] = (),
+        conversation: str | None = None,
+        since: float | None = None,
+        agent: str | None = None,
+    ) -> int:
+        """Write runs to ``to`` (a path or a text file) in the export format
+        (docs/lifecycle.md): those named, a conversation's, or every run created since
+        ``since`` and/or of ``agent`` (every run when nothing narrows it), with the runs
+        their history is read from. Returns how many runs were written."""
+        if isinstance(run_ids, str):
+            run_ids = [run_ids]
+        s = sql_store(self.store)
+        chosen = await select_runs(
+            s, run_ids=run_ids, conversation=conversation, since=since, agent=agent
+        )
+        if isinstance(to, str | Path):
+            with open(to, "w", encoding="utf-8", newline="\n") as f:
+                await _write_to(f, export_lines(s, chosen))
+        else:
+            await _write_to(to, export_lines(s, chosen))
+        return len(chosen)
+
+    async def import_runs(self, source: str | Path, *, new_ids: bool = False) -> Imported:
+        """Import an export file (checked whole before anything is written; a problem is an
+        ``ImportFileError`` naming the file and line). A run id the store holds is a
+        ``Conflict`` unless ``new_ids``: then each run (and conversation) gets a new id."""
+        path = Path(source)
+        try:
+            with open(path, encoding="utf-8", newline="\n") as f:
+                parsed = parse(str(path), f)
+        except FileNotFoundError:
+            raise UserError(f"no file {str(path)!r} to import") from None
+        except UnicodeDecodeError as exc:
+            raise ImportFileError(str(path), 0, f"not UTF-8 text ({exc.reason})") from None
+        return await write(sql_store(self.store), parsed, new_ids=new_ids, now=self.clock())
+
+    async def prune(
+        self,
+        policy: Retention,
+        *,
+        apply: bool = False,
+        vacuum_after: bool = False,
+        batch: int | None = None,
+    ) -> Pruned:
+        """The finished runs ``policy`` lets go (``stead.Retention``), and with ``apply``
+        delete them, ``batch`` (the policy's) a transaction. Never a run that is not finished,
+        that a worker holds, or that a kept run was made from. ``vacuum_after`` gives SQLite's
+        freed pages back to the file system."""
+        if not isinstance(policy, Retention):
+            raise UserError(f"prune takes a stead.Retention, not {type(policy).__name__}")
+        s = sql_store(self.store)
+        size = batch or policy.batch
+        runs: list[tuple[str, str]] = []
+        total = 0
+        blobs = 0
+        cursor: tuple[float, str] | None = None
+        while True:
+            judged, cursor = await judge(s, policy, now=self.clock(), limit=size, after=cursor)
+            if apply:
+                for i in range(0, len(judged), size):
+                    part = judged[i : i + size]
+                    sizes = {j.verdict.run_id: await payload(s, j.verdict.run_id) for j in part}
+                    gone, digests = await delete(s, part)
+                    blobs += await sweep_blobs(s, digests)
+                    why = {j.verdict.run_id: j.verdict.reason for j in part}
+                    runs += [(rid, why[rid]) for rid in gone]
+                    total += sum(sizes[rid] for rid in gone)
+            else:
+                for j in judged:
+                    if all(j.verdict.run_id != r for r, _ in runs):
+                        runs.append((j.verdict.run_id, j.verdict.reason))
+                        total += await payload(s, j.verdict.run_id)
+            if cursor is None:
+                break
+        if apply and vacuum_after:
+            await vacuum(s)
+        return Pruned(runs=runs, bytes=total, blobs=blobs, applied=apply)
+
+
+async def _write_to(f: IO[str], lines: Any) -> None:
+    async for line in lines:
+        f.write(line)
+
+
+async def copy(source: str | Path | Store, target: str | Path | Store, *, now: float) -> Imported:
+    """Copy every run, conversation, blob and ledger row of one store into another (SQLite
+    to PostgreSQL or back), checked as an import is; the target must hold none of the
+    source's run ids."""
+    from stead.store import open_store
+
+    src = source if not isinstance(source, str | Path) else open_store(source, create=False)
+    dst = target if not isinstance(target, str | Path) else open_store(target)
+    try:
+        return await copy_store(sql_store(src), sql_store(dst), now=now)
+    finally:
+        if src is not source:
+            await src.close()
+        if dst is not target:
+            await dst.close()
+
+
+class Pruner:
+    """A worker's background pruning: one small batch every ``policy.interval`` seconds, in
+    a task of its own, so the worker's runs never wait for it beyond a batch's transaction."""
+
+    def __init__(self, store: Store, policy: Retention, clock: Callable[[], float]) -> None:
+        self.store = sql_store(store)
+        self.policy = policy
+        self.clock = clock
+        self.pruned = 0
+        self._cursor: tuple[float, str] | None = None
+
+    async def step(self) -> int:
+        """Judge the next candidates and delete one batch of those that go; how many went."""
+        judged: list[Judged]
+        judged, self._cursor = await judge(
+            self.store,
+            self.policy,
+            now=self.clock(),
+            limit=self.policy.batch,
+            after=self._cursor,
+        )
+        part = judged[: self.policy.batch]
+        if not part:
+            return 0
+        gone, digests = await delete(self.store, part)
+        await sweep_blobs(self.store, digests)
+        self.pruned += len(gone)
+        return len(gone)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Prune until ``stop`` is set; a failure is logged and tried again next time."""
+        while not stop.is_set():
+            try:
+                gone = await self.step()
+            except SteadError as exc:
+                log.warning("pruning failed (retrying later): %s", exc)
+                gone = 0
+            if gone:
+                log.info("pruned %d runs", gone)
+                await asyncio.sleep(0)  # more may be waiting: go on, a batch at a time
+                continue
+            try:
+                await asyncio.wait_for(stop.wait(), self.policy.interval)
+            except TimeoutError:
+                pass
