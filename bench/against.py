@@ -1,7 +1,7 @@
 """``bench/overhead.py`` of two checkouts in alternate rounds: is this tree slower than that one?
 
-    .venv/bin/python bench/against.py /work/wt/base             # this tree vs that one, ext4
-    .venv/bin/python bench/against.py /work/wt/base --dir /dev/shm --rounds 9   # tmpfs: CPU
+    .venv/bin/python bench/against.py ../other-checkout          # this tree vs that one, ext4
+    .venv/bin/python bench/against.py ../other-checkout --dir /dev/shm --rounds 9   # tmpfs: CPU
 
 Two versions of stead cannot share a process, and the machine's speed drifts over minutes, so
 each round runs one round of each tree's own ``bench/overhead.py`` (``--rounds 1 --json``,

@@ -15,15 +15,14 @@ inherits it). A run waiting on a person holds nothing: its worker released it.
 What a held run keeps: the folded state; the coroutine frames of its drive (worker task, run
 loop, executor, the model call); its entry in the Runtime's keeper (one task renews and
 watches every run: one statement each a beat, whatever the number of runs); its abort
-signal; its progress window. The goal (issue 15) is at most 20 KiB a run on both stores.
-On PostgreSQL a held run cost 28 KiB while the keeper read each run's row and renewed each
-lease on its own: at any moment hundreds of those reads were queued on the connection pool,
-each with its task, futures and pool waiter (tracemalloc by file: ``asyncio``,
-``psycopg_pool``, ``contextlib``); one statement for all of them brought it to 19 KiB.
-The claim of a thousand runs at once still queued their thousand loads inside the pool (a
-client, a condition, a ``wait_for`` task and a timer each, about 4 KiB): freed once the runs
-settled, but the heap they fragmented stayed; they queue on the store's semaphore now (one
-future each), and a batch of appends is one statement instead of one per member.
+signal; its progress window. The goal is at most 20 KiB a run on both stores.
+Two choices keep it there on PostgreSQL. The keeper reads every held run's row and renews
+every lease in one statement a beat: a read and a renewal per run would queue hundreds of
+reads on the connection pool at any moment, each with its task, futures and pool waiter
+(tracemalloc by file: ``asyncio``, ``psycopg_pool``, ``contextlib``), about 9 KiB a run. And
+the loads of a thousand runs claimed at once queue on the store's semaphore (one future
+each), not inside the pool (a client, a condition, a ``wait_for`` task and a timer each,
+about 4 KiB, and a heap left fragmented after they settle).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Many runs in flight in one process: durable steps a second, against the latency-bound ideal.
 
-(Issue 15 calls it ``bench/concurrent.py``; that name would shadow the standard library's
-``concurrent`` package for every script of this folder, which is first on their sys.path.)
+(Not ``bench/concurrent.py``: that name would shadow the standard library's ``concurrent``
+package for every script of this folder, which is first on their sys.path.)
 
     .venv/bin/python bench/in_flight.py                 # 100 and 1,000 in flight, every side
     .venv/bin/python bench/in_flight.py --quick         # 20 in flight, fewer sides: does it work
@@ -14,7 +14,7 @@
 (``make concurrent`` installs the optional ``compare`` extra, LangGraph and DBOS, and runs the
 first line; without them their rows say so.)
 
-**The workload** is the one of issue 15, the same for every system: each run is 10 tool turns
+**The workload** is the same for every system: each run is 10 tool turns
 (a model call that asks for one ``read_only`` lookup, the lookup) and a final model turn, so
 21 *durable steps* (one model call or one tool call, its outcome persisted before the next
 step). The model takes ``--latency`` (50 ms) a call and does nothing else; the tool is an async
@@ -32,8 +32,8 @@ is, and ``steps/s`` is ``runs x 21 / wall``.
   started with ``rt.start`` and driven with ``rt.run``, all at once.
 - ``stead-postgres``: the same on a throwaway PostgreSQL server from the machine's binaries
   (``temporary_postgres``, fsync on), or ``STEAD_BENCH_POSTGRES_URL``.
-- ``stead-*-effects``: the same in the ``effects`` durability mode of issue 15, once it exists
-  (until then the row says it is not there).
+- ``stead-*-effects``: the same in the ``effects`` durability mode (on a tree without that
+  mode the row says it is not there).
 - ``langgraph``: a ``StateGraph`` (an async ``agent`` node sleeping the model latency, a
   ``ToolNode`` with the same async lookup) compiled with ``AsyncSqliteSaver`` on a fresh file
   and invoked with ``durability="sync"`` (each super-step's checkpoint written before the next).

@@ -1,7 +1,7 @@
 """CPU instructions per durable step, counted by valgrind's callgrind: a figure without noise.
 
     .venv/bin/python bench/instructions.py                    # this tree, read_only
-    .venv/bin/python bench/instructions.py --tree /work/wt/base --tree .   # compare trees
+    .venv/bin/python bench/instructions.py --tree ../other-checkout --tree .   # compare trees
     .venv/bin/python bench/instructions.py --effect non_idempotent --json
 
 Wall-clock figures (``bench/overhead.py``) move by 10-20 % between rounds on a shared machine,

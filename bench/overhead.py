@@ -71,7 +71,7 @@ FLOOR = "floor"
 VARIANTS = ("read_only", "idempotent_write", "non_idempotent", "non_idem_no_rec", "effects")
 """stead rows: the tool's effect class; the two non_idempotent rows differ in whether the
 tool has a reconcile function; ``effects`` is the read_only row in the ``effects`` durability
-mode (issue 15: only the commits an effect depends on wait for the disk)."""
+mode (only the commits an effect depends on wait for the disk)."""
 GOALS = {"effects": 0.6}
 """A row's own goal where it is not ``GOAL``: the effects mode fsyncs once a run, not once a
 step as the floor does, so it must beat the floor."""

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/pg_append.py                        # 200 and 1,000 tool turns
     .venv/bin/python bench/pg_append.py --no-snapshots         # the appends alone
-    PYTHONPATH=/work/wt/base/src .venv/bin/python bench/pg_append.py   # another tree's store
+    PYTHONPATH=../other-checkout/src .venv/bin/python bench/pg_append.py   # another tree's store
 
 One run of N tool turns whose results are about 1 KB that varies (as ``storage.py``), appended
 a turn at a time (four events) straight to a ``PostgresStore`` on a throwaway server, with a

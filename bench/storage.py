@@ -24,7 +24,7 @@ as a repeated string would); then a final answer.
   after ``VACUUM``, less the free space it recorded (``pg_freespacemap``), the bytes the run
   holds once autovacuum has been by.
 
-The goal (issue 15) is at most 2x the content on both stores, and linear: the ratio must not
+The goal is at most 2x the content on both stores, and linear: the ratio must not
 grow with the number of turns.
 """
 

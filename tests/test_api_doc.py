@@ -2,7 +2,7 @@
 first line of its docstring, so the reference cannot miss a name or show an old signature.
 Its blocks are ``py``, not ``python``: signatures, not code for tests/test_docs.py to run.
 
-After adding or changing a public name (or merging branches that did), regenerate it with one
+After adding or changing a public name, regenerate it with one
 command and commit the result:
 
     STEAD_UPDATE_API=1 .venv/bin/python -m pytest -q tests/test_api_doc.py

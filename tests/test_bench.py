@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
     assert rows["non_idem_no_rec"]["fsyncs_per_run"] == floor + 10  # one per tool call
     assert rows["non_idem_no_rec"]["goal_met"] is None
     # durability="effects" with read_only tools: only the run's creation and its end wait
-    # for the disk (issue 15's row, judged against 0.6x the floor).
+    # for the disk (its goal is 0.6x the floor).
     assert rows["effects"]["fsyncs_per_run"] == 2
     assert rows["effects"]["goal_met"] in (True, False)
     # WAL pages a run writes (each commit's copy of each page it changed), counted from the
@@ -59,8 +60,8 @@ def test_quick_bench_reports_every_side_and_the_fsyncs_each_pays(tmp_path: Path)
 
 def test_the_in_flight_bench_runs_and_says_why_a_side_is_missing(tmp_path: Path) -> None:
     """``bench/in_flight.py --quick``: the SQLite side completes every run (the bench exits
-    if one does not), and a side that cannot run here (the ``effects`` mode of issue 15 may
-    not exist yet) is a row that says why, not a crash. LangGraph and DBOS are left out: they
+    if one does not), and a side that cannot run here (a tree without the ``effects``
+    mode) is a row that says why, not a crash. LangGraph and DBOS are left out: they
     are optional, and slow to start where they are installed."""
     out = subprocess.run(
         [
@@ -118,3 +119,17 @@ def test_a_side_that_fails_or_overruns_is_a_row_and_the_bench_goes_on(tmp_path: 
         "side": "stead-sqlite",
         "unfinished": "did not finish in 0.01 s",
     }
+
+
+def test_the_bench_readme_has_one_dated_table_per_script() -> None:
+    """bench/README.md: a section per script in bench/, and each section that shows figures
+    says once when and on what machine they were taken. Figures are current, not a diary:
+    no times of day."""
+    text = (ROOT / "bench" / "README.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    named = {section.split("`")[1] for section in sections}
+    assert named == {p.name for p in (ROOT / "bench").glob("*.py")}
+    for section in sections:
+        dated = re.findall(r"^20\d\d-\d\d-\d\d, the 2-vCPU VM", section, re.M)
+        assert len(dated) == (1 if "| ---: |" in section else 0), section.split("\n")[0]
+    assert not re.search(r"\bUTC\b|\b\d\d:\d\d\b", text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,19 @@ import stead.errors
 import stead.testing
 
 
-def test_public_api_is_pinned() -> None:
+def test_all_is_one_sorted_literal_list_and_the_docstring_names_each_by_topic() -> None:
+    """``stead.__all__`` is written once, sorted (httpx's ``__init__.py``); the module's
+    docstring lists the same names by topic, so a name added to one and not the other fails."""
+    source = Path(stead.__file__).read_text()
     assert stead.__all__ == sorted(stead.__all__)
+    assert source.count("__all__ = [") == 1 and "__all__ +=" not in source
+    assert len(set(stead.__all__)) == len(stead.__all__)
+    assert set(stead.errors.__all__) <= set(stead.__all__)
+    topics = (stead.__doc__ or "").split("by topic:", 1)[1]
+    assert set(re.findall(r"``(\w+)``", topics)) - {"__all__"} == set(stead.__all__)
+
+
+def test_public_api_is_pinned() -> None:
     assert set(stead.__all__) == {
         "AbortSignal",
         "Aborted",
@@ -45,7 +57,7 @@ def test_public_api_is_pinned() -> None:
         "PendingApproval",
         "ProviderError",
         "ProviderHTTPError",
-        "RecoveryPolicy",  # recovery at a takeover (issue 11)
+        "RecoveryPolicy",
         "RunLogFilter",
         "RunNotFound",
         "RunStatus",

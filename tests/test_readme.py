@@ -1,4 +1,11 @@
-"""The README's code runs, and its state diagram is the one the code generates."""
+"""The README's and the guides' tagged examples run and print what they say, and the README's
+state diagram is the one the code generates.
+
+A block a test checks is tagged with an HTML comment on the line before it
+(``<!-- test: steering -->``): the reader of the rendered page does not see it, and the block
+is found by its tag wherever it moves, in the README or in a page of ``docs/``. Blocks without
+a tag are run by ``tests/test_docs.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,35 @@ from pathlib import Path
 
 from stead.core.states import mermaid
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TAGGED = re.compile(r"^<!-- test: ([\w-]+) -->\n```python\n(.*?)```", re.S | re.M)
+
+CHECKED = {
+    "first-example",
+    "ten-lines",
+    "conversation",
+    "steering",
+    "typed-answer",
+    "dependencies",
+    "model-settings",
+    "ask-a-person",
+    "tool-limits",
+    "deadline",
+    "mcp-server",
+    "mcp-agent",
+    "tracing",
+}
+"""Every tag a test below looks up: a tagged block no test checks would run nowhere."""
+
+
+def _tagged() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for page in PAGES:
+        for tag, code in TAGGED.findall(page.read_text()):
+            found.setdefault(tag, []).append(code)
+    return found
 
 
 def _run(block: str, cwd: Path) -> str:
@@ -25,19 +60,26 @@ def _run(block: str, cwd: Path) -> str:
     return done.stdout.strip()
 
 
-def block(marker: str) -> str:
-    """The one ```python block of the README that holds ``marker`` (in its code, or in the
-    heading line just before it): found by what it shows, so sections can move and grow."""
-    parts = re.findall(r"((?:^#+ [^\n]*\n\n)?)```python\n(.*?)```", README, re.S | re.M)
-    found = [code for heading, code in parts if marker in heading or marker in code]
-    assert len(found) == 1, f"{len(found)} README blocks hold {marker!r}"
+def block(tag: str) -> str:
+    """The one ```python block tagged ``tag``, in the README or any page of docs/."""
+    assert tag in CHECKED, f"add {tag!r} to CHECKED"
+    found = _tagged().get(tag, [])
+    assert len(found) == 1, f"{len(found)} blocks are tagged {tag!r}"
     return found[0]
+
+
+def test_every_tag_is_checked_and_every_readme_block_tagged() -> None:
+    """A tag no test looks up, or a README block with no tag, is a block nothing runs."""
+    assert set(_tagged()) == CHECKED
+    assert all(len(codes) == 1 for codes in _tagged().values())
+    blocks = re.findall(r"```python\n", README)
+    assert len(blocks) == len(TAGGED.findall(README)) >= 4
 
 
 def test_the_first_example_chats_with_a_typed_answer_deps_and_a_question(tmp_path: Path) -> None:
     """The README opens with it: what a new user reads first must run as it says."""
     first = re.search(r"```python\n(.*?)```", README, re.S)
-    assert first is not None and first.group(1) == block("(question,) = reply.approvals")
+    assert first is not None and first.group(1) == block("first-example")
     assert _run(first.group(1), tmp_path).splitlines() == [
         "Order 42 has shipped.",
         "Home or office?",
@@ -46,45 +88,37 @@ def test_the_first_example_chats_with_a_typed_answer_deps_and_a_question(tmp_pat
     assert (tmp_path / "support.db").exists()
 
 
-def test_readme_examples_run(tmp_path: Path) -> None:
-    ten_lines, steering = block("## Ten lines"), block("## Steering a run")
-    assert _run(block("and the zip code?"), tmp_path).splitlines() == [
+def test_the_tour_examples_run(tmp_path: Path) -> None:
+    assert _run(block("conversation"), tmp_path).splitlines() == [
         "It ships to 94110.",
         "['user', 'assistant', 'user', 'assistant']",
         "0.0",
     ]
-    assert _run(ten_lines, tmp_path) == "It shipped."
+    assert _run(block("ten-lines"), tmp_path) == "It shipped."
     assert (tmp_path / "runs.db").exists()
-    assert _run(steering, tmp_path) == "Refunded."
+    assert _run(block("steering"), tmp_path) == "Refunded."
 
 
 def test_the_typed_answer_deps_and_settings_examples_run(tmp_path: Path) -> None:
-    typed = block("output_type=City")
-    deps = block("class Db:")
-    settings = block("stead.ModelSettings(temperature=0.2)")
-    assert _run(typed, tmp_path) == "75007 2"
-    assert _run(deps, tmp_path) == "It shipped."
-    assert _run(settings, tmp_path) == "{'temperature': 0.9, 'stop_sequences': ['\\n\\n']}"
+    assert _run(block("typed-answer"), tmp_path) == "75007 2"
+    assert _run(block("dependencies"), tmp_path) == "It shipped."
+    settings = _run(block("model-settings"), tmp_path)
+    assert settings == "{'temperature': 0.9, 'stop_sequences': ['\\n\\n']}"
 
 
-def _blocks(section: str) -> list[str]:
-    """The python blocks of one ``## section`` of the README."""
-    body = README.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", body, re.S)
+def test_the_mcp_example_runs(tmp_path: Path) -> None:
+    (tmp_path / "orders_server.py").write_text(block("mcp-server"))
+    assert _run(block("mcp-agent"), tmp_path).splitlines() == [
+        "[('order_status', 'read_only')]",
+        "It shipped.",
+    ]
 
 
-def test_readme_mcp_example_runs(tmp_path: Path) -> None:
-    server, agent = _blocks("MCP tools")
-    (tmp_path / "orders_server.py").write_text(server)
-    assert _run(agent, tmp_path).splitlines() == ["[('order_status', 'read_only')]", "It shipped."]
-
-
-def test_readme_tracing_example_runs(tmp_path: Path) -> None:
-    (tracing,) = _blocks("Tracing")
+def test_the_tracing_example_runs(tmp_path: Path) -> None:
     names = ["chat scripted", "chat scripted", "execute_tool order_status", "invoke_agent support"]
-    assert _run(tracing, tmp_path) == str(names)
+    assert _run(block("tracing"), tmp_path) == str(names)
 
 
 def test_state_diagram_is_generated_from_the_table() -> None:
-    (block,) = re.findall(r"```mermaid\n(.*?)```", README, re.S)
-    assert block.strip() == mermaid().strip()
+    (diagram,) = re.findall(r"```mermaid\n(.*?)```", README, re.S)
+    assert diagram.strip() == mermaid().strip()

@@ -43,7 +43,7 @@ def test_sync_wait_and_late_callbacks() -> None:
 
 
 def test_a_signal_no_thread_waits_on_costs_no_event() -> None:
-    """A held run keeps its signal for its whole drive (issue 15: memory per waiting run):
+    """A held run keeps its signal for its whole drive (memory per waiting run):
     the ``threading.Event`` a thread's ``wait_sync`` needs (~1.2 KiB with its condition) is
     made by the first such wait, not by every signal. Measured 1,410 bytes a signal before,
     221 after."""

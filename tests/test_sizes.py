@@ -1,4 +1,4 @@
-"""Code stays small enough to read in one sitting (issue 10): no file in src/ over 600 lines,
+"""Code stays small enough to read in one sitting: no file in src/ over 600 lines,
 no function in the pure core over 80."""
 
 from __future__ import annotations

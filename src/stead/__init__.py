@@ -4,64 +4,113 @@ A run is an event-sourced state machine: every model turn, tool call, approval a
 cancellation is a recorded transition, tool intent is written before the tool runs, finished
 results are replayed instead of re-run, and a call whose outcome is uncertain is reconciled
 or handed to a person, never blindly retried.
+
+The public names (``__all__``, one sorted list), by topic:
+
+- a run: ``Agent``, ``Limits``, ``Budget``, ``ModelSettings``, ``RecoveryPolicy``,
+  ``Runtime``, ``RunView``, ``RunStatus``, ``PendingApproval``, ``TurnCost``, ``AbortSignal``
+- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``; what a reconcile function
+  answers: ``Done``, ``NotDone``, ``Unknown``
+- conversations: ``UserMessage``, ``AssistantMessage``, ``ToolResultMessage``, ``Attachment``,
+  ``Image``, ``Document``, ``Usage``
+- logging: ``configure_logging``, ``RunLogFilter``, ``redact``
+- errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
+  ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
+  ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
+  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
+  ``ProviderHTTPError``, ``Aborted``
+- ``__version__``
 """
 
 from stead import errors
-from stead._logs import RunLogFilter, configure_logging, redact  # issue 13: logging
+from stead._logs import RunLogFilter, configure_logging, redact
 from stead._signal import AbortSignal
-from stead.core.messages import (  # conversations and attachments (issue 12)
+from stead.core.messages import (
     AssistantMessage,
     Attachment,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
-from stead.core.reconcile import RecoveryPolicy  # recovery at a takeover (issue 11)
-from stead.core.settings import ModelSettings  # issue 12 (e-output): model settings
+from stead.core.reconcile import RecoveryPolicy
+from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
-from stead.errors import *  # noqa: F403 - every public error, listed once in errors.__all__
+from stead.errors import (
+    Aborted,
+    ApprovalError,
+    Conflict,
+    ConversationBusy,
+    CorruptEvent,
+    Fenced,
+    IllegalTransition,
+    InvalidEvent,
+    InvalidInput,
+    LeaseHeld,
+    ProviderError,
+    ProviderHTTPError,
+    RunNotFound,
+    SteadError,
+    StoreError,
+    UnknownAgent,
+    UnknownConversation,
+    UserError,
+)
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.runtime._inputs import Document, Image  # conversations and attachments (issue 12)
-from stead.runtime._view import TurnCost  # cost on the view (issue 12)
+from stead.runtime._inputs import Document, Image
+from stead.runtime._view import TurnCost
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"
 
-__all__ = [  # a run: its agent, limits, runtime and what it shows
+__all__ = [
     "AbortSignal",
+    "Aborted",
     "Agent",
+    "ApprovalError",
+    "AssistantMessage",
+    "Attachment",
     "Budget",
+    "Conflict",
+    "ConversationBusy",
+    "CorruptEvent",
+    "Document",
+    "Done",
+    "Fenced",
+    "IllegalTransition",
+    "Image",
+    "InvalidEvent",
+    "InvalidInput",
+    "LeaseHeld",
     "Limits",
+    "ModelSettings",
+    "NotDone",
     "PendingApproval",
+    "ProviderError",
+    "ProviderHTTPError",
+    "RecoveryPolicy",
+    "RunLogFilter",
+    "RunNotFound",
     "RunStatus",
     "RunView",
     "Runtime",
-    "__version__",
-]
-__all__ += [  # tools
-    "Done",
-    "NotDone",
+    "SteadError",
+    "StoreError",
     "Tool",
     "ToolContext",
-    "Unknown",
-    "question_tool",  # issue 12 (asking a person): Runtime.answer takes its answer
-    "tool",
-]
-__all__ += [  # issue 12: conversations, attachments, cost, model settings
-    "AssistantMessage",
-    "Attachment",
-    "Document",
-    "Image",
-    "ModelSettings",
     "ToolResultMessage",
     "TurnCost",
+    "Unknown",
+    "UnknownAgent",
+    "UnknownConversation",
     "Usage",
+    "UserError",
     "UserMessage",
+    "__version__",
+    "configure_logging",
+    "question_tool",
+    "redact",
+    "tool",
 ]
-__all__ += ["RecoveryPolicy"]  # recovery at a takeover (issue 11)
-__all__ += ["RunLogFilter", "configure_logging", "redact"]  # issue 13: logging
-__all__ += errors.__all__  # every public error (conversation errors of issue 12 too)
-__all__.sort()
 
 
 def __getattr__(name: str) -> object:

@@ -1,4 +1,4 @@
-"""``stead answer`` and the question in ``stead runs show`` (issue 12, item 6), as real
+"""``stead answer`` and the question in ``stead runs show`` , as real
 processes: the run asks in one, the CLI answers in another."""
 
 from __future__ import annotations

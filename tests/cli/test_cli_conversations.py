@@ -1,4 +1,4 @@
-"""``stead runs list --conversation`` and the timeline of a conversation's run (issue 12)."""
+"""``stead runs list --conversation`` and the timeline of a conversation's run."""
 
 from __future__ import annotations
 

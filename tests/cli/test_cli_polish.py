@@ -1,4 +1,4 @@
-"""Issue 14 part 5, the CLI polished: watch, short ids and prefixes, list columns and filters,
+"""The CLI polished: watch, short ids and prefixes, list columns and filters,
 JSON, what happens next after a decision, ``--store`` anywhere, no store created by a reader,
 80 columns. The real CLI: ``main(argv)`` in this process, processes where a worker must run."""
 

@@ -1,5 +1,5 @@
 """``next_step`` and ``plan_call`` against the rules they were written as before they were
-made cheap (issue 15, less CPU per step): the decision is the same at every boundary of any
+made cheap (less CPU per step): the decision is the same at every boundary of any
 generated log, under any turn or failure limit, and the common plan (a call never started)
 is the one ``_plan`` gives. The reference is the earlier code, kept here as the oracle."""
 

@@ -193,7 +193,7 @@ DESIGN_MODEL_CODES = {
     "malformed_result",
     "executor_error",
 }
-# deadline_exceeded joined them with issue 9 (finding 6): a timeout is worth another attempt,
+# deadline_exceeded is among them: a timeout is worth another attempt,
 # bounded by Limits.max_model_attempts and each attempt by the provider's deadline.
 DESIGN_RETRYABLE = {
     "rate_limited",

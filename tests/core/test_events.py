@@ -51,7 +51,7 @@ KINDS = {
     "run_timed_out",
     "run_deadline_set",
     "run_requeued",
-    "effect_reconciled",  # recovery at a takeover (issue 11)
+    "effect_reconciled",  # recovery at a takeover
     "redispatch",
     "tools_listed",
     "trace_linked",

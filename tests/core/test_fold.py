@@ -889,7 +889,7 @@ def test_a_snapshot_missing_a_field_is_refused_not_defaulted() -> None:
         RunState.from_json(snap)
 
 
-# -- issue 12: retries, deadlines -------------------------------------------------------------
+# -- retries, deadlines --------------------------------------------------------------------
 
 
 def test_a_failed_attempt_counts_and_leaves_the_call_open_for_the_next() -> None:

@@ -127,7 +127,7 @@ def test_frames_lost_far_away_are_skipped_so_the_gap_shows() -> None:
 
 
 def test_a_window_holds_no_frame_store_before_its_first_frame() -> None:
-    """Every model turn of every held run opens a window (issue 15: memory per waiting run);
+    """Every model turn of every held run opens a window (memory per waiting run);
     a run waiting on a model that has streamed nothing yet holds no deque of frames (an
     empty one is a block of 64 slots). Measured 1,325 bytes a window before, 573 after."""
     window = ProgressWindow(max_runs=2000)

@@ -1,4 +1,4 @@
-"""Replies and steps the log could not take as they were (issue 9, findings 1, 4 and 7).
+"""Replies and steps the log could not take as they were.
 
 * Call ids are unique in the run: a reply with a repeated, empty or earlier-used id is
   recorded with deterministic new ids, so it never poisons the log and its idempotency keys
@@ -82,7 +82,7 @@ def _requests(events: list[Event]) -> list[ToolCallRequested]:
     return [e for e in events if isinstance(e, ToolCallRequested)]
 
 
-# -- ids unique in the run (findings 1 and 4) ------------------------------------------------
+# -- ids unique in the run --------------------------------------------------------------------
 
 
 def test_unique_ids_are_kept_as_they_are() -> None:
@@ -156,7 +156,7 @@ def test_call_ids_survive_a_snapshot() -> None:
     assert again == state
 
 
-# -- loop detection counts refused calls (finding 7) -----------------------------------------
+# -- loop detection counts refused calls ------------------------------------------------------
 
 
 def test_a_refused_call_repeated_is_intercepted_as_a_loop() -> None:
@@ -188,7 +188,7 @@ def test_refused_calls_count_across_turns() -> None:
         state = fold([*events, TurnStarted(turn_index=turn + 1)], start=state)
 
 
-# -- step_failed (finding 1) ------------------------------------------------------------------
+# -- step_failed ------------------------------------------------------------------------------
 
 
 def _failed(step: str = "call_model (turn 0)", message: str = "boom") -> StepFailed:

@@ -108,7 +108,7 @@ def test_state_groups() -> None:
     assert {s.value for s in FINISHED} == {"completed", "failed", "cancelled", "timed_out"}
     assert {s.value for s in RESUMABLE} == {"failed", "cancelled", "timed_out"}
     assert {s.value for s in AT_REST - FINISHED} == {"awaiting_approval"}
-    assert not hasattr(states, "WAITING"), "a named set nothing uses (issue 10)"
+    assert not hasattr(states, "WAITING"), "a named set nothing uses"
     # Resumable means: the table lets it go back to the queue.
     assert {s for s in RunStatus if RunStatus.QUEUED in TRANSITIONS[s]} == set(RESUMABLE)
 

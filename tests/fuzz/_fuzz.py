@@ -4,11 +4,11 @@ Budget: ``make test`` runs a small fixed number of examples per fuzzer, derandom
 examples on every machine, no example database), so CI is reproducible and quick. ``make fuzz``
 sets ``STEAD_FUZZ_EXAMPLES`` (e.g. 2000) and gets fresh random examples every time.
 
-Known findings: ``KNOWN`` holds the numbers of issue 9's findings that are not fixed on the
-branch this runs on. An example whose failure is one of them is counted (and listed at the end
-of the session) instead of failing the test. Once the fixes are merged, empty ``KNOWN`` (one
-edit, here) and the fuzzers must stay green. ``STEAD_FUZZ_KNOWN=1,3`` overrides the set for
-one session (``STEAD_FUZZ_KNOWN=`` makes every finding fail, so hypothesis shrinks it to a
+Known findings: ``KNOWN`` holds the numbers of findings the fuzzers report (each check names
+its finding) that are known and not fixed yet. An example whose failure is one of them is
+counted (and listed at the end of the pytest run) instead of failing the test. It is empty:
+every finding fails. ``STEAD_FUZZ_KNOWN=1,3`` overrides the set for
+one pytest run (``STEAD_FUZZ_KNOWN=`` makes every finding fail, so hypothesis shrinks it to a
 minimal example).
 """
 
@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from hypothesis import HealthCheck, settings
 
 KNOWN: frozenset[int] = frozenset()
-"""Issue 9 findings still open: an example that hits one is recorded, not failed."""
+"""Findings known and not fixed yet: an example that hits one is recorded, not failed."""
 
 if "STEAD_FUZZ_KNOWN" in os.environ:
     KNOWN = frozenset(int(n) for n in os.environ["STEAD_FUZZ_KNOWN"].split(",") if n.strip())
@@ -54,7 +54,7 @@ def timeout_for(quick_seconds: float) -> float:
 
 
 HITS: dict[int, list[str]] = defaultdict(list)
-"""finding -> the first lines of the examples that hit it this session (for the summary)."""
+"""finding -> the first lines of the examples that hit it in this pytest run (for the summary)."""
 
 _FOUND: list[tuple[str, int | None]] = []
 """What the current example violated: (message, finding or None for a new one)."""
@@ -84,9 +84,7 @@ def run_example(body: Callable[[], object]) -> None:
     found, _FOUND[:] = list(_FOUND), []
     new = [(m, f) for m, f in found if f is None or f not in KNOWN]
     if new:
-        lines = [
-            (f"[issue 9 finding {f}] " if f is not None else "[new finding] ") + m for m, f in new
-        ]
+        lines = [(f"[finding {f}] " if f is not None else "[new finding] ") + m for m, f in new]
         raise AssertionError("\n".join(lines))
     for message, finding in found:
         assert finding is not None

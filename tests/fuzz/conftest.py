@@ -18,7 +18,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not HITS:
         return
     tr = terminalreporter
-    tr.section("issue 9: known findings the fuzzers hit (KNOWN in tests/fuzz/_fuzz.py)")
+    tr.section("known findings the fuzzers hit (KNOWN in tests/fuzz/_fuzz.py)")
     for finding in sorted(HITS):
         lines = [m for m in HITS[finding] if m]
         tr.write_line(f"finding {finding}: {len(HITS[finding])} example(s)")

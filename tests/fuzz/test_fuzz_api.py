@@ -8,7 +8,7 @@ model. The promise: each call works or raises a ``SteadError`` (a caller's mista
 be read back (by this ``Runtime`` and a fresh one); every run ends at rest when driven;
 the history stays valid; no ``non_idempotent`` handler runs twice for one call.
 
-A failure that is one of issue 9's known findings is recorded, not failed (``_fuzz.KNOWN``).
+A failure that is one of the known findings is recorded, not failed (``_fuzz.KNOWN``).
 """
 
 from __future__ import annotations

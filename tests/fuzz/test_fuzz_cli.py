@@ -8,7 +8,7 @@ prints a traceback, and the text a run holds is printed as text (the markup-like
 stored prompt appear verbatim in ``runs show`` and ``runs events``). Two subprocess tests cover
 what only a real process shows: a traceback on stderr, and a reader that closes the pipe.
 
-A failure that is one of issue 9's known findings is recorded, not failed (``_fuzz.KNOWN``).
+A failure that is one of the known findings is recorded, not failed (``_fuzz.KNOWN``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ stead promises whatever the model sends:
   is not a stream is ``malformed_result``;
 * the ``repeat_threshold``-th identical call in a row is intercepted, rejected calls too.
 
-A failure that is one of issue 9's known findings is recorded, not failed (``_fuzz.KNOWN``).
+A failure that is one of the known findings is recorded, not failed (``_fuzz.KNOWN``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ REST = {
 DRIVES = 4
 """How many times a run that raised is driven again before it must be at rest."""
 LONGEST_WAIT = 3600.0
-"""No retry wait may be longer than this, whatever ``retry-after`` says (finding 6)."""
+"""No retry wait may be longer than this, whatever ``retry-after`` says."""
 DRIVE_TIMEOUT = 30.0
 
 SERVER: FuzzServer | None = None
@@ -403,7 +403,7 @@ def _tools(*calls: Call) -> Turn:
 
 LIM = stead.Limits(max_turns=4, max_model_attempts=2, repeat_threshold=2)
 KNOWN_EXAMPLES: list[tuple[int, Script]] = [
-    # (finding, a script that hits it on main): what hypothesis finds, written down so every
+    # (finding, a script that hits it unfixed): what hypothesis found, written down so every
     # `make test` shows each class whatever the random examples are
     (1, ((_tools(_call("call_0", "lookup", '{"query": "a"}'), _call("call_0", "lookup", "{}")),),)),
     (2, ((Turn(kind="stream", text=("hi",), usage={"output_tokens": -5}),),)),

@@ -53,7 +53,7 @@ def kill_mid_call_then_resume(tmp_path: Path, ledger: Ledger, *extra: str) -> di
 
 
 # Two child processes in turn, each paying stead's and the SDKs' imports, and waits of
-# 60 + 30 + 60 s for their steps: 77-120 s beside three other xdist workers under load.
+# 60 + 30 + 60 s for their steps: on a busy machine the whole outlasts the default 120 s.
 @pytest.mark.timeout(240)
 async def test_worker_killed_mid_mcp_call_a_new_process_finishes_with_the_same_key(
     tmp_path: Path, ledger: Ledger

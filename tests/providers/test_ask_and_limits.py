@@ -1,6 +1,7 @@
-"""Issue 12 items 6-8 through each real provider's SDK, against the local wire server: a
-question's answer is the tool result the model is sent; a timed-out, retried tool sends one
-result; a run deadline closes a stalled model stream and ends the run ``timed_out``."""
+"""Questions, tool limits and deadlines through each real provider's SDK, against the local
+wire server: a question's answer is the tool result the model is sent; a timed-out, retried
+tool sends one result; a run deadline closes a stalled model stream and ends the run
+``timed_out``."""
 
 from __future__ import annotations
 

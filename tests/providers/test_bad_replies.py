@@ -1,7 +1,6 @@
 """Replies a provider (or a proxy, or a compatible server) gets wrong, through the official SDKs
 against the local wire server: each ends as a readable reply or a stable failure code, never
-as an exception of another type and never as something the log cannot read back (issue 9,
-findings 2 and 11).
+as an exception of another type and never as something the log cannot read back.
 
 What each becomes is the rule in ``stead.providers._lenient`` and the wire modules'
 docstrings: token counts clamped to non-negative ints (unreadable ones not counted), text

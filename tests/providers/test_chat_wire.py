@@ -1,4 +1,4 @@
-"""Conversations, cost and attachments (issue 12, items 2, 9, 10) through the local wire
+"""Conversations, cost and attachments through the local wire
 servers, read by the official Anthropic and OpenAI SDKs.
 
 What the provider receives is checked in the request bodies the server saw: a follow-up's

@@ -1,4 +1,4 @@
-"""Every wait of a model call has an upper bound (issue 9, finding 6).
+"""Every wait of a model call has an upper bound.
 
 - A ``retry-after`` longer than ``Backoff.max_retry_wait`` (``100000`` seconds, a date in
   2099) is not slept through: the run fails at once with the call's code, and ``run_failed``

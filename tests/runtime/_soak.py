@@ -83,8 +83,8 @@ class Churn:
         has work in hand. A process still starting holds nothing (it claims after it says it
         is ready): killing it too stalled the soak on a loaded machine, where a start outlasts
         the 1-2.5 s between kills, with runs left in flight for minutes; so did killing any
-        process that was up while others were still starting (at load 20 the kills then
-        outpaced the restarts: 77 of 80 runs not at rest at the 300 s limit)."""
+        process that was up while others were still starting (the kills then outpace the
+        restarts, and runs stay in flight past the test's limit)."""
         if not all(p.ready() for p in self.procs):
             return None
         if self.busy is None:

@@ -1,4 +1,5 @@
-"""Child process for issue 12's cross-process tests: a question, a tool that blocks, a deadline.
+"""Child process for the cross-process tests of questions and limits: a question, a tool that
+blocks, a deadline.
 
 python limits_child.py STORE MODE KIND [ARG]
 

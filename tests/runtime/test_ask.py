@@ -1,4 +1,4 @@
-"""Asking a person a question (issue 12, item 6): a question tool pauses the run in
+"""Asking a person a question: a question tool pauses the run in
 ``awaiting_approval``; ``Runtime.answer`` from any process, any time later, validates the
 answer against the tool's answer type, records it, and it is the call's result."""
 

@@ -1,5 +1,5 @@
 """A caller's mistake is a ``UserError`` (or ``ApprovalError``) at the call that made it, naming
-what to pass, and writes nothing (issue 9, findings 8 and 9).
+what to pass, and writes nothing.
 
 Before, each of these escaped as a raw exception (``TypeError``, ``AttributeError``,
 ``UnicodeEncodeError``), or was accepted and failed later, or wrote a run that could not be
@@ -285,7 +285,7 @@ async def test_odd_cancels_are_refused(store: str) -> None:
         assert (await rt.state(rid)).seq == 1
 
 
-# -- store URLs (finding 8) --------------------------------------------------------------------
+# -- store URLs --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Conversations (issue 12, item 2) on the ScriptedModel, on SQLite and PostgreSQL.
+"""Conversations on the ScriptedModel, on SQLite and PostgreSQL.
 
 A follow-up message is a new run that starts from the conversation before it; messages sent
 at once (in one process or several) are answered in order, each seeing the ones before; a

@@ -1,4 +1,4 @@
-"""Cost on the view (issue 12, item 9) on the ScriptedModel: ``RunView.cost_usd`` and
+"""Cost on the view on the ScriptedModel: ``RunView.cost_usd`` and
 ``turn_usage`` (a turn's attempts together, each turn priced by its model), and what a token
 budget means with the default max output tokens (the README's Budgets paragraph)."""
 

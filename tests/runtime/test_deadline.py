@@ -1,4 +1,4 @@
-"""A run deadline (issue 12, item 8): ``Limits(max_duration=...)`` ends a run ``timed_out``
+"""A run deadline: ``Limits(max_duration=...)`` ends a run ``timed_out``
 with the reason, checked by whichever process holds the run, after crashes and restarts
 (the deadline is in the log from the run's start), with time spent waiting on a person
 counted or not (``duration_counts_waiting``). Other processes' clocks are moved ahead

@@ -85,7 +85,7 @@ def test_a_runtime_without_or_with_the_wrong_deps_is_refused(tmp_path: Path) -> 
 
 
 # On a fresh clone mypy's cache is cold: it checks stead and the SDKs' types from scratch
-# (113 s of the default 120 beside three other xdist workers on a loaded machine).
+# (on a busy machine, close to the default 120 s).
 @pytest.mark.timeout(300)
 def test_ctx_deps_is_typed_for_mypy_strict(tmp_path: Path) -> None:
     code = textwrap.dedent(

@@ -1,4 +1,4 @@
-"""Progress from afar (issue 11 part 6): a model call performed by an executor pool streams
+"""Progress from afar: a model call performed by an executor pool streams
 its provisional text back to the run's owner, to ``Runtime(on_progress=...)``, in order, in
 a generation the owner opened; only the final message is recorded; the executor's frames are
 deleted once the call settled. On both stores (the pool a task of this loop on its own

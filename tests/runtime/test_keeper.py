@@ -1,5 +1,5 @@
 """One keeper per Runtime renews the leases of every run it drives and hears a cancel request
-written by another process for each: no heartbeat or watcher task per run (issue 15)."""
+written by another process for each: no heartbeat or watcher task per run."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ async def test_one_keeper_renews_every_lease_and_hears_every_cancel(tmp_path: Pa
         await _until(all_renewed, "every lease to be renewed")
         # One read of every run's last sequence and one write of every lease due a beat: a
         # read and a renewal per run and beat was, with a thousand runs in flight on
-        # PostgreSQL, thousands of statements a second (issue 15).
+        # PostgreSQL, thousands of statements a second.
         assert counted.calls["renew"] == counted.calls["get_run"] == 0, counted.calls
         assert counted.calls["renew_leases"] >= 1 and RUNS in counted.covered
         assert len(_keepers()) == 1

@@ -1,4 +1,4 @@
-"""What the run loop spends per step that it need not (issue 15, "less CPU per step"):
+"""What the run loop spends per step that it need not:
 counted, never timed."""
 
 from __future__ import annotations

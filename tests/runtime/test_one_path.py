@@ -1,6 +1,6 @@
 """One path: crash points are an injected hook on the code production runs, appends from
 outside the owner go through the owner's session code, and only ``core/builders`` makes
-events (issue 10, items 4 and 5)."""
+events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad replies and failing steps end well (issue 9, findings 1, 4, 5 and 7), on real SQLite
+"""Bad replies and failing steps end well, on real SQLite
 files: a reply with repeated ids runs with unique ones, a step that raises every time fails
 the run after ``max_step_failures`` attempts (across Runtimes and worker claims), reused
 call ids get distinct idempotency keys, one Runtime never drives a run twice at once, and a
@@ -62,7 +62,7 @@ async def _events(rt: Runtime, rid: str) -> list[object]:
     return [e.event for e in await rt.events(rid)]
 
 
-# -- finding 1: a reply the log cannot take as it is -----------------------------------------
+# -- a reply the log cannot take as it is ------------------------------------------------------
 
 
 async def test_a_reply_with_one_call_id_twice_runs_with_unique_ids(store: str) -> None:
@@ -104,7 +104,7 @@ async def test_a_reply_with_one_call_id_twice_runs_with_unique_ids(store: str) -
     assert "unknown tool" in results[2].content
 
 
-# -- finding 1: a step that fails every time --------------------------------------------------
+# -- a step that fails every time --------------------------------------------------------------
 
 
 class ExplodingExecutor:
@@ -260,7 +260,7 @@ async def test_a_stead_worker_neither_loops_on_a_poisoned_reply_nor_on_a_failing
         assert ledger().keys("model_call").count("broken") == 3  # and then no more
 
 
-# -- finding 4: call ids reused across turns --------------------------------------------------
+# -- call ids reused across turns --------------------------------------------------------------
 
 
 async def test_call_0_in_every_turn_gets_a_key_per_call(store: str) -> None:
@@ -294,7 +294,7 @@ def test_a_reused_id_keeps_its_key_across_a_crash(scenario: Scenario) -> None:
     assert ledger().keys("upsert_ticket") == [k0, k1, k1]
 
 
-# -- finding 5: two drivers in one Runtime ----------------------------------------------------
+# -- two drivers in one Runtime ----------------------------------------------------------------
 
 
 async def test_a_second_driver_in_the_same_runtime_is_refused(store: str) -> None:
@@ -406,7 +406,7 @@ async def test_cancel_of_a_run_driven_here_goes_through_its_driver(store: str) -
         assert_valid_history(await rt.state(rid))
 
 
-# -- finding 7: loops of refused calls -------------------------------------------------------
+# -- loops of refused calls --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """What a run costs that it need not: work done once per agent, or once per call, instead of
-once per run or twice per call (issue 15, "less CPU per step"). Counted, never timed."""
+once per run or twice per call. Counted, never timed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool time limits and retries (issue 12, item 7): ``@tool(timeout=..., retries=...)``.
+"""Tool time limits and retries: ``@tool(timeout=..., retries=...)``.
 
 A timeout aborts the call through its signal, as a cancel does, so the process group a tool
 started is killed (a real group, looked for in /proc); a failed attempt runs again with

@@ -147,7 +147,7 @@ def build() -> list[stead.Agent]:
             [charge_card],
             limits=no_deadline,
         ),
-        stead.Agent(  # issue 12: a question for a person, answered in the inbox
+        stead.Agent(  # a question for a person, answered in the inbox
             "asker",
             ScriptedModel(
                 [
@@ -158,7 +158,7 @@ def build() -> list[stead.Agent]:
             [stead.question_tool(Literal["standard", "express"])],
             limits=no_deadline,
         ),
-        stead.Agent(  # issue 12: a structured output, the run detail's ``data``
+        stead.Agent(  # a structured output, the run detail's ``data``
             "typed",
             ScriptedModel(
                 [Reply(tool_calls=[("final_result", {"city": "Paris", "zip": "75007"})])]

@@ -66,8 +66,8 @@ class Stack:
         )
         out.close()
         self.procs.append(proc)
-        # 90 s, not 30: under load (10-20 on 2 CPUs) a module's whole stack took 97-119 s
-        # to set up (test_dashboard, last session); a serve that exits fails at once.
+        # 90 s: on a busy machine a server's start (imports, migrations, the worker) takes
+        # tens of seconds; a serve that exits fails at once, without waiting this out.
         deadline = time.monotonic() + 90
         while not (found := re.search(r"stead serve: (http://\S+?/)", self.log.read_text())):
             if proc.poll() is not None or time.monotonic() > deadline:

@@ -1,4 +1,4 @@
-"""The HTTP answer route (issue 12, item 6): the inbox lists a question with its schema, and
+"""The HTTP answer route: the inbox lists a question with its schema, and
 ``POST /runs/{id}/questions/{call}/answer`` answers it (a misfit is a 409, nothing written)."""
 
 from __future__ import annotations

@@ -195,7 +195,7 @@ def test_answer_whether_a_call_happened_from_the_inbox(stack: Stack, page: objec
 
 
 def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
-    """Issue 12: a question tool's call waits in the inbox with its question and answer
+    """A question tool's call waits in the inbox with its question and answer
     schema; an answer that does not fit is refused in the card; one that fits continues."""
     run_id = _start(stack, "asker", "Ship my order")
     wait_for(_api(stack), run_id, "awaiting_approval")

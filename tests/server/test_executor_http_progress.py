@@ -1,4 +1,4 @@
-"""Progress from afar over HTTP (issue 11 part 6): a model call performed by
+"""Progress from afar over HTTP: a model call performed by
 ``serve_executor`` streams its text to the owner's ``HttpExecutor(progress=...)`` window,
 in order, in a generation the owner opened, before the final message comes back."""
 

@@ -41,7 +41,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 # 300 s, not the default 120: the search is hypothesis and schemathesis drawing cases in
-# this process (CPU, not waiting), 94-120+ s beside the suite's other workers at load 20.
+# this process (CPU, not waiting), which beside the suite's other workers outlasts 120 s.
 @pytest.mark.timeout(300)
 def test_no_operation_answers_with_a_server_error(stack: Stack) -> None:
     # Driven by hand, not by schemathesis' pytest plugin (which reaches into pytest

@@ -1,4 +1,4 @@
-"""What an append costs PostgreSQL on the wire (issue 15): counted in the protocol, never timed.
+"""What an append costs PostgreSQL on the wire: counted in the protocol, never timed.
 
 The store's one pooled connection is traced by libpq (``PGconn.trace``): every message is a
 line. The server ends each response the client waits for with ``ReadyForQuery`` (after a

@@ -1,4 +1,4 @@
-"""PostgreSQL keeps a run's bytes on disk near its content (issue 15, migration 0009).
+"""PostgreSQL keeps a run's bytes on disk near its content (migration 0009).
 
 A snapshot rewritten whole every few hundred events left every old version's TOAST chunks
 dead until a vacuum; a long state's lists are now stored in pieces, each once

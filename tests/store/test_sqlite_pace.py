@@ -1,4 +1,4 @@
-"""Where SQLite commits a durable batch: on the loop while the disk is fast (issue 15).
+"""Where SQLite commits a durable batch: on the loop while the disk is fast.
 
 On the writer thread a batch's commit costs its members two hand-offs (the GIL back to the
 thread, then the loop's turn to hear of it); on the loop it costs the fsync and nothing else,

@@ -1,4 +1,4 @@
-"""SQLite's writer thread (issue 15): a batch's commit, and its fsync, off the event loop.
+"""SQLite's writer thread: a batch's commit, and its fsync, off the event loop.
 
 A batch that must be durable is written on the loop and committed on the store's writer
 thread (``stead.store._sqlitewriter``). These tests hold that commit inside SQLite's own seam

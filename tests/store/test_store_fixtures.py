@@ -1,6 +1,6 @@
 """Stores written by earlier stead code still load: a SQLite file and a PostgreSQL schema.
 
-``fixtures/`` holds what the store of main at 8ddcde7 wrote (``fixtures/make_old_stores.py``):
+``fixtures/`` holds what the store of commit 8ddcde7 wrote (``fixtures/make_old_stores.py``):
 SQLite packed snapshots with zlib, PostgreSQL kept them as JSON text, neither with a checksum.
 Both now pack them the same way (zlib over the checksummed text), and PostgreSQL's migration
 0002 turns the old text into bytes that still decode. A snapshot without a checksum cannot
@@ -180,7 +180,7 @@ def test_a_dialect_mark_that_names_no_dialect_is_refused() -> None:
 
 # -- a store written by the code before migration 0007 -----------------------------------
 #
-# ``fixtures/*-5503f36.*`` hold the same three runs as written by main at 5503f36: SQLite's
+# ``fixtures/*-5503f36.*`` hold the same three runs as written by commit 5503f36: SQLite's
 # events in 0001's WITHOUT ROWID table, PostgreSQL's event data as text, snapshots with their
 # checksum. Migration 0007 moves the rows (a rowid table; bytes); everything reads back as
 # written, the checksummed snapshots are still relied on, and the store writes on, a large

@@ -1,4 +1,4 @@
-"""Group commit (issue 15): the appends of many runs of one process in one transaction.
+"""Group commit: the appends of many runs of one process in one transaction.
 
 Each test makes several runs append at the same moment (``asyncio.gather``: every append is
 made in the same turn of the event loop, so they form one batch) and counts what reached the

@@ -137,7 +137,7 @@ async def test_lease_calls_on_a_missing_run(store: Store) -> None:
 
 
 async def test_renew_leases_renews_ours_in_one_call_and_names_the_lost(store: Store) -> None:
-    """A worker renews every lease it holds in one write (issue 15): each run's fencing is
+    """A worker renews every lease it holds in one write: each run's fencing is
     its own, so a run taken over is named as lost and the others are renewed."""
     epochs = {}
     for rid in ("run-1", "run-2", "run-3"):

@@ -15,7 +15,7 @@ from stead.runtime import RunSession
 from stead.store import Store
 from stead.store._sql import pack, unpack
 
-# 180 s: the ten-thousand-event runs are CPU in this process; one took over 60 s at load 25.
+# 180 s: the ten-thousand-event runs are CPU in this process, slow on a busy machine.
 pytestmark = pytest.mark.timeout(180)
 
 

@@ -114,7 +114,7 @@ async def test_a_500_turn_run_stores_linear_space(
         assert footprint <= 3 * messages, numbers
 
 
-# -- large results: the bytes on disk near the content (issue 15) --------------------------
+# -- large results: the bytes on disk near the content --------------------------------------
 
 BIG_TURNS = 150
 

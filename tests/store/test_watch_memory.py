@@ -1,5 +1,5 @@
 """What a waiter costs the ``Watcher``: every run a PostgreSQL worker holds has one for its
-whole drive (its cancel watcher), so its size is part of the memory per held run (issue 15)."""
+whole drive (its cancel watcher), so its size is part of the memory per held run."""
 
 from __future__ import annotations
 

@@ -103,6 +103,6 @@ def run_demo(store_path: str | None = None) -> int:
             "Use a real model (needs ANTHROPIC_API_KEY; or openai:gpt-4.1 with OPENAI_API_KEY):\n"
             "  stead run stead.demo.assistant:agent 'Where is order 42?' "
             "--model anthropic:claude-sonnet-4-6\n"
-            "See README, 'Real models'.[/]"
+            "See docs/models.md.[/]"
         )
         return delivered

@@ -358,7 +358,7 @@ class _Console(Console):
 def console() -> Console:
     """The console everything prints to: the terminal's width, or ``$COLUMNS``; 120 when
     piped without ``$COLUMNS`` (wide enough for a timeline in a file)."""
-    import os  # here, not at the top: keeps this change apart from the module's imports
+    import os
 
     probe = Console()
     sized = probe.is_terminal or os.environ.get("COLUMNS", "").isdigit()

@@ -1,4 +1,4 @@
-"""Which commits must wait for the disk: the durability mode of an agent (issue 15).
+"""Which commits must wait for the disk: the durability mode of an agent.
 
 ``strict`` (the default) syncs every commit of the run loop, as stead always did: each step is
 on disk before the next one starts. ``effects`` makes a step durable only where something

@@ -4,7 +4,7 @@ from stead.core.limits import Budget, Limits
 from stead.runtime._agent import Agent
 from stead.runtime._backoff import Backoff
 from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._gc import tune_gc  # many runs in flight (issue 15)
+from stead.runtime._gc import tune_gc  # many runs in flight in one process
 from stead.runtime._loop import RunLoop
 from stead.runtime._pool import Pool, serve_pool
 from stead.runtime._runtime import PendingApproval, Runtime, RunView
@@ -29,5 +29,5 @@ __all__ = [
     "Worker",
     "serve",
     "serve_pool",
-    "tune_gc",  # many runs in flight (issue 15)
+    "tune_gc",  # many runs in flight in one process
 ]

@@ -61,7 +61,7 @@ class Agent:
         its model settings (a run's own, ``Runtime.start(settings=...)``, win); ``durability``
         is ``"strict"`` (every step on disk before the next) or ``"effects"`` (only the
         commits an effect outside the log depends on wait for the disk: see
-        ``stead.core.durability`` and the README's "Durability modes")."""
+        ``stead.core.durability`` and docs/durability.md)."""
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
         checks.identifier("the Agent's name", name)

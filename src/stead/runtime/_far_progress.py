@@ -1,4 +1,4 @@
-"""Progress from afar (issue 11 part 6): a model call an executor performs streams its
+"""Progress from afar: a model call an executor performs streams its
 provisional text back to the run's owner, and from there to ``Runtime(on_progress=...)``.
 
     executor (Pool)                      store                    run owner (StoreExecutor)

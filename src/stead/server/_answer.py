@@ -1,4 +1,4 @@
-"""The answer route: ``POST /runs/{run_id}/questions/{call_id}/answer`` (issue 12, item 6).
+"""The answer route: ``POST /runs/{run_id}/questions/{call_id}/answer``.
 
 A question tool's call waits in the inbox (``GET /approvals``, ``reason: "question"``, its
 question and answer schema in ``payload``); this route gives the answer. The runtime checks

@@ -99,7 +99,7 @@ def unpack(data: bytes) -> dict[str, Any] | None:
 
     The row is zlib-compressed (``pack``) or plain text (``{``: written by hand, by SQLite
     stores before they compressed, and by PostgreSQL stores before migration 0002; ``s``:
-    checksummed text). Rows written before snapshots carried a checksum (8ddcde7's SQLite
+    checksummed text). Rows written before snapshots carried a checksum (an older SQLite store's
     blob, PostgreSQL's text) still decompress and decode, and are then ignored like any
     snapshot that cannot show it is the one written: the run loads by folding its log, and
     its next snapshot is checksummed. Damage of any kind is None too: a snapshot is a cache.

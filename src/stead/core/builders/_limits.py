@@ -1,4 +1,4 @@
-"""Builders for the limits issue 12 added: a question's wait for a person, a tool's retried
+"""Builders for the limits of waits and attempts: a question's wait for a person, a tool's retried
 attempt, and a run's deadline (``Limits.max_duration``). Pure: every time is passed in."""
 
 from __future__ import annotations
