@@ -45,7 +45,9 @@ def refund(order_id: int) -> str:
 
 
 def tool_run(n: int = 3) -> list[Reply]:
-    return [Reply(tool_calls=[("lookup", {"order_id": i})]) for i in range(n)] + [Reply(text="done")]
+    return [Reply(tool_calls=[("lookup", {"order_id": i})]) for i in range(n)] + [
+        Reply(text="done")
+    ]
 
 
 TABLES = {
@@ -140,7 +142,9 @@ async def test_prune_deletes_every_row_of_what_goes_and_nothing_of_what_stays(
         kept = [waiting, recent, *kept_chat, source, fork]
         goes = [old, *gone_chat]
         before = {rid: await rows_of(rt, rid) for rid in kept + goes}
-        assert all(before[old][t] > 0 for t in TABLES if t not in ("conversation_messages", "run_links"))
+        assert all(
+            before[old][t] > 0 for t in TABLES if t not in ("conversation_messages", "run_links")
+        )
         assert before[gone_chat[0]]["conversation_messages"] == 1
         assert before[fork]["run_links"] == 1
         assert await count(rt, "SELECT COUNT(*) FROM blobs") == 1

@@ -111,7 +111,7 @@ async def test_an_existing_run_id_is_refused_and_new_ids_import_beside_it(store:
     assert await export_all(store) == before  # nothing written
 
     done = await write(sql_store(store), parse("a", lines), new_ids=True, now=3.0)
-    (old, new), = done.runs.items()
+    ((old, new),) = done.runs.items()
     assert old == "run_approval" and new != old
     view = (await store.read_events(new))[0].event
     assert getattr(view, "run_id") == new

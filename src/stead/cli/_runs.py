@@ -11,6 +11,7 @@ from rich.text import Text
 
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
+from stead.cli._lifecycle import RUNS_COMMANDS
 from stead.cli._render import summary, timeline
 from stead.core.event_codec import encode
 from stead.core.states import RunStatus
@@ -112,5 +113,9 @@ async def _watch(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 
 
 COMMANDS = (
-    Command(name="runs", help="list and inspect runs", subcommands=(_list, _show, _events, _watch)),
+    Command(
+        name="runs",
+        help="list, inspect, export, import, prune and fork runs",
+        subcommands=(_list, _show, _events, _watch, *RUNS_COMMANDS),
+    ),
 )

@@ -17,7 +17,7 @@ from stead.core.builders import created_event
 from stead.core.events import RunCreated, RunForked
 from stead.core.fork import plan_fork
 from stead.core.retention import Retention
-from stead.errors import SteadError, UnknownAgent, UserError
+from stead.errors import SteadError, UserError
 from stead.runtime import _checks as checks
 from stead.runtime._history import hydrate
 from stead.runtime._view import RunView
@@ -91,9 +91,10 @@ class Lifecycle:
             self.register(agent)  # type: ignore[attr-defined]
             name = agent.name
         elif agent is None or isinstance(agent, str):
+            # By name, the agent need not be here: a worker that has it drives the fork.
             name = agent or source.agent
-            if name not in self.agents:
-                raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+            if agent is not None:
+                checks.identifier("agent", agent)
         else:
             raise UserError(f"fork(agent=...) takes an Agent or a name, not {type(agent).__name__}")
         rid = new_run_id or f"run_{uuid.uuid4().hex}"
