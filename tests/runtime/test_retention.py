@@ -15,7 +15,7 @@ import pytest
 import stead
 from stead.core.retention import DAY, Retention
 from stead.store._transfer import q, sql_store
-from stead.testing import Reply, ScriptedModel
+from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
@@ -194,3 +194,101 @@ async def test_sqlite_gives_the_space_back(tmp_path: Path) -> None:
         async with s._writing_one() as db:
             await db.run(checkpoint)
         assert path.stat().st_size < full / 2  # what is left is the empty schema
+
+
+def test_a_crash_during_a_prune_batch_loses_no_run_by_halves(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from _crash_harness import KILLED, finish
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    then = 1_000_000.0
+    agent = stead.Agent("support", ScriptedModel(tool_run(2)), [lookup])
+
+    async def make() -> list[str]:
+        async with stead.Runtime(url, agents=[agent], clock=lambda: then) as rt:
+            return [(await rt.run(await rt.start(agent, f"r{i}"))).run_id for i in range(6)]
+
+    runs = asyncio.run(make())
+
+    async def state() -> dict[str, dict[str, int]]:
+        async with stead.Runtime(url, agents=[agent]) as rt:
+            return {rid: await rows_of(rt, rid) for rid in runs}
+
+    before = asyncio.run(state())
+
+    def prune(crash: str | None) -> Any:
+        env = {k: v for k, v in os.environ.items() if k != "STEAD_CRASH_AT"}
+        if crash:
+            env["STEAD_CRASH_AT"] = crash
+        child = Path(__file__).parent / "lifecycle_child.py"
+        p = subprocess.Popen(
+            [sys.executable, str(child), url, "prune", str(DAY), str(then + 2 * DAY)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = p.communicate(timeout=60)
+        return finish(p, out, err)
+
+    # Batches of 2: killed inside the second batch's transaction, after its first delete.
+    killed = prune("during_prune_batch#3")
+    assert killed.returncode == KILLED, killed.stderr
+    after = asyncio.run(state())
+    gone = [rid for rid in runs if set(after[rid].values()) == {0}]
+    whole = [rid for rid in runs if after[rid] == before[rid]]
+    assert len(gone) == 2 and len(whole) == 4 and set(gone) | set(whole) == set(runs)
+
+    done = prune(None)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.out["pruned"]) == sorted(whole)
+    assert all(set(v.values()) == {0} for v in asyncio.run(state()).values())
+
+
+async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: str) -> None:
+    import asyncio
+    import time
+
+    from _workers import until
+
+    from stead.runtime import Worker
+
+    old_clock = time.time() - 2 * 3600
+    agent = stead.Agent("support", ScriptedModel(tool_run(3)), [lookup])
+    approver = stead.Agent(
+        "approver", ScriptedModel([Reply(tool_calls=[("refund", {"order_id": 1})])]), [refund]
+    )
+    async with stead.Runtime(url, agents=[agent, approver], clock=lambda: old_clock) as rt:
+        old = [(await rt.run(await rt.start(agent, f"old {i}"))).run_id for i in range(30)]
+        waiting = (await rt.run(await rt.start(approver, "refund"))).run_id
+    policy = Retention(keep={"completed": 3600}, batch=4, interval=0.05)
+    worker = Worker(url, [agent, approver], concurrency=8, poll_interval=0.05, retention=policy)
+    async with stead.Runtime(url, agents=[agent, approver]) as rt:
+        fresh = [await rt.start(agent, f"new {i}") for i in range(24)]
+        serving = asyncio.ensure_future(worker.run())
+        try:
+
+            async def settled() -> bool:
+                left = {r.run_id: r for r in await rt.list_runs(limit=1000)}
+                return (
+                    not any(rid in left for rid in old)
+                    and all(left[rid].status == "completed" for rid in fresh)
+                    and all(left[rid].lease_owner is None for rid in fresh)
+                )
+
+            await until(settled, "the old runs pruned and the new ones completed")
+        finally:
+            worker.stop()
+            await serving
+            await worker.close()
+        assert worker.pruner is not None and worker.pruner.pruned == 30
+        for rid in fresh:  # every run in flight finished whole: every call ran once
+            view = await rt.get(rid)
+            assert view.output == "done"
+            assert_valid_history(await rt.state(rid))
+            assert sum(1 for e in await rt.events(rid) if e.event.kind == "tool_call_requested") == 3
+        assert (await rt.get(waiting)).status.value == "awaiting_approval"

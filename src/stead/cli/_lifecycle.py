@@ -19,6 +19,8 @@ from stead.cli._list import _SPAN, _UNIT, since
 from stead.core.retention import Retention
 from stead.errors import UserError
 from stead.runtime import Runtime
+from stead.store import open_store
+from stead.store._transfer import Imported
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,12 +57,19 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-@runtime_command("import", "read runs from an export file", _import_arguments, run_id=False)
-async def _import(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
-    """Import the runs of an export file. The whole file is checked first (its format
-    version, every record, every event through this stead's codec); a problem names the file
-    and line and nothing is written. A run id the store holds is refused unless --new-ids."""
-    done = await rt.import_runs(args.file, new_ids=args.new_ids)
+@command("import", "read runs from an export file", _import_arguments)
+def _import(args: argparse.Namespace) -> int:
+    """Import the runs of an export file into the store (created if it does not exist). The
+    whole file is checked first (its format version, every record, every event through this
+    stead's codec); a problem names the file and line and nothing is written. A run id the
+    store holds is refused unless --new-ids."""
+    out = Console(highlight=False)
+
+    async def go() -> Imported:
+        async with Runtime(open_store(args.store)) as rt:
+            return await rt.import_runs(args.file, new_ids=args.new_ids)
+
+    done = asyncio.run(go())
     for old, new in done.runs.items():
         out.print(Text(old if old == new else f"{old} -> {new}"))
     out.print(Text(f"imported {len(done.runs)} runs, {done.events} events, {done.blobs} blobs"))
