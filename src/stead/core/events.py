@@ -456,6 +456,28 @@ class RunForked(TaggedRecord):
     (their outcome is the source's); the fork's history reads an error result for each."""
 
 
+@tagged("agent_recorded")
+class AgentRecorded(TaggedRecord):
+    """The version of the agent driving this run, recorded when it is first driven."""
+
+    fingerprint: str
+    """``stead.core.versions.fingerprint`` of the agent's tools, instructions, model, output
+    type and version label."""
+    version: str = ""
+    """The agent's ``version=`` label, if it has one."""
+
+
+@tagged("agent_changed")
+class AgentChanged(TaggedRecord):
+    """A different version of the agent than the one recorded took the run over (under the
+    ``continue`` policy; ``pin`` leaves the run to its version, ``fail`` fails it)."""
+
+    from_fingerprint: str
+    to_fingerprint: str
+    from_version: str = ""
+    to_version: str = ""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -487,6 +509,8 @@ Event: TypeAlias = (
     | ToolsListed
     | TraceLinked
     | RunForked
+    | AgentRecorded
+    | AgentChanged
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

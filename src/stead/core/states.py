@@ -107,6 +107,8 @@ STAYS: Final = frozenset(
         "tools_listed",
         "trace_linked",
         "run_forked",
+        "agent_recorded",
+        "agent_changed",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""

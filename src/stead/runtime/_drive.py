@@ -44,6 +44,7 @@ from stead.runtime._loop import RunLoop
 from stead.runtime._observe import Observer, observing
 from stead.runtime._reconcile import reconcile_takeover
 from stead.runtime._session import RunSession
+from stead.runtime._versions import settle_version
 from stead.runtime._view import RunView
 from stead.store import Claim, RunRecord, Store
 
@@ -234,6 +235,8 @@ class Driving:
             snapshot_seq=snap_seq,
             durability=agent.durability,
         )
+        if not await settle_version(session, agent, self.owner, epoch):
+            return RunView.of(session.state, self.agents)  # another version's, or failed
         takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
         if takeover:
             await session.append(

@@ -1,0 +1,112 @@
+"""Agent versions at a drive's start: the fingerprint of this process's agent, and what the
+run's policy makes of the version its log recorded (``stead.core.versions`` decides)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from stead.core.builders import started_run_event
+from stead.core.canonical import JSON
+from stead.core.events import AgentChanged, AgentRecorded, Event, RunFailed
+from stead.core.states import FAILABLE, RunStatus
+from stead.core.versions import (
+    CHANGED,
+    TOOL_CHANGED,
+    OpenCall,
+    broken_calls,
+    changed_message,
+    fingerprint,
+    verdict,
+)
+from stead.store._versions import pin
+
+if TYPE_CHECKING:
+    from stead.runtime._agent import Agent
+    from stead.runtime._session import RunSession
+
+
+def describe(agent: Agent) -> JSON:
+    """What an agent's fingerprint is a digest of: its name, its tools as the model sees them
+    (names and argument schemas; the typed-output tool among them) with their effect classes,
+    its instructions, its model and its version label."""
+    specs = agent._parts.specs
+    tools: list[Any] = [
+        {
+            "name": t.name,
+            "parameters": t.parameters,
+            "effect_class": specs[t.name].effect_class if t.name in specs else None,
+        }
+        for t in sorted(agent._parts.schemas, key=lambda t: t.name)
+    ]
+    return {
+        "agent": agent.name,
+        "tools": tools,
+        "system": agent.system,
+        "model": agent.model.model_name,
+        "version": agent.version or "",
+    }
+
+
+def fingerprint_of(agent: Agent) -> str:
+    """The agent's fingerprint (``stead.core.versions.fingerprint`` of ``describe``)."""
+    return fingerprint(describe(agent))
+
+
+async def settle_version(session: RunSession, agent: Agent, owner: str, epoch: int) -> bool:
+    """Apply the agent's version policy before a drive: False when this process must leave
+    the run (pinned to another version, or just failed); True to drive it. What it records
+    (the first version, a change) rides with the drive's first commit, not one of its own."""
+    state = session.state
+    mine = agent.fingerprint
+    what = verdict(state.agent_fingerprint, mine, agent.on_change)
+    if what == "leave":
+        await pin(session.store, state.run_id, state.agent_fingerprint)
+        return False
+    problems = []
+    if what == "fail":
+        labels = (state.agent_version, agent.version or "")
+        problems.append(
+            (CHANGED, changed_message(agent.name, state.agent_fingerprint, mine, labels))
+        )
+    broken = broken_calls(
+        (
+            OpenCall(tool_call_id=c.tool_call_id, name=c.name, arguments=c.arguments)
+            for c in state.pending_calls()
+            if c.rejection is None
+        ),
+        {t.name: _checker(t) for t in agent.registry},
+    )
+    if broken and not problems:
+        problems.append((TOOL_CHANGED, "; ".join(broken)))
+    if problems:
+        code, message = problems[0]
+        if state.status not in FAILABLE and state.status is not RunStatus.QUEUED:
+            return False  # at rest: a person's decision comes first, then this again
+        events: list[Event] = []
+        if state.status is RunStatus.QUEUED:
+            events.append(started_run_event(owner, epoch))
+        events.append(RunFailed(code=code, phase="runtime", message=message, last_seq=state.seq))
+        await session.append(events, automatic=False)
+        return False
+    if what == "record":
+        if agent.on_change == "pin":
+            await pin(session.store, state.run_id, mine)
+        session.prefix.append(AgentRecorded(fingerprint=mine, version=agent.version or ""))
+    elif what == "changed":
+        session.prefix.append(
+            AgentChanged(
+                from_fingerprint=state.agent_fingerprint,
+                to_fingerprint=mine,
+                from_version=state.agent_version,
+                to_version=agent.version or "",
+            )
+        )
+    return True
+
+
+def _checker(tool: Any) -> Any:
+    def check(arguments: str) -> str | None:
+        message: str | None = tool.validate(arguments)[1]
+        return message
+
+    return check
