@@ -332,9 +332,7 @@ def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "agent_fingerprint": "", "agent_version": ""}
 
 
-SNAPSHOT: Final = Versions(
-    "snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
-)
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5})
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -137,7 +138,8 @@ class Lifecycle:
             s, run_ids=run_ids, conversation=conversation, since=since, agent=agent
         )
         if isinstance(to, str | Path):
-            with open(to, "w", encoding="utf-8", newline="\n") as f:
+            # Written as it is read, a line at a time: the file may hold a whole store.
+            with open(to, "w", encoding="utf-8", newline="\n") as f:  # noqa: ASYNC230
                 await _write_to(f, export_lines(s, chosen))
         else:
             await _write_to(to, export_lines(s, chosen))
@@ -149,7 +151,7 @@ class Lifecycle:
         ``Conflict`` unless ``new_ids``: then each run (and conversation) gets a new id."""
         path = Path(source)
         try:
-            with open(path, encoding="utf-8", newline="\n") as f:
+            with open(path, encoding="utf-8", newline="\n") as f:  # noqa: ASYNC230 (as above)
                 parsed = parse(str(path), f)
         except FileNotFoundError:
             raise UserError(f"no file {str(path)!r} to import") from None
@@ -263,7 +265,5 @@ class Pruner:
                 log.info("pruned %d runs", gone)
                 await asyncio.sleep(0)  # more may be waiting: go on, a batch at a time
                 continue
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.policy.interval)
-            except TimeoutError:
-                pass

@@ -212,7 +212,6 @@ async def _records(
     store: SQLStore, run_ids: Sequence[str], whole_store: bool, runs: list[int]
 ) -> AsyncIterator[str]:
     digests: set[str] = set()
-    wanted = set(run_ids)
     for rid in run_ids:
         async with store._reading() as s:
             row = await s.one(q(store, _RUN), (rid,))
@@ -250,15 +249,19 @@ async def _records(
             yield transfer.line("link", run_id=link[0], source_id=link[1], kind=link[2]) + "\n"
     cols = ", ".join(transfer.RECORDS["message"])
     async with store._reading() as s:
-        messages = await s.all(
-            q(store, f"SELECT {cols} FROM conversation_messages ORDER BY conversation_id, position")
-        )
-    for m in messages:
-        if whole_store or m[3] in wanted:
-            digests.update(_DIGEST.findall(m[5]))
-            fields = dict(zip(transfer.RECORDS["message"], m, strict=True))
-            fields["input"] = _object(m[5])
-            yield transfer.line("message", **fields) + "\n"
+        if whole_store:
+            messages = await s.all(f"SELECT {cols} FROM conversation_messages")
+        else:  # by the run (its unique index)
+            messages = []
+            for rid in run_ids:
+                messages += await s.all(
+                    q(store, f"SELECT {cols} FROM conversation_messages WHERE run_id = ?"), (rid,)
+                )
+    for m in sorted(messages, key=lambda m: (m[0], m[1])):
+        digests.update(_DIGEST.findall(m[5]))
+        fields = dict(zip(transfer.RECORDS["message"], m, strict=True))
+        fields["input"] = _object(m[5])
+        yield transfer.line("message", **fields) + "\n"
     async with store._reading() as s:
         if whole_store:
             blobs = await s.all(
@@ -287,23 +290,29 @@ async def _records(
             )
             + "\n"
         )
+    ledger_events = "SELECT effect_id, seq, kind, data, created_at FROM ledger_events"
     async with store._reading() as s:
-        keys = await s.all(f"SELECT {_LEDGER_COLUMNS} FROM ledger_keys ORDER BY effect_id")
-        effect_events = await s.all(
-            "SELECT effect_id, seq, kind, data, created_at FROM ledger_events ORDER BY effect_id, seq"
-        )
-    mine = {k[0] for k in keys if whole_store or k[1] in wanted}
-    for k in keys:
-        if k[0] in mine:
-            yield (
-                transfer.line("effect", **dict(zip(transfer.RECORDS["effect"], k, strict=True)))
-                + "\n"
-            )
-    for ev in effect_events:
-        if ev[0] in mine:
-            fields = dict(zip(transfer.RECORDS["effect_event"], ev, strict=True))
-            fields["data"] = _text(ev[3])
-            yield transfer.line("effect_event", **fields) + "\n"
+        if whole_store:
+            keys = await s.all(f"SELECT {_LEDGER_COLUMNS} FROM ledger_keys")
+            effect_events = await s.all(ledger_events)
+        else:  # by the run (index ledger_keys_by_run), then by each key
+            keys, effect_events = [], []
+            for rid in run_ids:
+                keys += await s.all(
+                    q(store, f"SELECT {_LEDGER_COLUMNS} FROM ledger_keys WHERE run_id = ?"),
+                    (rid,),
+                )
+            for k in keys:
+                effect_events += await s.all(
+                    q(store, f"{ledger_events} WHERE effect_id = ?"), (k[0],)
+                )
+    effect_fields = transfer.RECORDS["effect"]
+    for k in sorted(keys, key=lambda k: k[0]):
+        yield transfer.line("effect", **dict(zip(effect_fields, k, strict=True))) + "\n"
+    for ev in sorted(effect_events, key=lambda e: (e[0], e[1])):
+        fields = dict(zip(transfer.RECORDS["effect_event"], ev, strict=True))
+        fields["data"] = _text(ev[3])
+        yield transfer.line("effect_event", **fields) + "\n"
 
 
 def _object(text: str) -> dict[str, Any]:
@@ -442,7 +451,8 @@ def _check_run(name: str, run: _Run) -> None:
         raise ImportFileError(
             name,
             run.line,
-            f"run {rid!r} is at seq {run.record['last_seq']} but {len(run.events)} events follow it",
+            f"run {rid!r} is at seq {run.record['last_seq']} but {len(run.events)} events "
+            "follow it",
         )
     first = run.events[0][2] if run.events else None
     if not isinstance(first, RunCreated) or first.run_id != rid:
