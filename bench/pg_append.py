@@ -6,7 +6,7 @@
 
 One run of N tool turns whose results are about 1 KB that varies (as ``storage.py``), appended
 a turn at a time (four events) straight to a ``PostgresStore`` on a throwaway server, with a
-snapshot whenever 256 events have been appended since the last one (``RunSession``'s
+snapshot whenever 256 events have been appended since the last one (``OwnedRun``'s
 cadence). No ``Runtime``: nothing time-based (lease renewals, watchers) runs beside the
 appends, so the counts repeat from run to run, unlike a timing on a shared machine.
 

@@ -37,6 +37,7 @@ def test_public_api_is_pinned() -> None:
         "ConversationBusy",
         "Document",
         "Image",
+        "ImportFileError",
         "ToolResultMessage",
         "TurnCost",
         "UnknownConversation",
@@ -58,6 +59,7 @@ def test_public_api_is_pinned() -> None:
         "ProviderError",
         "ProviderHTTPError",
         "RecoveryPolicy",
+        "Retention",
         "RunLogFilter",
         "RunNotFound",
         "RunStatus",
@@ -90,6 +92,26 @@ def test_run_cancelled_is_a_deprecated_alias_of_aborted() -> None:
             assert module.RunCancelled is stead.Aborted
         assert "RunCancelled" not in module.__all__
     assert not hasattr(stead.errors, "LeaseLost")
+
+
+def test_renamed_runtime_and_server_names_are_deprecated_aliases() -> None:
+    """``RunSession`` (the owner's handle on a run, now ``OwnedRun``: "session" is a run's
+    conversation) and the two ``serve`` functions were renamed; the old names still work,
+    with a warning, and are out of ``__all__``."""
+    import stead.runtime
+    import stead.server
+
+    old = {
+        (stead.runtime, "RunSession"): stead.runtime.OwnedRun,
+        (stead.runtime, "serve"): stead.runtime.serve_worker,
+        (stead.server, "serve"): stead.server.serve_http,
+    }
+    for (module, name), new in old.items():
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert getattr(module, name) is new
+        assert name not in module.__all__
+    with pytest.raises(AttributeError):
+        stead.runtime.NoSuchName  # noqa: B018
 
 
 def test_layers_point_down() -> None:

@@ -15,10 +15,13 @@ The public names (``__all__``, one sorted list), by topic:
   ``Image``, ``Document``, ``Usage``
 - logging: ``configure_logging``, ``RunLogFilter``, ``redact``
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
-  ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
+  ``InvalidInput``, ``ApprovalError``, ``ImportFileError``, ``UnknownAgent``,
+  ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
   ``ProviderHTTPError``, ``Aborted``
+- a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
+  fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
 """
 
@@ -33,6 +36,7 @@ from stead.core.messages import (
     UserMessage,
 )
 from stead.core.reconcile import RecoveryPolicy
+from stead.core.retention import Retention
 from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.errors import (
@@ -43,6 +47,7 @@ from stead.errors import (
     CorruptEvent,
     Fenced,
     IllegalTransition,
+    ImportFileError,
     InvalidEvent,
     InvalidInput,
     LeaseHeld,
@@ -56,8 +61,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.runtime._inputs import Document, Image
-from stead.runtime._view import TurnCost
+from stead.runtime.agent import Document, Image, TurnCost
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
 __version__ = "0.1.0"
@@ -78,6 +82,7 @@ __all__ = [
     "Fenced",
     "IllegalTransition",
     "Image",
+    "ImportFileError",
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
@@ -88,6 +93,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",
+    "Retention",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",

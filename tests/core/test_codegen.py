@@ -1,6 +1,6 @@
 """The generated check and encoder of a record say exactly what its nodes say.
 
-``stead.core._codegen`` compiles each record's ``ok`` and ``enc`` from its nodes' templates;
+``stead.core.codegen`` compiles each record's ``ok`` and ``enc`` from its nodes' templates;
 ``why`` (the explanation, field by field) and ``dec`` (the reader) are not generated. So for
 every field of every event, with any value there (well typed or hostile), the generated
 check must agree with the explanation, and what it accepts must encode to what the reader
@@ -108,7 +108,7 @@ def test_a_message_field_set_to_anything_is_checked_as_the_reader_reads(message:
 def test_a_copy_carries_every_shared_field_and_only_those() -> None:
     """``compile_copy`` builds the target from the fields both dataclasses have (here a call's
     state from its request), the rest from keywords or their defaults."""
-    from stead.core._codegen import compile_copy
+    from stead.core.codegen import compile_copy
     from stead.core.events import ToolCallRequested
     from stead.core.fold import CallState
 
@@ -149,7 +149,7 @@ def test_fast_init_is_the_dataclass_init_but_faster() -> None:
     stays frozen."""
     import inspect
 
-    from stead.core._codegen import fast_init
+    from stead.core.codegen import fast_init
 
     def declare() -> type[Any]:
         @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

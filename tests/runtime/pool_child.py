@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _pool_scenario import MODEL_QUEUE, QUEUE, agents
 
-from stead.runtime._pool import Pool, serve_pool
+from stead.runtime.processes._pool import Pool, serve_pool
 
 
 def hook(point: str, tool: str | None) -> None:

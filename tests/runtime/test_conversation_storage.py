@@ -29,7 +29,7 @@ from stead.core.messages import AssistantMessage, UserMessage
 from stead.core.states import RunStatus
 from stead.errors import StoreError
 from stead.runtime import Worker
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import OwnedRun
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 CHILD = test_conversations.CHILD
@@ -72,7 +72,7 @@ async def test_each_message_is_stored_once_and_every_reader_sees_the_whole_histo
     async with stead.Runtime(url, agents=[agent]) as fresh:
         view = await fresh.get(last.run_id)
         assert view.messages == last.messages
-        assert await RunSession.verify(fresh.store, last.run_id) > 0
+        assert await OwnedRun.verify(fresh.store, last.run_id) > 0
         again = await fresh.send("c", "message 12")
         assert again.output == "answer to 'message 12' after 12 messages, 12 answers"
 

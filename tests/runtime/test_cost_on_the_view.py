@@ -14,7 +14,7 @@ from stead.core.pricing import Price, PriceTable
 from stead.core.states import RunStatus
 from stead.providers import ModelCall, ModelResponse
 from stead.runtime import Backoff
-from stead.runtime._budgeted import DEFAULT_MAX_OUTPUT_TOKENS
+from stead.runtime.loop._budgeted import DEFAULT_MAX_OUTPUT_TOKENS
 from stead.testing import Reply, ScriptedModel
 
 PRICE = Price(input=2.0, output=10.0, cache_write=2.5, cache_read=0.2)

@@ -19,7 +19,7 @@ from _scenario import RUN_ID, delivered, ledger
 from stead.core.canonical import idempotency_key
 from stead.core.events import ToolReconciled, ToolResultRecorded
 from stead.core.states import RunStatus
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import SQLiteStore
 from stead.testing import CRASH_POINTS, assert_valid_history
 
@@ -86,7 +86,7 @@ def _final(store: str) -> tuple[object, list[object]]:
     async def load() -> tuple[object, list[object]]:
         s = SQLiteStore(store)
         try:
-            state, _ = await RunSession.load_state(s, RUN_ID)
+            state, _ = await OwnedRun.load_state(s, RUN_ID)
             events = [e.event for e in await s.read_events(RUN_ID)]
             return state, events
         finally:

@@ -15,7 +15,7 @@ from _crash_harness import KILLED, Scenario
 from _scenario import RUN_ID, ledger
 
 from stead.core.events import EffectReconciled, Event, RedispatchRecorded, ToolResultRecorded
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import SQLiteStore
 from stead.testing import assert_valid_history
 
@@ -26,7 +26,7 @@ def _log(store: str) -> tuple[object, list[Event]]:
     async def load() -> tuple[object, list[Event]]:
         s = SQLiteStore(store)
         try:
-            state, _ = await RunSession.load_state(s, RUN_ID)
+            state, _ = await OwnedRun.load_state(s, RUN_ID)
             return state, [e.event for e in await s.read_events(RUN_ID)]
         finally:
             await s.close()

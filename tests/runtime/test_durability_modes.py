@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import stead
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.testing import Reply, ScriptedModel, SQLiteCommits, assert_valid_history
 
 pytestmark = pytest.mark.timeout(60)
@@ -117,7 +117,7 @@ async def test_many_runs_of_one_process_share_commits_and_keep_valid_histories(
     try:
         assert rt.store.group.batches > 0  # type: ignore[attr-defined]
         for rid in ids:
-            state, _ = await RunSession.load_state(rt.store, rid)
+            state, _ = await OwnedRun.load_state(rt.store, rid)
             assert_valid_history(state)
             sends = [e.event for e in await rt.events(rid) if e.event.kind == "tool_call_started"]
             assert len(sends) == (TURNS if ids.index(rid) % 2 else 0)  # each send once

@@ -1,5 +1,5 @@
 """The ``effects`` mode holds a step nothing outside the log depends on in memory and writes it
-with the next commit that must be durable (``RunSession``'s held events).
+with the next commit that must be durable (``OwnedRun``'s held events).
 
 Real SQLite stores, real Runtimes, a second Runtime on the same file for the other writer.
 Each test watches what the log says while steps are held (a tool of the run reads it), what
@@ -20,9 +20,9 @@ import pytest
 import stead
 from stead.core.effects import Assignment, Outcome
 from stead.core.events import RunStarted
-from stead.runtime import RunSession
-from stead.runtime._executor import Executor
-from stead.runtime._session import HOLD_EVENTS
+from stead.runtime import OwnedRun
+from stead.runtime.executors._executor import Executor
+from stead.runtime.loop._owned import HOLD_EVENTS
 from stead.testing import Reply, ScriptedModel, SQLiteCommits, assert_valid_history
 
 pytestmark = pytest.mark.timeout(60)
@@ -52,8 +52,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 async def _valid(rt: stead.Runtime, rid: str) -> list[str]:
     """The run's log folds and checks (``verify``); its kinds."""
-    await RunSession.verify(rt.store, rid)
-    state, _ = await RunSession.load_state(rt.store, rid)
+    await OwnedRun.verify(rt.store, rid)
+    state, _ = await OwnedRun.load_state(rt.store, rid)
     assert_valid_history(state)
     return [e.event.kind for e in await rt.events(rid)]
 
@@ -228,7 +228,7 @@ async def test_an_effect_that_may_leave_the_process_follows_the_written_log(
         rid = await rt.start(agent, "Look them up.")
         assert (await rt.run(rid)).status is stead.RunStatus.COMPLETED
         await _valid(rt, rid)
-        state, _ = await RunSession.load_state(rt.store, rid)
+        state, _ = await OwnedRun.load_state(rt.store, rid)
     # Each effect saw every step before it in the log: model, tool, model, ... (2 per turn).
     assert len(logged) == 2 * TURNS + 1
     assert logged == sorted(logged) and len(set(logged)) == len(logged) and logged[0] > 1

@@ -13,7 +13,7 @@ import stead
 from stead._signal import AbortSignal
 from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ModelBody, ToolBody
 from stead.runtime import InProcessExecutor
-from stead.runtime._executor import request_from_json
+from stead.runtime.executors._executor import request_from_json
 from stead.testing import ScriptedModel
 from stead.tools import ToolRegistry
 

@@ -73,7 +73,7 @@ async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
     """The executor's frames 1 and 2 never reached the store: the owner's subscriber sees
     sequence 0 then 3 (a gap, as for an eviction), and the follower counts them."""
     from stead.core.progress import Cursor, ProgressWindow
-    from stead.runtime._far_progress import Follower, far_sink
+    from stead.runtime.executors._far_progress import Follower, far_sink
     from stead.store import open_store
     from stead.store._ledger import ledger_for
 
@@ -106,7 +106,7 @@ async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Pat
     """The pool's ``Forwarder``: a model call that ends within its first batch interval
     writes nothing (its settle follows at once, and the owner's follower reads a batch
     interval after the dispatch at the soonest); one that wrote a batch writes the rest."""
-    from stead.runtime._far_progress import Forwarder
+    from stead.runtime.executors._far_progress import Forwarder
     from stead.store import open_store
     from stead.store._ledger import ledger_for
 
@@ -147,7 +147,7 @@ async def test_a_batch_on_its_way_as_the_call_ends_is_written_not_cancelled(pg_u
     in flight, losing frame 0 (the follower counted a hole, the owner saw "lo" alone)."""
     import psycopg
 
-    from stead.runtime._far_progress import Forwarder
+    from stead.runtime.executors._far_progress import Forwarder
     from stead.store import open_store
     from stead.store._ledger import ledger_for
 

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from stead.runtime._first_wait import at_first_wait
+from stead.runtime.loop._first_wait import at_first_wait
 
 
 async def test_a_call_that_never_waits_fires_the_hook_once_when_it_returns() -> None:

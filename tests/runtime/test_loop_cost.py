@@ -15,7 +15,7 @@ from stead.core import canonical, effects
 from stead.core.effects import Assignment, Outcome
 from stead.core.states import RunStatus
 from stead.runtime import InProcessExecutor
-from stead.runtime._loop import RunLoop
+from stead.runtime.loop._loop import RunLoop
 from stead.testing import Reply, ScriptedModel
 
 

@@ -20,7 +20,7 @@ from stead.core.effects import (
 )
 from stead.core.messages import AssistantMessage, Usage
 from stead.providers import ModelResponse
-from stead.runtime._store_executor import outcome_from_json, outcome_to_json
+from stead.runtime.executors._store_executor import outcome_from_json, outcome_to_json
 
 REPLY = ModelResponse(
     message=AssistantMessage(text="hi"),

@@ -17,7 +17,7 @@ import pytest
 from _crash_harness import KILLED, Child, finish
 
 from stead.core.events import RunCompleted, ToolCallRequested, ToolResultRecorded
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import OwnedRun
 from stead.store.sqlite import SQLiteStore
 
 CHILD = Path(__file__).parent / "output_child.py"
@@ -43,7 +43,7 @@ def _events(store: Path) -> list[object]:
     async def load() -> list[object]:
         s = SQLiteStore(str(store))
         try:
-            await RunSession.load_state(s, RUN_ID)
+            await OwnedRun.load_state(s, RUN_ID)
             return [e.event for e in await s.read_events(RUN_ID)]
         finally:
             await s.close()

@@ -25,7 +25,7 @@ from stead.core.states import RunStatus
 from stead.errors import LeaseHeld
 from stead.providers import ModelRequest
 from stead.runtime import Runtime, Worker
-from stead.runtime._executor import Attachment, InProcessExecutor
+from stead.runtime.executors._executor import Attachment, InProcessExecutor
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 

@@ -42,7 +42,7 @@ from test_pool_processes import FULL, served
 
 import stead
 from stead.core.events import EffectReconciled, Event, RedispatchRecorded, ToolResultRecorded
-from stead.runtime._pool import Pool
+from stead.runtime.processes._pool import Pool
 from stead.store._ledger import Ledger
 from stead.testing import EffectLedger, assert_valid_history
 

@@ -25,7 +25,7 @@ from _pool_scenario import QUEUE, agent
 
 import stead
 from stead.core.effects import Assignment, AssignmentKey, ToolBody, ToolSucceeded
-from stead.runtime._store_executor import StoreExecutor
+from stead.runtime.executors._store_executor import StoreExecutor
 from stead.store import open_store
 from stead.store._ledger import Ledger, ledger_for
 from stead.testing import EffectLedger

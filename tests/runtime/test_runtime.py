@@ -22,7 +22,7 @@ from stead.core.fold import fold
 from stead.core.messages import ToolCall, ToolResultMessage
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
-from stead.runtime import Backoff, RunSession
+from stead.runtime import Backoff, OwnedRun
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 FAST = Backoff(base=0.001, cap=0.002)
@@ -194,8 +194,8 @@ async def test_illegal_append_is_refused_before_writing(store: str) -> None:
     agent = stead.Agent("calc", ScriptedModel(["4"]))
     async with stead.Runtime(store, agents=[agent]) as rt:
         rid = await rt.start(agent, "2+2?")
-        state, _ = await RunSession.load_state(rt.store, rid)
-        session = RunSession(
+        state, _ = await OwnedRun.load_state(rt.store, rid)
+        session = OwnedRun(
             rt.store, state, epoch=0, owner="t", clock=lambda: 0.0, tools={}, limits=stead.Limits()
         )
         with pytest.raises(stead.IllegalTransition, match="queued"):
@@ -233,7 +233,7 @@ async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
         assert (await rt.run(rid)).status is RunStatus.COMPLETED
         loaded = await rt.store.load(rid)
         assert loaded.snapshot is not None and len(loaded.tail) < 16
-        from_snapshot, _ = await RunSession.load_state(rt.store, rid)
+        from_snapshot, _ = await OwnedRun.load_state(rt.store, rid)
         full = fold(e.event for e in await rt.events(rid))
         assert from_snapshot.to_json() == full.to_json()
 

@@ -13,7 +13,7 @@ from stead.core.builders import cancel_request_event
 from stead.core.messages import ToolSchema
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import OwnedRun
 from stead.store import Store, open_store
 from stead.testing import Reply, ScriptedModel
 
@@ -76,7 +76,7 @@ def _agent(name: str) -> stead.Agent:
 async def _request_cancel(store: Store, run_id: str) -> None:
     """A cancel request written without the lease (a steering append), as another process
     records one for a run it sees an owner of."""
-    session = await RunSession.steering(store, run_id, clock=time.time)
+    session = await OwnedRun.steering(store, run_id, clock=time.time)
     await session.append([cancel_request_event("stop", "test")])
 
 

@@ -259,8 +259,8 @@ async def test_a_new_owner_sees_a_previous_owners_key_in_the_ledger(
 ) -> None:
     """What a takeover asks: the routing executor of a new process has never seen the key,
     and answers from the ledger (orphaned here: its executor's lease lapsed), not "missing"."""
-    from stead.runtime._executor import InProcessExecutor
-    from stead.runtime._store_executor import routed
+    from stead.runtime.executors._executor import InProcessExecutor
+    from stead.runtime.executors._store_executor import routed
 
     a = agent()
     first = StoreExecutor(store, ledger=ledger, queue_of=lambda _: QUEUE)

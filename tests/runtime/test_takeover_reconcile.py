@@ -1,4 +1,4 @@
-"""The reconciler at a takeover, acting (``stead.runtime._reconcile``), every disposition:
+"""The reconciler at a takeover, acting (``stead.runtime.loop._reconcile``), every disposition:
 a run is left mid-way by an owner that dies (a crash hook that raises out of the drive), and
 a second Runtime takes it over with a real executor whose view of the keys a test sets (what
 an out-of-process pool would hold: active, orphaned, terminal, an acceptance that wins the
@@ -159,9 +159,9 @@ async def _take_over(
 
 
 async def _state(rt: Runtime, rid: str) -> Any:
-    from stead.runtime import RunSession
+    from stead.runtime import OwnedRun
 
-    state, _ = await RunSession.load_state(rt.store, rid)
+    state, _ = await OwnedRun.load_state(rt.store, rid)
     return state
 
 

@@ -16,7 +16,7 @@ import pytest
 from _builders import T0, RunBuilder, result, seeded
 
 from stead.core.fold import RunState
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store._base import snapshot_state
 from stead.store._migrations import migrations, statements
 from stead.store._sql import pack
@@ -69,9 +69,9 @@ async def test_a_long_state_is_stored_in_pieces_each_written_once(pg_url: str) -
         assert len(now) == 7 and set(first) <= set(now)
         loaded = await store.load("run-1")
         assert (loaded.snapshot_seq, loaded.snapshot) == (b.written, b.state.to_json())
-        state, covered = await RunSession.load_state(store, "run-1")
+        state, covered = await OwnedRun.load_state(store, "run-1")
         assert (state.to_json(), covered) == (b.state.to_json(), b.written)
-        assert await RunSession.verify(store, "run-1") == b.written
+        assert await OwnedRun.verify(store, "run-1") == b.written
     finally:
         await store.close()
 
@@ -113,7 +113,7 @@ async def test_a_missing_piece_makes_the_snapshot_unused_never_wrong(pg_url: str
             pg_url,
             "DELETE FROM snapshot_chunks WHERE ctid = (SELECT min(ctid) FROM snapshot_chunks)",
         )
-        state, covered = await RunSession.load_state(store, "run-1")
+        state, covered = await OwnedRun.load_state(store, "run-1")
         assert (state.to_json(), covered) == (b.state.to_json(), 0)  # the whole log, folded
         # A piece whose bytes are not those its digest names is as good as missing.
         await store.close()
@@ -123,7 +123,7 @@ async def test_a_missing_piece_makes_the_snapshot_unused_never_wrong(pg_url: str
         await b2.flush(store, snapshot=True)
         sql(pg_url, "UPDATE snapshot_chunks SET data = %s WHERE run_id = 'run-2'",
             zlib.compress(b"[]"))  # fmt: skip
-        state, covered = await RunSession.load_state(store, "run-2")
+        state, covered = await OwnedRun.load_state(store, "run-2")
         assert (state.to_json(), covered) == (b2.state.to_json(), 0)
     finally:
         await store.close()
@@ -185,7 +185,7 @@ async def test_a_schema_written_before_0009_loads_and_snapshots_in_pieces_after(
         turns(b, 40)
         await b.flush(store, snapshot=True)
         assert len(sql(pg_url, "SELECT 1 FROM snapshot_chunks")) == 7
-        state, covered = await RunSession.load_state(store, b.run_id)
+        state, covered = await OwnedRun.load_state(store, b.run_id)
         assert (state.to_json(), covered) == (b.state.to_json(), b.written)
         assert RunState.from_json(state.to_json()).seq == b.written
         # The old run's events were numbered with it; a new run's number comes after it.

@@ -17,7 +17,7 @@ from _backends import Backend
 from _builders import T0, fold_log, seeded
 
 from stead.errors import CorruptEvent, StoreError
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import Store
 
 pytestmark = pytest.mark.timeout(30)
@@ -195,8 +195,8 @@ SNAPSHOT_BUGS: dict[str, Callable[[Backend], None]] = {
 
 _SNAPSHOT_BUG = (
     "BUG: a snapshot that is valid JSON but not the expected shape raises AttributeError "
-    "out of RunSession.load_state instead of being ignored: RunState.from_json calls .get "
-    "on a list (runtime/_session.py RunSession.load_state catches only ValueError/KeyError/"
+    "out of OwnedRun.load_state instead of being ignored: RunState.from_json calls .get "
+    "on a list (runtime/loop/_owned.py OwnedRun.load_state catches only ValueError/KeyError/"
     "TypeError: also catch AttributeError, and have store/sqlite.py SQLiteStore.load drop a "
     "snapshot that is not a JSON object)"
 )
@@ -227,7 +227,7 @@ async def test_a_damaged_snapshot_is_ignored_and_the_log_folded(
     log = await _snapshotted_run(store)
     {**SNAPSHOT_CORRUPTIONS, **SNAPSHOT_BUGS}[corrupt](backend)
 
-    state, snapshot_seq = await RunSession.load_state(store, RUN)
+    state, snapshot_seq = await OwnedRun.load_state(store, RUN)
     assert snapshot_seq == 0
     assert state.to_json() == fold_log(log).to_json()
 
@@ -238,7 +238,7 @@ async def test_a_snapshot_that_is_not_utf8_is_ignored(store: Store, backend: Bac
     log = await _snapshotted_run(store)
     _set_snap(backend, b"sha256:00\n\x7b\x22\xff\x22")
     backend.sql("UPDATE snapshots SET state = CAST(state AS TEXT) WHERE run_id = ?", RUN)
-    state, _ = await RunSession.load_state(store, RUN)
+    state, _ = await OwnedRun.load_state(store, RUN)
     assert state.to_json() == fold_log(log).to_json()
 
 
@@ -279,12 +279,12 @@ async def test_damage_under_the_snapshot_is_skipped_by_resume_and_found_by_verif
     assert covered >= SEQ  # the damaged row is under the snapshot
     CORRUPTIONS[corrupt](backend)
 
-    state, skipped_through = await RunSession.load_state(store, RUN)
+    state, skipped_through = await OwnedRun.load_state(store, RUN)
     assert skipped_through == covered
     assert state.to_json() == fold_log(log).to_json()  # what it relied on was intact
 
     with pytest.raises(CorruptEvent) as caught:
-        await RunSession.verify(store, RUN)
+        await OwnedRun.verify(store, RUN)
     assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
 
 
@@ -297,7 +297,7 @@ async def test_damage_under_a_damaged_snapshot_is_found_by_resume(
     _snap_edited(backend)
     CORRUPTIONS["mistyped_field"](backend)
     with pytest.raises(CorruptEvent) as caught:
-        await RunSession.load_state(store, RUN)
+        await OwnedRun.load_state(store, RUN)
     assert (caught.value.run_id, caught.value.seq) == (RUN, SEQ)
 
 
@@ -305,12 +305,12 @@ async def test_verify_passes_an_intact_run_and_finds_a_snapshot_unlike_its_log(
     store: Store, backend: Backend
 ) -> None:
     log = await _snapshotted_run(store)
-    assert await RunSession.verify(store, RUN) == len(log)
+    assert await OwnedRun.verify(store, RUN) == len(log)
     state = _snap(backend)
     state["messages"][0]["content"] = "Something else entirely"
     _set_snap(backend, json.dumps(state))  # a valid checksum over a state the log never had
     with pytest.raises(StoreError, match=rf"{RUN}.*snapshot at seq"):
-        await RunSession.verify(store, RUN)
+        await OwnedRun.verify(store, RUN)
 
 
 async def test_a_log_cut_inside_one_transaction_names_the_run_and_seq(
@@ -329,7 +329,7 @@ async def test_a_log_cut_inside_one_transaction_names_the_run_and_seq(
     backend.sql("UPDATE runs SET last_seq = last_seq - 1 WHERE run_id = ?", RUN)
 
     with pytest.raises(CorruptEvent) as caught:
-        await RunSession.load_state(store, RUN)
+        await OwnedRun.load_state(store, RUN)
     assert caught.value.run_id == RUN
     bad = caught.value.seq
     assert cut <= bad < b.written

@@ -24,7 +24,7 @@ import pytest
 from _builders import T0, RunBuilder, fold_log
 
 from stead.core.events import TurnStarted
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import Store
 from stead.store._migrations import DIALECTS, migrations, render, statements
 from stead.store.postgres import PostgresStore
@@ -61,7 +61,7 @@ async def _loads_as_written(store: Store, raw: Raw, expected: dict[str, Any]) ->
         assert len(loaded.tail) == want["last_seq"]
         log = [s.event for s in await store.read_events(run_id)]
         assert len(log) == want["last_seq"]
-        state, _ = await RunSession.load_state(store, run_id)
+        state, _ = await OwnedRun.load_state(store, run_id)
         assert state.to_json() == fold_log(log).to_json()
     # The store writes on: one more event, and a new snapshot (packed) over the old one.
     old = await store.load("snap-tail")
@@ -198,9 +198,9 @@ async def _migrated_loads_as_written(store: Store) -> None:
         assert (loaded.snapshot_seq, loaded.snapshot) == (want["snapshot_seq"], want["snapshot"])
         log = [s.event for s in await store.read_events(run_id)]
         assert len(log) == want["last_seq"]
-        state, _ = await RunSession.load_state(store, run_id)
+        state, _ = await OwnedRun.load_state(store, run_id)
         assert state.to_json() == fold_log(log).to_json()
-        assert await RunSession.verify(store, run_id) == want["last_seq"]
+        assert await OwnedRun.verify(store, run_id) == want["last_seq"]
     # The store writes on: a result of 4 KB (stored compressed) after the migrated rows.
     b = RunBuilder("after-0007")
     await b.create(store, now=T0 + 10)
@@ -298,12 +298,12 @@ async def test_a_postgres_schema_written_before_0009_migrates_and_loads(pg_url: 
                 want["snapshot"],
             )
             log = [s.event for s in await store.read_events(run_id)]
-            state, _ = await RunSession.load_state(store, run_id)
+            state, _ = await OwnedRun.load_state(store, run_id)
             assert state.to_json() == fold_log(log).to_json()
-            assert await RunSession.verify(store, run_id) == want["last_seq"]
+            assert await OwnedRun.verify(store, run_id) == want["last_seq"]
         # The long run writes on; its next snapshot is stored in pieces and read back whole.
         b = RunBuilder("snap-long")
-        b.state, _ = await RunSession.load_state(store, "snap-long")
+        b.state, _ = await OwnedRun.load_state(store, "snap-long")
         b.log = [s.event for s in await store.read_events("snap-long")]
         b.written, b.next_turn = len(b.log), b.state.turn_index + 1
         b.tool_turn()

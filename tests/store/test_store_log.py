@@ -67,7 +67,7 @@ async def test_read_events_after_returns_the_suffix(store: Store) -> None:
 
 async def test_read_events_with_a_limit_returns_only_the_first_ones(store: Store) -> None:
     """A conversation's chain wants each earlier run's run_created alone: it must not decode
-    the whole log to take it (runtime/_history.py)."""
+    the whole log to take it (runtime/loop/_history.py)."""
     b = await seeded(store, "run-1", turns=2)
     n = len(b.log)
     [first] = await store.read_events("run-1", limit=1)

@@ -11,7 +11,7 @@ from _backends import Backend
 from _builders import T0, RunBuilder, fold_log, seeded
 
 from stead.core.fold import RunState, apply
-from stead.runtime import RunSession
+from stead.runtime import OwnedRun
 from stead.store import Store
 from stead.store._sql import pack, unpack
 
@@ -35,7 +35,7 @@ async def test_load_returns_the_snapshot_and_only_the_tail_after_it(store: Store
     assert [s.event for s in loaded.tail] == b.log[snap_seq:]
     assert loaded.record.last_seq == last
 
-    state, covered = await RunSession.load_state(store, "run-1")
+    state, covered = await OwnedRun.load_state(store, "run-1")
     assert covered == snap_seq
     assert state.to_json() == fold_log(b.log).to_json() == b.state.to_json()
 
@@ -58,14 +58,14 @@ async def test_a_snapshot_at_the_last_seq_leaves_an_empty_tail(store: Store) -> 
     last = await b.flush(store, snapshot=True)
     loaded = await store.load("run-1")
     assert (loaded.snapshot_seq, loaded.tail) == (last, [])
-    state, _ = await RunSession.load_state(store, "run-1")
+    state, _ = await OwnedRun.load_state(store, "run-1")
     assert state.status is not None and state.status.value == "completed"
 
 
 async def test_ten_thousand_events_resume_from_a_snapshot_and_a_short_tail(store: Store) -> None:
-    """A 10,001-event run written as RunSession writes it: a snapshot whenever 256 or more
+    """A 10,001-event run written as OwnedRun writes it: a snapshot whenever 256 or more
     events have been appended since the last one. (The Runtime test in test_store_space
-    checks RunSession's own cadence.)"""
+    checks OwnedRun's own cadence.)"""
     run_id, every = "run-long", 256
     b = RunBuilder(run_id)
     await b.create(store)
@@ -90,7 +90,7 @@ async def test_ten_thousand_events_resume_from_a_snapshot_and_a_short_tail(store
     assert len(loaded.tail) < every
     assert [s.seq for s in loaded.tail] == list(range(snapshot_seq + 1, 10_002))
 
-    resumed, covered = await RunSession.load_state(store, run_id)
+    resumed, covered = await OwnedRun.load_state(store, run_id)
     assert covered == snapshot_seq
     full = RunState()
     for stored in await store.read_events(run_id):

@@ -106,7 +106,7 @@ async def test_a_500_turn_run_stores_linear_space(
     print(f"\nspace after {TURNS} turns: {numbers}")
 
     assert payload <= 3 * messages, numbers
-    # RunSession's snapshot cadence (every 256 events) keeps the resume tail short
+    # OwnedRun's snapshot cadence (every 256 events) keeps the resume tail short
     assert len((await store.load(run_id)).tail) < 256
     # The file itself, after a checkpoint: page overhead and the pages a snapshot rewrite
     # frees come on top of the payload (2.1x measured; the compressed snapshot keeps it low).

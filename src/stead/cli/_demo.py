@@ -25,8 +25,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from stead.cli._render import console, summary, timeline
-from stead.demo._agent import build_agent
-from stead.demo._service import MessageService
+from stead.demo import MessageService, build_agent
 from stead.runtime import Runtime
 
 

@@ -1,7 +1,7 @@
 """``stead executor``: parse the options, set up logging, perform effects until SIGTERM.
 
 ``stead executor --queues ...`` performs effects from the store's execution ledger
-(``runtime._pool.Pool``); ``stead executor serve`` performs them for a run owner over HTTP
+(``stead.runtime.Pool``); ``stead executor serve`` performs them for a run owner over HTTP
 (``server._executor_http.serve_executor``): a sandbox that runs tools then needs no database
 credentials, only the code and a token."""
 
@@ -57,7 +57,7 @@ def run_executor(args: argparse.Namespace) -> int:
     more, finish for --grace seconds, then cancel and give back the rest. `stead executor
     serve` performs one agent's model and tool calls over HTTP instead (bearer --token
     required), until SIGTERM."""
-    from stead.runtime._pool import Pool
+    from stead.runtime.processes import Pool
 
     agents = agents_to_serve(args, "executor")
     deps = load_deps(args.deps)
@@ -82,8 +82,7 @@ def run_executor(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
     with server_extra("stead executor serve"):
-        from stead.server import parse_tokens
-        from stead.server._executor_http import serve_executor
+        from stead.server import parse_tokens, serve_executor
     if args.agent is not None:
         agents = [a for a in agents if a.name == args.agent]
         if not agents:

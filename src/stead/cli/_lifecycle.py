@@ -173,9 +173,9 @@ def _copy(args: argparse.Namespace) -> int:
     """Copy every run, conversation, attachment and ledger row of one store into another,
     checked as an import is. Stop the workers of the source first: a run driven meanwhile is
     copied as it was when it was read."""
-    from stead.runtime._lifecycle import copy
+    from stead.runtime import copy_store
 
-    done = asyncio.run(copy(args.source, args.target, now=time.time()))
+    done = asyncio.run(copy_store(args.source, args.target, now=time.time()))
     Console(highlight=False).print(
         Text(f"copied {len(done.runs)} runs, {done.events} events, {done.blobs} blobs")
     )

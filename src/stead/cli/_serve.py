@@ -1,4 +1,4 @@
-"""``stead serve``: parse the options and hand them to ``stead.server.serve``."""
+"""``stead serve``: parse the options and hand them to ``stead.server.serve_http``."""
 
 from __future__ import annotations
 
@@ -39,8 +39,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # Until SIGTERM/SIGINT; 0 after a clean shutdown.
     agents = load_agents(args.agents)
     with server_extra("stead serve"):
-        from stead.server import parse_tokens, serve
-        from stead.server._security import check_bind, new_token
+        from stead.server import check_bind, new_token, parse_tokens, serve_http
     if args.worker and not agents:
         raise UserError("--worker needs --agents module:attr naming the agents to drive")
     specs = list(args.token)
@@ -67,7 +66,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # The options that go to ``serve`` as they are, under their own names.
     same = ("host", "port", "worker", "concurrency", "poll", "max_body", "heartbeat")
     options = {name: getattr(args, name) for name in same}
-    asyncio.run(serve(args.store, agents, tokens=tokens, ready=ready, **options))
+    asyncio.run(serve_http(args.store, agents, tokens=tokens, ready=ready, **options))
     return 0
 
 

@@ -10,7 +10,7 @@ from stead.cli._args import LOG_FORMAT, add_claim_options, add_process_options, 
 from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.errors import UserError
 from stead.runtime import Agent, Worker, tune_gc
-from stead.runtime._serve import Served, until_signalled
+from stead.runtime.processes import Served, until_signalled
 
 
 def _arguments(w: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ the type, so rows written before a rule existed still load.
 
 A ``Record`` is the node of one dataclass, compiled once from its field table: its check and
 its encoder, which every append runs, are generated as straight-line Python
-(``stead.core._codegen``: the fields' tests inline, the fields at their default left out). A
+(``stead.core.codegen``: the fields' tests inline, the fields at their default left out). A
 ``Tagged`` union tells records apart by a tag field (a message's ``role``, a thinking block's
 ``kind``). ``node_for`` turns a type hint into its node, finding registered records. A
 ``Versions`` is a schema's current version and the upcasters that bring an older row to it:
@@ -31,51 +31,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, Literal, get_type_hints
 
-from stead.core._codegen import compile_enc, compile_ok
+from stead.core._node import Node as Node  # re-exported: the codec's nodes
+from stead.core._node import Problem as Problem
 from stead.core.canonical import JSON, json_problem
-
-Problem = str | None
-"""What is wrong with a value, or None."""
+from stead.core.codegen import compile_enc, compile_ok
 
 MAX_INT = 2**63
 """Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
 _MAX_EXACT_FLOAT = 2**53
-
-
-class Node:
-    """One type's rules, both ways. ``enc`` is None when a value is its own JSON; ``simple``
-    is the type (or types) whose ``isinstance`` is the whole check, if there is one; ``test``
-    is ``ok`` as a Python expression over ``{x}`` (the values it names in ``names``, a node
-    among them standing for its own test of the same ``{x}``): a record's generated check
-    inlines it (``stead.core._codegen``), and calls ``ok`` for a node without one."""
-
-    __slots__ = ("dec", "each", "enc", "names", "ok", "simple", "test", "why")
-
-    def __init__(
-        self,
-        *,
-        ok: Callable[[Any], bool],
-        why: Callable[[Any], Problem],
-        dec: Callable[[Any], Any] | None = None,
-        enc: Callable[[Any], JSON] | None = None,
-        simple: type[Any] | tuple[type[Any], ...] | None = None,
-        test: str | None = None,
-        names: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.ok, self.why, self.enc, self.simple = ok, why, enc, simple
-        self.test, self.names = test, names
-        self.each: Callable[[Any], JSON] | None = None
-        """A sequence's item encoder: a generated encoder maps it in line (no call of enc)."""
-        self.dec = dec if dec is not None else _identity_dec(ok, why)
-
-
-def _identity_dec(ok: Callable[[Any], bool], why: Callable[[Any], Problem]) -> Callable[[Any], Any]:
-    def dec(value: Any) -> Any:
-        if ok(value):
-            return value
-        raise ValueError(why(value))
-
-    return dec
 
 
 # -- scalars ---------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from stead.core._codegen import fast_init
+from stead.core.codegen import fast_init
 from stead.core.events import (
     EffectClass,
     Event,

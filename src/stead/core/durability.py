@@ -3,7 +3,7 @@
 ``strict`` (the default) syncs every commit of the run loop, as stead always did: each step is
 on disk before the next one starts. ``effects`` makes a step durable only where something
 outside the log depends on it; the others are held in memory by the run's session
-(``stead.runtime._session``) and written with the next commit that must be durable, in the
+(``stead.runtime.loop._owned``) and written with the next commit that must be durable, in the
 same transaction:
 
 * before a tool that is not ``read_only`` starts: the commit holding its intent (the reply

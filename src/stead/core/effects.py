@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, assert_never
 
-from stead.core._codegen import fast_init
 from stead.core.canonical import JSON
 from stead.core.codec import Record
+from stead.core.codegen import fast_init
 from stead.core.events import EffectClass
 from stead.core.failures import MODEL_FAILURE_CODES, is_retryable
 from stead.core.messages import Usage

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
 
-from stead.core._codegen import fast_init
 from stead.core.canonical import JSON, sha256_hex
 from stead.core.codec import Record, Versions, keyed
+from stead.core.codegen import fast_init
 from stead.core.event_codec import RECORDS
 from stead.core.events import (
     ApprovalRequested,

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Final
 
-from stead.core._codegen import compile_copy
+from stead.core.codegen import compile_copy
 from stead.core.events import (
     AgentChanged,
     AgentRecorded,

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
-from stead.core._codegen import fast_init
 from stead.core.canonical import JSON
 from stead.core.codec import COUNT, Record, Tagged
+from stead.core.codegen import fast_init
 
 _USAGE_KEYS = (
     "input_tokens",

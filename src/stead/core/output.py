@@ -3,7 +3,7 @@
 ``RunCompleted.data`` (and ``RunState.data``) hold the validated value of an agent's
 ``output_type`` as plain JSON: an object for a model or a dataclass, a list for
 ``list[...]``, a string or a number for a scalar type. The type itself is not pure data (it is
-validated with pydantic at the edge, ``stead.runtime._output``); this is what the core keeps.
+validated with pydantic at the edge, ``stead.runtime.agent._output``); this is what the core keeps.
 """
 
 from __future__ import annotations

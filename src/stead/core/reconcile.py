@@ -3,7 +3,7 @@
 When a run changes owner, some of its effects may have intent in the log and no recorded
 outcome: the turn's model call, or tool calls. For each one the new owner compares three
 sources (the run's log, what the executor holds for its key, and the key's redispatch
-ledger) and decides, here, in pure code; ``stead.runtime._reconcile`` does what is decided
+ledger) and decides, here, in pure code; ``stead.runtime.loop._reconcile`` does what is decided
 (abort, recover, dispatch, append) and feeds the executor's answers back in.
 
 The verdict table (``decide``; ``VERDICTS`` below is the same table as data):
@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, TypeAlias, get_args
 
-from stead.core._codegen import compile_copy
 from stead.core.canonical import effect_id
+from stead.core.codegen import compile_copy
 from stead.core.events import (
     EffectClass,
     EffectReconciled,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar, dataclass_transform
 
-from stead.core._codegen import fast_init
+from stead.core.codegen import fast_init
 
 T = TypeVar("T")
 

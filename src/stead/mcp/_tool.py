@@ -29,9 +29,18 @@ from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import EffectClass
 from stead.errors import UserError
 from stead.mcp._connection import ServerLost
-from stead.tools import ApprovalPolicy, Reconciler, Tool, ToolContext, serialize_result
-from stead.tools._signature import HandlerShape, Param, describe_reconcile
-from stead.tools._tool import _NAME, _check_options
+from stead.tools import (
+    TOOL_NAME,
+    ApprovalPolicy,
+    HandlerShape,
+    Param,
+    Reconciler,
+    Tool,
+    ToolContext,
+    check_options,
+    describe_reconcile,
+    serialize_result,
+)
 
 IDEMPOTENCY_META = "stead/idempotency_key"
 """The ``_meta`` key of every ``tools/call`` that carries the call's idempotency key."""
@@ -77,8 +86,8 @@ class MCPTool(Tool[..., Any]):
     ) -> None:
         what = f"MCP tool {listed.name!r} of {source.name!r}"
         effect = effect_from_annotations(listed.annotations) if effect is None else effect
-        _check_options(effect, reconcile, requires_approval, what)
-        if not _NAME.match(name):
+        check_options(effect, reconcile, requires_approval, what)
+        if not TOOL_NAME.match(name):
             raise UserError(
                 f"{what}: its name is not one model providers accept (1-64 letters, digits, "
                 "'_' or '-'); give it another with MCPTools(rename={...})"

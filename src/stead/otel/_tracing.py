@@ -40,8 +40,8 @@ from stead.core.events import (
 from stead.core.fold import RunState
 from stead.core.ledger import Attachment
 from stead.core.messages import message_to_json
-from stead.runtime._executor import Executor
-from stead.runtime._observe import DriveStart
+from stead.runtime.executors import Executor
+from stead.runtime.loop import DriveStart
 
 SCOPE = "stead"
 _FROM_OUTSIDE = (ApprovalDecided, RunCancelRequested, RunRecovered)
@@ -93,7 +93,7 @@ class DriveTrace:
 
     def __init__(self, tracing: Tracing, start: DriveStart) -> None:
         self.tracing = tracing
-        state = start.session.state
+        state = start.owned.state
         self.run_id = state.run_id
         self.agent = start.agent
         linked = [s.event for s in start.log if isinstance(s.event, TraceLinked)]

@@ -14,7 +14,12 @@ from stead.providers._base import (
     ModelResponse,
     ProgressCallback,
 )
-from stead.providers._strings import LazyModel, ModelSpec, model_from_string, parse_model_string
+from stead.providers._strings import (
+    LazyModel,
+    ModelSpec,
+    model_from_string,
+    parse_model_string,
+)
 
 __all__ = [
     "LazyModel",
@@ -27,3 +32,8 @@ __all__ = [
     "model_from_string",
     "parse_model_string",
 ]
+
+# For the other packages of stead, not part of the public API (hence not in __all__): the
+# forms a model string takes, and the encoder the run loop keeps per agent.
+from stead.providers._base import RequestEncoder as RequestEncoder
+from stead.providers._strings import FORMS as FORMS

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from stead._signal import AbortSignal
-from stead.core._codegen import fast_init
 from stead.core.canonical import digest, plain_canonical_json, sha256_hex
+from stead.core.codegen import fast_init
 from stead.core.messages import AssistantMessage, Message, ToolSchema, Usage, message_to_json
 from stead.core.settings import NO_SETTINGS, ModelSettings
 

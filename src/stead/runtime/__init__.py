@@ -1,16 +1,20 @@
-"""The imperative shell: run loop, sessions, executors, the ``Runtime`` facade and workers."""
+"""The imperative shell: the ``Runtime`` facade over the run loop, executors and workers.
+
+Sub-packages, each importing only the ones below it: ``agent`` (what a program defines and
+sees), ``executors`` (where effects are performed), ``loop`` (driving one run), the facade
+modules here (``Runtime``, conversations, steering, following), and ``processes`` (worker,
+executor pool)."""
+
+import warnings
+from typing import Any
 
 from stead.core.limits import Budget, Limits
-from stead.runtime._agent import Agent
-from stead.runtime._backoff import Backoff
-from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._gc import tune_gc  # many runs in flight in one process
-from stead.runtime._loop import RunLoop
-from stead.runtime._pool import Pool, serve_pool
-from stead.runtime._runtime import PendingApproval, Runtime, RunView
-from stead.runtime._session import RunSession
-from stead.runtime._store_executor import StoreExecutor
-from stead.runtime._worker import Worker, serve
+from stead.runtime._lifecycle import Pruned, copy_store
+from stead.runtime._runtime import Runtime
+from stead.runtime.agent import Agent, PendingApproval, RunView
+from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
+from stead.runtime.loop import Backoff, OwnedRun, RunLoop
+from stead.runtime.processes import Pool, Worker, serve_pool, serve_worker, tune_gc
 
 __all__ = [
     "Agent",
@@ -19,15 +23,32 @@ __all__ = [
     "Executor",
     "InProcessExecutor",
     "Limits",
+    "OwnedRun",
     "PendingApproval",
     "Pool",
+    "Pruned",
     "RunLoop",
-    "RunSession",
     "RunView",
     "Runtime",
     "StoreExecutor",
     "Worker",
-    "serve",
+    "copy_store",
     "serve_pool",
-    "tune_gc",  # many runs in flight in one process
+    "serve_worker",
+    "tune_gc",  # for a process with many runs in flight
 ]
+
+# Old names kept for programs written against them; each warns once it is used.
+_DEPRECATED = {"RunSession": ("OwnedRun", OwnedRun), "serve": ("serve_worker", serve_worker)}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        new, value = _DEPRECATED[name]
+        warnings.warn(
+            f"stead.runtime.{name} is deprecated; use stead.runtime.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
+    raise AttributeError(f"module 'stead.runtime' has no attribute {name!r}")

@@ -46,12 +46,16 @@ from stead.errors import (
     UnknownConversation,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._history import continued
-from stead.runtime._inputs import AttachmentInput, chat_store, history_of, store_attachments
-from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime.agent import (
+    Agent,
+    AttachmentInput,
+    RunView,
+    chat_store,
+    checks,
+    history_of,
+    store_attachments,
+)
+from stead.runtime.loop import OwnedRun, continued
 from stead.store import Store
 from stead.store._chat import ConversationEntry, ConversationStore
 
@@ -191,7 +195,7 @@ class Conversations:
         conv = record.session_id or record.run_id
         entries = await chat.conversation(conv)
         if not entries:
-            state, _ = await RunSession.load_state(self.store, record.run_id)
+            state, _ = await OwnedRun.load_state(self.store, record.run_id)
             first = message_to_json(UserMessage(content=state.input))
             await chat.record_message(
                 conv,
@@ -231,7 +235,7 @@ class Conversations:
 
     async def _state(self, run_id: str) -> RunState | None:
         try:
-            state, _ = await RunSession.load_state(self.store, run_id)
+            state, _ = await OwnedRun.load_state(self.store, run_id)
         except RunNotFound:
             return None
         return state

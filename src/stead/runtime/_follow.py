@@ -23,7 +23,7 @@ from stead.core.states import FINISHED
 from stead.errors import (
     UserError,
 )
-from stead.runtime._history import hydrate
+from stead.runtime.loop import hydrate
 from stead.store import RunRecord, Store, StoredEvent
 
 

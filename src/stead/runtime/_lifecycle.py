@@ -18,22 +18,22 @@ from stead.core.builders import created_event
 from stead.core.events import RunCreated, RunForked
 from stead.core.fork import plan_fork
 from stead.core.retention import Retention
-from stead.errors import SteadError, UserError
-from stead.runtime import _checks as checks
-from stead.runtime._history import hydrate
-from stead.runtime._view import RunView
+from stead.errors import ImportFileError, SteadError, UserError
+from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.loop import hydrate
 from stead.store import Store
 from stead.store._fork import create_fork
 from stead.store._retention import Judged, delete, judge, payload, sweep_blobs, vacuum
 from stead.store._transfer import (
     Imported,
-    ImportFileError,
-    copy_store,
     export_lines,
     parse,
     select_runs,
     sql_store,
     write,
+)
+from stead.store._transfer import (
+    copy_store as copy_rows,
 )
 
 log = logging.getLogger("stead.retention")
@@ -77,8 +77,6 @@ class Lifecycle:
         carried (the fork reads an error result for it). The lineage is the fork's
         ``run_forked`` event; a run of a conversation starts a branch of it (a conversation
         of its own, whose first message is the fork). Written in one transaction."""
-        from stead.runtime._agent import Agent
-
         checks.identifier("run_id", run_id)
         checks.text("the fork's input", input)
         if new_run_id is not None:
@@ -207,7 +205,9 @@ async def _write_to(f: IO[str], lines: Any) -> None:
         f.write(line)
 
 
-async def copy(source: str | Path | Store, target: str | Path | Store, *, now: float) -> Imported:
+async def copy_store(
+    source: str | Path | Store, target: str | Path | Store, *, now: float
+) -> Imported:
     """Copy every run, conversation, blob and ledger row of one store into another (SQLite
     to PostgreSQL or back), checked as an import is; the target must hold none of the
     source's run ids."""
@@ -216,7 +216,7 @@ async def copy(source: str | Path | Store, target: str | Path | Store, *, now: f
     src = source if not isinstance(source, str | Path) else open_store(source, create=False)
     dst = target if not isinstance(target, str | Path) else open_store(target)
     try:
-        return await copy_store(sql_store(src), sql_store(dst), now=now)
+        return await copy_rows(sql_store(src), sql_store(dst), now=now)
     finally:
         if src is not source:
             await src.close()

@@ -32,27 +32,35 @@ from stead.errors import (
     UnknownAgent,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._ask import Answering
-from stead.runtime._backoff import Backoff
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
-from stead.runtime._deps import check_deps
-from stead.runtime._drive import Driving, owner_id
-from stead.runtime._executor import Executor, InProcessExecutor
 from stead.runtime._follow import Following
-from stead.runtime._fresh import FreshRuns
-from stead.runtime._history import hydrate
-from stead.runtime._inputs import AttachmentInput, checked_history, store_attachments
-from stead.runtime._keeper import Keeper
 from stead.runtime._lifecycle import Lifecycle
-from stead.runtime._observe import Observer, checked
-from stead.runtime._output import with_settings
-from stead.runtime._session import RunSession
 from stead.runtime._steer import Steering
-from stead.runtime._store_executor import routed
-from stead.runtime._view import PendingApproval, RunView
+from stead.runtime.agent import (
+    Agent,
+    Answering,
+    AttachmentInput,
+    PendingApproval,
+    RunView,
+    check_deps,
+    checked_history,
+    checks,
+    store_attachments,
+    with_settings,
+)
+from stead.runtime.executors import Executor, InProcessExecutor, routed
+from stead.runtime.loop import (
+    Backoff,
+    Driving,
+    FreshRuns,
+    Keeper,
+    Observer,
+    OwnedRun,
+    checked,
+    hydrate,
+    owner_id,
+)
 from stead.store import Store, StoredEvent, open_store
 from stead.store._ledger import Ledger
 
@@ -227,7 +235,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
 
         A run whose worker crashed (still running or awaiting_tool) is simply driven again.
         """
-        state, _ = await RunSession.load_state(self.store, run_id)
+        state, _ = await OwnedRun.load_state(self.store, run_id)
         if state.status is RunStatus.COMPLETED:
             raise UserError(f"run {run_id} is completed; there is nothing to resume")
         if state.status in RESUMABLE:
@@ -239,13 +247,13 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
     async def get(self, run_id: str) -> RunView:
         """The run's current view."""
         checks.identifier("run_id", run_id)
-        state, _ = await RunSession.load_state(self.store, run_id)
+        state, _ = await OwnedRun.load_state(self.store, run_id)
         return RunView.of(state, self.agents)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
         checks.identifier("run_id", run_id)
-        state, _ = await RunSession.load_state(self.store, run_id)
+        state, _ = await OwnedRun.load_state(self.store, run_id)
         return state
 
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:

@@ -1,6 +1,6 @@
 """Steering a run from any process: a person's decision, a cancel, a requeue, the passing
 of an approval deadline. Each is validated against the run's current state and appended
-through ``RunSession`` like the owner's own events; none of them drives the run."""
+through ``OwnedRun`` like the owner's own events; none of them drives the run."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from stead.core.builders import (
     decision_events,
     requeue_event,
     timeout_events,
+    wait_credit_events,
 )
-from stead.core.builders._limits import wait_credit_events
 from stead.core.canonical import canonical_json
 from stead.core.events import (
     Decision,
@@ -29,11 +29,8 @@ from stead.errors import (
     ApprovalError,
     UserError,
 )
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._drive import dead_local_owner
-from stead.runtime._session import RunSession
-from stead.runtime._view import RunView
+from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.loop import OwnedRun, dead_local_owner
 from stead.store import RunRecord, Store
 
 DECISIONS = tuple(d for d in get_args(Decision) if d != "answer")
@@ -210,12 +207,12 @@ class Steering:
         *,
         epoch: int | None = None,
     ) -> RunState:
-        """Append from outside the owning worker, through the same session code the owner
-        uses (``RunSession.steering``): validated against the current state, written at the
+        """Append from outside the owning worker, through the same code the owner
+        uses (``OwnedRun.steering``): validated against the current state, written at the
         current epoch (or ``epoch``, when this process holds the lease), rebuilt and tried
         again on a concurrent write. Returns the new state (unchanged if ``build`` gives
         nothing)."""
-        session = await RunSession.steering(
+        owned = await OwnedRun.steering(
             self.store,
             run_id,
             clock=self.clock,
@@ -223,7 +220,7 @@ class Steering:
             owner=self.owner,
             snapshot_every=self.snapshot_every,
         )
-        return await session.append(build, automatic=False)
+        return await owned.append(build, automatic=False)
 
     async def requeue(self, run_id: str, reason: str = "resumed") -> RunView:
         """``resume`` without driving: send a failed, cancelled or timed-out run back to
@@ -232,7 +229,7 @@ class Steering:
         A run whose worker crashed is already claimable once its lease lapses; it is left
         as it is. A completed run, or one waiting on a person, is refused.
         """
-        state, _ = await RunSession.load_state(self.store, run_id)
+        state, _ = await OwnedRun.load_state(self.store, run_id)
         if state.status is RunStatus.COMPLETED:
             raise UserError(f"run {run_id} is completed; there is nothing to resume")
         if state.status is RunStatus.AWAITING_APPROVAL:

@@ -43,9 +43,8 @@ from stead.core.effects import (
 from stead.core.progress import Cursor, ProgressSink, ProgressWindow
 from stead.errors import UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
-from stead.runtime._deps import check_deps
-from stead.runtime._far_progress import far_sink
-from stead.runtime._store_executor import outcome_from_json, outcome_to_json
+from stead.runtime.agent import check_deps
+from stead.runtime.executors import far_sink, outcome_from_json, outcome_to_json
 from stead.server._security import check_bind, who
 
 # -- the server ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve(
+async def serve_http(
     store: str,
     agents: Iterable[Agent],
     *,

@@ -31,21 +31,12 @@ from stead.core import transfer
 from stead.core.event_codec import decode
 from stead.core.events import Event, RunCreated
 from stead.core.fold import fold
-from stead.errors import Conflict, IllegalTransition, RunNotFound, UserError
+from stead.errors import Conflict, IllegalTransition, ImportFileError, RunNotFound, UserError
 from stead.store._base import PACK_AT, decode_row, dumps, pack_data, unpack_data
 from stead.store._sql import Duplicate, SQLStore
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 """How an attachment's blob is named wherever a message refers to it."""
-
-
-class ImportFileError(UserError):
-    """An import file that is not one this stead reads: names the file and line."""
-
-    def __init__(self, name: str, line: int, why: str) -> None:
-        super().__init__(f"{name}, line {line}: {why}")
-        self.name = name
-        self.line = line
 
 
 def sql_store(store: Any) -> SQLStore:

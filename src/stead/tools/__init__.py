@@ -31,3 +31,12 @@ __all__ = [
     "serialize_result",
     "tool",
 ]
+
+# For the other packages of stead, not part of the public API (hence not in __all__): the
+# queue-name check an agent applies, and what an MCP tool shares with a decorated one.
+from stead.tools._queue import check_queue as check_queue
+from stead.tools._signature import HandlerShape as HandlerShape
+from stead.tools._signature import Param as Param
+from stead.tools._signature import describe_reconcile as describe_reconcile
+from stead.tools._tool import TOOL_NAME as TOOL_NAME
+from stead.tools._tool import check_options as check_options

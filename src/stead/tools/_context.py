@@ -17,7 +17,7 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from stead._signal import AbortSignal
-from stead.core._codegen import fast_init
+from stead.core.codegen import fast_init
 from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
 
 DepsT = TypeVar("DepsT", default=Any)

@@ -28,8 +28,8 @@ from stead.tools._answer import AnswerSpec
 from stead.tools._arguments import ArgumentParser, InvalidArguments
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
+from stead.tools._fixed import Fixed
 from stead.tools._queue import check_queue
-from stead.tools._readonly import ReadOnly
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
 from stead.tools._signature import (
     ReconcileShape,
@@ -48,7 +48,7 @@ Reconciler: TypeAlias = Callable[..., ReconcileAnswer | Awaitable[ReconcileAnswe
 ApprovalPolicy: TypeAlias = Callable[[dict[str, Any]], bool]
 """Decides from the validated arguments (by parameter name) whether a person must approve."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
 
 NO_QUESTION: Any = object()
 """``asks``'s default: the tool runs its function; it asks no one."""
@@ -59,7 +59,7 @@ def _first_paragraph(fn: Callable[..., Any]) -> str:
     return " ".join(doc.strip().split("\n\n", 1)[0].split())
 
 
-def _check_options(effect: object, reconcile: object, requires_approval: object, what: str) -> None:
+def check_options(effect: object, reconcile: object, requires_approval: object, what: str) -> None:
     if effect not in EFFECT_CLASSES:
         raise UserError(
             f"{what}: effect must be one of {', '.join(EFFECT_CLASSES)}, not {effect!r}"
@@ -125,7 +125,7 @@ def _check_spec(
     """Every option check, for ``Tool`` and for ``@tool(...)`` before it meets a function;
     the effect class the tool gets (a question tool's is ``read_only``: its function only
     words the question, so asking again is safe)."""
-    _check_options(effect, reconcile, requires_approval, what)
+    check_options(effect, reconcile, requires_approval, what)
     check_queue(queue, what)
     _check_asks(asks, reconcile, requires_approval, what)
     checked: EffectClass = "read_only" if asks is not NO_QUESTION else effect  # type: ignore[assignment]
@@ -196,7 +196,7 @@ class Tool(Generic[P, R]):
             effect, reconcile, requires_approval, queue, timeout, retries, asks, what
         )
         name = fn.__name__ if name is None else name
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise UserError(
                 f"{what}: tool name {name!r} must be 1-64 letters, digits, '_' or '-' "
                 "(what model providers accept); pass name=..."
@@ -239,38 +239,38 @@ class Tool(Generic[P, R]):
         """The decorated function."""
         return self._fn
 
-    name = ReadOnly[str]("_name", "The name the model calls it by.")
-    description = ReadOnly[str](
+    name = Fixed[str]("_name", "The name the model calls it by.")
+    description = Fixed[str](
         "_description", "What it does, for the model: the docstring's first paragraph unless given."
     )
-    effect_class = ReadOnly[EffectClass](
+    effect_class = Fixed[EffectClass](
         "_effect", "Side-effect class; decides how a call in flight at a crash is recovered."
     )
-    reconcile = ReadOnly[Reconciler | None](
+    reconcile = Fixed[Reconciler | None](
         "_reconcile", "The status-check function for in-flight ``non_idempotent`` calls, if any."
     )
-    requires_approval = ReadOnly[bool | ApprovalPolicy](
+    requires_approval = Fixed[bool | ApprovalPolicy](
         "_requires_approval",
         "True, False, or a policy of the validated arguments (see ``needs_approval``).",
     )
-    queue = ReadOnly[str | None](
+    queue = Fixed[str | None](
         "_queue",
         "The executor queue its calls go to while a pool (``stead executor --queues``) serves "
         "it; None (the default): always in the run's own process.",
     )
-    timeout = ReadOnly[float | None](
+    timeout = Fixed[float | None](
         "_timeout",
         "Seconds one attempt may take before it is aborted through its signal (None: no "
         "limit); a timed-out attempt is a failure, retried like any other.",
     )
-    retries = ReadOnly[int](
+    retries = Fixed[int](
         "_retries",
         "How many times a failed attempt is run again (with backoff; each one recorded).",
     )
-    asks = ReadOnly[AnswerSpec | None](
+    asks = Fixed[AnswerSpec | None](
         "_asks", "For a question tool, the answer it waits for; None for a tool that runs."
     )
-    definition_digest = ReadOnly[str](
+    definition_digest = Fixed[str](
         "_digest",
         "sha256 of name, description, parameters and effect class: an executor refuses a call "
         "recorded against a different definition.",

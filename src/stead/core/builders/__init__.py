@@ -15,9 +15,18 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from stead.core._codegen import compile_copy, fast_init
+from stead.core.builders._admission import CallAdmission
 from stead.core.builders._ids import unique_call_ids
-from stead.core.builders._limits import deadline_passed, run_timeout_events
+from stead.core.builders._limits import (
+    attempt_failed_event,
+    deadline_events,
+    deadline_passed,
+    question_events,
+    run_timeout_events,
+    stamp_asked,
+    wait_credit_events,
+)
+from stead.core.builders._notes import listing_events
 from stead.core.builders._output import output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
@@ -33,12 +42,12 @@ from stead.core.builders._run import (
     step_failed_event,
 )
 from stead.core.canonical import canonical_json, effect_id, idempotency_key
+from stead.core.codegen import compile_copy
 from stead.core.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
     Decision,
-    EffectClass,
     Event,
     LoopDetected,
     ResultSource,
@@ -62,47 +71,35 @@ __all__ = [
     "CallAdmission",
     "Consent",
     "ask_human_events",
+    "attempt_failed_event",
     "cancel_events",
     "cancel_request_event",
     "consent_events",
     "created_event",
+    "deadline_events",
+    "deadline_passed",
     "decision_events",
     "executed_result",
+    "listing_events",
     "model_failed_event",
     "needs_start_record",
     "output_events",
+    "question_events",
     "reconcile_events",
     "recovered_event",
     "reply_events",
     "requeue_event",
     "resumed_turn_event",
     "run_failed_event",
+    "run_timeout_events",
+    "stamp_asked",
     "started_event",
     "started_run_event",
     "step_failed_event",
     "timeout_events",
     "unique_call_ids",
+    "wait_credit_events",
 ]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallAdmission:
-    """Whether one requested call may run, as the registry and the tool's policy judge it
-    before any intent is written (not a reconcile verdict: that says whether a call that ran
-    took effect)."""
-
-    tool_call_id: str
-    arguments: str
-    """Canonical JSON when valid; the raw text otherwise."""
-    effect_class: EffectClass | None
-    """The tool's class, None when unknown."""
-    rejection: str | None
-    """None when the call may run; otherwise the error the model will read."""
-    needs_approval: bool = False
-    """The tool's policy asks a person before this call runs."""
-    output: bool = False
-    """The agent's final-result call: the turn limits (which bound tools) do not refuse it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,13 +1,14 @@
 """The events that settle a structured answer (``Agent(output_type=...)``), in the commit that
 records its reply: the run completed with the value, the validation errors sent back, or the
 run failed past ``Limits.output_retries``. The value is validated at the edge
-(``stead.runtime._output``, with the agent's type); what that found is all this needs."""
+(``stead.runtime.agent._output``, with the agent's type); what that found is all this needs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from stead.core.builders._admission import CallAdmission
 from stead.core.builders._run import run_failed_event
 from stead.core.canonical import canonical_json
 from stead.core.decide import CallModel, automatic_events
@@ -16,9 +17,6 @@ from stead.core.fold import RunState
 from stead.core.limits import Limits
 from stead.core.messages import AssistantMessage, NoticeMessage, ToolResultMessage, Usage
 from stead.core.output import OUTPUT_INVALID, OUTPUT_TOOL
-
-if TYPE_CHECKING:
-    from stead.core.builders import CallAdmission
 
 NOTICE_MARK: Final = "Your answer is not a valid final result."
 """Opens the notice a text reply that is no valid output gets (and counts it as a retry)."""

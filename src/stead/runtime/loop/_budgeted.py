@@ -9,7 +9,7 @@ from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.core.messages import AssistantMessage, Message
 from stead.providers import ModelRequest
-from stead.runtime._agent import Agent
+from stead.runtime.agent import Agent
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 """What a turn may generate when the agent sets no cap (used to estimate its cost)."""

@@ -43,8 +43,8 @@ from stead.core.messages import AssistantMessage, Usage, message_from_json, mess
 from stead.core.progress import ProgressSink
 from stead.errors import StoreError
 from stead.providers import ModelResponse
-from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._far_progress import Follower, far_sink
+from stead.runtime.executors._executor import Executor, InProcessExecutor
+from stead.runtime.executors._far_progress import Follower, far_sink
 from stead.store._ledger import Ledger, ledger_for
 
 # -- outcomes on the wire ----------------------------------------------------------------------

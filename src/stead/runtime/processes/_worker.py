@@ -11,7 +11,7 @@ a claim loop on asyncio:
            (no slots free), or stop
 
 Each task drives its run with ``Runtime.run(run_id, claim=...)`` — the same run loop,
-session, heartbeat and recovery rules a single process uses — and releases the lease when
+handle, heartbeat and recovery rules a single process uses — and releases the lease when
 the run rests (completed, failed, waiting on a person). A run this worker was fenced out of
 belongs to someone else; it is left alone. A run that raised something unexpected keeps its
 lease until the lease lapses, so it is retried after ``lease_ttl`` rather than in a hot loop;
@@ -28,7 +28,7 @@ Runs waiting on a person have no owner; every ``approval_sweep`` seconds a worke
 ones whose approval deadline passed to ``timed_out``, and creates the runs of conversation
 messages whose sender died before creating them (then claims them like any other).
 
-Stopping (``stop()``; ``serve`` wires SIGTERM and SIGINT to it): claim nothing more, let the
+Stopping (``stop()``; ``serve_worker`` wires SIGTERM and SIGINT to it): claim nothing more, let the
 runs in hand finish for up to ``grace`` seconds, then cancel the rest and release their
 leases so another worker continues them at once instead of after the lease lapses. A second
 ``stop()`` skips what is left of the grace period.
@@ -47,12 +47,11 @@ from typing import Any
 
 from stead.core.retention import Retention
 from stead.errors import Conflict, Fenced, SteadError, StoreError, UserError
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
 from stead.runtime._closing import Closing
 from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
-from stead.runtime._serve import until_signalled
+from stead.runtime.agent import Agent, checks
+from stead.runtime.processes._signals import until_signalled
 from stead.store import Claim, Store
 from stead.store._chat import ConversationStore
 from stead.store._versions import announce, retire
@@ -305,6 +304,6 @@ class Worker(Closing):
         )
 
 
-async def serve(worker: Worker) -> None:
+async def serve_worker(worker: Worker) -> None:
     """Run ``worker`` until SIGTERM or SIGINT (a second one cuts the grace period short)."""
     await until_signalled(worker)

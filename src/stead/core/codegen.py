@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from stead.core.canonical import JSON
-    from stead.core.codec import Node, Problem
+from stead.core._node import Node, Problem
+from stead.core.canonical import JSON
 
-    Table = list[tuple[str, Node, bool, Any]]
+Table = list[tuple[str, Node, bool, Any]]
 
 T = TypeVar("T")
 
@@ -43,8 +42,6 @@ class _Source:
         template = node.test
         if template is None:
             return f"{self.bind(node.ok)}({x})"
-        from stead.core.codec import Node  # codec imports this module
-
         values: Mapping[str, Any] = node.names or {}
         filled = {
             k: self.test(v, x) if isinstance(v, Node) else self.bind(v) for k, v in values.items()

@@ -1,8 +1,8 @@
-"""A read-only public attribute backed by a private one, declared in one line.
+"""A public attribute fixed at construction, backed by a private one, declared in one line.
 
 ``Tool`` shows a dozen options it was built with and lets nobody change them (a tool's
 definition is part of what a run recorded). Written as properties, each took five lines that
-said the same thing; a ``ReadOnly`` is one. It is a ``property`` whose getter is
+said the same thing; a ``Fixed`` is one. It is a ``property`` whose getter is
 ``operator.attrgetter`` (a read costs what the property's did, about 100 ns), setting it
 raises ``AttributeError`` as a property without a setter does (and a type checker refuses
 it), and documentation tools see a property with its docstring.
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, overload
 T = TypeVar("T")
 
 
-class ReadOnly(property, Generic[T]):
-    """``name = ReadOnly[str]("_name", "What it is.")``: reads ``self._name``."""
+class Fixed(property, Generic[T]):
+    """``name = Fixed[str]("_name", "What it is.")``: reads ``self._name``."""
 
     def __init__(self, private: str, doc: str) -> None:
         super().__init__(operator.attrgetter(private), None, None, doc)
@@ -26,7 +26,7 @@ class ReadOnly(property, Generic[T]):
     if TYPE_CHECKING:  # the runtime's __get__ is property's own (C): only its types here
 
         @overload
-        def __get__(self, instance: None, owner: type | None = None, /) -> ReadOnly[T]: ...
+        def __get__(self, instance: None, owner: type | None = None, /) -> Fixed[T]: ...
 
         @overload
         def __get__(self, instance: object, owner: type | None = None, /) -> T: ...

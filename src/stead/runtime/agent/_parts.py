@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from stead.core.decide import ToolSpec
 from stead.core.messages import ToolSchema
-from stead.runtime._output import output_schemas
+from stead.runtime.agent._output import output_schemas
 
 if TYPE_CHECKING:
-    from stead.runtime._output import OutputSpec
+    from stead.runtime.agent._output import OutputSpec
     from stead.tools import ToolRegistry
 
 

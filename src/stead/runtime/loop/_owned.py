@@ -9,7 +9,7 @@ memory is a cache.
 Other processes may append to a run its owner is driving (a cancel request, a person's
 decision on one of several calls). The owner then meets a ``Conflict``: it reloads, and if
 what it meant to append still applies to the new state, appends it again. Those appends take
-this same path: ``RunSession.steering`` opens a session at the run's current epoch without a
+this same path: ``OwnedRun.steering`` opens a handle at the run's current epoch without a
 lease (or at the epoch of a lease the caller holds), whose appends add no automatic events
 (the owner adds them) and which, meeting a newer epoch, moves to it and tries again.
 
@@ -21,7 +21,7 @@ fsync). Whatever makes the log a decision point outside this process writes them
 ``flush`` (the drive ending, an effect handed to a pool, ``reload``). Held events are what a
 crash of this process loses: model replies and ``read_only`` / ``idempotent_write`` results,
 done again by the next owner. Another writer's append meanwhile makes the held append
-conflict: the session drops what it held, reads the log again and raises ``Rewound``, and the
+conflict: the handle drops what it held, reads the log again and raises ``Rewound``, and the
 drive goes on from the log's state (``rewinds`` counts those, for the loop to tell).
 """
 
@@ -32,7 +32,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from stead.core.builders._limits import stamp_asked
+from stead.core.builders import stamp_asked
 from stead.core.decide import (
     OPENING_STEPS,
     Step,
@@ -47,7 +47,7 @@ from stead.core.fold import RunState, apply
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
 from stead.errors import Conflict, CorruptEvent, Fenced, IllegalTransition, StoreError
-from stead.runtime._history import hydrate
+from stead.runtime.loop._history import hydrate
 from stead.store import Store, StoredEvent
 
 Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
@@ -79,7 +79,7 @@ class _Stale(Exception):
 
 
 class Rewound(Conflict):
-    """Another writer appended while this session held events (``effects`` mode): they are
+    """Another writer appended while this handle held events (``effects`` mode): they are
     dropped, as a crash would drop them, and the state is the log's again. The append that
     met it is not written; the drive goes on from the state the log now says."""
 
@@ -88,11 +88,11 @@ HOLD_EVENTS: Final = 96
 """At most this many events held before they are written anyway (unsynced): what a crash
 can make the next owner do again stays bounded, and so does the memory."""
 HOLD_SECONDS: Final = 1.0
-"""Events held longer than this (by the session's clock) are written with the next append
+"""Events held longer than this (by the handle's clock) are written with the next append
 (unsynced): readers of the log see a run's progress within about a second."""
 
 
-class RunSession:
+class OwnedRun:
     """The state and epoch of a run this process owns."""
 
     def __init__(
@@ -129,13 +129,13 @@ class RunSession:
         self._step_seq = 0
         """``_step`` was decided at this sequence (two fields, not a tuple per decision)."""
         self.leased = True
-        """False for a ``steering`` session without a lease: it writes at whatever epoch the
+        """False for a ``steering`` handle without a lease: it writes at whatever epoch the
         run is at."""
         self.on_commit: Callable[[RunState, list[Event]], None] | None = None
-        """Told of every commit (``stead.runtime._observe``), a held one when it is held;
+        """Told of every commit (``stead.runtime.loop._observe``), a held one when it is held;
         None unless someone watches."""
         self.steering_only = False
-        """True for a ``steering`` session: it appends no automatic events (it has no tools
+        """True for a ``steering`` handle: it appends no automatic events (it has no tools
         or limits to compute them from; the owner's next step does that)."""
         self._held: list[Event] = []
         """Events folded into ``state`` but not written yet (``effects`` mode only)."""
@@ -159,8 +159,8 @@ class RunSession:
         epoch: int | None = None,
         owner: str = "",
         snapshot_every: int = 256,
-    ) -> RunSession:
-        """A session for appends from outside the owning worker (a decision, a cancel, a
+    ) -> OwnedRun:
+        """A handle for appends from outside the owning worker (a decision, a cancel, a
         requeue, a timeout): at ``epoch`` when the caller holds the lease, else at the run's
         current epoch, without a lease. Its appends carry no automatic events; what they
         make due is the owner's next step."""
@@ -168,7 +168,7 @@ class RunSession:
         leased = epoch is not None
         if epoch is None:
             epoch = (await store.get_run(run_id)).epoch
-        session = cls(
+        owned = cls(
             store,
             state,
             epoch=epoch,
@@ -179,9 +179,9 @@ class RunSession:
             snapshot_every=snapshot_every,
             snapshot_seq=snapshot_seq,
         )
-        session.leased = leased
-        session.steering_only = True
-        return session
+        owned.leased = leased
+        owned.steering_only = True
+        return owned
 
     @staticmethod
     async def load_state(store: Store, run_id: str) -> tuple[RunState, int]:
@@ -302,7 +302,7 @@ class RunSession:
         """Validate, then durably append (plus the automatic bookkeeping the events make due,
         in the same commit). Returns the new state.
 
-        One append of a session at a time (the calls of one turn settle concurrently): a
+        One append of a handle at a time (the calls of one turn settle concurrently): a
         flag and a list of waiters, which cost nothing when, as nearly always, nobody waits.
         """
         while self._busy:

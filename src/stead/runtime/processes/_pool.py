@@ -53,12 +53,9 @@ from stead.core.effects import (
     assignment_from_json,
 )
 from stead.errors import SteadError, StoreError, UserError
-from stead.runtime._agent import Agent
-from stead.runtime._deps import check_deps
-from stead.runtime._executor import InProcessExecutor
-from stead.runtime._far_progress import Forwarder
-from stead.runtime._serve import until_signalled
-from stead.runtime._store_executor import outcome_to_json
+from stead.runtime.agent import Agent, check_deps
+from stead.runtime.executors import Forwarder, InProcessExecutor, outcome_to_json
+from stead.runtime.processes._signals import until_signalled
 from stead.store import _limits, _progress, _strays, open_store
 from stead.store._ledger import Claimed, ledger_for
 

@@ -15,16 +15,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stead._crash import CrashHook
-from stead.core.builders import decision_events, executed_result, timeout_events
-from stead.core.builders._limits import question_events, wait_credit_events
+from stead.core.builders import (
+    decision_events,
+    executed_result,
+    question_events,
+    timeout_events,
+    wait_credit_events,
+)
 from stead.core.effects import ToolFailed, ToolUnknown
 from stead.core.events import Event
 from stead.core.fold import CallState, RunState
 from stead.core.states import FINISHED, RunStatus
 from stead.errors import ApprovalError
-from stead.runtime import _checks as checks
-from stead.runtime._agent import Agent
-from stead.runtime._view import RunView
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._view import RunView
 from stead.tools import Tool, ToolContext
 
 

@@ -12,13 +12,20 @@ must not hold one). Both ends are checked when they meet, at construction: a too
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stead.errors import UserError
 from stead.tools import ToolContext, ToolRegistry
 
-if TYPE_CHECKING:
-    from stead.runtime._agent import Agent
+
+class DepsOwner(Protocol):
+    """What the check needs of an ``Agent``; a protocol so ``_agent`` may import this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deps_type(self) -> type[Any] | None: ...
 
 
 def _wanted(fn: Any) -> list[Any]:
@@ -61,7 +68,7 @@ def check_deps_type(agent: str, deps_type: object, registry: ToolRegistry) -> ty
     return deps_type
 
 
-def check_deps(agent: Agent, deps: object) -> None:
+def check_deps(agent: DepsOwner, deps: object) -> None:
     """A ``UserError`` when this Runtime's ``deps`` are not what ``agent`` needs."""
     want = agent.deps_type
     if want is None:

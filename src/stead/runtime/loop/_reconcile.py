@@ -53,7 +53,7 @@ from stead.core.reconcile import (
 from stead.errors import Conflict, Fenced, StoreError
 
 if TYPE_CHECKING:
-    from stead.runtime._loop import RunLoop
+    from stead.runtime.loop._loop import RunLoop
 
 log = logging.getLogger("stead.runtime")
 
@@ -65,14 +65,14 @@ async def reconcile_takeover(loop: RunLoop, policy: RecoveryPolicy) -> int:
     asked, a bug) is recorded as a failed ``reconcile`` step and the drive goes on: the
     effects not yet reconciled are recovered as the run loop recovers any crash (by class,
     under their old keys, none aborted)."""
-    found = targets(loop.session.state)
+    found = targets(loop.owned.state)
     if not found:
         return 0
-    session = loop.session
+    owned = loop.owned
     try:
-        memory = remember(s.event for s in await session.store.read_events(session.state.run_id))
+        memory = remember(s.event for s in await owned.store.read_events(owned.state.run_id))
         kept = [t for t in found if await _reconcile(loop, t, memory, policy)]
-        cancel = session.state.cancel_requested
+        cancel = owned.state.cancel_requested
         if kept and (cancel is not None or loop.signal.aborted):
             # A cancel already asked for (or this drive stopping): not awaited, stopped; the
             # run's cancel then closes their calls.
@@ -83,13 +83,13 @@ async def reconcile_takeover(loop: RunLoop, policy: RecoveryPolicy) -> int:
     except (Fenced, Conflict, StoreError, asyncio.CancelledError):
         raise
     except Exception as exc:
-        log.warning("run %s: reconciling at takeover failed: %r", session.state.run_id, exc)
-        await session.append([step_failed_event("reconcile", exc)], automatic=False)
+        log.warning("run %s: reconciling at takeover failed: %r", owned.state.run_id, exc)
+        await owned.append([step_failed_event("reconcile", exc)], automatic=False)
     return len(found)
 
 
 def _key(loop: RunLoop, t: Target) -> AssignmentKey:
-    state = loop.session.state
+    state = loop.owned.state
     return AssignmentKey(session_id=state.session_id, run_id=state.run_id, effect_id=t.effect_id)
 
 
@@ -103,12 +103,12 @@ async def _attach(loop: RunLoop, key: AssignmentKey) -> Attachment:
 async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryPolicy) -> bool:
     """Bring one target to a final verdict, acting on the way. True when a tool effect is
     kept (its outcome is to be awaited and recorded)."""
-    executor, session = loop.executor, loop.session
+    executor, owned = loop.executor, loop.owned
     key = _key(loop, t)
     authoritative = bool(getattr(executor, "authoritative", False))
 
     async def record(*events: Event) -> None:
-        await session.append(list(events), automatic=False)
+        await owned.append(list(events), automatic=False)
         for e in events:
             memory.see(e)
 
@@ -124,7 +124,7 @@ async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryP
 
     d = look(await _attach(loop, key))
     while True:
-        epoch = session.epoch
+        epoch = owned.epoch
         match d.action:
             case "wait" | "follow":
                 await record(verdict_event(d, epoch))
@@ -163,7 +163,7 @@ async def _redispatch(
         return replace(d, action="abort", reason="its tool is not registered here")
     if d.action == "plan":
         loop._crash("before_redispatch", None)
-        await record(ledger_event(d, "planned", loop.session.epoch))
+        await record(ledger_event(d, "planned", loop.owned.epoch))
         loop._crash("after_redispatch_planned", None)
     assignment, local = built
     answer: DispatchAnswer
@@ -178,7 +178,7 @@ async def _redispatch(
         answer = "accepted" if accepted else "refused"
     if answer == "accepted":
         loop._crash("after_redispatch_accepted", None)
-        await record(ledger_event(d, "dispatched", loop.session.epoch))
+        await record(ledger_event(d, "dispatched", loop.owned.epoch))
     return after_dispatch(d, answer)
 
 
@@ -188,7 +188,7 @@ def _assignment(loop: RunLoop, t: Target, key: AssignmentKey) -> tuple[Assignmen
     if t.kind == "model":
         request = loop._request(t.turn_index)
         return Assignment(key=key, body=loop._model_body(request)), request
-    call = loop.session.state.calls[t.tool_call_id]
+    call = loop.owned.state.calls[t.tool_call_id]
     tool = loop.agent.registry.get(call.name)
     if tool is None or call.effect_class is None:
         return None
@@ -232,14 +232,14 @@ async def _settle_kept(loop: RunLoop, kept: list[Target]) -> None:
 
 
 async def _record_outcome(loop: RunLoop, t: Target, outcome: Outcome) -> None:
-    call = loop.session.state.calls.get(t.tool_call_id)
+    call = loop.owned.state.calls.get(t.tool_call_id)
     if call is None or call.result is not None:
         return
     settled = None if isinstance(outcome, ToolUnknown | Cancelled) else tool_result_of(outcome)
     if settled is None:  # disposed: settled effect_unknown, and its class decides
         why = f"its kept effect settled {outcome.kind}"
         gone = Decision(target=t, observed="terminal", action="dispose", reason=why)
-        await loop.session.append([verdict_event(gone, loop.session.epoch)], automatic=False)
+        await loop.owned.append([verdict_event(gone, loop.owned.epoch)], automatic=False)
     else:
         await loop._record(call, settled[0], settled[1], t.attempt)
     # The run has recorded what became of the key: an executor with a ledger marks it

@@ -16,11 +16,11 @@ import asyncio
 from collections.abc import Callable
 
 from stead._signal import AbortSignal
-from stead.core.builders._limits import deadline_events, deadline_passed, run_timeout_events
+from stead.core.builders import deadline_events, deadline_passed, run_timeout_events
 from stead.core.events import Event
 from stead.core.limits import Limits
 from stead.core.states import RunStatus
-from stead.runtime._session import Rewound, RunSession
+from stead.runtime.loop._owned import OwnedRun, Rewound
 
 REASON = "the run passed its deadline (Limits.max_duration)"
 """What the signal says when the deadline aborts a step."""
@@ -33,7 +33,7 @@ class DeadlineWatch:
 
     def __init__(
         self,
-        session: RunSession,
+        session: OwnedRun,
         limits: Limits,
         signal: AbortSignal,
         clock: Callable[[], float],

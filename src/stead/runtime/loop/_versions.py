@@ -1,12 +1,11 @@
-"""Agent versions at a drive's start: the fingerprint of this process's agent, and what the
-run's policy makes of the version its log recorded (``stead.core.versions`` decides)."""
+"""Agent versions at a drive's start: what the run's policy makes of the version its log
+recorded (``stead.core.versions`` decides; the fingerprint is ``Agent.fingerprint``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stead.core.builders import started_run_event
-from stead.core.canonical import JSON
 from stead.core.events import AgentChanged, AgentRecorded, Event, RunFailed
 from stead.core.states import FAILABLE, RunStatus
 from stead.core.versions import (
@@ -15,44 +14,14 @@ from stead.core.versions import (
     OpenCall,
     broken_calls,
     changed_message,
-    fingerprint,
     verdict,
 )
+from stead.runtime.agent import Agent
+from stead.runtime.loop._owned import OwnedRun
 from stead.store._versions import pin
 
-if TYPE_CHECKING:
-    from stead.runtime._agent import Agent
-    from stead.runtime._session import RunSession
 
-
-def describe(agent: Agent) -> JSON:
-    """What an agent's fingerprint is a digest of: its name, its tools as the model sees them
-    (names and argument schemas; the typed-output tool among them) with their effect classes,
-    its instructions, its model and its version label."""
-    specs = agent._parts.specs
-    tools: list[Any] = [
-        {
-            "name": t.name,
-            "parameters": t.parameters,
-            "effect_class": specs[t.name].effect_class if t.name in specs else None,
-        }
-        for t in sorted(agent._parts.schemas, key=lambda t: t.name)
-    ]
-    return {
-        "agent": agent.name,
-        "tools": tools,
-        "system": agent.system,
-        "model": agent.model.model_name,
-        "version": agent.version or "",
-    }
-
-
-def fingerprint_of(agent: Agent) -> str:
-    """The agent's fingerprint (``stead.core.versions.fingerprint`` of ``describe``)."""
-    return fingerprint(describe(agent))
-
-
-async def settle_version(session: RunSession, agent: Agent, owner: str, epoch: int) -> bool:
+async def settle_version(session: OwnedRun, agent: Agent, owner: str, epoch: int) -> bool:
     """Apply the agent's version policy before a drive: False when this process must leave
     the run (pinned to another version, or just failed); True to drive it. What it records
     (the first version, a change) rides with the drive's first commit, not one of its own."""

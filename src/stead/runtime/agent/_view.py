@@ -15,7 +15,7 @@ from stead.core.pricing import PRICES, PriceTable
 from stead.core.states import RunStatus
 
 if TYPE_CHECKING:
-    from stead.runtime._agent import Agent
+    from stead.runtime.agent._agent import Agent
 
 T = TypeVar("T")
 

@@ -35,17 +35,16 @@ from stead.core.states import AT_REST, RunStatus
 from stead.errors import (
     LeaseHeld,
 )
-from stead.runtime._agent import Agent
-from stead.runtime._backoff import Backoff
-from stead.runtime._executor import Executor, InProcessExecutor
-from stead.runtime._fresh import FreshRuns
-from stead.runtime._keeper import Keeper
-from stead.runtime._loop import RunLoop
-from stead.runtime._observe import Observer, observing
-from stead.runtime._reconcile import reconcile_takeover
-from stead.runtime._session import RunSession
-from stead.runtime._versions import settle_version
-from stead.runtime._view import RunView
+from stead.runtime.agent import Agent, RunView
+from stead.runtime.executors import Executor, InProcessExecutor
+from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._fresh import FreshRuns
+from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._loop import RunLoop
+from stead.runtime.loop._observe import Observer, observing
+from stead.runtime.loop._owned import OwnedRun
+from stead.runtime.loop._reconcile import reconcile_takeover
+from stead.runtime.loop._versions import settle_version
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -105,15 +104,15 @@ class lease:  # named as the function it was: ``async with lease(...) as epoch``
             await self.store.release(self.run_id, owner=self.owner, epoch=self.epoch)
 
 
-async def _write_held(session: RunSession) -> None:
+async def _write_held(owned: OwnedRun) -> None:
     """The drive is over (it rests, raised, or was cancelled: the process shutting down):
-    write what the session holds (effects mode) before the lease goes. Best effort: what
+    write what the handle holds (effects mode) before the lease goes. Best effort: what
     cannot be written (the lease lost, another writer first) is lost as in a crash."""
-    if session.holding and not session.fenced:
+    if owned.holding and not owned.fenced:
         try:
-            await session.flush()
+            await owned.flush()
         except Exception as exc:
-            log.warning("run %s: held events not written: %r", session.state.run_id, exc)
+            log.warning("run %s: held events not written: %r", owned.state.run_id, exc)
 
 
 class Driving:
@@ -160,7 +159,7 @@ class Driving:
         """
         record = await self.store.get_run(run_id)
         if record.status in AT_REST:
-            state, _ = await RunSession.load_state(self.store, run_id)
+            state, _ = await OwnedRun.load_state(self.store, run_id)
             if timeout_events(state, self.clock()):
                 state = await self._append_external(
                     run_id, lambda s: timeout_events(s, self.clock())
@@ -220,10 +219,10 @@ class Driving:
         """Drive under the lease at ``epoch``, from the log's state, or from ``fresh``: the
         state of a run created here that nothing has touched since (``FreshRuns``)."""
         if fresh is None:
-            state, snap_seq = await RunSession.load_state(self.store, run_id)
+            state, snap_seq = await OwnedRun.load_state(self.store, run_id)
         else:
             state, snap_seq = fresh, 0
-        session = RunSession(
+        owned = OwnedRun(
             self.store,
             state,
             epoch=epoch,
@@ -235,28 +234,28 @@ class Driving:
             snapshot_seq=snap_seq,
             durability=agent.durability,
         )
-        if not await settle_version(session, agent, self.owner, epoch):
-            return RunView.of(session.state, self.agents)  # another version's, or failed
+        if not await settle_version(owned, agent, self.owner, epoch):
+            return RunView.of(owned.state, self.agents)  # another version's, or failed
         takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
         if takeover:
-            await session.append(
+            await owned.append(
                 [recovered_event(self.owner, epoch, previous_owner or "")],
                 automatic=False,
             )
-        hooks = await observing(self.observers, session, agent, previous_owner)
+        hooks = await observing(self.observers, owned, agent, previous_owner)
         signal = AbortSignal()
         inner = self._executor_factory(agent, self.progress)
         # Held events (effects mode) are written before an effect that may leave the process.
-        session.flush_before_effects = not isinstance(inner, InProcessExecutor)
+        owned.flush_before_effects = not isinstance(inner, InProcessExecutor)
         executor = hooks.executor(inner)
-        loop = RunLoop(session, agent, executor, signal, backoff=self.backoff, crash=self._crash)
+        loop = RunLoop(owned, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         # The Runtime's keeper renews the lease and hears a cancel request from another
-        # process (runtime/_keeper.py): it takes the run a moment after the drive starts, so a
+        # process (runtime/loop/_keeper.py): it takes the run a moment after the drive starts, so a
         # run that rests sooner (most turns on a fast model) never costs it anything. Its
         # first look then still sees a cancel written in that moment.
         aio = asyncio.get_running_loop()
         delay = min(self.watch_interval / 4, self.lease_ttl / 3)
-        timer = aio.call_later(delay, self._keeper.hold, session, signal)
+        timer = aio.call_later(delay, self._keeper.hold, owned, signal)
         error: BaseException | None = None
         try:
             if takeover:  # what the dead owner left in flight, before the drive goes on
@@ -269,12 +268,12 @@ class Driving:
             error = exc
             raise
         finally:
-            await _write_held(session)
-            hooks.ended(session.state, error)
+            await _write_held(owned)
+            hooks.ended(owned.state, error)
             timer.cancel()
-            self._keeper.drop(session)
+            self._keeper.drop(owned)
             loop.deadline.stop()
-        return RunView.of(session.state, self.agents)
+        return RunView.of(owned.state, self.agents)
 
     def _has_work_while_waiting(self, state: RunState, agent_name: str) -> bool:
         """A run waiting on a person may still have calls that need none (a sibling its

@@ -1,6 +1,6 @@
 """A model reply's commit: the admissions of its calls and the events that record it.
 
-The events are built by a callable the session calls with the state at the append (and again
+The events are built by a callable the handle calls with the state at the append (and again
 after a concurrent write). It was a closure: nine cells, a function and its tuple of cells for
 every model turn, each living across the append (a group commit, with a thousand runs in
 flight) for the cyclic garbage collector to walk. ``ReplyIntent`` is one object.
@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from stead.core.fold import RunState
     from stead.core.limits import Limits
     from stead.core.messages import AssistantMessage, Usage
-    from stead.runtime._agent import Agent
-    from stead.runtime._output import Judged
+    from stead.runtime.agent import Agent, Judged
 
 
 def admissions(agent: Agent, message: AssistantMessage) -> dict[str, CallAdmission]:

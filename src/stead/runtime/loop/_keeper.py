@@ -29,7 +29,7 @@ from typing import Protocol
 from stead._signal import AbortSignal
 from stead.core.events import RunCancelRequested
 from stead.errors import StoreError
-from stead.runtime._session import RunSession
+from stead.runtime.loop._owned import OwnedRun
 from stead.store import Store
 
 log = logging.getLogger("stead.runtime")
@@ -47,7 +47,7 @@ class Host(Protocol):
 
 @dataclass(slots=True, eq=False)
 class _Held:
-    session: RunSession
+    session: OwnedRun
     signal: AbortSignal
     loop: asyncio.AbstractEventLoop
     seen: int
@@ -64,7 +64,7 @@ class Keeper:
         self._held: dict[str, _Held] = {}
         self._task: asyncio.Task[None] | None = None
 
-    def hold(self, session: RunSession, signal: AbortSignal) -> None:
+    def hold(self, session: OwnedRun, signal: AbortSignal) -> None:
         """Keep ``session``'s run from now until ``drop``: its first renewal a third of the TTL
         from now, its first look for a cancel at the next beat."""
         loop = asyncio.get_running_loop()
@@ -77,7 +77,7 @@ class Keeper:
             self._held = {k: h for k, h in self._held.items() if h.loop is loop}
             self._task = loop.create_task(self._keep())
 
-    def drop(self, session: RunSession) -> None:
+    def drop(self, session: OwnedRun) -> None:
         """Stop keeping ``session``'s run (its drive ended)."""
         held = self._held.get(session.state.run_id)
         if held is not None and held.session is session:

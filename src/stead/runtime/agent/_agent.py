@@ -17,14 +17,13 @@ from stead.core.pricing import PriceTable
 from stead.core.settings import NO_SETTINGS, ModelSettings
 from stead.core.versions import POLICIES, VersionPolicy
 from stead.errors import UserError
-from stead.providers import LazyModel, ModelProvider
-from stead.providers._strings import FORMS
-from stead.runtime import _checks as checks
-from stead.runtime._deps import check_deps_type
-from stead.runtime._output import OutputSpec
-from stead.runtime._parts import AgentParts, agent_parts
-from stead.tools import Tool, ToolRegistry
-from stead.tools._queue import check_queue
+from stead.providers import FORMS, LazyModel, ModelProvider
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._deps import check_deps_type
+from stead.runtime.agent._output import OutputSpec
+from stead.runtime.agent._parts import AgentParts, agent_parts
+from stead.runtime.agent._versions import fingerprint_of
+from stead.tools import Tool, ToolRegistry, check_queue
 
 
 class Agent:
@@ -130,8 +129,6 @@ class Agent:
     def fingerprint(self) -> str:
         """This definition's version: a digest of its tools (names, schemas, effect
         classes), instructions, model, output type and ``version`` label."""
-        from stead.runtime._versions import fingerprint_of
-
         return fingerprint_of(self)
 
     @functools.cached_property

@@ -18,13 +18,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from stead.core.builders._notes import listing_events
+from stead.core.builders import listing_events
 from stead.core.events import Event
 from stead.core.fold import RunState
 from stead.errors import UserError
-from stead.runtime._agent import Agent
-from stead.runtime._executor import Executor
-from stead.runtime._session import RunSession
+from stead.runtime.agent import Agent
+from stead.runtime.executors import Executor
+from stead.runtime.loop._owned import OwnedRun
 from stead.store import StoredEvent
 
 log = logging.getLogger("stead.runtime")
@@ -34,7 +34,7 @@ log = logging.getLogger("stead.runtime")
 class DriveStart:
     """What an observer learns when a drive starts."""
 
-    session: RunSession
+    owned: OwnedRun
     agent: Agent
     previous_owner: str | None
     """Who held the run before this drive (a crashed or released worker), if anyone."""
@@ -118,7 +118,7 @@ def checked(observers: object) -> list[Observer]:
 
 async def observing(
     observers: Sequence[Observer],
-    session: RunSession,
+    owned: OwnedRun,
     agent: Agent,
     previous_owner: str | None,
 ) -> DriveHooks:
@@ -126,17 +126,17 @@ async def observing(
     sources = agent.registry.sources()
     if not observers and not sources:
         return NO_HOOKS
-    history = await session.store.read_events(session.state.run_id)
-    start = DriveStart(session, agent, previous_owner, history)
+    history = await owned.store.read_events(owned.state.run_id)
+    start = DriveStart(owned, agent, previous_owner, history)
     watches = [o.begin(start) for o in observers]
     notes: list[Event] = [*_listings(sources, history)]
     for w in watches:
         notes.extend(w.notes())
     if notes:
-        await session.append(notes, automatic=False, sync=False)
+        await owned.append(notes, automatic=False, sync=False)
     hooks = DriveHooks(watches)
     if watches:
-        session.on_commit = hooks.committed
+        owned.on_commit = hooks.committed
     return hooks
 
 

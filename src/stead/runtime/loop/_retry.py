@@ -13,11 +13,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from stead.core.builders._limits import attempt_failed_event
+from stead.core.builders import attempt_failed_event
 from stead.core.effects import Outcome, ToolFailed
 from stead.core.events import ToolAttemptFailed
 from stead.core.fold import CallState
-from stead.runtime._backoff import Backoff
+from stead.runtime.loop._backoff import Backoff
 from stead.tools import Tool
 
 

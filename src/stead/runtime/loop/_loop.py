@@ -73,21 +73,17 @@ from stead.core.failures import is_retryable
 from stead.core.fold import CallState
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
-from stead.providers import ModelRequest, ModelResponse
-from stead.providers._base import RequestEncoder
-from stead.runtime._agent import Agent
-from stead.runtime._ask import ask_events
-from stead.runtime._backoff import Backoff
-from stead.runtime._budgeted import over_budget
-from stead.runtime._deadline import DeadlineWatch
-from stead.runtime._executor import Executor, InProcessExecutor, tool_context
-from stead.runtime._first_wait import at_first_wait
-from stead.runtime._inputs import attachment_bytes
-from stead.runtime._output import judge, run_settings
-from stead.runtime._reply import ReplyIntent, admissions
-from stead.runtime._retry import retry_event
-from stead.runtime._session import RunSession
-from stead.runtime._waker import abort_future
+from stead.providers import ModelRequest, ModelResponse, RequestEncoder
+from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_settings
+from stead.runtime.executors import Executor, InProcessExecutor, tool_context
+from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._budgeted import over_budget
+from stead.runtime.loop._deadline import DeadlineWatch
+from stead.runtime.loop._first_wait import at_first_wait
+from stead.runtime.loop._owned import OwnedRun
+from stead.runtime.loop._reply import ReplyIntent, admissions
+from stead.runtime.loop._retry import retry_event
+from stead.runtime.loop._waker import abort_future
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
 
 log = logging.getLogger("stead.runtime")
@@ -101,7 +97,7 @@ class RunLoop:
 
     def __init__(
         self,
-        session: RunSession,
+        owned: OwnedRun,
         agent: Agent,
         executor: Executor,
         signal: AbortSignal,
@@ -114,18 +110,18 @@ class RunLoop:
         """``crash`` is called at every named crash point (``stead._crash.POINTS``) the drive
         reaches, with the tool's name where there is one: by default the SIGKILL a test arms,
         a no-op unarmed. Production and crash tests run this same code."""
-        self.session = session
+        self.owned = owned
         self.agent = agent
         self.limits = agent.limits
         self.executor = executor
         self.signal = signal
         self.backoff = backoff or Backoff()
         self.rand = rand or _RAND
-        self.clock = clock or session.clock
+        self.clock = clock or owned.clock
         parts = agent._parts  # the same for every run of the agent: worked out once
         self.specs = parts.specs
         self._schemas = parts.schemas
-        self._settings = run_settings(agent.settings, session.state.config)
+        self._settings = run_settings(agent.settings, owned.state.config)
         self._sent = self._settings.to_json() or None  # recorded on each reply
         self._fixed_chars = len(agent.system) + parts.schema_chars
         self._in_flight: dict[str, AssignmentKey] = {}
@@ -146,7 +142,7 @@ class RunLoop:
         self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
-        self.deadline = DeadlineWatch(session, self.limits, signal, self.clock)
+        self.deadline = DeadlineWatch(owned, self.limits, signal, self.clock)
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -163,47 +159,47 @@ class RunLoop:
         """
         while True:
             if self.signal.aborted:
-                if self.session.fenced:
-                    raise Fenced(f"run {self.session.state.run_id}: {self.signal.reason}")
-                await self.session.reload()  # pick up the cancel request another process wrote
-            deadline = self.session.state.deadline is not None  # Limits.max_duration
+                if self.owned.fenced:
+                    raise Fenced(f"run {self.owned.state.run_id}: {self.signal.reason}")
+                await self.owned.reload()  # pick up the cancel request another process wrote
+            deadline = self.owned.state.deadline is not None  # Limits.max_duration
             if deadline and (ended := await self.deadline.expired()) is not None:
                 return ended
-            step = self.session.next_step()
+            step = self.owned.next_step()
             if isinstance(step, Wait):
                 return step.status
-            rewinds = self.session.rewinds  # held events dropped in the step: start it over
+            rewinds = self.owned.rewinds  # held events dropped in the step: start it over
             try:  # one step, performed here (a coroutine per step costs more than it reads)
                 match step:  # the two steps of nearly every turn first
                     case CallModel(turn_recorded=True):
                         await self._model_turn(step)
                     case RunTools(plans=[plan]):  # one call: settled in this task
-                        seq = self.session.state.seq
+                        seq = self.owned.state.seq
                         await self._settle(plan.tool_call_id, (seq, plan), alone=True)
                     case RunTools():
                         await self._run_tools(step)
                     case Cancel():
-                        await self.session.append(
+                        await self.owned.append(
                             lambda st: cancel_events(st, st.cancel_requested or "")
                         )
                     case StartRun():
                         # Not fsynced on its own: losing run_started (and the turn it opens)
                         # in a power cut loses no effect, and the next commit syncs it anyway.
-                        owner, epoch = self.session.owner, self.session.epoch
+                        owner, epoch = self.owned.owner, self.owned.epoch
                         opening = [started_run_event(owner, epoch), *self.deadline.start_events()]
-                        await self.session.append(opening, sync=False)
+                        await self.owned.append(opening, sync=False)
                     case ResumeTurn():
-                        await self.session.append([resumed_turn_event(step.turn_index)])
+                        await self.owned.append([resumed_turn_event(step.turn_index)])
                     case CallModel() | Finish() | Fail():  # a turn or an end to record
-                        opening = automatic_events(self.session.state, step)
-                        await self.session.append(opening, automatic=False)
+                        opening = automatic_events(self.owned.state, step)
+                        await self.owned.append(opening, automatic=False)
             except (Fenced, Conflict, StoreError):
-                if self.session.rewinds == rewinds or self.session.fenced:
+                if self.owned.rewinds == rewinds or self.owned.fenced:
                     raise  # the lease, a race or the database: not the step's fault
             except Exception as exc:
-                if self.session.rewinds != rewinds:
+                if self.owned.rewinds != rewinds:
                     continue  # what failed rested on events another writer's append undid
-                if self.signal.aborted or self.session.fenced:
+                if self.signal.aborted or self.owned.fenced:
                     raise  # a cancel or a lost lease, surfacing as whatever it broke
                 if not await self._step_failed(step, exc):
                     raise
@@ -219,22 +215,20 @@ class RunLoop:
         raises, and ``drive`` passes that on before this is reached.
         """
         try:
-            await self.session.reload()  # the step may have left the cache anywhere
-            label = step_label(self.session.state, step)
-            await self.session.append([step_failed_event(label, error)], automatic=False)
+            await self.owned.reload()  # the step may have left the cache anywhere
+            label = step_label(self.owned.state, step)
+            await self.owned.append([step_failed_event(label, error)], automatic=False)
         except Exception as exc:  # best effort: the step's error is the news
-            log.warning(
-                "run %s: could not record a failed step: %r", self.session.state.run_id, exc
-            )
+            log.warning("run %s: could not record a failed step: %r", self.owned.state.run_id, exc)
             return False
         log.warning(
             "run %s: step %s failed (%d in a row): %r",
-            self.session.state.run_id,
+            self.owned.state.run_id,
             label,
-            self.session.state.step_failures,
+            self.owned.state.step_failures,
             error,
         )
-        return isinstance(self.session.next_step(), Fail | Wait)
+        return isinstance(self.owned.next_step(), Fail | Wait)
 
     # -- model ------------------------------------------------------------------------------
 
@@ -242,7 +236,7 @@ class RunLoop:
         return ModelRequest(
             model=self.agent.model.model_name,
             system=self.agent.system,
-            messages=tuple(self.session.state.conversation()),
+            messages=tuple(self.owned.state.conversation()),
             tools=self._schemas,
             max_output_tokens=self._settings.max_output_tokens or self.agent.max_output_tokens,
             turn_index=turn_index,
@@ -251,19 +245,19 @@ class RunLoop:
         )
 
     async def _model_turn(self, step: CallModel) -> None:
-        state = self.session.state
+        state = self.owned.state
         if self._blobs is None:  # once a drive: only user messages carry attachments
-            self._blobs = await attachment_bytes(self.session.store, state.messages)
+            self._blobs = await attachment_bytes(self.owned.store, state.messages)
         request = self._request(step.turn_index)
         if not self.agent.budget.unlimited:
             ended = over_budget(self.agent, state, self._fixed_chars, request)
             if ended is not None:
-                await self.session.append([ended], automatic=False)
+                await self.owned.append([ended], automatic=False)
                 return
         # ``mid_model_call`` fires once the call is under way (see at_first_wait). Armed
         # or not, the call runs the same way, in this task.
-        if self.session.holding:  # else nothing to write first: no coroutine to await
-            await self.session.before_effect()
+        if self.owned.holding:  # else nothing to write first: no coroutine to await
+            await self.owned.before_effect()
         mid = functools.partial(self._crash, "mid_model_call", None)  # no frame of its own
         outcome = await at_first_wait(self._model_call(step, request), mid)
         if self.signal.aborted:
@@ -275,7 +269,7 @@ class RunLoop:
             failed = model_failed_event(
                 step.turn_index, step.attempt, "executor_error", f"outcome {outcome.kind}"
             )
-            await self.session.append([failed], automatic=False)
+            await self.owned.append([failed], automatic=False)
             return
         response: ModelResponse = outcome.response
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
@@ -298,7 +292,7 @@ class RunLoop:
         intent = ReplyIntent(
             judged, response.usage, response.model, self.limits, consent, eager, self._sent
         )
-        await self.session.append(intent)
+        await self.owned.append(intent)
         # The handlers of these calls have not run: their start record rode in the intent's
         # commit, and only this loop knows it has not acted on it yet.
         self._started_early = (
@@ -312,7 +306,7 @@ class RunLoop:
     def _model_call(self, step: CallModel, request: ModelRequest) -> Awaitable[Outcome]:
         """The model call of a turn: performed by this process's own executor with no
         assignment (``InProcessExecutor.perform_model``), else run as one."""
-        state = self.session.state
+        state = self.owned.state
         if self._local is not None:
             return self._local.perform_model(request, self.signal, state.run_id)
         key = AssignmentKey(
@@ -346,15 +340,15 @@ class RunLoop:
                 f"{failure.message}"
             )
             figures = {"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt}
-            ended = run_failed_event(self.session.state, failure.code, "model", reason, figures)
-            await self.session.append([failed, ended], automatic=False)
+            ended = run_failed_event(self.owned.state, failure.code, "model", reason, figures)
+            await self.owned.append([failed, ended], automatic=False)
             return
         if not retry:
             reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
-            ended = run_failed_event(self.session.state, failure.code, "model", reason)
-            await self.session.append([failed, ended], automatic=False)
+            ended = run_failed_event(self.owned.state, failure.code, "model", reason)
+            await self.owned.append([failed, ended], automatic=False)
             return
-        await self.session.append([failed], automatic=False)
+        await self.owned.append([failed], automatic=False)
         delay = self.backoff.delay(step.attempt, failure.retry_after, self.rand)
         await self._sleep(delay)
 
@@ -375,7 +369,7 @@ class RunLoop:
         """Settle every open call concurrently (a lone one: ``_settle(alone=True)``); on abort,
         give them the grace period, then stop waiting (their results, if they finish, are
         still recorded)."""
-        seq = self.session.state.seq  # what step.plans were decided on
+        seq = self.owned.state.seq  # what step.plans were decided on
         tasks = [asyncio.ensure_future(self._settle(p.tool_call_id, (seq, p))) for p in step.plans]
         aborted = self._aborted()
         waitable: set[asyncio.Future[object]] = {*tasks, aborted}  # type: ignore[arg-type]
@@ -449,7 +443,7 @@ class RunLoop:
         task = self._alone_begin() if alone else None
         try:
             while not self.signal.aborted:
-                state = self.session.state
+                state = self.owned.state
                 call = state.calls.get(call_id)
                 if call is None or call.result is not None or call_id in state.approvals:
                     return
@@ -471,15 +465,13 @@ class RunLoop:
                         await self._reconcile(call)
                     case "ask_consent":
                         token = secrets.token_urlsafe(16)
-                        await self.session.append(consent_events(call, token, self._deadline()))
+                        await self.owned.append(consent_events(call, token, self._deadline()))
                     case "ask_question":
                         tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
-                        await self.session.append(
-                            await ask_events(tool, call, ctx, self._deadline())
-                        )
+                        await self.owned.append(await ask_events(tool, call, ctx, self._deadline()))
                     case "ask_human":
                         token = secrets.token_urlsafe(16)
-                        await self.session.append(
+                        await self.owned.append(
                             ask_human_events(state, call, token, plan.reason, self._deadline())
                         )
         except asyncio.CancelledError:
@@ -491,7 +483,7 @@ class RunLoop:
 
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor
-        run_id, grace = self.session.state.run_id, self.limits.cancel_grace
+        run_id, grace = self.owned.state.run_id, self.limits.cancel_grace
         return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps)
 
     async def _execute(
@@ -499,19 +491,19 @@ class RunLoop:
     ) -> None:
         """Run one attempt and record its result. ``start_recorded``: the attempt's
         ``tool_call_started`` is already durable (it rode in the intent's commit)."""
-        state = self.session.state
+        state = self.owned.state
         tool = self.agent.registry.get(call.name)
         if needs_start_record(call):
             if not start_recorded:
-                await self.session.append([started_event(state, call, attempt)])
+                await self.owned.append([started_event(state, call, attempt)])
             self._crash("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
             await self._record(
                 call, f"tool {call.name!r} is not registered in this worker", True, attempt
             )
             return
-        if self.session.holding:
-            await self.session.before_effect()
+        if self.owned.holding:
+            await self.owned.before_effect()
         if self._local is not None:  # no assignment to make, and cancelled with the task
             outcome = await self._local.perform_tool(
                 call, tool, call.effective_arguments(), attempt, self.signal, state.run_id
@@ -534,17 +526,17 @@ class RunLoop:
                 return  # the cancel path writes one result for every open call
             retry = retry_event(tool, call, attempt, outcome, self.backoff, self.rand)
             if retry is not None:  # @tool(retries=...): recorded, then the next plan runs it
-                await self.session.append([retry])
+                await self.owned.append([retry])
                 await self._sleep(retry.retry_in)
                 return
         # ``_record``, spelled out: a coroutine less on every tool call.
-        await self.session.append([executed_result(call, settled[0], settled[1], attempt)])
+        await self.owned.append([executed_result(call, settled[0], settled[1], attempt)])
         self._crash("after_result_commit", call.name)
 
     async def _assigned(self, call: CallState, tool: Tool[..., Any], attempt: int) -> Outcome:
         """Run one attempt of a call as an assignment, in flight (``_in_flight``) until it
         settles: what an executor that is not this process's own is handed."""
-        state = self.session.state
+        state = self.owned.state
         key = AssignmentKey(
             session_id=state.session_id,
             run_id=state.run_id,
@@ -558,7 +550,7 @@ class RunLoop:
             self._in_flight.pop(call.tool_call_id, None)
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
-        await self.session.append([executed_result(call, content, is_error, attempt)])
+        await self.owned.append([executed_result(call, content, is_error, attempt)])
         self._crash("after_result_commit", call.name)
 
     async def _reconcile(self, call: CallState) -> None:
@@ -579,7 +571,7 @@ class RunLoop:
         else:
             verdict = "unknown"
         token, deadline = secrets.token_urlsafe(16), self._deadline()
-        await self.session.append(
+        await self.owned.append(
             lambda st: reconcile_events(
                 st, st.calls[call.tool_call_id], verdict, content, token, deadline
             )

@@ -1,0 +1,48 @@
+"""A ``Node``: one type's codec rules, apart from ``codec`` so the generated code
+(``stead.core.codegen``) and the codec that uses it both import it, and not each other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from stead.core.canonical import JSON
+
+Problem = str | None
+"""What is wrong with a value, or None."""
+
+
+class Node:
+    """One type's rules, both ways. ``enc`` is None when a value is its own JSON; ``simple``
+    is the type (or types) whose ``isinstance`` is the whole check, if there is one; ``test``
+    is ``ok`` as a Python expression over ``{x}`` (the values it names in ``names``, a node
+    among them standing for its own test of the same ``{x}``): a record's generated check
+    inlines it (``stead.core.codegen``), and calls ``ok`` for a node without one."""
+
+    __slots__ = ("dec", "each", "enc", "names", "ok", "simple", "test", "why")
+
+    def __init__(
+        self,
+        *,
+        ok: Callable[[Any], bool],
+        why: Callable[[Any], Problem],
+        dec: Callable[[Any], Any] | None = None,
+        enc: Callable[[Any], JSON] | None = None,
+        simple: type[Any] | tuple[type[Any], ...] | None = None,
+        test: str | None = None,
+        names: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.ok, self.why, self.enc, self.simple = ok, why, enc, simple
+        self.test, self.names = test, names
+        self.each: Callable[[Any], JSON] | None = None
+        """A sequence's item encoder: a generated encoder maps it in line (no call of enc)."""
+        self.dec = dec if dec is not None else _identity_dec(ok, why)
+
+
+def _identity_dec(ok: Callable[[Any], bool], why: Callable[[Any], Problem]) -> Callable[[Any], Any]:
+    def dec(value: Any) -> Any:
+        if ok(value):
+            return value
+        raise ValueError(why(value))
+
+    return dec

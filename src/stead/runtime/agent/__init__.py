@@ -1,0 +1,44 @@
+"""What a program defines and sees of a run: the ``Agent`` (its tools, typed output, deps and
+inputs), asking a person, the checks of what a caller passes, and ``RunView``.
+
+Imports nothing else of ``stead.runtime``; every other part of it may import this."""
+
+from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._ask import Answering, ask_events
+from stead.runtime.agent._deps import check_deps
+from stead.runtime.agent._inputs import (
+    AttachmentInput,
+    Document,
+    Image,
+    attachment_bytes,
+    chat_store,
+    checked_history,
+    history_of,
+    store_attachments,
+)
+from stead.runtime.agent._output import Judged, judge, run_settings, with_settings
+from stead.runtime.agent._view import PendingApproval, RunView, TurnCost
+
+__all__ = [
+    "Agent",
+    "Answering",
+    "AttachmentInput",
+    "Document",
+    "Image",
+    "Judged",
+    "PendingApproval",
+    "RunView",
+    "TurnCost",
+    "ask_events",
+    "attachment_bytes",
+    "chat_store",
+    "check_deps",
+    "checked_history",
+    "checks",
+    "history_of",
+    "judge",
+    "run_settings",
+    "store_attachments",
+    "with_settings",
+]

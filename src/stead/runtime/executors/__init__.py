@@ -1,0 +1,25 @@
+"""Where effects are performed: the ``Executor`` port, the in-process executor, the executor
+on the store's execution ledger (``StoreExecutor``), and progress streamed from afar.
+
+Imports nothing else of ``stead.runtime``."""
+
+from stead.runtime.executors._executor import Executor, InProcessExecutor, tool_context
+from stead.runtime.executors._far_progress import Forwarder, far_sink
+from stead.runtime.executors._store_executor import (
+    StoreExecutor,
+    outcome_from_json,
+    outcome_to_json,
+    routed,
+)
+
+__all__ = [
+    "Executor",
+    "Forwarder",
+    "InProcessExecutor",
+    "StoreExecutor",
+    "far_sink",
+    "outcome_from_json",
+    "outcome_to_json",
+    "routed",
+    "tool_context",
+]
