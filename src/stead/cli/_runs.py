@@ -61,7 +61,23 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             print(json.dumps(row_json(row, now), ensure_ascii=False))
     else:
         out.print(runs_table(rows, now, width=out.width))
+        await _stranded(rt, now, out)
     return 0
+
+
+async def _stranded(rt: Runtime, now: float, out: Console) -> None:
+    """Runs pinned to an agent version no live worker drives: nothing takes them until a
+    worker of that version starts (docs/lifecycle.md)."""
+    from stead.store._versions import stranded
+
+    for s in await stranded(rt.store, now=now):
+        out.print(
+            Text(
+                f"{s.run_id} waits for agent {s.agent} at {s.fingerprint}: no live worker "
+                "has that version (start one, or resume it under another policy)",
+                style="yellow",
+            )
+        )
 
 
 def _one_run(json_help: str) -> Callable[[argparse.ArgumentParser], None]:
