@@ -83,16 +83,17 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * _UNIT[m.group(2)]
 
 
-def _policy(args: argparse.Namespace) -> Retention:
-    keep: dict[str, float] = {}
-    for item in args.keep or ():
+def retention_of(keep: list[str] | None, max_runs: int | None, batch: int = 50) -> Retention:
+    """A ``Retention`` from ``--keep STATUS=DURATION`` (repeated) and ``--max-runs N``."""
+    seconds: dict[str, float] = {}
+    for item in keep or ():
         status, sep, span = item.partition("=")
         if not sep:
             raise UserError(f"--keep {item!r}: write STATUS=DURATION, e.g. completed=30d")
-        keep[status.strip()] = _duration(span)
-    if not keep and args.max_runs is None:
+        seconds[status.strip()] = _duration(span)
+    if not seconds and max_runs is None:
         raise UserError("say what to keep: --keep completed=30d (per status) and/or --max-runs N")
-    return Retention(keep=keep, max_runs=args.max_runs, batch=args.batch)
+    return Retention(keep=seconds, max_runs=max_runs, batch=batch)
 
 
 def _prune_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,7 +120,8 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     and about how much space that is."""
     if args.vacuum and not args.apply:
         raise UserError("--vacuum gives back the space --apply frees; pass both")
-    done = await rt.prune(_policy(args), apply=args.apply, vacuum_after=args.vacuum)
+    policy = retention_of(args.keep, args.max_runs, args.batch)
+    done = await rt.prune(policy, apply=args.apply, vacuum_after=args.vacuum)
     if args.json:
         print(
             json.dumps(
