@@ -39,8 +39,10 @@ class Retention:
     (``{"completed": 30 * DAY, "failed": 90 * DAY}``); a status not named is kept for ever.
     ``max_runs``: at most this many finished runs of each agent, the newest (None: no cap).
     ``agents``: a policy of its own for the runs of an agent, by its name (it replaces this
-    one for them). ``batch``: runs deleted per transaction; ``interval``: seconds between two
-    batches of a worker's background pruning.
+    one for them). ``batch``: runs deleted per transaction. A worker's background pruning
+    looks again every ``interval`` seconds when it found nothing to delete, and waits
+    ``pause`` seconds between two batches while there is more (the runs in flight have the
+    store to themselves in between).
     """
 
     keep: Mapping[str, float] = field(default_factory=dict)
@@ -48,6 +50,7 @@ class Retention:
     agents: Mapping[str, Retention] = field(default_factory=dict)
     batch: int = 50
     interval: float = 60.0
+    pause: float = 0.05
 
     def __post_init__(self) -> None:
         for status, seconds in self.keep.items():
@@ -68,6 +71,8 @@ class Retention:
             raise UserError(f"Retention batch takes a whole number >= 1, not {self.batch!r}")
         if not isinstance(self.interval, int | float) or self.interval <= 0:
             raise UserError(f"Retention interval takes seconds > 0, not {self.interval!r}")
+        if not isinstance(self.pause, int | float) or self.pause < 0:
+            raise UserError(f"Retention pause takes seconds >= 0, not {self.pause!r}")
         object.__setattr__(self, "keep", MappingProxyType(dict(self.keep)))
         object.__setattr__(self, "agents", MappingProxyType(dict(self.agents)))
 

@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
-from stead.runtime._lifecycle import Pruned, copy_store
+from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, PendingApproval, RunView
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
@@ -27,6 +27,7 @@ __all__ = [
     "PendingApproval",
     "Pool",
     "Pruned",
+    "Pruner",
     "RunLoop",
     "RunView",
     "Runtime",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -225,14 +226,17 @@ async def copy_store(
 
 
 class Pruner:
-    """A worker's background pruning: one small batch every ``policy.interval`` seconds, in
-    a task of its own, so the worker's runs never wait for it beyond a batch's transaction."""
+    """A worker's background pruning, in a task of its own: a small batch, then a pause
+    (``policy.pause``) while there is more, else a look again after ``policy.interval``; the
+    worker's runs never wait for it beyond one batch's transaction."""
 
     def __init__(self, store: Store, policy: Retention, clock: Callable[[], float]) -> None:
         self.store = sql_store(store)
         self.policy = policy
         self.clock = clock
         self.pruned = 0
+        self.longest = 0.0
+        """The longest batch's delete so far, seconds (what a run in flight may wait)."""
         self._cursor: tuple[float, str] | None = None
 
     async def step(self) -> int:
@@ -248,7 +252,9 @@ class Pruner:
         part = judged[: self.policy.batch]
         if not part:
             return 0
+        began = time.perf_counter()
         gone, digests = await delete(self.store, part)
+        self.longest = max(self.longest, time.perf_counter() - began)
         await sweep_blobs(self.store, digests)
         self.pruned += len(gone)
         return len(gone)
@@ -263,7 +269,8 @@ class Pruner:
                 gone = 0
             if gone:
                 log.info("pruned %d runs", gone)
-                await asyncio.sleep(0)  # more may be waiting: go on, a batch at a time
+                with contextlib.suppress(TimeoutError):  # more may be waiting
+                    await asyncio.wait_for(stop.wait(), self.policy.pause)
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.policy.interval)
