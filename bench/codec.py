@@ -19,7 +19,7 @@ from typing import Any
 from stead.core.event_codec import encode, problem
 from stead.core.events import AssistantMessageRecorded
 from stead.core.messages import AssistantMessage, ToolCall, Usage
-from stead.store._base import decode_row, event_row
+from stead.store.sql._base import decode_row, event_row
 
 GOLDEN = Path(__file__).parents[1] / "tests" / "golden" / "logs" / "every_kind.json"
 

@@ -41,8 +41,8 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "store"))
 from _builders import RunBuilder, result
 
-from stead.store._sql import pack
 from stead.store.postgres import PostgresStore
+from stead.store.sql._store import pack
 from throughput import postgres
 
 EVERY = 256

@@ -109,7 +109,7 @@ async def one_run(store: Any, turns: int) -> dict[str, int]:
 
 def json_bytes(event: Any) -> bytes:
     """The event's data as JSON, before the store compresses it (if it does)."""
-    from stead.store import _base
+    from stead.store.sql import _base
 
     data = _base.event_row(event)[4]
     unpack = getattr(_base, "unpack_data", lambda d: d)  # older trees: always text

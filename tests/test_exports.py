@@ -81,7 +81,7 @@ def test_public_api_is_pinned() -> None:
     }
     for name in stead.__all__:
         assert hasattr(stead, name), name
-    assert set(stead.testing.__all__) >= {"ScriptedModel", "Reply", "EffectLedger", "arm_crash"}
+    assert set(stead.testing.__all__) >= {"ScriptedModel", "Reply", "SideEffects", "arm_crash"}
 
 
 def test_run_cancelled_is_a_deprecated_alias_of_aborted() -> None:
@@ -121,3 +121,12 @@ def test_layers_point_down() -> None:
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([exe], cwd=root, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_effect_ledger_is_a_deprecated_alias_of_side_effects() -> None:
+    """The record of side effects was renamed ("ledger" names the execution ledger alone);
+    the old name still imports, with a warning, and is out of ``__all__``."""
+    with pytest.warns(DeprecationWarning, match="SideEffects"):
+        from stead.testing import EffectLedger
+    assert EffectLedger is stead.testing.SideEffects
+    assert "EffectLedger" not in stead.testing.__all__

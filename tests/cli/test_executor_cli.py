@@ -16,7 +16,7 @@ import stead
 from stead.cli import main
 from stead.core.events import ToolResultRecorded
 from stead.store import open_store
-from stead.store._ledger import ledger_for
+from stead.store.ledger._ledger import ledger_for
 
 STEAD = str(Path(sys.executable).with_name("stead"))
 RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
@@ -40,7 +40,7 @@ async def test_stead_executor_serves_its_queue_until_sigterm(
 ) -> None:
     """The run's tool call is performed by the `stead executor` process (its pid is in the
     effect ledger); SIGTERM stops it cleanly (exit 0) and its lease ends at once."""
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     proc = spawn(url)
     store = open_store(url)
@@ -56,7 +56,7 @@ async def test_stead_executor_serves_its_queue_until_sigterm(
             await rt.start(a, "go", run_id="r-cli")
             view = await rt.run("r-cli")
         assert view.status == stead.RunStatus.COMPLETED
-        [entry] = stead.testing.EffectLedger(tmp_path / "effects.db").entries("index_doc")
+        [entry] = stead.testing.SideEffects(tmp_path / "effects.db").entries("index_doc")
         assert entry["pid"] == proc.pid
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -27,7 +27,7 @@ from stead.core.events import (
 )
 from stead.core.states import RunStatus
 from stead.store import StoredEvent
-from stead.store._base import decode_row
+from stead.store.sql._base import decode_row
 
 EVERY_KIND = Path(__file__).resolve().parents[1] / "golden" / "logs" / "every_kind.json"
 

@@ -1,5 +1,5 @@
 """A run's effects read from its log (``stead.core.effect_log``): one row per key, how each
-ended, the reconciler's verdicts and the redispatch ledger; and, on any valid log, every
+ended, the reconciler's verdicts and the redispatches; and, on any valid log, every
 effect in flight has a row in flight and every executed result a settled or failed one."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from stead.core.events import (
     ToolResultRecorded,
 )
 from stead.core.fold import fold
-from stead.core.reconcile import Ledger, targets
+from stead.core.reconcile import Redispatches, targets
 
 
 def rows(events: list[Event]) -> list[tuple[str, int, str]]:
@@ -58,7 +58,7 @@ def test_what_is_in_flight_has_a_row_in_flight() -> None:
     assert rows(AWAITING_TWO)[1:] == [("a", 1, "in_flight"), ("b", 1, "in_flight")]
 
 
-def test_a_takeover_shows_its_verdicts_and_its_ledger() -> None:
+def test_a_takeover_shows_its_verdicts_and_its_redispatches() -> None:
     key = effect_id(RUN_ID, 0, "a", 1)
     recovered = RunRecovered(owner="w2", epoch=2, previous_owner="w1")
     verdict = EffectReconciled(
@@ -76,7 +76,7 @@ def test_a_takeover_shows_its_verdicts_and_its_ledger() -> None:
     (model, call) = effect_records(enumerate(log, 1))
     assert (call.state, call.detail) == ("disposed", "its executor holds nothing for it")
     assert [v.verdict for v in call.verdicts] == ["dispose"]
-    assert call.redispatch == Ledger(planned=1)
+    assert call.redispatch == Redispatches(planned=1)
     assert model.state == "settled"
 
 

@@ -1,5 +1,5 @@
 """The reconciler's decisions (``stead.core.reconcile``): the verdict table case by case, the
-redispatch ledger's fold, which effects a takeover looks at, what a disposal records, and the
+fold of a key's redispatches, which effects a takeover looks at, what a disposal records, and the
 same rules by property (hypothesis): never a disposal of what runs, never a redispatch past
 the budget or of a non_idempotent call on an executor whose ``missing`` proves nothing, and a
 crash anywhere in a redispatch never spends a second slot for one attempt."""
@@ -42,15 +42,15 @@ from stead.core.reconcile import (
     ATTACHMENTS,
     VERDICTS,
     Decision,
-    Ledger,
-    LedgerConflict,
     RecoveryPolicy,
+    RedispatchConflict,
+    Redispatches,
     Target,
     after_abort,
     after_dispatch,
     decide,
-    ledger_event,
-    ledger_step,
+    redispatch_event,
+    redispatch_step,
     remember,
     targets,
     verdict_event,
@@ -81,29 +81,59 @@ MODEL = Target(
 
 # -- the verdict table, case by case -------------------------------------------------------
 
-# (name, target, observed, policy, ledger, deferrals, authoritative, action, attempt)
-TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]] = [
-    ("active: keep", tool(), "active", DISPOSE, Ledger(), 0, False, "wait", 0),
+# (name, target, observed, policy, redispatches, deferrals, authoritative, action, attempt)
+TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Redispatches, int, bool, str, int]] = [
+    ("active: keep", tool(), "active", DISPOSE, Redispatches(), 0, False, "wait", 0),
     (
         "terminal: keep, its outcome recorded",
         MODEL,
         "terminal",
         DISPOSE,
-        Ledger(),
+        Redispatches(),
         0,
         False,
         "wait",
         0,
     ),
-    ("active under redispatch: keep", tool(), "active", REDISPATCH, Ledger(), 0, True, "wait", 0),
-    ("orphaned: defer, recover once", tool(), "orphaned", DISPOSE, Ledger(), 0, True, "recover", 0),
-    ("orphaned below the bound", tool(), "orphaned", REDISPATCH, Ledger(), 1, True, "recover", 0),
+    (
+        "active under redispatch: keep",
+        tool(),
+        "active",
+        REDISPATCH,
+        Redispatches(),
+        0,
+        True,
+        "wait",
+        0,
+    ),
+    (
+        "orphaned: defer, recover once",
+        tool(),
+        "orphaned",
+        DISPOSE,
+        Redispatches(),
+        0,
+        True,
+        "recover",
+        0,
+    ),
+    (
+        "orphaned below the bound",
+        tool(),
+        "orphaned",
+        REDISPATCH,
+        Redispatches(),
+        1,
+        True,
+        "recover",
+        0,
+    ),
     (
         "orphaned at the bound: counts as missing",
         tool(),
         "orphaned",
         REDISPATCH,
-        Ledger(),
+        Redispatches(),
         2,
         True,
         "cancel",
@@ -114,7 +144,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool(),
         "aborted",
         DISPOSE,
-        Ledger(),
+        Redispatches(),
         0,
         True,
         "dispose",
@@ -125,43 +155,73 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         MODEL,
         "aborted",
         REDISPATCH,
-        Ledger(),
+        Redispatches(),
         0,
         True,
         "dispose",
         0,
     ),
-    ("missing: abort, then dispose", MODEL, "missing", DISPOSE, Ledger(), 0, True, "abort", 0),
     (
-        "missing, ports alone never redispatch",
-        tool(),
+        "missing: abort, then dispose",
+        MODEL,
         "missing",
         DISPOSE,
-        Ledger(planned=1),
+        Redispatches(),
         0,
         True,
         "abort",
         0,
     ),
-    ("missing: first redispatch", MODEL, "missing", REDISPATCH, Ledger(), 0, False, "plan", 1),
+    (
+        "missing, ports alone never redispatch",
+        tool(),
+        "missing",
+        DISPOSE,
+        Redispatches(planned=1),
+        0,
+        True,
+        "abort",
+        0,
+    ),
+    (
+        "missing: first redispatch",
+        MODEL,
+        "missing",
+        REDISPATCH,
+        Redispatches(),
+        0,
+        False,
+        "plan",
+        1,
+    ),
     (
         "missing: second redispatch",
         tool(),
         "missing",
         REDISPATCH,
-        Ledger(1, 1),
+        Redispatches(1, 1),
         0,
         False,
         "plan",
         2,
     ),
-    ("budget spent: give up", tool(), "missing", REDISPATCH, Ledger(2, 2), 0, False, "give_up", 0),
+    (
+        "budget spent: give up",
+        tool(),
+        "missing",
+        REDISPATCH,
+        Redispatches(2, 2),
+        0,
+        False,
+        "give_up",
+        0,
+    ),
     (
         "owed attempt: offered again, no new slot",
         tool(),
         "missing",
         REDISPATCH,
-        Ledger(1, 0),
+        Redispatches(1, 0),
         0,
         False,
         "offer",
@@ -172,7 +232,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool(),
         "missing",
         REDISPATCH,
-        Ledger(2, 1),
+        Redispatches(2, 1),
         0,
         False,
         "offer",
@@ -183,7 +243,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool(),
         "missing",
         REDISPATCH,
-        Ledger(1, 0),
+        Redispatches(1, 0),
         2,
         False,
         "give_up",
@@ -194,7 +254,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool(),
         "missing",
         REDISPATCH,
-        Ledger(1, 1, True, "x"),
+        Redispatches(1, 1, True, "x"),
         0,
         True,
         "abort",
@@ -205,7 +265,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool("non_idempotent"),
         "missing",
         REDISPATCH,
-        Ledger(),
+        Redispatches(),
         0,
         False,
         "abort",
@@ -216,7 +276,7 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
         tool("non_idempotent"),
         "missing",
         REDISPATCH,
-        Ledger(),
+        Redispatches(),
         0,
         True,
         "plan",
@@ -226,7 +286,16 @@ TABLE: list[tuple[str, Target, Any, RecoveryPolicy, Ledger, int, bool, str, int]
 
 
 @pytest.mark.parametrize(
-    ("target", "observed", "policy", "ledger", "deferrals", "authoritative", "action", "attempt"),
+    (
+        "target",
+        "observed",
+        "policy",
+        "redispatches",
+        "deferrals",
+        "authoritative",
+        "action",
+        "attempt",
+    ),
     [row[1:] for row in TABLE],
     ids=[row[0] for row in TABLE],
 )
@@ -234,14 +303,19 @@ def test_verdict_table(
     target: Target,
     observed: Any,
     policy: RecoveryPolicy,
-    ledger: Ledger,
+    redispatches: Redispatches,
     deferrals: int,
     authoritative: bool,
     action: str,
     attempt: int,
 ) -> None:
     d = decide(
-        target, observed, policy, ledger=ledger, deferrals=deferrals, authoritative=authoritative
+        target,
+        observed,
+        policy,
+        redispatches=redispatches,
+        deferrals=deferrals,
+        authoritative=authoritative,
     )
     assert (d.action, d.attempt) == (action, attempt)
     assert d.verdict == VERDICTS[d.action]
@@ -296,28 +370,28 @@ def test_a_bad_policy_is_a_user_error(kw: dict[str, Any]) -> None:
         RecoveryPolicy(**kw)
 
 
-# -- the redispatch ledger's fold ----------------------------------------------------------
+# -- the fold of a key's redispatches ------------------------------------------------------
 
 
 def rec(step: str, attempt: int = 0, reason: str = "") -> RedispatchRecorded:
     return RedispatchRecorded(effect_id="e1", step=step, attempt=attempt, reason=reason, epoch=1)  # type: ignore[arg-type]
 
 
-FOLDS: list[tuple[str, list[RedispatchRecorded], Ledger | str]] = [
+FOLDS: list[tuple[str, list[RedispatchRecorded], Redispatches | str]] = [
     (
         "planned, dispatched, planned",
         [rec("planned", 1), rec("dispatched", 1), rec("planned", 2)],
-        Ledger(2, 1),
+        Redispatches(2, 1),
     ),
     (
         "given up with an attempt owed",
         [rec("planned", 1), rec("given_up", reason="budget")],
-        Ledger(1, 0, True, "budget"),
+        Redispatches(1, 0, True, "budget"),
     ),
     (
         "given up without an attempt",
         [rec("given_up", reason="refused")],
-        Ledger(0, 0, True, "refused"),
+        Redispatches(0, 0, True, "refused"),
     ),
     ("planned out of order", [rec("planned", 2)], "planned after 0"),
     ("planned while one is owed", [rec("planned", 1), rec("planned", 2)], "while 1 is owed"),
@@ -337,18 +411,23 @@ FOLDS: list[tuple[str, list[RedispatchRecorded], Ledger | str]] = [
 
 
 @pytest.mark.parametrize(("records", "want"), [f[1:] for f in FOLDS], ids=[f[0] for f in FOLDS])
-def test_ledger_fold(records: list[RedispatchRecorded], want: Ledger | str) -> None:
+def test_redispatches_fold(records: list[RedispatchRecorded], want: Redispatches | str) -> None:
     if isinstance(want, str):
-        with pytest.raises(LedgerConflict, match=want):
+        with pytest.raises(RedispatchConflict, match=want):
             remember(records)
         return
     memory = remember(records)
-    assert memory.ledger("e1") == want
-    assert memory.ledger("other") == Ledger()
+    assert memory.redispatches_of("e1") == want
+    assert memory.redispatches_of("other") == Redispatches()
 
 
 def test_owed_is_the_planned_attempt_not_yet_dispatched() -> None:
-    assert (Ledger().owed, Ledger(1, 0).owed, Ledger(1, 1).owed, Ledger(3, 2).owed) == (0, 1, 0, 3)
+    assert (
+        Redispatches().owed,
+        Redispatches(1, 0).owed,
+        Redispatches(1, 1).owed,
+        Redispatches(3, 2).owed,
+    ) == (0, 1, 0, 3)
 
 
 def test_memory_counts_deferrals_per_key_and_keys_are_independent() -> None:
@@ -357,15 +436,15 @@ def test_memory_counts_deferrals_per_key_and_keys_are_independent() -> None:
     keep = verdict_event(decide(tool(), "active", DISPOSE), epoch=1)
     memory = remember([defer, keep, defer, other, rec("planned", 1)])
     assert memory.deferrals == {tool().effect_id: 2, MODEL.effect_id: 1}
-    assert memory.ledger("e1") == Ledger(1, 0)
+    assert memory.redispatches_of("e1") == Redispatches(1, 0)
 
 
-def test_ledger_records_name_the_key_and_the_attempt() -> None:
+def test_redispatch_records_name_the_key_and_the_attempt() -> None:
     d = decide(tool(), "missing", REDISPATCH)
-    assert ledger_event(d, "planned", 4) == RedispatchRecorded(
+    assert redispatch_event(d, "planned", 4) == RedispatchRecorded(
         effect_id=tool().effect_id, step="planned", attempt=1, epoch=4
     )
-    gave_up = ledger_event(after_dispatch(d, "refused"), "given_up", 4)
+    gave_up = redispatch_event(after_dispatch(d, "refused"), "given_up", 4)
     assert (gave_up.attempt, gave_up.reason) == (0, "redispatch 1 refused: key aborted")
 
 
@@ -492,10 +571,10 @@ policies = st.builds(
 
 
 @st.composite
-def ledgers(draw: st.DrawFn) -> Ledger:
+def redispatches(draw: st.DrawFn) -> Redispatches:
     planned = draw(st.integers(0, 5))
     dispatched = draw(st.sampled_from([planned, max(planned - 1, 0)]))
-    return Ledger(planned, dispatched, draw(st.booleans()), "r")
+    return Redispatches(planned, dispatched, draw(st.booleans()), "r")
 
 
 targets_ = st.sampled_from(
@@ -508,7 +587,7 @@ targets_ = st.sampled_from(
     targets_,
     st.sampled_from(ATTACHMENTS),
     policies,
-    ledgers(),
+    redispatches(),
     st.integers(0, 6),
     st.booleans(),
     st.booleans(),
@@ -517,13 +596,18 @@ def test_decide_is_total_and_safe(
     target: Target,
     observed: Any,
     policy: RecoveryPolicy,
-    ledger: Ledger,
+    redispatches: Redispatches,
     deferrals: int,
     authoritative: bool,
     aborted: bool,
 ) -> None:
     d = decide(
-        target, observed, policy, ledger=ledger, deferrals=deferrals, authoritative=authoritative
+        target,
+        observed,
+        policy,
+        redispatches=redispatches,
+        deferrals=deferrals,
+        authoritative=authoritative,
     )
     assert d.verdict == VERDICTS[d.action]
     if observed in ("active", "terminal"):
@@ -532,12 +616,14 @@ def test_decide_is_total_and_safe(
         assert d.verdict == ("defer" if deferrals < policy.max_deferrals else "dispose")
         assert d.action != "abort"  # an accepted key cannot be aborted: cancelled instead
     if d.verdict == "redispatch":
-        assert policy.missing == "redispatch" and observed == "missing" and not ledger.given_up
+        assert (
+            policy.missing == "redispatch" and observed == "missing" and not redispatches.given_up
+        )
         assert authoritative or target.effect_class != "non_idempotent"
-        assert 1 <= d.attempt <= max(policy.max_redispatches, ledger.owed)
+        assert 1 <= d.attempt <= max(policy.max_redispatches, redispatches.owed)
         # an owed attempt is offered again under its number, never planned anew
-        assert (d.action == "offer") == bool(ledger.owed)
-        assert d.attempt == (ledger.owed or ledger.planned + 1)
+        assert (d.action == "offer") == bool(redispatches.owed)
+        assert d.attempt == (redispatches.owed or redispatches.planned + 1)
     if d.verdict == "dispose" and observed == "missing":
         assert d.action in ("abort", "give_up")  # the key is closed before the disposal
         assert after_abort(d, aborted).verdict == ("dispose" if aborted else "keep")
@@ -565,23 +651,23 @@ def test_a_crash_anywhere_never_overspends_the_budget(
 ) -> None:
     """Each takeover decides from the log so far, and the owner may die before it plans,
     after ``planned`` or after the executor accepted (before ``dispatched``): the log's
-    ledger folds, never plans more than the budget, and an attempt the executor accepted is
+    redispatches fold, never plan more than the budget, and an attempt the executor accepted is
     never planned a second time."""
     policy = RecoveryPolicy(missing="redispatch", max_redispatches=budget, max_deferrals=99)
     log: list[Event] = []
     accepted: set[int] = set()
     for observed, crash in script:
         memory = remember(log)
-        ledger = memory.ledger(MODEL.effect_id)
-        d = decide(MODEL, observed, policy, ledger=ledger, authoritative=True)  # type: ignore[arg-type]
+        redispatches = memory.redispatches_of(MODEL.effect_id)
+        d = decide(MODEL, observed, policy, redispatches=redispatches, authoritative=True)  # type: ignore[arg-type]
         if d.action not in ("plan", "offer") or crash == "before_plan":
             if d.action == "give_up":
-                log.append(ledger_event(d, "given_up", 1))
+                log.append(redispatch_event(d, "given_up", 1))
             if d.verdict == "dispose":
                 break
             continue
         if d.action == "plan":
-            log.append(ledger_event(d, "planned", 1))
+            log.append(redispatch_event(d, "planned", 1))
         if crash == "after_planned":
             continue
         answer = "lost" if crash == "lost" else "accepted"
@@ -589,8 +675,8 @@ def test_a_crash_anywhere_never_overspends_the_budget(
             accepted.add(d.attempt)
         if crash == "after_accepted" or answer == "lost":
             continue
-        log.append(ledger_event(after_dispatch(d, answer), "dispatched", 1))
-    final = remember(log).ledger(MODEL.effect_id)
+        log.append(redispatch_event(after_dispatch(d, answer), "dispatched", 1))
+    final = remember(log).redispatches_of(MODEL.effect_id)
     assert final.planned <= budget
     planned = [e.attempt for e in log if isinstance(e, RedispatchRecorded) and e.step == "planned"]
     assert planned == list(range(1, len(planned) + 1))  # one record per slot, in order
@@ -618,6 +704,6 @@ def test_every_target_of_any_log_can_be_disposed_and_is_not_seen_again(log: Any)
         apply(state.copy(), e)
 
 
-def test_ledger_step_refuses_planning_while_owed() -> None:
-    with pytest.raises(LedgerConflict):
-        ledger_step(Ledger(1, 0), rec("planned", 2))
+def test_redispatch_step_refuses_planning_while_owed() -> None:
+    with pytest.raises(RedispatchConflict):
+        redispatch_step(Redispatches(1, 0), rec("planned", 2))

@@ -1,5 +1,5 @@
 """The run events of a takeover's recovery: the reconciler's verdicts (``effect_reconciled``)
-and the redispatch ledger, each accepted where it belongs and refused elsewhere, fenced by the
+and the redispatches, each accepted where it belongs and refused elsewhere, fenced by the
 run owner's epoch (docs/adding-an-event.md, step 4)."""
 
 from __future__ import annotations

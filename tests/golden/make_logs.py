@@ -261,7 +261,7 @@ def _every_kind() -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).parent.parent / "store"))
     from _builders import every_kind  # type: ignore[import-not-found]
 
-    from stead.store._base import event_row
+    from stead.store.sql._base import event_row
 
     rows, fields = [], []
     for seq, event in enumerate(every_kind(), start=1):
@@ -273,7 +273,7 @@ def _every_kind() -> dict[str, Any]:
 
 def _text(data: str | bytes) -> str:
     """A row's JSON text (a large row is stored compressed since migration 0005)."""
-    from stead.store._base import unpack_data
+    from stead.store.sql._base import unpack_data
 
     data = unpack_data(data)
     return data.decode("utf-8") if isinstance(data, bytes) else data
@@ -288,7 +288,7 @@ def _rows(path: Path, rid: str) -> dict[str, Any]:
         "SELECT seq, version, state FROM snapshots WHERE run_id = ?", (rid,)
     ).fetchone()
     db.close()
-    from stead.store._sql import unpack
+    from stead.store.sql._store import unpack
 
     out: dict[str, Any] = {"rows": [[*r[:3], _text(r[3])] for r in rows], "snapshot": None}
     if snap is not None:

@@ -20,7 +20,7 @@ from make_logs import meaning, plain
 import stead
 from stead.core.events import EVENT_TYPES
 from stead.core.fold import STATE_VERSION, RunState, apply, fold
-from stead.store._base import decode_row
+from stead.store.sql._base import decode_row
 
 LOGS = Path(__file__).parent / "logs"
 RUNS = sorted(p for p in LOGS.glob("*.json") if not p.stem.startswith("every_kind"))

@@ -22,7 +22,7 @@ from wire_server import WireServer
 import stead
 from stead.core.messages import Usage
 from stead.core.pricing import PRICES
-from stead.store._base import unpack_data
+from stead.store.sql._base import unpack_data
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
 PDF = b"%PDF-1.4\n" + b"1 0 obj << >> endobj\n" * 4 + b"%%EOF\n"
@@ -154,7 +154,7 @@ async def test_an_image_and_a_document_reach_the_model_stored_once(
         ("application/pdf",),
         ("image/png",),
     ]
-    # every row as its JSON text (a large row is stored zlib-compressed: store/_base.pack_data)
+    # every row as its JSON text (a large row is stored zlib-compressed: store/sql/_base.pack_data)
     log = "".join(_text(unpack_data(d)) for (d,) in _raw(path, "SELECT data FROM events"))
     assert b64 not in log and "sha256:" in log
     assert first.messages[0].attachments[0].digest.startswith("sha256:")  # type: ignore[union-attr]

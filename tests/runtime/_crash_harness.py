@@ -31,7 +31,7 @@ class Scenario:
     def env(self, crash: str | None = None, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("STEAD_CRASH_AT", None)
-        env["STEAD_TEST_LEDGER"] = self.ledger
+        env["STEAD_TEST_EFFECTS"] = self.ledger
         if crash:
             env["STEAD_CRASH_AT"] = crash
         env.update(extra)

@@ -1,7 +1,7 @@
 """The agents the worker processes of the scale-out tests serve (``--agents _fleet:agents``).
 
 Imported by the test process and by ``stead worker`` children (run with this folder as their
-working directory). Side effects go to the crash tests' ``EffectLedger`` and message service
+working directory). Side effects go to the crash tests' ``SideEffects`` and message service
 (``_scenario``), which live outside the run store and survive SIGKILL.
 
 * ``soak``: three tool turns covering every effect class, then an answer.
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _scenario import _messages, find_message, ledger
+from _scenario import _messages, find_message, side_effects
 
 import stead
 from stead.core.events import EffectClass
@@ -79,7 +79,7 @@ def _pooled(effect: EffectClass, reconcile: Any = None) -> Any:
 async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Look up an order."""
     await _jitter()
-    ledger().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
     return {"order_id": order_id, "status": "shipped"}
 
 
@@ -87,7 +87,7 @@ async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, objec
 async def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Create or update the ticket for an order (deduplicated by idempotency key)."""
     await _jitter()
-    ledger().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
     return {"ticket": f"T-{order_id}", "note": note}
 
 
@@ -104,7 +104,7 @@ async def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dic
 async def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Charge a card; nobody can be asked afterwards whether it happened."""
     await _jitter()
-    ledger().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
     await _jitter()
     return {"charged": cents}
 
@@ -113,7 +113,9 @@ async def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
 def notify_slowly(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Send a message, then dawdle before reporting it."""
     message_id = _send(recipient, body, ctx.idempotency_key)
-    ledger().record("notify_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    side_effects().record(
+        "notify_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid()
+    )
     time.sleep(_slow())
     return {"message_id": message_id}
 
@@ -121,7 +123,9 @@ def notify_slowly(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str
 @stead.tool(effect="read_only")
 def lookup_slowly(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Look an order up, then dawdle before reporting it."""
-    ledger().record("lookup_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    side_effects().record(
+        "lookup_slowly", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid()
+    )
     time.sleep(_slow())
     return {"order_id": order_id, "status": "shipped"}
 
@@ -189,7 +193,7 @@ def _paid(turn: int, reply: Reply | str) -> Callable[[ModelRequest], Reply | str
     """A script entry that writes each (paid) model call down in the ledger."""
 
     def answer(request: ModelRequest) -> Reply | str:
-        ledger().record("model_call", f"turn {turn}", pid=os.getpid())
+        side_effects().record("model_call", f"turn {turn}", pid=os.getpid())
         return reply
 
     return answer
@@ -215,7 +219,7 @@ class BrokenAdapter:
     model_name = "broken"
 
     async def complete(self, call: ModelCall) -> ModelResponse:
-        ledger().record("model_call", "broken", pid=os.getpid())
+        side_effects().record("model_call", "broken", pid=os.getpid())
         return {"text": "hello"}  # type: ignore[return-value]
 
 

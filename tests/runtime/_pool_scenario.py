@@ -1,7 +1,7 @@
 """The executor-pool scenario: tools routed to queue ``pool``, real side effects in a ledger.
 
 Imported by the test process (the run's owner) and by the ``stead executor`` children it
-kills (pool_child.py). Each tool writes its side effect to an ``EffectLedger`` (its own SQLite
+kills (pool_child.py). Each tool writes its side effect to an ``SideEffects`` (its own SQLite
 file) with the pid that performed it, so what really happened survives a SIGKILL.
 ``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
 executor inside it); ``POOL_DIE_IN`` names a tool that SIGKILLs its own process right after its
@@ -16,7 +16,7 @@ import os
 import signal
 
 import stead
-from stead.testing import EffectLedger, Reply, ScriptedModel
+from stead.testing import Reply, ScriptedModel, SideEffects
 
 QUEUE = "pool"
 
@@ -33,15 +33,15 @@ class Hold:
 HOLDS: dict[str, Hold] = {}
 
 
-def ledger() -> EffectLedger:
-    return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
+def side_effects() -> SideEffects:
+    return SideEffects(os.environ["STEAD_TEST_EFFECTS"])
 
 
 async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
     delay = float(os.environ.get("POOL_TOOL_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)
-    ledger().record(name, ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record(name, ctx.idempotency_key, attempt=ctx.attempt)
     if os.environ.get("POOL_DIE_IN") == name:
         os.kill(os.getpid(), signal.SIGKILL)
     hold = HOLDS.get(name)
@@ -65,7 +65,7 @@ async def index_doc(doc: str, ctx: stead.ToolContext) -> dict[str, object]:
 
 def _notified(to: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """Reconcile ``notify``: the effect ledger knows whether this call's message left."""
-    if ledger().count("notify", ctx.idempotency_key):
+    if side_effects().count("notify", ctx.idempotency_key):
         return stead.Done({"done": "notify", "reconciled": True})
     return stead.NotDone()
 

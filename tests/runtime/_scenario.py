@@ -1,7 +1,7 @@
 """The crash-test scenario: one tool of each effect class, real side effects in a ledger.
 
 Imported by the test process and by the child processes it kills. Side effects go to an
-``EffectLedger`` (its own SQLite file), so what really happened survives the SIGKILL.
+``SideEffects`` (its own SQLite file), so what really happened survives the SIGKILL.
 The "message service" is a table in that ledger that assigns message ids and can be asked,
 by idempotency key, whether a message was delivered: the reconcile function of send_message.
 """
@@ -14,17 +14,17 @@ import sqlite3
 import stead
 from stead.core.durability import MODES, Durability
 from stead.core.messages import ToolCall
-from stead.testing import EffectLedger, Reply, ScriptedModel
+from stead.testing import Reply, ScriptedModel, SideEffects
 
 RUN_ID = "run_crash_scenario"
 
 
-def ledger() -> EffectLedger:
-    return EffectLedger(os.environ["STEAD_TEST_LEDGER"])
+def side_effects() -> SideEffects:
+    return SideEffects(os.environ["STEAD_TEST_EFFECTS"])
 
 
 def _messages() -> sqlite3.Connection:
-    db = sqlite3.connect(os.environ["STEAD_TEST_LEDGER"], timeout=30, isolation_level=None)
+    db = sqlite3.connect(os.environ["STEAD_TEST_EFFECTS"], timeout=30, isolation_level=None)
     db.execute(
         "CREATE TABLE IF NOT EXISTS messages (message_id INTEGER PRIMARY KEY, "
         "idempotency_key TEXT NOT NULL, recipient TEXT NOT NULL, body TEXT NOT NULL)"
@@ -46,14 +46,14 @@ def delivered(key: str | None = None) -> list[tuple[int, str]]:
 @stead.tool(effect="read_only")
 def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Look up an order's status."""
-    ledger().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
     return {"order_id": order_id, "status": "shipped"}
 
 
 @stead.tool(effect="idempotent_write")
 def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Create or update the support ticket for an order (deduplicated by idempotency key)."""
-    ledger().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
     return {"ticket": f"T-{order_id}", "note": note}
 
 
@@ -77,14 +77,14 @@ def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str,
         message_id = cur.lastrowid
     finally:
         db.close()
-    ledger().record("send_message", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("send_message", ctx.idempotency_key, attempt=ctx.attempt)
     return {"message_id": message_id}
 
 
 @stead.tool(effect="non_idempotent")
 def charge_card(cents: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Charge a card. No way to ask afterwards whether it happened."""
-    ledger().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("charge_card", ctx.idempotency_key, attempt=ctx.attempt)
     return {"charged": cents}
 
 
@@ -95,7 +95,7 @@ def slow_lookup(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     that long), so a test can hold the run's owner in here until the rival has had its try."""
     import time
 
-    ledger().record("slow_lookup", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
+    side_effects().record("slow_lookup", ctx.idempotency_key, attempt=ctx.attempt, pid=os.getpid())
     seconds = float(os.environ.get("STEAD_TEST_SLOW", "1.0"))
     gate = os.environ.get("STEAD_TEST_SLOW_GATE")
     if gate is None:
@@ -162,7 +162,7 @@ def _over_100(args: dict[str, object]) -> bool:
 @stead.tool(effect="non_idempotent", requires_approval=_over_100)
 def refund(order_id: int, cents: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Refund an order. Refunds over $100 need a person's approval."""
-    ledger().record("refund", ctx.idempotency_key, order_id=order_id, cents=cents)
+    side_effects().record("refund", ctx.idempotency_key, order_id=order_id, cents=cents)
     return {"refunded": cents}
 
 
@@ -170,7 +170,7 @@ def refund(order_id: int, cents: int, ctx: stead.ToolContext) -> dict[str, objec
 async def long_job(ctx: stead.ToolContext) -> str:
     """A job that runs a long subprocess (its process group is killed on cancel)."""
     pidfile = os.environ["STEAD_TEST_PIDFILE"]
-    ledger().record("long_job", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("long_job", ctx.idempotency_key, attempt=ctx.attempt)
     done = await ctx.run_subprocess(["sh", "-c", f"echo $$ > {pidfile}; sleep 60 & sleep 60; wait"])
     return f"exit {done.returncode}"
 

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from _scenario import delivered, ledger
+from _scenario import delivered, side_effects
 from _workers import WorkerProc, statuses
 
 import stead
@@ -144,13 +144,13 @@ async def verify(rt: Runtime, store: Store, run_ids: list[str]) -> Tally:
         for approval in state.approvals.values():
             pending[state.calls[approval.tool_call_id].name] += 1
         messages = delivered(idempotency_key(rid, "call_1_0"))
-        charges = ledger().count("charge_card", idempotency_key(rid, "call_2_0"))
+        charges = side_effects().count("charge_card", idempotency_key(rid, "call_2_0"))
         assert len(messages) <= 1, (rid, messages)
         assert charges <= 1, (rid, charges)
         if state.status.value == "completed":
             assert (len(messages), charges) == (1, 1), rid
-            assert ledger().count("lookup_order", idempotency_key(rid, "call_0_0")) >= 1
-            assert ledger().count("upsert_ticket", idempotency_key(rid, "call_0_1")) >= 1
+            assert side_effects().count("lookup_order", idempotency_key(rid, "call_0_0")) >= 1
+            assert side_effects().count("upsert_ticket", idempotency_key(rid, "call_0_1")) >= 1
     assert {name.removeprefix("pooled_") for name in pending} <= {"charge_card"}, pending
     return Tally(final, recoveries, reconciled, pending)
 
@@ -158,8 +158,8 @@ async def verify(rt: Runtime, store: Store, run_ids: list[str]) -> Tally:
 def executions() -> str:
     """The side effects, counted, for the soak's printout."""
     return (
-        f"lookup_order {ledger().count('lookup_order')}, "
-        f"upsert_ticket {ledger().count('upsert_ticket')}, "
+        f"lookup_order {side_effects().count('lookup_order')}, "
+        f"upsert_ticket {side_effects().count('upsert_ticket')}, "
         f"send_message {len(delivered())} (max 1 per call), "
-        f"charge_card {ledger().count('charge_card')} (max 1 per call)"
+        f"charge_card {side_effects().count('charge_card')} (max 1 per call)"
     )

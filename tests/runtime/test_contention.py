@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from _crash_harness import Scenario, finish
-from _scenario import RUN_ID, ledger
+from _scenario import RUN_ID, side_effects
 
 from stead.core.events import ToolResultRecorded
 from stead.store import SQLiteStore
@@ -58,7 +58,7 @@ def test_two_processes_race_for_one_run(scenario: Scenario, tmp_path: Path) -> N
     env = {"STEAD_TEST_SLOW": "60", "STEAD_TEST_SLOW_GATE": str(gate)}
     procs = [scenario.spawn("contend", "slow", "30", **env) for _ in range(2)]
     deadline = time.monotonic() + 60
-    while all(p.poll() is None for p in procs) and ledger().count("slow_lookup") < 2:
+    while all(p.poll() is None for p in procs) and side_effects().count("slow_lookup") < 2:
         assert time.monotonic() < deadline, "neither process ended nor both reached the tool"
         time.sleep(0.02)
     gate.touch()  # one ended (the loser, if the lease held) or both are in the tool (not)
@@ -67,7 +67,7 @@ def test_two_processes_race_for_one_run(scenario: Scenario, tmp_path: Path) -> N
     assert codes == [0, 3], [c.stderr for c in children]
     loser = next(c for c in children if c.returncode == 3)
     assert loser.out is not None and loser.out["error"] == "LeaseHeld"
-    assert ledger().count("slow_lookup") == 1
+    assert side_effects().count("slow_lookup") == 1
     assert set(_results(scenario.store).values()) == {1}
 
 
@@ -76,7 +76,7 @@ def test_zombie_owner_is_fenced(scenario: Scenario) -> None:
     # A: short lease, a slow tool. Freeze it inside the tool, past its lease.
     a = scenario.spawn("contend", "slow", "1.0", STEAD_TEST_SLOW="1.5")
     deadline = time.monotonic() + 30
-    while ledger().count("slow_lookup") == 0:
+    while side_effects().count("slow_lookup") == 0:
         assert time.monotonic() < deadline, "A never reached its tool"
         time.sleep(0.02)
     os.kill(a.pid, signal.SIGSTOP)
@@ -91,5 +91,5 @@ def test_zombie_owner_is_fenced(scenario: Scenario) -> None:
     assert a_child.returncode == 3, a_child.stderr
     assert a_child.out is not None and a_child.out["error"] == "Fenced"
     # The read_only lookup ran in both (allowed for its class); its result is recorded once.
-    assert ledger().count("slow_lookup") == 2
+    assert side_effects().count("slow_lookup") == 2
     assert set(_results(scenario.store).values()) == {1}

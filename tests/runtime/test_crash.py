@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 from _crash_harness import KILLED, Scenario
-from _scenario import RUN_ID, delivered, ledger
+from _scenario import RUN_ID, delivered, side_effects
 
 from stead.core.canonical import idempotency_key
 from stead.core.events import ToolReconciled, ToolResultRecorded
@@ -133,7 +133,7 @@ def test_crash_then_resume_in_new_process(scenario: Scenario, crash: str, mode: 
     assert delivered(send_key) != []
 
     # read_only / idempotent_write: same key on every attempt; rerun only if a result was lost.
-    led = ledger()
+    led = side_effects()
     assert set(led.keys("lookup_order")) == {idempotency_key(RUN_ID, "call_0_0")}
     assert set(led.keys("upsert_ticket")) == {idempotency_key(RUN_ID, "call_1_0")}
     rerun = RERUN | HELD if mode == "effects" else RERUN
@@ -151,7 +151,7 @@ def test_no_crash_baseline(scenario: Scenario) -> None:
     child = scenario.run("start", "reconcilable")
     assert child.returncode == 0, child.stderr
     assert len(delivered()) == 1
-    led = ledger()
+    led = side_effects()
     assert (led.count("lookup_order"), led.count("upsert_ticket")) == (1, 1)
 
 
@@ -185,12 +185,12 @@ def test_unknown_outcome_waits_for_a_person(
     assert pending.reason == "outcome_unknown"
     assert pending.payload["tool"] == "charge_card"
     # Nothing ran again automatically.
-    before = ledger().count("charge_card")
+    before = side_effects().count("charge_card")
 
     third = scenario.run("decide", "unreconcilable", decision, '{"charged": 500}')
     assert third.returncode == 0, third.stderr
     assert third.out == {"status": "completed", "output": "Charged 5.00."}
-    assert ledger().count("charge_card") == charges
+    assert side_effects().count("charge_card") == charges
     assert before <= charges
     state, _ = _final(scenario.store)
     assert_valid_history(state)  # type: ignore[arg-type]
@@ -202,7 +202,7 @@ def test_unreconcilable_without_ambiguity_needs_no_person(scenario: Scenario, cr
     assert first.returncode == KILLED, first.stderr
     second = scenario.run("run", "unreconcilable")
     assert second.out == {"status": "completed", "output": "Charged 5.00."}, second.stderr
-    assert ledger().count("charge_card") == 1
+    assert side_effects().count("charge_card") == 1
 
 
 def test_start_record_rides_with_the_intent_and_a_crash_there_is_reconciled(

@@ -1,4 +1,4 @@
-"""The redispatch ledger under real crashes: the run owner is SIGKILLed before a redispatch,
+"""Redispatches under real crashes: the run owner is SIGKILLed before a redispatch,
 after ``planned``, and after the executor accepted it (before ``dispatched``); each time a
 fresh process takes the run over. The attempt planned once is offered again under the same
 number (the budget is never spent twice for it), the effect runs once, and the run completes
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 from _crash_harness import KILLED, Scenario
-from _scenario import RUN_ID, ledger
+from _scenario import RUN_ID, side_effects
 
 from stead.core.events import EffectReconciled, Event, RedispatchRecorded, ToolResultRecorded
 from stead.runtime import OwnedRun
@@ -80,7 +80,7 @@ def test_owner_killed_at_every_step_of_a_redispatch(
     )
     assert set(results.values()) == {1}
     if tool is not None:  # the redispatched call ran once, in the last process
-        assert ledger().count(tool) == 1
+        assert side_effects().count(tool) == 1
 
 
 def test_a_non_idempotent_call_is_never_redispatched_on_a_missing_that_proves_nothing(
@@ -97,4 +97,4 @@ def test_a_non_idempotent_call_is_never_redispatched_on_a_missing_that_proves_no
     assert _ledger(events) == []
     (v,) = [e for e in events if isinstance(e, EffectReconciled)]
     assert (v.verdict, v.observed) == ("dispose", "aborted")
-    assert ledger().count("charge_card") == 1
+    assert side_effects().count("charge_card") == 1

@@ -17,7 +17,7 @@ from _streamer import CHUNKS, Streamer
 
 import stead
 from stead.runtime import Pool
-from stead.store import _progress
+from stead.store.ledger import _progress
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -75,7 +75,7 @@ async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
     from stead.core.progress import Cursor, ProgressWindow
     from stead.runtime.executors._far_progress import Follower, far_sink
     from stead.store import open_store
-    from stead.store._ledger import ledger_for
+    from stead.store.ledger._ledger import ledger_for
 
     store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
     ledger = ledger_for(store)
@@ -108,7 +108,7 @@ async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Pat
     interval after the dispatch at the soonest); one that wrote a batch writes the rest."""
     from stead.runtime.executors._far_progress import Forwarder
     from stead.store import open_store
-    from stead.store._ledger import ledger_for
+    from stead.store.ledger._ledger import ledger_for
 
     store = open_store(f"sqlite:///{tmp_path / 'p.db'}")
     ledger = ledger_for(store)
@@ -149,7 +149,7 @@ async def test_a_batch_on_its_way_as_the_call_ends_is_written_not_cancelled(pg_u
 
     from stead.runtime.executors._far_progress import Forwarder
     from stead.store import open_store
-    from stead.store._ledger import ledger_for
+    from stead.store.ledger._ledger import ledger_for
 
     store = open_store(pg_url)
     ledger = ledger_for(store)

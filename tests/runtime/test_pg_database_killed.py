@@ -43,7 +43,7 @@ from stead.errors import StoreError
 from stead.providers import ModelCall, ModelResponse
 from stead.store import Store
 from stead.store.postgres import PostgresStore
-from stead.testing import EffectLedger, PostgresServer, Reply, ScriptedModel, assert_valid_history
+from stead.testing import PostgresServer, Reply, ScriptedModel, SideEffects, assert_valid_history
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -69,18 +69,18 @@ class Hold:
 
 
 HOLD = Hold("")
-LEDGER: EffectLedger | None = None
+SIDE_EFFECTS: SideEffects | None = None
 
 
-def ledger() -> EffectLedger:
-    assert LEDGER is not None
-    return LEDGER
+def side_effects() -> SideEffects:
+    assert SIDE_EFFECTS is not None
+    return SIDE_EFFECTS
 
 
 @stead.tool(effect="read_only")
 async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     """Look up an order's status."""
-    ledger().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("lookup_order", ctx.idempotency_key, attempt=ctx.attempt)
     await HOLD.at("lookup_order")
     return {"order_id": order_id, "status": "shipped"}
 
@@ -88,14 +88,14 @@ async def lookup_order(order_id: int, ctx: stead.ToolContext) -> dict[str, objec
 @stead.tool(effect="idempotent_write")
 async def upsert_ticket(order_id: int, note: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Create or update the order's support ticket (deduplicated by idempotency key)."""
-    ledger().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
+    side_effects().record("upsert_ticket", ctx.idempotency_key, attempt=ctx.attempt)
     await HOLD.at("upsert_ticket")
     return {"ticket": f"T-{order_id}", "note": note}
 
 
 def find_message(recipient: str, body: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """Reconcile: ask the message service whether this call's message went out."""
-    sent = ledger().entries("send_message")
+    sent = side_effects().entries("send_message")
     mine = [e for e in sent if e["key"] == ctx.idempotency_key]
     return stead.Done({"message_id": mine[0]["id"]}) if mine else stead.NotDone()
 
@@ -103,7 +103,7 @@ def find_message(recipient: str, body: str, ctx: stead.ToolContext) -> stead.Don
 @stead.tool(effect="non_idempotent", reconcile=find_message)
 async def send_message(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
     """Send a message; the service (the ledger) gives every call a new message id."""
-    message_id = ledger().record("send_message", ctx.idempotency_key, to=recipient)
+    message_id = side_effects().record("send_message", ctx.idempotency_key, to=recipient)
     await HOLD.at("send_message")
     return {"message_id": message_id}
 
@@ -180,8 +180,8 @@ CALLS = {"lookup_order": "call_0_0", "upsert_ticket": "call_1_0", "send_message"
 async def test_postgres_killed_mid_run_then_restarted(
     crashable_postgres: PostgresServer, crashable_pg_url: str, tmp_path: Path, point: str
 ) -> None:
-    global HOLD, LEDGER
-    HOLD, LEDGER = Hold(point), EffectLedger(tmp_path / "effects.db")
+    global HOLD, SIDE_EFFECTS
+    HOLD, SIDE_EFFECTS = Hold(point), SideEffects(tmp_path / "effects.db")
     server, url = crashable_postgres, crashable_pg_url
     where = f"127.0.0.1:{server.port}"
 
@@ -234,15 +234,15 @@ async def test_postgres_killed_mid_run_then_restarted(
                 e.tool_call_id for e in log.values() if isinstance(e, ToolResultRecorded)
             )
             assert results == Counter(CALLS.values())
-            ledger().assert_exactly_once(
+            side_effects().assert_exactly_once(
                 "send_message", idempotency_key(run_id, CALLS["send_message"])
             )
-            assert ledger().count("send_message") == 1
+            assert side_effects().count("send_message") == 1
             for tool, call in CALLS.items():
-                keys = set(ledger().keys(tool))
+                keys = set(side_effects().keys(tool))
                 assert keys == {idempotency_key(run_id, call)}, tool
                 if tool != "send_message":
-                    assert ledger().count(tool) == (2 if tool == point else 1), tool
+                    assert side_effects().count(tool) == (2 if tool == point else 1), tool
             verdicts = [e.verdict for e in log.values() if isinstance(e, ToolReconciled)]
             if point == "send_message":
                 assert verdicts == ["done"]  # the service said it went out: recorded, not resent
@@ -266,8 +266,8 @@ async def test_postgres_restarted_while_a_tool_runs_the_worker_keeps_its_lease(
     restart (a heartbeat that gave up on the first failed renewal would let the lease lapse
     under a live worker, and another worker take the run over while the tool still ran), and
     it records the result and finishes the run."""
-    global HOLD, LEDGER
-    HOLD, LEDGER = Hold("upsert_ticket"), EffectLedger(tmp_path / "effects.db")
+    global HOLD, SIDE_EFFECTS
+    HOLD, SIDE_EFFECTS = Hold("upsert_ticket"), SideEffects(tmp_path / "effects.db")
     server, url = crashable_postgres, crashable_pg_url
     store, observer = PostgresStore(url), PostgresStore(url)
     try:
@@ -287,7 +287,7 @@ async def test_postgres_restarted_while_a_tool_runs_the_worker_keeps_its_lease(
             HOLD.resume.set()
             view = await asyncio.wait_for(driving, 20)
             assert (view.status, view.output) == (RunStatus.COMPLETED, ANSWER)
-            assert [ledger().count(t) for t in CALLS] == [1, 1, 1]
+            assert [side_effects().count(t) for t in CALLS] == [1, 1, 1]
             log = [e.event for e in await worker.events(run_id)]
             assert not [e for e in log if isinstance(e, RunRecovered)]  # nobody took it over
             assert_valid_history(await worker.state(run_id))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from _crash_harness import Scenario
-from _scenario import delivered, ledger
+from _scenario import delivered, side_effects
 from _workers import WorkerProc, until
 
 from stead.core.canonical import idempotency_key
@@ -54,7 +54,7 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             workers.append(a)
 
             async def a_did_the_effect() -> bool:
-                return ledger().count(tool) == 1
+                return side_effects().count(tool) == 1
 
             await until(a_did_the_effect, f"worker A to perform {tool}", every=0.01)
             a.signal(signal.SIGSTOP)
@@ -109,11 +109,11 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             if tool == "notify_slowly":
                 assert result.source == "reconciled"
                 assert len(delivered(key)) == 1  # the message went out once
-                assert ledger().count(tool) == 1
+                assert side_effects().count(tool) == 1
             else:
                 assert result.source == "executed"
-                assert ledger().count(tool) == 2  # read_only: B ran it again
-                assert len({e["pid"] for e in ledger().entries(tool)}) == 2
+                assert side_effects().count(tool) == 2  # read_only: B ran it again
+                assert len({e["pid"] for e in side_effects().entries(tool)}) == 2
     finally:
         for w in workers:
             w.stop()

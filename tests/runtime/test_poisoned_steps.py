@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _crash_harness import KILLED, Scenario
-from _scenario import RUN_ID, ledger
+from _scenario import RUN_ID, side_effects
 from _workers import until
 
 import stead
@@ -253,11 +253,11 @@ async def test_a_stead_worker_neither_loops_on_a_poisoned_reply_nor_on_a_failing
             proc.stop()
         assert (await rt.get(dupes)).output == "Both shipped."
         assert_valid_history(await rt.state(dupes))
-        assert ledger().keys("model_call").count("turn 0") == 1
+        assert side_effects().keys("model_call").count("turn 0") == 1
         view = await rt.get(broken)
         assert view.error is not None and view.error["code"] == "step_failed"
         assert "AttributeError" in view.error["message"]
-        assert ledger().keys("model_call").count("broken") == 3  # and then no more
+        assert side_effects().keys("model_call").count("broken") == 3  # and then no more
 
 
 # -- call ids reused across turns --------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_a_reused_id_keeps_its_key_across_a_crash(scenario: Scenario) -> None:
     assert second.out == {"status": "completed", "output": "Two tickets."}
     k0 = hashlib.sha256(f"{RUN_ID}call_0".encode()).hexdigest()
     k1 = hashlib.sha256(f"{RUN_ID}call_0_t1_0".encode()).hexdigest()
-    assert ledger().keys("upsert_ticket") == [k0, k1, k1]
+    assert side_effects().keys("upsert_ticket") == [k0, k1, k1]
 
 
 # -- two drivers in one Runtime ----------------------------------------------------------------

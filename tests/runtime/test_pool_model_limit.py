@@ -22,7 +22,7 @@ from test_pool_processes import Executors
 
 import stead
 from stead.store import open_store
-from stead.store._ledger import ledger_for
+from stead.store.ledger._ledger import ledger_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 

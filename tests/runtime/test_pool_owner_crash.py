@@ -4,7 +4,7 @@ stores.
 The owner is a child process (``pool_owner_child.py``: a ``Runtime`` whose agent routes its
 tools to queue ``pool``); the pool (``Pool``, what ``stead executor`` runs) lives in this test's
 process, so it outlives every owner it serves, and so does the new owner that takes each run
-over (a ``Runtime`` here). Side effects go to an ``EffectLedger`` outside both stores, so what
+over (a ``Runtime`` here). Side effects go to an ``SideEffects`` outside both stores, so what
 really happened is known after each SIGKILL.
 
 The steps, for ``notify`` (non_idempotent, with a reconcile function):
@@ -14,7 +14,7 @@ The steps, for ``notify`` (non_idempotent, with a reconcile function):
     mid effect          killed from outside while the pool's tool is inside its effect
     after settled       after_tool_effect: the pool settled it, the run has not recorded it
 
-and the redispatch ledger's steps for ``index_doc`` (idempotent_write, ``RecoveryPolicy(
+and the redispatch records for ``index_doc`` (idempotent_write, ``RecoveryPolicy(
 missing="redispatch")``): killed before its first dispatch, then before a redispatch, after
 ``planned``, after the pool accepted the redispatch (before ``dispatched``). After each: the new
 owner finishes the run, the effect happened once, every call has one result, the budget is not
@@ -43,8 +43,8 @@ from test_pool_processes import FULL, served
 import stead
 from stead.core.events import EffectReconciled, Event, RedispatchRecorded, ToolResultRecorded
 from stead.runtime.processes._pool import Pool
-from stead.store._ledger import Ledger
-from stead.testing import EffectLedger, assert_valid_history
+from stead.store.ledger._ledger import Ledger
+from stead.testing import SideEffects, assert_valid_history
 
 CHILD = Path(__file__).parent / "pool_owner_child.py"
 KILLED = -signal.SIGKILL
@@ -53,7 +53,7 @@ REDISPATCH = stead.RecoveryPolicy(missing="redispatch")
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     monkeypatch.delenv("STEAD_CRASH_AT", raising=False)
     if request.param == "postgres":
         return str(request.getfixturevalue("pg_url"))
@@ -116,7 +116,7 @@ async def take_over(
 
 def effects(name: str) -> list[str]:
     """The idempotency keys ``name`` really ran with (the world's record, not the log's)."""
-    return EffectLedger(os.environ["STEAD_TEST_LEDGER"]).keys(name)
+    return SideEffects(os.environ["STEAD_TEST_EFFECTS"]).keys(name)
 
 
 async def settled_once(ledger: Ledger, run_id: str) -> list[list[str]]:

@@ -3,7 +3,7 @@
 The run's owner is this test process (a ``Runtime`` whose agent routes its tools to queue
 ``pool``); the executors are ``pool_child.py`` processes (``Pool``, what ``stead executor``
 runs) that the tests kill at each step of performing an effect. Side effects go to an
-``EffectLedger`` with the pid that performed them, so what really happened is known after a
+``SideEffects`` with the pid that performed them, so what really happened is known after a
 SIGKILL. After each crash a second executor finishes the effect and the run completes; a
 non_idempotent call never runs twice.
 """
@@ -27,8 +27,8 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, ToolBody, ToolSucceeded
 from stead.runtime.executors._store_executor import StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Ledger, ledger_for
-from stead.testing import EffectLedger
+from stead.store.ledger._ledger import Ledger, ledger_for
+from stead.testing import SideEffects
 
 CHILD = Path(__file__).parent / "pool_child.py"
 TTL = 1.0
@@ -72,7 +72,7 @@ class _quiet:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     if request.param == "postgres":
         return str(request.getfixturevalue("pg_url"))
     return f"sqlite:///{tmp_path / 'runs.db'}"
@@ -133,7 +133,7 @@ async def drive(url: str, tool: str, run_id: str) -> tuple[stead.RunView, list[s
 
 
 def pids(name: str) -> list[int]:
-    return [e["pid"] for e in EffectLedger(os.environ["STEAD_TEST_LEDGER"]).entries(name)]
+    return [e["pid"] for e in SideEffects(os.environ["STEAD_TEST_EFFECTS"]).entries(name)]
 
 
 @pytest.mark.parametrize("point", ["after_claim", "after_start"])
@@ -202,7 +202,7 @@ async def test_executor_killed_after_the_effect(
         assert view.status == stead.RunStatus.AWAITING_APPROVAL, view  # a person decides
     else:
         assert pids("index_doc") == [first.pid, second.pid]
-        keys = {e["key"] for e in EffectLedger(os.environ["STEAD_TEST_LEDGER"]).entries()}
+        keys = {e["key"] for e in SideEffects(os.environ["STEAD_TEST_EFFECTS"]).entries()}
         assert len(keys) == 1  # the same idempotency key both times
         assert view.status == stead.RunStatus.COMPLETED
         assert len(results) == 1
@@ -266,7 +266,7 @@ async def test_completions_survive_a_killed_listen_connection(
     is still seen (each reconnect re-reads every key waited on)."""
     import psycopg
 
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     ex = Executors(pg_url)
     store = open_store(pg_url)
     led = ledger_for(store, poll_interval=60.0)

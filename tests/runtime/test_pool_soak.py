@@ -32,7 +32,7 @@ from _workers import WorkerProc
 
 from stead.runtime import Runtime
 from stead.store import open_store
-from stead.store._ledger import ledger_for
+from stead.store.ledger._ledger import ledger_for
 
 RUNS = int(os.environ.get("STEAD_POOL_SOAK_RUNS", "20"))
 WORKERS = EXECUTORS = 2

@@ -46,7 +46,7 @@ from stead.core.events import EffectClass
 from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Claimed, Ledger, ledger_for
+from stead.store.ledger._ledger import Claimed, Ledger, ledger_for
 from stead.testing import PostgresServer, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,7 +54,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     if request.param == "postgres":
         return str(request.getfixturevalue("pg_url"))
     return f"sqlite:///{tmp_path / 'runs.db'}"

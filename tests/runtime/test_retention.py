@@ -14,7 +14,7 @@ import pytest
 
 import stead
 from stead.core.retention import DAY, Retention
-from stead.store._transfer import q, sql_store
+from stead.store.lifecycle import q, sql_store
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 PNG = (
@@ -82,7 +82,7 @@ async def count(rt: stead.Runtime, sql: str) -> int:
 async def ledger_rows(rt: stead.Runtime, run_id: str, now: float) -> None:
     """Execution-ledger rows of the run, as an executor pool would leave them."""
     s = sql_store(rt.store)
-    from stead.store._transfer import atomic
+    from stead.store.lifecycle import atomic
 
     async with atomic(s) as db:
         await db.run(
@@ -290,5 +290,7 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
             view = await rt.get(rid)
             assert view.output == "done"
             assert_valid_history(await rt.state(rid))
-            assert sum(1 for e in await rt.events(rid) if e.event.kind == "tool_call_requested") == 3
+            assert (
+                sum(1 for e in await rt.events(rid) if e.event.kind == "tool_call_requested") == 3
+            )
         assert (await rt.get(waiting)).status.value == "awaiting_approval"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from _crash_harness import KILLED, Scenario, finish
-from _scenario import RUN_ID, ledger, steer_agent
+from _scenario import RUN_ID, side_effects, steer_agent
 
 import stead
 from stead.core.events import ApprovalDecided, ToolResultRecorded
@@ -53,7 +53,7 @@ def _hold_until_waiting(scenario: Scenario) -> None:
     holder.kill()
     holder.communicate(timeout=30)  # reap it and close its pipes
     assert holder.returncode == KILLED
-    assert ledger().count("refund") == 0  # nothing ran before the decision
+    assert side_effects().count("refund") == 0  # nothing ran before the decision
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_decide_from_a_second_process_after_the_first_was_killed(
     second = scenario.run("decide_only", "approval", decision, *args)
     assert second.returncode == 0, second.stderr
     assert second.out == {"status": "completed", "output": "Handled."}
-    assert [e["detail"]["cents"] for e in ledger().entries("refund")] == refunded
+    assert [e["detail"]["cents"] for e in side_effects().entries("refund")] == refunded
     state = asyncio.run(_state(scenario, "approval"))
     assert_valid_history(state)
     (result,) = _results(scenario, "approval")
@@ -105,7 +105,7 @@ def test_second_decision_wrong_token_and_bad_edit_are_refused(scenario: Scenario
             decided = [e for e in await rt.events(RUN_ID) if isinstance(e.event, ApprovalDecided)]
             assert len(decided) == 1
             assert (await rt.run(RUN_ID)).output == "Handled."
-        assert ledger().count("refund") == 1
+        assert side_effects().count("refund") == 1
 
     asyncio.run(go())
 
@@ -114,10 +114,10 @@ def test_killed_right_after_the_approval_is_recorded(scenario: Scenario) -> None
     _hold_until_waiting(scenario)
     died = scenario.run("decide_only", "approval", "approve", crash="after_approval_commit")
     assert died.returncode == KILLED, died.stderr
-    assert ledger().count("refund") == 0
+    assert side_effects().count("refund") == 0
     done = scenario.run("run", "approval")
     assert done.out == {"status": "completed", "output": "Handled."}, done.stderr
-    assert ledger().count("refund") == 1
+    assert side_effects().count("refund") == 1
 
 
 # -- cancellation --------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_cancel_from_another_process_kills_the_tool_group(
 
     again = scenario.run("resume", "cancel", STEAD_TEST_PIDFILE=str(tmp_path / "unused.pid"))
     assert again.out == {"status": "completed", "output": "Finished after resume."}, again.stderr
-    assert ledger().count("long_job") == 1  # the cancelled call is not run again
+    assert side_effects().count("long_job") == 1  # the cancelled call is not run again
 
 
 def test_owner_killed_right_after_cancel_is_requested(scenario: Scenario, tmp_path: Path) -> None:
@@ -198,4 +198,4 @@ def test_owner_killed_right_after_cancel_is_requested(scenario: Scenario, tmp_pa
     state = asyncio.run(_state(scenario, "cancel"))
     assert_valid_history(state)
     assert [r.source for r in _results(scenario, "cancel")] == ["cancelled"]
-    assert ledger().count("long_job") == 1
+    assert side_effects().count("long_job") == 1

@@ -20,13 +20,13 @@ import stead
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import Ledger, ledger_for
-from stead.testing import EffectLedger, ScriptedModel
+from stead.store.ledger._ledger import Ledger, ledger_for
+from stead.testing import ScriptedModel, SideEffects
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("STEAD_TEST_LEDGER", str(tmp_path / "effects.db"))
+    monkeypatch.setenv("STEAD_TEST_EFFECTS", str(tmp_path / "effects.db"))
     if request.param == "postgres":
         return str(request.getfixturevalue("pg_url"))
     return f"sqlite:///{tmp_path / 'runs.db'}"
@@ -108,7 +108,7 @@ async def test_a_queue_no_pool_serves_runs_in_process(url: str, ledger: Ledger) 
     view = await drive(url, agent(), "r-local")
     assert view.status == stead.RunStatus.COMPLETED
     assert await ledger.keys("r-local") == []  # never went near the ledger
-    [entry] = EffectLedger(os.environ["STEAD_TEST_LEDGER"]).entries("index_doc")
+    [entry] = SideEffects(os.environ["STEAD_TEST_EFFECTS"]).entries("index_doc")
     assert entry["pid"] == os.getpid()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from _workers import STEAD, WorkerProc, until
 
 import stead
 from stead.core.events import AgentChanged, AgentRecorded
-from stead.testing import Reply, ScriptedModel
+from stead.testing import ScriptedModel
 
 HERE = Path(__file__).parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import _fleet
 import pytest
 from _crash_harness import KILLED, Scenario
-from _scenario import ledger
+from _scenario import side_effects
 from _workers import WorkerProc, statuses, until
 
 from stead.core.events import RunRecovered, RunStarted
@@ -61,7 +61,7 @@ async def test_a_worker_drives_runs_recovers_a_dead_ones_and_resumes_after_a_dec
 
             await until(rested, "six runs completed, the dead worker's run on a person, released")
             # charge_card may or may not have charged: only a person can say. Not charged:
-            assert ledger().count("charge_card") == 6
+            assert side_effects().count("charge_card") == 6
             pending = (await rt.get(charge)).approvals[0]
             assert pending.reason == "outcome_unknown"
             await rt.decide(charge, pending.tool_call_id, "not_happened", token=pending.token)
@@ -83,7 +83,7 @@ async def test_a_worker_drives_runs_recovers_a_dead_ones_and_resumes_after_a_dec
             assert not [e for e in log if isinstance(e, RunRecovered)]
     assert worker.stats["claimed"] == 8 and worker.stats["taken_over"] == 1
     assert worker.stats["completed"] == 7 and worker.stats["awaiting_approval"] == 1
-    charged = ledger().keys("charge_card")
+    charged = side_effects().keys("charge_card")
     assert len(charged) == len(set(charged)) == 7  # one charge per run, none twice
 
 

@@ -31,8 +31,9 @@ import stead
 from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ToolBody
 from stead.core.events import EffectClass
 from stead.runtime import Pool, StoreExecutor
-from stead.store import _limits, open_store
-from stead.store._ledger import ledger_for
+from stead.store import open_store
+from stead.store.ledger import _limits
+from stead.store.ledger._ledger import ledger_for
 from stead.store.postgres import PostgresStore
 from stead.testing import ScriptedModel
 

@@ -22,7 +22,7 @@ import pytest
 from test_ledger_store import T0, accept, consistent
 
 from stead.store import Store, open_store
-from stead.store._ledger import Ledger, ledger_for
+from stead.store.ledger._ledger import Ledger, ledger_for
 from stead.testing import PostgresServer
 
 pytestmark = pytest.mark.timeout(90)

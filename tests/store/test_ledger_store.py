@@ -1,4 +1,4 @@
-"""The execution ledger on both stores (store/_ledger.py, migration 0004_ledger).
+"""The execution ledger on both stores (store/ledger/_ledger.py, migration 0004_ledger).
 
 Each test runs on SQLite and PostgreSQL. The ledger's events as stored always fold
 (core/ledger.py) to the row's phase: the SQL's conditional writes and the pure table agree.
@@ -14,7 +14,7 @@ from _backends import Backend
 
 from stead.core.ledger import fold
 from stead.store import Store
-from stead.store._ledger import Ledger, ledger_for
+from stead.store.ledger._ledger import Ledger, ledger_for
 
 T0 = 1_000.0
 
@@ -223,7 +223,7 @@ async def test_a_waiter_sees_a_settle_by_another_connection(backend: Backend) ->
 async def test_a_queue_limit_holds_across_executors(backend: Backend) -> None:
     """Limit 2: three executors (three connections) claiming at once take 2 keys between
     them; a settle frees a slot; a held key whose executor's lease lapsed does not count."""
-    from stead.store import _limits
+    from stead.store.ledger import _limits
 
     leds = [ledger_for(backend.open()) for _ in range(3)]
     try:
@@ -252,7 +252,7 @@ async def test_a_queue_limit_holds_across_executors(backend: Backend) -> None:
 
 
 async def test_a_paused_queue_is_not_claimed_until_the_pause_ends(ledger: Ledger) -> None:
-    from stead.store import _limits
+    from stead.store.ledger import _limits
 
     await accept(ledger, "e1")
     await _limits.pause(ledger, "q", T0 + 5)

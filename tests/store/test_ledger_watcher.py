@@ -1,4 +1,4 @@
-"""The settlement watcher: the ``Watcher`` a ledger's waiters share (store/_watch.py), fed by
+"""The settlement watcher: the ``Watcher`` a ledger's waiters share (store/sql/_watch.py), fed by
 the ledger's settle marks (0 while a key is open, its settle's position after) and, on
 PostgreSQL, by its LISTEN connection.
 
@@ -23,8 +23,8 @@ from test_ledger_store import T0, accept
 from stead.core.effects import AssignmentKey, ToolSucceeded
 from stead.runtime import StoreExecutor
 from stead.store import open_store
-from stead.store._ledger import ledger_for
-from stead.store._watch import Watcher
+from stead.store.ledger._ledger import ledger_for
+from stead.store.sql._watch import Watcher
 
 pytestmark = pytest.mark.timeout(60)
 

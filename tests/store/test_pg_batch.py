@@ -1,4 +1,4 @@
-"""PostgreSQL's group commit writes a batch as one statement (``stead.store._pgbatch``).
+"""PostgreSQL's group commit writes a batch as one statement (``stead.store.postgres._batch``).
 
 Counted on the wire (libpq's trace of the store's only connection, as in
 ``test_pg_round_trips``), never timed: a ``Bind`` is a statement sent, a ``ReadyForQuery`` a

@@ -128,7 +128,7 @@ async def test_a_load_is_one_statement(traced: tuple[PostgresStore, Wire]) -> No
 async def test_a_long_runs_load_is_one_statement_with_its_snapshots_pieces(
     traced: tuple[PostgresStore, Wire],
 ) -> None:
-    """A snapshot of 80 messages is stored in pieces (``_pgchunks``): the load reads them in
+    """A snapshot of 80 messages is stored in pieces (``postgres._chunks``): the load reads them in
     its one statement too."""
     store, wire = traced
     b = await seeded(store, "run-1", turns=40)

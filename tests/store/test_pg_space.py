@@ -2,7 +2,7 @@
 
 A snapshot rewritten whole every few hundred events left every old version's TOAST chunks
 dead until a vacuum; a long state's lists are now stored in pieces, each once
-(store/_pgchunks.py). Events are indexed by the run's number, not its random id. Sizes are
+(store/postgres/_chunks.py). Events are indexed by the run's number, not its random id. Sizes are
 counted by the server (``pg_relation_size``, autovacuum off for the tables), never timed.
 """
 
@@ -17,10 +17,10 @@ from _builders import T0, RunBuilder, result, seeded
 
 from stead.core.fold import RunState
 from stead.runtime import OwnedRun
-from stead.store._base import snapshot_state
-from stead.store._migrations import migrations, statements
-from stead.store._sql import pack
 from stead.store.postgres import PostgresStore
+from stead.store.sql._base import snapshot_state
+from stead.store.sql._migrations import migrations, statements
+from stead.store.sql._store import pack
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -203,7 +203,7 @@ async def test_a_schema_written_before_0009_loads_and_snapshots_in_pieces_after(
 
 def _rows(b: RunBuilder) -> list[tuple[str, int, int | None, str | None, str | bytes]]:
     """The log's rows as the store writes them (event data as UTF-8 bytes)."""
-    from stead.store._base import event_row
-    from stead.store._sql import utf8_rows
+    from stead.store.sql._base import event_row
+    from stead.store.sql._store import utf8_rows
 
     return utf8_rows([event_row(e) for e in b.log])

@@ -17,7 +17,7 @@ from pathlib import Path
 from _builders import T0, RunBuilder, call_id, created, result, tool_turn
 
 from stead.core.events import RunStarted
-from stead.store._sql import migrations
+from stead.store.sql._store import migrations
 from stead.store.sqlite import SQLiteStore
 
 

@@ -21,7 +21,7 @@ from _builders import seeded
 from test_sqlite_writer import HeldCommit, append
 
 from stead.store import SQLiteStore
-from stead.store._sqlitewriter import PROBE_AFTER, Pace
+from stead.store.sqlite._writer import PROBE_AFTER, Pace
 from stead.testing import SQLiteCommits
 
 pytestmark = pytest.mark.timeout(60)

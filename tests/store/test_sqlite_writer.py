@@ -1,7 +1,7 @@
 """SQLite's writer thread: a batch's commit, and its fsync, off the event loop.
 
 A batch that must be durable is written on the loop and committed on the store's writer
-thread (``stead.store._sqlitewriter``). These tests hold that commit inside SQLite's own seam
+thread (``stead.store.sqlite._writer``). These tests hold that commit inside SQLite's own seam
 (the statement trace hook, which SQLite calls on the thread that runs the statement) until
 another task on the loop has made progress: if the commit ran on the loop, that task could not
 run and the hold would end only at its deadlock guard, failing the test. Nothing is timed.
@@ -22,8 +22,8 @@ from _builders import T0, RunBuilder, created, seeded
 from stead.core.events import ModelCallFailed
 from stead.errors import Conflict
 from stead.store import SQLiteStore
-from stead.store._group import CROWD
-from stead.store._sqlitewriter import Writer
+from stead.store.sql._group import CROWD
+from stead.store.sqlite._writer import Writer
 from stead.testing import SQLiteCommits
 
 pytestmark = pytest.mark.timeout(60)

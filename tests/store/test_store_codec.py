@@ -263,7 +263,7 @@ def test_every_golden_row_is_written_back_byte_for_byte() -> None:
     log, read and written again, is the same text (request digests hash the same JSON)."""
     import json
 
-    from stead.store._base import PACK_AT, decode_row, event_row, unpack_data
+    from stead.store.sql._base import PACK_AT, decode_row, event_row, unpack_data
 
     logs = sorted((Path(__file__).parents[1] / "golden" / "logs").glob("*.json"))
     rows = [row for path in logs for row in json.loads(path.read_text())["rows"]]

@@ -10,7 +10,7 @@ from typing import Any
 
 from _backends import Backend
 
-from stead.store._chat import ConversationStore
+from stead.store.sql._chat import ConversationStore
 
 
 def _chat(store: Any) -> ConversationStore:

@@ -197,7 +197,7 @@ _SNAPSHOT_BUG = (
     "BUG: a snapshot that is valid JSON but not the expected shape raises AttributeError "
     "out of OwnedRun.load_state instead of being ignored: RunState.from_json calls .get "
     "on a list (runtime/loop/_owned.py OwnedRun.load_state catches only ValueError/KeyError/"
-    "TypeError: also catch AttributeError, and have store/sqlite.py SQLiteStore.load drop a "
+    "TypeError: also catch AttributeError, and have store/sqlite/_store.py SQLiteStore.load drop a "
     "snapshot that is not a JSON object)"
 )
 

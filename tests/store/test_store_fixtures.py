@@ -26,8 +26,8 @@ from _builders import T0, RunBuilder, fold_log
 from stead.core.events import TurnStarted
 from stead.runtime import OwnedRun
 from stead.store import Store
-from stead.store._migrations import DIALECTS, migrations, render, statements
 from stead.store.postgres import PostgresStore
+from stead.store.sql._migrations import DIALECTS, migrations, render, statements
 from stead.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.timeout(60)

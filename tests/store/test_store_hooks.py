@@ -15,7 +15,7 @@ from _builders import T0, RunBuilder, result
 
 from stead.core.events import Event
 from stead.errors import Conflict
-from stead.store._sql import crash_before_result
+from stead.store.sql._store import crash_before_result
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Required, get_origin, get_type_hints
 
-from stead.store._base import Appending, Claiming
-from stead.store._chat import Recording
-from stead.store._sql import SQLStore
+from stead.store.sql._base import Appending, Claiming
+from stead.store.sql._chat import Recording
+from stead.store.sql._store import SQLStore
 
 
 def _keywords(fn: Any) -> tuple[set[str], set[str]]:

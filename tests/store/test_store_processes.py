@@ -22,7 +22,7 @@ from _builders import T0, RunBuilder, created, fold_log, result, to_wire
 
 from stead.core.events import ModelCallFailed, TurnStarted
 from stead.store import Store
-from stead.store._sql import migrations
+from stead.store.sql._store import migrations
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -145,7 +145,7 @@ async def test_opening_a_store_twice_migrates_once(backend: Backend) -> None:
 
 
 _WAL_SWITCH_BUG = (
-    "BUG: SQLiteStore.__init__ (store/sqlite.py) runs PRAGMA journal_mode=WAL once, and "
+    "BUG: SQLiteStore.__init__ (store/sqlite/_store.py) runs PRAGMA journal_mode=WAL once, and "
     "SQLite does not call the busy handler when switching a rollback-journal file (a brand-new "
     "one) to WAL while another connection holds a lock on it: a process that opens a new store "
     "while another is still migrating it fails at once with StoreError('database is locked') "

@@ -13,7 +13,7 @@ from _builders import T0, RunBuilder, fold_log, seeded
 from stead.core.fold import RunState, apply
 from stead.runtime import OwnedRun
 from stead.store import Store
-from stead.store._sql import pack, unpack
+from stead.store.sql._store import pack, unpack
 
 # 180 s: the ten-thousand-event runs are CPU in this process, slow on a busy machine.
 pytestmark = pytest.mark.timeout(180)

@@ -8,14 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _backends import Backend
 
 from stead.core import transfer
 from stead.core.event_codec import decode
-from stead.errors import Conflict, UserError
+from stead.errors import Conflict, ImportFileError, UserError
 from stead.store import SQLiteStore, Store
-from stead.store._transfer import (
-    ImportFileError,
+from stead.store.lifecycle import (
     export_lines,
     parse,
     select_runs,
@@ -25,6 +23,7 @@ from stead.store._transfer import (
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "logs"
 LOGS = sorted(GOLDEN.glob("*.json"))
+GOLDEN_TEXT = {p.name: p.read_text() for p in LOGS}
 
 
 def golden_file(path: Path) -> list[str]:
@@ -94,7 +93,7 @@ async def test_export_import_export_is_byte_identical(
     assert second == first
 
     # Every imported event reads back through the store's own reader, equal to the golden.
-    doc = json.loads(path.read_text())
+    doc = json.loads(GOLDEN_TEXT[path.name])
     rid = json.loads(doc["rows"][0][3])["run_id"]
     stored = await store.read_events(rid)
     assert [e.event for e in stored] == [
@@ -106,7 +105,7 @@ async def test_an_existing_run_id_is_refused_and_new_ids_import_beside_it(store:
     lines = golden_file(GOLDEN / "approval.json")
     await write(sql_store(store), parse("a", lines), now=1.0)
     before = await export_all(store)
-    with pytest.raises(Conflict, match="already exists.*new id"):
+    with pytest.raises(Conflict, match=r"already exists.*new id"):
         await write(sql_store(store), parse("a", lines), now=2.0)
     assert await export_all(store) == before  # nothing written
 
@@ -114,7 +113,7 @@ async def test_an_existing_run_id_is_refused_and_new_ids_import_beside_it(store:
     ((old, new),) = done.runs.items()
     assert old == "run_approval" and new != old
     view = (await store.read_events(new))[0].event
-    assert getattr(view, "run_id") == new
+    assert view.run_id == new
     original = [e.event for e in await store.read_events(old)]
     copied = [e.event for e in await store.read_events(new)]
     assert copied[1:] == original[1:]

@@ -7,7 +7,7 @@ import asyncio
 import tracemalloc
 from collections.abc import Sequence
 
-from stead.store._watch import Watcher
+from stead.store.sql._watch import Watcher
 
 WAITERS = 500
 

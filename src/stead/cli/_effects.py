@@ -1,6 +1,6 @@
 """``stead effects list RUN`` and ``stead effects show RUN EFFECT``: a run's effects, one row
 per key (``stead.core.effect_log``): how each ended, the reconciler's verdicts at takeovers,
-its redispatch ledger, and where it ran (``stead.store._placement``: the queue, executor,
+its redispatches, and where it ran (``stead.store.placements``: the queue, executor,
 epoch and claims of a key performed by an executor pool; in process when it has none).
 Parsing and rendering only."""
 
@@ -19,8 +19,7 @@ from stead.cli._render import plain, timeline
 from stead.core.effect_log import EffectRecord, effect_records
 from stead.errors import StoreError, UserError
 from stead.runtime import Runtime
-from stead.store._ledger import ledger_for
-from stead.store._placement import Placement, placements
+from stead.store import Placement, ledger_for, placements
 
 _STYLE = {
     "settled": "green",
@@ -42,7 +41,7 @@ def _show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the effect as one JSON object")
 
 
-def _ledger(r: EffectRecord) -> str:
+def _redispatches(r: EffectRecord) -> str:
     led = r.redispatch
     if not (led.planned or led.given_up):
         return ""
@@ -129,8 +128,8 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         return 0
     title = f"{r.effect_id} {r.name} (turn {r.turn_index}, attempt {r.attempt}): {r.state}"
     out.print(timeline([s for s in stored if s.seq in set(r.seqs)], title=title))
-    if _ledger(r):
-        out.print(Text(f"redispatch ledger: {_ledger(r)}"))
+    if _redispatches(r):
+        out.print(Text(f"redispatches: {_redispatches(r)}"))
     if p is not None:
         held = ", ".join(f"{x} at epoch {e}" for x, e in p.claims) or "never claimed"
         out.print(Text(plain(f"ran at: {_where(p)}, {p.phase}; claims: {held}")))
@@ -160,7 +159,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             Text(r.state, style=_STYLE[r.state]),
             Text(plain(_where(placed.get(r.effect_id)))),
             verdicts,
-            _ledger(r),
+            _redispatches(r),
             Text(plain(r.detail)[:60]),
         )
     out.print(table)

@@ -20,7 +20,7 @@ from stead.core.retention import Retention
 from stead.errors import UserError
 from stead.runtime import Runtime
 from stead.store import open_store
-from stead.store._transfer import Imported
+from stead.store.lifecycle import Imported
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:

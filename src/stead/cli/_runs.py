@@ -68,7 +68,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 async def _stranded(rt: Runtime, now: float, out: Console) -> None:
     """Runs pinned to an agent version no live worker drives: nothing takes them until a
     worker of that version starts (docs/lifecycle.md)."""
-    from stead.store._versions import stranded
+    from stead.store.lifecycle import stranded
 
     for s in await stranded(rt.store, now=now):
         out.print(

@@ -5,7 +5,7 @@ effect with a key (``stead.core.canonical.effect_id``). The run's log says, per 
 ended: settled (a reply, a result), failed (a model failure, an error result), disposed (a
 takeover's reconciler gave it up), unknown (it may or may not have happened: a later attempt
 was made without knowing), or in flight (nothing recorded yet). Beside that: the
-reconciler's verdicts on the key and its redispatch ledger.
+reconciler's verdicts on the key and its redispatches.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from stead.core.events import (
     ToolResultRecorded,
 )
 from stead.core.fold import RunState, apply
-from stead.core.reconcile import Ledger, Memory, targets
+from stead.core.reconcile import Memory, Redispatches, targets
 
 EffectState: TypeAlias = Literal["in_flight", "settled", "failed", "disposed", "unknown"]
 
@@ -52,8 +52,8 @@ class EffectRecord:
     """Sequence numbers of the events about it."""
     verdicts: list[EffectReconciled] = field(default_factory=list)
     """The reconciler's verdicts on it, in order."""
-    redispatch: Ledger = field(default_factory=Ledger)
-    """Its redispatch ledger."""
+    redispatch: Redispatches = field(default_factory=Redispatches)
+    """Its redispatch records, folded."""
 
 
 def effect_records(events: Iterable[tuple[int, Event]]) -> list[EffectRecord]:
@@ -111,7 +111,7 @@ def effect_records(events: Iterable[tuple[int, Event]]) -> list[EffectRecord]:
         if t.effect_id not in rows:
             row(t.turn_index, t.tool_call_id, t.attempt, state.seq)
     for r in rows.values():
-        r.redispatch = memory.ledger(r.effect_id)
+        r.redispatch = memory.redispatches_of(r.effect_id)
         if r.state == "in_flight" and r.effect_id not in flying:
             r.state = "unknown"  # nothing settled it, and nothing runs it any more
     return list(rows.values())

@@ -405,7 +405,7 @@ class EffectReconciled(_Turn):
 
 @tagged("redispatch")
 class RedispatchRecorded(TaggedRecord):
-    """One record of a key's redispatch ledger: ``planned`` (before the dispatch), then
+    """One record of a key's redispatches: ``planned`` (before the dispatch), then
     ``dispatched`` (accepted), or ``given_up``. Folded by ``stead.core.reconcile``."""
 
     effect_id: str

@@ -485,7 +485,7 @@ def _effect_reconciled(state: RunState, e: EffectReconciled) -> None:
 
 @handles(RedispatchRecorded)
 def _redispatch(state: RunState, e: RedispatchRecorded) -> None:
-    # The order of one key's records is its ledger's own fold (stead.core.reconcile).
+    # The order of one key's records is its redispatches' own fold (stead.core.reconcile).
     _fenced_effect(state, e)
     if (e.step == "given_up") != (e.attempt == 0):
         raise _refuse(state, e, "planned and dispatched count an attempt from 1; given_up none")

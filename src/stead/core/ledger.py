@@ -15,7 +15,7 @@ whether it started, whether the run asked it to stop, and how it settled.
     cancel_requested: once, at any point before settled
 
 Every write that needs a holder names its epoch; the fold refuses a stale one, and the stores
-refuse it in the write's own statement (``stead.store._ledger``), so the two agree. The fold
+refuse it in the write's own statement (``stead.store.ledger._ledger``), so the two agree. The fold
 is pure: no I/O, no clock (a lease's expiry is the store's business, ``attachment_of`` gets
 the answer as a boolean).
 """

@@ -2,8 +2,8 @@
 
 When a run changes owner, some of its effects may have intent in the log and no recorded
 outcome: the turn's model call, or tool calls. For each one the new owner compares three
-sources (the run's log, what the executor holds for its key, and the key's redispatch
-ledger) and decides, here, in pure code; ``stead.runtime.loop._reconcile`` does what is decided
+sources (the run's log, what the executor holds for its key, and the key's redispatches)
+and decides, here, in pure code; ``stead.runtime.loop._reconcile`` does what is decided
 (abort, recover, dispatch, append) and feeds the executor's answers back in.
 
 The verdict table (``decide``; ``VERDICTS`` below is the same table as data):
@@ -29,7 +29,7 @@ effect class decides as after any crash (``stead.core.decide.plan_call``): read_
 idempotent_write reruns with the same idempotency key, non_idempotent asks its reconcile
 function or a person.
 
-The redispatch ledger of a key is three records, appended to the run's own log (so fenced by
+A key's redispatches are three records, appended to the run's own log (so fenced by
 the owner's epoch like every append): ``planned{attempt}`` before the dispatch,
 ``dispatched{attempt}`` once it is accepted, ``given_up{reason}``. An attempt planned and not
 dispatched is owed: it is offered again, under the same number, before any new one is
@@ -179,15 +179,15 @@ def _target(state: RunState, turn: int, call: str, attempt: int, cls: EffectClas
     )
 
 
-# -- the redispatch ledger ---------------------------------------------------------------------
+# -- a key's redispatches ----------------------------------------------------------------------
 
 
-class LedgerConflict(ValueError):
-    """A redispatch record the key's ledger cannot take where it stands."""
+class RedispatchConflict(ValueError):
+    """A redispatch record the key's redispatches cannot take where they stand."""
 
 
 @dataclass(frozen=True, slots=True)
-class Ledger:
+class Redispatches:
     """The fold of one key's redispatch records."""
 
     planned: int = 0
@@ -205,44 +205,43 @@ class Ledger:
         return self.planned if self.planned > self.dispatched else 0
 
 
-def ledger_step(ledger: Ledger, e: RedispatchRecorded) -> Ledger:
-    """``ledger`` after ``e``, or ``LedgerConflict``: nothing after given_up; an attempt is
+def redispatch_step(r: Redispatches, e: RedispatchRecorded) -> Redispatches:
+    """``r`` after ``e``, or ``RedispatchConflict``: nothing after given_up; an attempt is
     planned only when none is owed, as the next number; dispatched only the one owed."""
-    if ledger.given_up:
-        raise LedgerConflict(f"{e.step} after given_up")
+    if r.given_up:
+        raise RedispatchConflict(f"{e.step} after given_up")
     if e.step == "given_up":
-        return replace(ledger, given_up=True, reason=e.reason)
+        return replace(r, given_up=True, reason=e.reason)
     if e.step == "planned":
-        if ledger.owed:
-            raise LedgerConflict(f"attempt {e.attempt} planned while {ledger.owed} is owed")
-        if e.attempt != ledger.planned + 1:
-            raise LedgerConflict(f"attempt {e.attempt} planned after {ledger.planned}")
-        return replace(ledger, planned=e.attempt)
-    if not ledger.owed or e.attempt != ledger.owed:
-        raise LedgerConflict(
-            f"attempt {e.attempt} dispatched with {ledger.planned} planned, "
-            f"{ledger.dispatched} dispatched"
+        if r.owed:
+            raise RedispatchConflict(f"attempt {e.attempt} planned while {r.owed} is owed")
+        if e.attempt != r.planned + 1:
+            raise RedispatchConflict(f"attempt {e.attempt} planned after {r.planned}")
+        return replace(r, planned=e.attempt)
+    if not r.owed or e.attempt != r.owed:
+        raise RedispatchConflict(
+            f"attempt {e.attempt} dispatched with {r.planned} planned, {r.dispatched} dispatched"
         )
-    return replace(ledger, dispatched=e.attempt)
+    return replace(r, dispatched=e.attempt)
 
 
 @dataclass(slots=True)
 class Memory:
-    """What earlier takeovers left in the log, per key: ledgers and deferral counts."""
+    """What earlier takeovers left in the log, per key: redispatches and deferral counts."""
 
-    ledgers: dict[str, Ledger] = field(default_factory=dict)
-    """Redispatch ledger by effect id."""
+    redispatches: dict[str, Redispatches] = field(default_factory=dict)
+    """Redispatches by effect id."""
     deferrals: dict[str, int] = field(default_factory=dict)
     """Defer verdicts by effect id."""
 
-    def ledger(self, key: str) -> Ledger:
-        """The key's ledger (empty if it has none)."""
-        return self.ledgers.get(key, Ledger())
+    def redispatches_of(self, key: str) -> Redispatches:
+        """The key's redispatches (none if it has none)."""
+        return self.redispatches.get(key, Redispatches())
 
     def see(self, e: Event) -> None:
-        """Take one event of the log into account (``LedgerConflict`` for a bad record)."""
+        """Take one event of the log into account (``RedispatchConflict`` for a bad record)."""
         if isinstance(e, RedispatchRecorded):
-            self.ledgers[e.effect_id] = ledger_step(self.ledger(e.effect_id), e)
+            self.redispatches[e.effect_id] = redispatch_step(self.redispatches_of(e.effect_id), e)
         elif isinstance(e, EffectReconciled) and e.verdict == "defer":
             self.deferrals[e.effect_id] = self.deferrals.get(e.effect_id, 0) + 1
 
@@ -284,12 +283,12 @@ def decide(
     observed: Attachment,
     policy: RecoveryPolicy,
     *,
-    ledger: Ledger = Ledger(),
+    redispatches: Redispatches = Redispatches(),
     deferrals: int = 0,
     authoritative: bool = False,
 ) -> Decision:
-    """The verdict on ``target`` given what its executor holds (``observed``), its ledger and
-    how often it was deferred. ``authoritative``: the executor's ``missing`` proves the key
+    """The verdict on ``target`` given what its executor holds (``observed``), its redispatches
+    and how often it was deferred. ``authoritative``: the executor's ``missing`` proves the key
     never ran (a durable ledger says so; the in-process executor cannot)."""
 
     def d(action: Action, why: str, attempt: int = 0) -> Decision:
@@ -311,18 +310,22 @@ def decide(
         return d("dispose", "its key is aborted")
     if policy.missing == "dispose":
         return d("abort", "its executor holds nothing for it")
-    if ledger.given_up:
-        return d("abort", f"redispatch was given up: {ledger.reason}")
+    if redispatches.given_up:
+        return d("abort", f"redispatch was given up: {redispatches.reason}")
     if target.effect_class == "non_idempotent" and not authoritative:
         return d("abort", "missing here does not prove it never ran: not redispatched")
-    if ledger.owed:
+    if redispatches.owed:
         if deferrals >= policy.max_deferrals:
-            why = f"the dispatch of redispatch {ledger.owed} was lost {deferrals} times"
+            why = f"the dispatch of redispatch {redispatches.owed} was lost {deferrals} times"
             return d("give_up", why)
-        return d("offer", f"redispatch {ledger.owed} was planned, never accepted", ledger.owed)
-    if ledger.planned >= policy.max_redispatches:
+        return d(
+            "offer",
+            f"redispatch {redispatches.owed} was planned, never accepted",
+            redispatches.owed,
+        )
+    if redispatches.planned >= policy.max_redispatches:
         return d("give_up", f"the redispatch budget of {policy.max_redispatches} is spent")
-    n = ledger.planned + 1
+    n = redispatches.planned + 1
     return d("plan", f"missing: redispatch {n} of {policy.max_redispatches}", n)
 
 
@@ -366,10 +369,10 @@ _VERDICT: Final[Callable[..., EffectReconciled]] = compile_copy(
 """The verdict's event with its target's key fields (turn, call, attempt, effect id)."""
 
 
-def ledger_event(
+def redispatch_event(
     decision: Decision, step: Literal["planned", "dispatched", "given_up"], epoch: int
 ) -> RedispatchRecorded:
-    """The ledger record ``step`` of a decision (``given_up`` carries its reason)."""
+    """The redispatch record ``step`` of a decision (``given_up`` carries its reason)."""
     given_up = step == "given_up"
     return RedispatchRecorded(
         effect_id=decision.target.effect_id,

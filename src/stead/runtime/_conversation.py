@@ -56,8 +56,7 @@ from stead.runtime.agent import (
     store_attachments,
 )
 from stead.runtime.loop import OwnedRun, continued
-from stead.store import Store
-from stead.store._chat import ConversationEntry, ConversationStore
+from stead.store import ConversationEntry, ConversationStore, Store
 
 
 class Conversations:

@@ -1,5 +1,5 @@
 """A run's life after it is recorded, as ``Runtime`` methods: export and import
-(``stead.store._transfer``), pruning (``stead.store._retention``, decided by
+(``stead.store.lifecycle``), pruning (``stead.store.lifecycle``, decided by
 ``stead.core.retention``) and forking (``_fork``). docs/lifecycle.md is the user's page.
 """
 
@@ -23,17 +23,22 @@ from stead.errors import ImportFileError, SteadError, UserError
 from stead.runtime.agent import Agent, RunView, checks
 from stead.runtime.loop import hydrate
 from stead.store import Store
-from stead.store._fork import create_fork
-from stead.store._retention import Judged, delete, judge, payload, sweep_blobs, vacuum
-from stead.store._transfer import (
+from stead.store.lifecycle import (
     Imported,
+    Judged,
+    create_fork,
+    delete,
     export_lines,
+    judge,
     parse,
+    payload,
     select_runs,
     sql_store,
+    sweep_blobs,
+    vacuum,
     write,
 )
-from stead.store._transfer import (
+from stead.store.lifecycle import (
     copy_store as copy_rows,
 )
 

@@ -61,8 +61,7 @@ from stead.runtime.loop import (
     hydrate,
     owner_id,
 )
-from stead.store import Store, StoredEvent, open_store
-from stead.store._ledger import Ledger
+from stead.store import Ledger, Store, StoredEvent, open_store
 
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 

@@ -1,11 +1,39 @@
-"""Stores: where runs live. ``open_store(url)`` picks the backend from the URL."""
+"""Stores: where runs live. ``open_store(url)`` picks the backend from the URL.
+
+What the other packages of stead use of the stores is exported here, and they import only
+this (and the dialects' public names, ``stead.store.sqlite.SQLiteStore`` and
+``stead.store.postgres.PostgresStore``): the ``Store`` contract, conversations, and the
+execution ledger. The PostgreSQL side is imported only when a ``postgresql://`` URL is
+opened, so ``import stead`` works without psycopg."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from stead.errors import UserError
-from stead.store._base import CLAIMABLE, Claim, Loaded, RunRecord, Store, StoredEvent
+from stead.store.ledger import (
+    Claimed,
+    Ledger,
+    Placement,
+    forget_progress,
+    give_up_strays,
+    ledger_for,
+    pause_queue,
+    placements,
+    progress_frames,
+    publish_progress,
+    set_queue_limit,
+)
+from stead.store.sql import (
+    CLAIMABLE,
+    Claim,
+    ConversationEntry,
+    ConversationStore,
+    Loaded,
+    RunRecord,
+    Store,
+    StoredEvent,
+)
 from stead.store.sqlite import SQLiteStore
 
 FORMS = "sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host/db"
@@ -90,10 +118,23 @@ _SCHEMES = frozenset({"postgresql", "postgres", "mysql", "redis", "http", "https
 __all__ = [
     "CLAIMABLE",
     "Claim",
+    "Claimed",
+    "ConversationEntry",
+    "ConversationStore",
+    "Ledger",
     "Loaded",
+    "Placement",
     "RunRecord",
     "SQLiteStore",
     "Store",
     "StoredEvent",
+    "forget_progress",
+    "give_up_strays",
+    "ledger_for",
     "open_store",
+    "pause_queue",
+    "placements",
+    "progress_frames",
+    "publish_progress",
+    "set_queue_limit",
 ]

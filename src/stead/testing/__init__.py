@@ -1,6 +1,7 @@
-"""What users need to test their own agents: a scripted model, crash points, an effect ledger.
+"""What users need to test their own agents: a scripted model, crash points, a record of side
+effects.
 
-    from stead.testing import ScriptedModel, Reply, arm_crash, EffectLedger
+    from stead.testing import ScriptedModel, Reply, arm_crash, SideEffects
 
 Crash points kill the process with SIGKILL at a named durability boundary (see
 ``CRASH_POINTS``); arm them in a child process with ``STEAD_CRASH_AT=<point>[:tool][#n]``.
@@ -8,23 +9,39 @@ Crash points kill the process with SIGKILL at a named durability boundary (see
 ``PostgresServer`` is one a test may also crash (SIGKILL) and start again on the same data.
 """
 
+import warnings
+
 from stead._crash import ENV as CRASH_ENV
 from stead._crash import POINTS as CRASH_POINTS
 from stead._crash import arm as arm_crash
 from stead._crash import disarm as disarm_crashes
 from stead.testing._commits import SQLiteCommits
-from stead.testing._ledger import EffectLedger, assert_valid_history
 from stead.testing._postgres import PostgresServer, postgres_bindir, temporary_postgres
 from stead.testing._scripted import Reply, ScriptedModel
+from stead.testing._side_effects import SideEffects, assert_valid_history
+
+
+def __getattr__(name: str) -> object:
+    """``EffectLedger``, the old name of ``SideEffects``: still importable, with a
+    ``DeprecationWarning`` ("ledger" names the execution ledger alone)."""
+    if name == "EffectLedger":
+        warnings.warn(
+            "stead.testing.EffectLedger is now stead.testing.SideEffects",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SideEffects
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CRASH_ENV",
     "CRASH_POINTS",
-    "EffectLedger",
     "PostgresServer",
     "Reply",
     "SQLiteCommits",
     "ScriptedModel",
+    "SideEffects",
     "arm_crash",
     "assert_valid_history",
     "disarm_crashes",

@@ -24,8 +24,7 @@ from stead.core.messages import (
     message_from_json,
 )
 from stead.errors import StoreError, UserError
-from stead.store import Store
-from stead.store._chat import ConversationStore
+from stead.store import ConversationStore, Store
 
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """Image types both providers take."""

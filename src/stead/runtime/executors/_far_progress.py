@@ -24,8 +24,7 @@ from collections.abc import Callable
 
 from stead.core.progress import ProgressSink, ProgressWindow
 from stead.errors import StoreError
-from stead.store import _progress
-from stead.store._ledger import Ledger
+from stead.store import Ledger, progress_frames, publish_progress
 
 log = logging.getLogger("stead.executor")
 
@@ -92,7 +91,7 @@ class _Stream:
         texts, self._pending = self._pending, []
         first, self._next = self._next, self._next + len(texts)
         try:
-            await _progress.publish(
+            await publish_progress(
                 self._owner.ledger, self.effect_id, first, texts, now=self._owner.clock()
             )
         except StoreError as exc:  # lossy by design: the settled message is what counts
@@ -201,7 +200,7 @@ class Follower:
         while True:
             await asyncio.sleep(pause)  # the executor writes a batch every 50 ms at most
             try:
-                got = await _progress.frames(self._ledger, self._effect_id, self.last)
+                got = await progress_frames(self._ledger, self._effect_id, self.last)
             except StoreError:
                 got = []
             for seq, text in got:

@@ -45,7 +45,7 @@ from stead.errors import StoreError
 from stead.providers import ModelResponse
 from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime.executors._far_progress import Follower, far_sink
-from stead.store._ledger import Ledger, ledger_for
+from stead.store import Ledger, ledger_for
 
 # -- outcomes on the wire ----------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 A new owner of a run, before it drives on, looks at every effect the dead owner left with
 intent and no outcome: it asks the executor what it holds for the key (``attach``), lets the
 core decide, and does what was decided: aborts a key before it disposes of it, asks a pool
-to recover an orphan, hands an effect over again under the redispatch ledger (``planned``
+to recover an orphan, hands an effect over again under the key's redispatches (``planned``
 before the dispatch, ``dispatched`` after), and writes each verdict into the run's log, where
 the timeline shows it. A tool effect kept (still running, or settled) has its outcome
 awaited and recorded here; the turn's model call, kept or redispatched, is picked up by the
@@ -45,7 +45,7 @@ from stead.core.reconcile import (
     after_abort,
     after_dispatch,
     decide,
-    ledger_event,
+    redispatch_event,
     remember,
     targets,
     verdict_event,
@@ -117,7 +117,7 @@ async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryP
             t,
             observed,
             policy,
-            ledger=memory.ledger(t.effect_id),
+            redispatches=memory.redispatches_of(t.effect_id),
             deferrals=memory.deferrals.get(t.effect_id, 0),
             authoritative=authoritative,
         )
@@ -141,7 +141,7 @@ async def _reconcile(loop: RunLoop, t: Target, memory: Memory, policy: RecoveryP
                 d = look(await _attach(loop, key))
             case "give_up" | "abort":
                 if d.action == "give_up":
-                    await record(ledger_event(d, "given_up", epoch))
+                    await record(redispatch_event(d, "given_up", epoch))
                 d = after_abort(d, await executor.abort(key))
             case "cancel":
                 await executor.cancel(key, d.reason)
@@ -163,7 +163,7 @@ async def _redispatch(
         return replace(d, action="abort", reason="its tool is not registered here")
     if d.action == "plan":
         loop._crash("before_redispatch", None)
-        await record(ledger_event(d, "planned", loop.owned.epoch))
+        await record(redispatch_event(d, "planned", loop.owned.epoch))
         loop._crash("after_redispatch_planned", None)
     assignment, local = built
     answer: DispatchAnswer
@@ -178,7 +178,7 @@ async def _redispatch(
         answer = "accepted" if accepted else "refused"
     if answer == "accepted":
         loop._crash("after_redispatch_accepted", None)
-        await record(ledger_event(d, "dispatched", loop.owned.epoch))
+        await record(redispatch_event(d, "dispatched", loop.owned.epoch))
     return after_dispatch(d, answer)
 
 

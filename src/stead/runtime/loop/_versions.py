@@ -18,7 +18,7 @@ from stead.core.versions import (
 )
 from stead.runtime.agent import Agent
 from stead.runtime.loop._owned import OwnedRun
-from stead.store._versions import pin
+from stead.store.lifecycle import pin
 
 
 async def settle_version(session: OwnedRun, agent: Agent, owner: str, epoch: int) -> bool:

@@ -14,7 +14,7 @@ the model), and settles it under the epoch its claim made:
 
 On PostgreSQL the claim writes ``started`` itself for every key but a non_idempotent tool's
 (``claim(start=True)``), and ``start`` and ``settle`` name this executor besides the epoch
-(``store._pgledger.PostgresLedger``: why a claim lost with the database server is safe).
+(``store.postgres._ledger.PostgresLedger``: why a claim lost with the database server is safe).
 
 A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
@@ -23,7 +23,7 @@ one whose run asked to cancel fires the signal too (a subprocess group gets SIGT
 SIGKILL, as in process). One it holds with no task running it (a claim or a ``started``
 whose reply was lost, a settle that failed for good) is given up as a takeover would after a
 lapsed lease: back to the queue, or settled ``tool_unknown`` for a non_idempotent tool that
-started (``store._strays``); its lease alone would never let it go.
+started (``store.ledger._strays``); its lease alone would never let it go.
 
 Stopping (SIGTERM): claim nothing more, let the effects in hand finish for ``grace``
 seconds, then fire their signals and settle what they return (a cancelled tool settles
@@ -56,8 +56,15 @@ from stead.errors import SteadError, StoreError, UserError
 from stead.runtime.agent import Agent, check_deps
 from stead.runtime.executors import Forwarder, InProcessExecutor, outcome_to_json
 from stead.runtime.processes._signals import until_signalled
-from stead.store import _limits, _progress, _strays, open_store
-from stead.store._ledger import Claimed, ledger_for
+from stead.store import (
+    Claimed,
+    forget_progress,
+    give_up_strays,
+    ledger_for,
+    open_store,
+    pause_queue,
+    set_queue_limit,
+)
 
 log = logging.getLogger("stead.executor")
 
@@ -99,7 +106,7 @@ class Pool:
         deps: Any = None,
     ) -> None:
         """``max_concurrent``: hold each of ``queues`` to that many effects at once across
-        every executor of the fleet (the store keeps the count; ``store._limits``).
+        every executor of the fleet (the store keeps the count; ``store.ledger._limits``).
         ``deps``: this process's live objects its tools read as ``ctx.deps``, as a
         ``Runtime``'s (checked against each agent's ``deps_type``; never recorded)."""
         self.queues = [q for q in queues if q]
@@ -155,7 +162,7 @@ class Pool:
         await self._warm()
         if self.max_concurrent is not None:
             for q in self.queues:
-                await _limits.set_limit(self.ledger, q, self.max_concurrent)
+                await set_queue_limit(self.ledger, q, self.max_concurrent)
         await self._beat()
         log.info(
             "executor %s ready: queues %s, concurrency %d, lease %.1fs",
@@ -280,12 +287,12 @@ class Pool:
             # every executor, for as long as it asked (a second if it did not say).
             wait = outcome.retry_after if outcome.retry_after is not None else 1.0
             with contextlib.suppress(StoreError):
-                await _limits.pause(self.ledger, c.queue, self.clock() + wait)
+                await pause_queue(self.ledger, c.queue, self.clock() + wait)
         if await self._settle(c, outcome_to_json(outcome), sync=sync):
             self.performed += 1
             if streamed:  # the settled message is in; its preview is done with
                 with contextlib.suppress(StoreError):
-                    await _progress.forget(self.ledger, c.effect_id)
+                    await forget_progress(self.ledger, c.effect_id)
         else:
             self.refused += 1
             log.warning("effect %s: settle at epoch %d refused (taken over)", c.effect_id, c.epoch)
@@ -335,7 +342,7 @@ class Pool:
         ripe = strays if quiet and self._claims_begun == begun else strays & self._strays
         self._strays = strays - ripe
         if ripe:
-            gone = await _strays.give_up(self.ledger, self.id, ripe, now=self.clock())
+            gone = await give_up_strays(self.ledger, self.id, ripe, now=self.clock())
             for key, what in gone.items():
                 log.warning("effect %s: held here with no task running it: %s", key, what)
 

@@ -52,9 +52,8 @@ from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, checks
 from stead.runtime.processes._signals import until_signalled
-from stead.store import Claim, Store
-from stead.store._chat import ConversationStore
-from stead.store._versions import announce, retire
+from stead.store import Claim, ConversationStore, Store
+from stead.store.lifecycle import announce, retire
 
 log = logging.getLogger("stead.worker")
 

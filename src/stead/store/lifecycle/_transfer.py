@@ -32,8 +32,7 @@ from stead.core.event_codec import decode
 from stead.core.events import Event, RunCreated
 from stead.core.fold import fold
 from stead.errors import Conflict, IllegalTransition, ImportFileError, RunNotFound, UserError
-from stead.store._base import PACK_AT, decode_row, dumps, pack_data, unpack_data
-from stead.store._sql import Duplicate, SQLStore
+from stead.store.sql import PACK_AT, Duplicate, SQLStore, decode_row, dumps, pack_data, unpack_data
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 """How an attachment's blob is named wherever a message refers to it."""

@@ -61,7 +61,7 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
     """(version, name, sql) of every migration for ``dialect``, in order: the shared ones
     rendered, and the dialect's own. ``ValueError`` when a version stands twice (two
     branches that each added one, or a shared version a dialect also writes)."""
-    root = resources.files("stead.store") / "migrations"
+    root = resources.files("stead.store.sql") / "migrations"
     out: dict[int, tuple[int, str, str]] = {}
     for folder in ("shared", dialect):
         for entry in (root / folder).iterdir():

@@ -1,12 +1,13 @@
 """What the SQLite and PostgreSQL stores share, written once: the base class ``SQLStore``.
 
-A dialect (``sqlite.py``, ``postgres.py``) supplies only what differs: how it connects; how a
-transaction is bracketed and locked (``_reading``, ``_writing``); notices and waiting; how its
-driver's errors become stead's (a unique index's refusal is ``Duplicate``, anything else a
-``StoreError``); its placeholder; and the few statements whose shape differs (run creation,
-the append, ``claim_next``, and the lease writes PostgreSQL turns unsynced or announces). The
-rest is here: the run row and its columns, the migration runner, snapshot packing, the
-statements both dialects run as written, and what a refused write or a held lease says.
+A dialect (``stead.store.sqlite``, ``stead.store.postgres``) supplies only what differs: how it
+connects; how a transaction is bracketed and locked (``_reading``, ``_writing``); notices and
+waiting; how its driver's errors become stead's (a unique index's refusal is ``Duplicate``,
+anything else a ``StoreError``); its placeholder; and the few statements whose shape differs
+(run creation, the append, ``claim_next``, and the lease writes PostgreSQL turns unsynced or
+announces). The rest is here: the run row and its columns, the migration runner, snapshot
+packing, the statements both dialects run as written, and what a refused write or a held lease
+says.
 DBOS divides its system database the same way (``_sys_db.py`` and small
 ``_sys_db_sqlite.py`` / ``_sys_db_postgres.py``).
 
@@ -31,10 +32,11 @@ from typing import Any, ClassVar, Protocol, Unpack
 from stead import _crash
 from stead.core.events import Event, RunCreated
 from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, UserError
-from stead.store._base import (
+from stead.store.sql._base import (
     CLAIMABLE,
     Claim,
     Claiming,
+    Duplicate,
     Loaded,
     RunRecord,
     StoredEvent,
@@ -46,9 +48,9 @@ from stead.store._base import (
     snapshot_state,
     snapshot_text,
 )
-from stead.store._chat import ChatRows
-from stead.store._group import GroupCommit
-from stead.store._migrations import migrations, statements
+from stead.store.sql._chat import ChatRows
+from stead.store.sql._group import GroupCommit
+from stead.store.sql._migrations import migrations, statements
 
 RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -125,11 +127,6 @@ def snapshot_of(seq: Any, data: Any, last_seq: int) -> tuple[dict[str, Any] | No
 
 
 # -- what refusals say --------------------------------------------------------------------
-
-
-class Duplicate(Exception):
-    """A unique index refused a write: the dialect's driver error, translated, so the shared
-    code can say which guarantee it was (a run that exists, a result already recorded)."""
 
 
 def result_recorded(run_id: str, exc: Duplicate) -> Conflict:
@@ -436,7 +433,7 @@ class SQLStore(ChatRows):
 
     @functools.cached_property
     def group(self) -> GroupCommit:
-        """This store's group commit (``stead.store._group``): the appends of many runs of
+        """This store's group commit (``stead.store.sql._group``): the appends of many runs of
         this process in one transaction. ``group.after_batch`` is a test's seam."""
         return GroupCommit(self._append_alone, self._append_many, width=self.GROUP_WIDTH)
 

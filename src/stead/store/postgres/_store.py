@@ -1,6 +1,6 @@
 """The scale-out store: one PostgreSQL database shared by workers on many machines.
 
-Same contract as ``SQLiteStore``, and the same shared code (``stead.store._sql.SQLStore``);
+Same contract as ``SQLiteStore``, and the same shared code (``stead.store.sql._store.SQLStore``);
 this file holds PostgreSQL's half: the pool, error translation, notices and waiting, and the
 statements whose shape is its own. What PostgreSQL adds is concurrency across machines:
 
@@ -9,15 +9,15 @@ statements whose shape is its own. What PostgreSQL adds is concurrency across ma
   and sequence checks are the ``UPDATE``'s ``WHERE``: they are evaluated under the row lock,
   in the write's own transaction, re-checked against the committed row if another writer got
   there first. No read-then-write window exists for a stale owner to slip through. A batch
-  of appends (group commit) is one set-based statement of the same shape (``_pgbatch``).
+  of appends (group commit) is one set-based statement of the same shape (``_batch``).
 * **Claims** pick runs with ``FOR UPDATE SKIP LOCKED``: concurrent claimers skip each other's
   rows instead of queueing on them, and each claimed run's epoch is bumped in the same
   statement.
 * **Notices**: every append ``pg_notify``-s ``run_id:seq`` on its run's own channel at
   commit (a key and a position, never an outcome), and a run that becomes claimable
   (created, requeued, released, decided while no one holds it) is announced on the
-  *claimable* channel. One ``LISTEN`` connection per store (``_pglisten``) listens to the
-  channels of the runs someone waits on and feeds ``stead.store._watch.Watcher``, which
+  *claimable* channel. One ``LISTEN`` connection per store (``_listen``) listens to the
+  channels of the runs someone waits on and feeds ``stead.store.sql._watch.Watcher``, which
   re-reads durable state on each notice and polls besides; it reconnects when dropped.
   Per-run channels keep notices off the workers that do not care: with one shared channel
   every worker would read every append of the fleet (measured: 40% of throughput).
@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -65,32 +64,24 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
-from stead.store import _pgappend, _pgbatch, _pgchunks, _pgload, _sql
-from stead.store._base import Loaded, known_key
-from stead.store._pglisten import Listener
-from stead.store._watch import Watcher
+from stead.store import sql as _sql
+from stead.store.postgres import _append, _batch, _chunks, _load
+from stead.store.postgres._conn import LINGER, Conn, PgSession, channel
+from stead.store.postgres._ledger import PostgresLedger
+from stead.store.postgres._listen import Listener
+from stead.store.sql import Loaded, Watcher, known_key
 
 log = logging.getLogger("stead.store")
 
 _MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
-_LINGER = 5.0
-"""Seconds a run's channel stays listened to after its last waiter left."""
-_UNSYNCED = _pgappend.UNSYNCED
-
-Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-
-
-def _channel(schema: str, key: str) -> str:
-    """A notice channel, per schema (two deployments in one database do not wake each
-    other) and key; a digest, because channel names stop at 63 bytes."""
-    return "stead_" + hashlib.sha256(f"{schema}\0{key}".encode()).hexdigest()[:32]
+_UNSYNCED = _append.UNSYNCED
 
 
 class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
 
     dialect = "postgres"
-    GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/_group.py)
+    GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/sql/_group.py)
     PARAM = "%s"
     BYTES_DATA = True
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
@@ -140,7 +131,7 @@ class PostgresStore(_sql.SQLStore):
             on_watch=self._on_watch,
             on_unwatch=self._on_unwatch,
         )
-        self.claimable_channel = _channel("public", "")
+        self.claimable_channel = channel("public", "")
         """Where runs that became claimable are announced (set per schema once connected)."""
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
@@ -208,7 +199,7 @@ class PostgresStore(_sql.SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
         self._schema = schema
-        self.claimable_channel = _channel(schema, "")
+        self.claimable_channel = channel(schema, "")
         # A release announces a run it leaves claimable (a digest: safe as a literal).
         self.release_sql = (
             "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
@@ -298,36 +289,36 @@ class PostgresStore(_sql.SQLStore):
         await pool.check()
 
     @contextlib.asynccontextmanager
-    async def _session(self) -> AsyncIterator[_Session]:
+    async def _session(self) -> AsyncIterator[PgSession]:
         async with self._conn() as conn:
-            yield _Session(conn)
+            yield PgSession(conn)
 
     # -- the dialect's half of SQLStore ------------------------------------------------------
 
-    def _reading(self) -> contextlib.AbstractAsyncContextManager[_Session]:
+    def _reading(self) -> contextlib.AbstractAsyncContextManager[PgSession]:
         # Autocommit: each statement sees one snapshot; the shared reads are written so
         # that is enough (a row's last_seq bounds what is read after it).
         return self._session()
 
-    def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[_Session]:
+    def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[PgSession]:
         # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
         return self._session()
 
     async def load(self, run_id: str) -> Loaded:
-        """See ``Store.load``: one statement (``_pgload``, with the snapshot's pieces), not
+        """See ``Store.load``: one statement (``_load``, with the snapshot's pieces), not
         the shared two."""
         known_key(run_id)
         async with self._conn() as conn:
-            rows = await (await conn.execute(_pgload.LOAD, (run_id,))).fetchall()
-        loaded = _pgload.loaded(run_id, rows)
+            rows = await (await conn.execute(_load.LOAD, (run_id,))).fetchall()
+        loaded = _load.loaded(run_id, rows)
         return loaded if loaded is not None else await super().load(run_id)
 
     async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
-        """See ``_pgchunks``: a long state's lists are stored in pieces, once each."""
-        head, pieces = _pgchunks.split(state)
+        """See ``_chunks``: a long state's lists are stored in pieces, once each."""
+        head, pieces = _chunks.split(state)
         if pieces:
             async with self._conn() as conn:
-                await _pgchunks.write(conn, run_id, pieces)
+                await _chunks.write(conn, run_id, pieces)
         return _sql.pack(head)
 
     async def _create(self, row: _sql.Row) -> None:
@@ -366,12 +357,12 @@ class PostgresStore(_sql.SQLStore):
         # loses no effect).
         async with self._conn() as conn:
             self.before_commit(run_id, events)  # the statement below is the commit
-            cur = await conn.execute(_pgappend.statement(a, sync), self._params(a))
+            cur = await conn.execute(_append.statement(a, sync), self._params(a))
             if await cur.fetchone() is None:
-                raise await self.refusal(_Session(conn), run_id, epoch, expected)
+                raise await self.refusal(PgSession(conn), run_id, epoch, expected)
 
     async def _append_many(self, batch: Sequence[_sql.Append]) -> list[BaseException | None]:
-        """See ``SQLStore._append_many``: the batch as one statement (``_pgbatch``), one
+        """See ``SQLStore._append_many``: the batch as one statement (``_batch``), one
         round trip and one transaction (one flush; none when no member asks for one). A
         member whose guard fails writes nothing and is told why; the others commit. As on
         the path of one append, ``before_commit`` sees every member before that round trip,
@@ -381,15 +372,15 @@ class PostgresStore(_sql.SQLStore):
         for a in batch:
             self.before_commit(a[0], a[1])
         parts = [
-            (seg, *_pgbatch.params(seg, self.run_channel, self.claimable_channel))
-            for seg in _pgbatch.segments(batch)
+            (seg, *_batch.params(seg, self.run_channel, self.claimable_channel))
+            for seg in _batch.segments(batch)
         ]
         async with self._conn() as conn:
             if len(parts) == 1:
-                cursors = [await conn.execute(_pgbatch.statement(parts[0][1], sync), parts[0][2])]
+                cursors = [await conn.execute(_batch.statement(parts[0][1], sync), parts[0][2])]
             else:
                 cursors = await self._pipelined(
-                    conn, [(_pgbatch.statement(p[1], sync), p[2]) for p in parts]
+                    conn, [(_batch.statement(p[1], sync), p[2]) for p in parts]
                 )
             outcomes: list[BaseException | None] = []
             for (seg, _, _), cur in zip(parts, cursors, strict=True):
@@ -398,7 +389,7 @@ class PostgresStore(_sql.SQLStore):
                     outcomes.append(
                         None
                         if a[0] in written
-                        else await self.refusal(_Session(conn), a[0], a[4], a[3])
+                        else await self.refusal(PgSession(conn), a[0], a[4], a[3])
                     )
             return outcomes
 
@@ -420,7 +411,7 @@ class PostgresStore(_sql.SQLStore):
         return cursors
 
     def _params(self, a: _sql.Append) -> dict[str, Any]:
-        return _pgappend.params(a, self.run_channel(a[0]), self.claimable_channel)
+        return _append.params(a, self.run_channel(a[0]), self.claimable_channel)
 
     async def _claimed(self, s: _sql.Session, params: Sequence[Any]) -> int | None:
         row = await s.one(self.CLAIM, params)
@@ -486,7 +477,7 @@ class PostgresStore(_sql.SQLStore):
 
     def run_channel(self, run_id: str) -> str:
         """The channel a run's appends are announced on."""
-        return _channel(self._schema, f"run:{run_id}")
+        return channel(self._schema, f"run:{run_id}")
 
     async def wait_changed(self, run_id: str, after_seq: int, timeout: float) -> int:  # noqa: ASYNC109
         known_key(run_id)
@@ -532,7 +523,7 @@ class PostgresStore(_sql.SQLStore):
         # per round was 25 alive per held run at once.
         if run_id not in self._lingering:
             self._lingering.add(run_id)
-            asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, run_id)
+            asyncio.get_running_loop().call_later(LINGER, self._drop_if_unwatched, run_id)
 
     def _drop_if_unwatched(self, run_id: str) -> None:
         self._lingering.discard(run_id)
@@ -556,33 +547,17 @@ class PostgresStore(_sql.SQLStore):
             channels = set(self._watched)
         self._watch.heard(self._watched[c] for c in channels if c in self._watched)
 
+    def open_ledger(self, *, poll_interval: float | None = None) -> PostgresLedger:
+        """This store's execution ledger (``stead.store.ledger``) with its PostgreSQL half,
+        polled every second unless told: notices wake its waiters, a poll covers a lost one."""
+        return PostgresLedger(self, poll_interval=poll_interval or 1.0)
+
     async def close(self) -> None:
         await self._listener.close()
         await self._watch.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-class _Session:
-    """The shared code's ``Session`` on one pooled connection (autocommit)."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
-
-    async def all(self, query: str, params: Sequence[Any] = ()) -> list[_sql.Row]:
-        cur = await self._conn.execute(query, params)
-        return await cur.fetchall()
-
-    async def one(self, query: str, params: Sequence[Any] = ()) -> _sql.Row | None:
-        cur = await self._conn.execute(query, params)
-        return await cur.fetchone()
-
-    async def run(self, query: str, params: Sequence[Any] = ()) -> int:
-        cur = await self._conn.execute(query, params)
-        return cur.rowcount
 
 
 _RENEW_LEASES = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stead.store._ledger import Ledger, event_of
+from stead.store.ledger._ledger import Ledger, event_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The execution ledger's SQLite half (``stead.store._ledger`` holds the rest).
+"""The execution ledger's SQLite half (``stead.store.ledger._ledger`` holds the rest).
 
 SQLite has no notices, so both sides of a pool's handoff poll, and a poll's interval is
 latency added to each call: the owner waiting for a settle, the executor waiting for work.
@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from stead.store._ledger import _OPEN, _SETTLE_MARK, Claimed, Ledger
+from stead.store.ledger import OPEN, SETTLE_MARK, Claimed, Ledger
 
-_MARK = f"SELECT {_SETTLE_MARK}, position FROM ledger_keys WHERE effect_id = ?"
+_MARK = f"SELECT {SETTLE_MARK}, position FROM ledger_keys WHERE effect_id = ?"
 _WORK = (
-    f"SELECT 1 FROM ledger_keys WHERE phase IN {_OPEN} AND phase = 'accepted' "
+    f"SELECT 1 FROM ledger_keys WHERE phase IN {OPEN} AND phase = 'accepted' "
     "AND queue IN ({}) LIMIT 1"
 )
 """Whether a queue has an accepted key (``ledger_open``'s condition, so its index serves)."""

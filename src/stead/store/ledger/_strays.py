@@ -17,8 +17,8 @@ import json
 from collections.abc import Collection
 
 from stead.core.ledger import LedgerEvent
-from stead.store._ledger import Change, Ledger
-from stead.store._recovery import ending
+from stead.store.ledger._ledger import Change, Ledger
+from stead.store.ledger._recovery import ending
 
 _HELD = "phase = ? AND epoch = ? AND executor = ?"
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 from stead import _crash
 from stead.core.events import RunCreated, RunForked
 from stead.errors import Conflict
-from stead.store import Store
-from stead.store._base import created_row, dumps, event_row
-from stead.store._sql import Duplicate
-from stead.store._transfer import atomic, q, sql_store
+from stead.store.lifecycle._transfer import atomic, q, sql_store
+from stead.store.sql import Duplicate, Store, created_row, dumps, event_row
 
 _INSERT_EVENT = (
     "INSERT INTO events (run_no, run_id, seq, kind, version, turn_index, tool_call_id, data, "

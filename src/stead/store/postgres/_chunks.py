@@ -34,8 +34,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from stead.store._base import dumps
-from stead.store._pgappend import UNSYNCED
+from stead.store.postgres._append import UNSYNCED
+from stead.store.sql import dumps
 
 PIECE = 32
 """Items of a list a piece holds. A rewrite leaves at most a piece's worth of each list dead

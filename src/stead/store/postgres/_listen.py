@@ -21,7 +21,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from stead.store._watch import stop_task
+from stead.store.sql import stop_task
 
 log = logging.getLogger("stead.store")
 

@@ -12,7 +12,7 @@ overlaps the other runs' work on the loop (and the WAL write SQLite's C code doe
 other CPU). Only the ``COMMIT`` goes there, not the batch's statements: each statement the
 thread ran would have to take the GIL back from a busy loop (up to the interpreter's switch
 interval, 5 ms, each time), while the statements are cheap CPU work in the page cache, done
-on the loop in a handful of calls (``_sqliteput.put_batch``).
+on the loop in a handful of calls (``_put.put_batch``).
 
 The thread owns nothing but its queue: it is handed the connection (the store's write
 connection, in a transaction the loop opened under the store's write lock) and the lock's
@@ -20,7 +20,7 @@ release with each job. It releases the lock as soon as the ``COMMIT`` returned, 
 waiting for it goes on at once, tells the loop through ``call_soon_threadsafe`` (whose
 callback settles the commit's future and calls its ``then``: the group tells the members
 there), and marks the job's ``Commit`` returned (which the next append on the loop reads to
-start the next batch at once: ``stead.store._group``, "Started at once"). A store
+start the next batch at once: ``stead.store.sql._group``, "Started at once"). A store
 that is closed stops and joins it (``close``); one that is dropped unclosed stops it through
 ``weakref.finalize``, so no thread outlives its store.
 """

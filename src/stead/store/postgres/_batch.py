@@ -1,7 +1,7 @@
 """PostgreSQL's group commit: a batch of appends of different runs as ONE statement.
 
 ``GroupCommit`` hands ``PostgresStore._append_many`` the appends that arrived together (at a
-thousand runs in flight, hundreds of them). Written as one ``_pgappend`` statement a member,
+thousand runs in flight, hundreds of them). Written as one ``_append`` statement a member,
 pipelined, each member cost the client about 200 µs of Python: psycopg converts, dumps,
 prepares and sends every statement, and then polls the connection for results, a wait on the
 event loop each. This writes the whole batch as one set-based statement instead, every
@@ -29,9 +29,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from stead.store import _sql
-from stead.store._base import CLAIMABLE
-from stead.store._pgappend import UNSYNCED
+from stead.store import sql as _sql
+from stead.store.postgres._append import UNSYNCED
+from stead.store.sql import CLAIMABLE
 
 _MEMBERS = (
     "WITH b AS (SELECT * FROM unnest(%(runs)b::text[], %(expected)b::int8[], %(epochs)b::int8[],"

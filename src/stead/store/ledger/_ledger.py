@@ -29,25 +29,24 @@ import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase
 from stead.errors import RunNotFound, StoreError
-from stead.store import _limits
-from stead.store._recovery import ending
-from stead.store._sql import Row, Session, SQLStore
-from stead.store._watch import Watcher
+from stead.store.ledger import _limits
+from stead.store.ledger._recovery import ending
+from stead.store.sql import Row, Session, SQLStore, Watcher
 
 KEY_COLUMNS = "phase, epoch, executor, position, outcome, cancel, run_id"
 _LIVE = (
     "EXISTS (SELECT 1 FROM executors x WHERE x.executor_id = k.executor AND x.lease_expires_at > ?)"
 )
 """Whether the key's holder's lease is live at ``now`` (the one parameter)."""
-_OPEN = "('accepted', 'claimed', 'started')"
-_SETTLE_MARK = f"CASE WHEN phase IN {_OPEN} THEN 0 ELSE position END"
+OPEN = "('accepted', 'claimed', 'started')"
+SETTLE_MARK = f"CASE WHEN phase IN {OPEN} THEN 0 ELSE position END"
 _IN = "effect_id IN "
 """A key's settle mark (``Ledger._marks``)."""
-_READ = (
+READ = (
     f"SELECT {', '.join('k.' + c for c in KEY_COLUMNS.split(', '))}, {_LIVE} "
     "FROM ledger_keys k WHERE k.effect_id = ?"
 )
@@ -83,7 +82,7 @@ class Claimed:
     a non_idempotent tool's): the holder performs it with no ``start`` of its own."""
 
 
-def _key_row(r: Row, live: bool) -> KeyRow:
+def key_row(r: Row, live: bool) -> KeyRow:
     return KeyRow(
         phase=r[0],
         epoch=int(r[1]),
@@ -151,6 +150,9 @@ class Ledger:
     """What a claim's select appends to lock the rows it picks (PostgreSQL)."""
     LOCK_LIMIT: ClassVar[str] = ""
     """What a claim's read of a queue's limit appends to serialise claimers (PostgreSQL)."""
+    SKIP_FLUSH: ClassVar[str] = ""
+    """A statement that lets the rest of its transaction commit without waiting for the disk
+    (PostgreSQL; a SQLite transaction says so when it begins)."""
 
     def __init__(self, store: SQLStore, *, poll_interval: float) -> None:
         self.store = store
@@ -353,7 +355,7 @@ class Ledger:
         the outcome flushes the settle before it (one log)."""
         e = LedgerEvent(kind="settled", epoch=epoch, outcome=outcome)
         text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
-        guard, params = _held(f"phase IN {_OPEN} AND epoch = ?", epoch, executor)
+        guard, params = _held(f"phase IN {OPEN} AND epoch = ?", epoch, executor)
         return await self._one_transition(Change(
             effect_id, e, "phase = 'settled', outcome = ?", guard, (text, *params)), now,
             sync=sync,
@@ -378,7 +380,7 @@ class Ledger:
         e = LedgerEvent(kind="cancel_requested", reason=reason)
         async with self._tx() as s:
             await self._transition(
-                s, Change(effect_id, e, "cancel = 1", f"phase IN {_OPEN} AND cancel = 0", ()), now
+                s, Change(effect_id, e, "cancel = 1", f"phase IN {OPEN} AND cancel = 0", ()), now
             )
             row = await s.one(
                 self._q(f"SELECT {KEY_COLUMNS} FROM ledger_keys WHERE effect_id = ?"),
@@ -425,7 +427,7 @@ class Ledger:
                     rows += await s.all(
                         self._q(
                             "SELECT k.effect_id, k.phase, k.epoch, k.assignment, k.cancel, "
-                            f"k.executor, k.queue FROM ledger_keys k WHERE k.phase IN {_OPEN} "
+                            f"k.executor, k.queue FROM ledger_keys k WHERE k.phase IN {OPEN} "
                             "AND k.queue = ? AND (k.phase = 'accepted' OR (k.executor <> ? "
                             f"AND NOT {_LIVE})) ORDER BY k.updated_at LIMIT ?{self.LOCK}"
                         ),
@@ -495,16 +497,16 @@ class Ledger:
     async def read(self, effect_id: str, *, now: float) -> KeyRow | None:
         """The key's row (None if the ledger never heard of it)."""
         async with self._reading() as s:
-            row = await s.one(self._q(_READ), (now, effect_id))
-        return None if row is None else _key_row(row, bool(row[7]))
+            row = await s.one(self._q(READ), (now, effect_id))
+        return None if row is None else key_row(row, bool(row[7]))
 
     def read_sync(self, effect_id: str, *, now: float) -> KeyRow | None:
         """``read`` without an event loop (the port's synchronous ``attach``): one short
         blocking read, for recovery paths only."""
         store: Any = self.store
         with store._reading() as db:
-            row = db.execute(_READ, (now, effect_id)).fetchone()
-        return None if row is None else _key_row(row, bool(row[7]))
+            row = db.execute(READ, (now, effect_id)).fetchone()
+        return None if row is None else key_row(row, bool(row[7]))
 
     async def history(self, effect_id: str) -> list[LedgerEvent]:
         """The key's events, in order."""
@@ -544,7 +546,7 @@ class Ledger:
         marks = ", ".join("?" * len(effect_ids))
         async with self._reading() as s:
             rows = await s.all(
-                self._q(f"SELECT effect_id, {_SETTLE_MARK} FROM ledger_keys WHERE {_IN}({marks})"),
+                self._q(f"SELECT effect_id, {SETTLE_MARK} FROM ledger_keys WHERE {_IN}({marks})"),
                 tuple(effect_ids),
             )
         return {r[0]: int(r[1]) for r in rows}
@@ -560,16 +562,19 @@ class Ledger:
             raise KeyError(f"effect {effect_id} was never dispatched to the ledger") from exc
 
 
+@runtime_checkable
+class WithLedger(Protocol):
+    """A store that hands the execution ledger its dialect's half."""
+
+    def open_ledger(self, *, poll_interval: float | None = None) -> Ledger:
+        """This store's execution ledger; ``poll_interval`` as its dialect sees fit if None."""
+        ...
+
+
 def ledger_for(store: object, *, poll_interval: float | None = None) -> Ledger:
     """The execution ledger of a SQL store (``UserError``-free: the stores are ours)."""
-    if not isinstance(store, SQLStore):
+    if not isinstance(store, WithLedger):
         raise StoreError(
             f"the execution ledger needs a SQLite or PostgreSQL store, not {type(store).__name__}"
         )
-    if store.dialect == "postgres":
-        from stead.store._pgledger import PostgresLedger
-
-        return PostgresLedger(store, poll_interval=poll_interval or 1.0)
-    from stead.store._sqliteledger import SQLiteLedger
-
-    return SQLiteLedger(store, poll_interval=poll_interval or 0.05)
+    return store.open_ledger(poll_interval=poll_interval)

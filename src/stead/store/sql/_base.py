@@ -434,3 +434,8 @@ def append_refusal(
         f"run {run_id}: expected to append after seq {expected_seq}, but the log is at "
         f"{last_seq}; reload and decide again"
     )
+
+
+class Duplicate(Exception):
+    """A unique index refused a write: the dialect's driver error, translated, so the shared
+    code can say which guarantee it was (a run that exists, a result already recorded)."""

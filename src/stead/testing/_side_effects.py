@@ -1,6 +1,6 @@
 """Tools for asserting what happened in the world, across processes and crashes.
 
-``EffectLedger`` is where the tools of a test write down each real side effect. It lives in
+``SideEffects`` is where the tools of a test write down each real side effect. It lives in
 its own SQLite file, outside the run store, so it survives SIGKILL of the process that ran the
 tool and tells the truth the run log may not know yet ("the email left, the result was never
 checkpointed").
@@ -19,7 +19,7 @@ from stead.core.messages import AssistantMessage, ToolResultMessage
 from stead.core.states import RunStatus
 
 
-class EffectLedger:
+class SideEffects:
     """A cross-process record of side effects: (effect name, key, detail)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

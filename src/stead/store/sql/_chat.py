@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypedDict, Unpack, runtime_checkable
 
 from stead.errors import StoreError
+from stead.store.sql._base import Duplicate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,8 +140,6 @@ class ChatRows:
         """See ``ConversationStore.record_message``. The position is taken in the insert;
         a unique key that refuses it (another sender took that position, or this message id
         is recorded) sends us back to look again."""
-        from stead.store._sql import Duplicate  # the shared code imports this module
-
         message_id, run_id, agent = message["message_id"], message["run_id"], message["agent"]
 
         by_id = self._q(

@@ -1,6 +1,6 @@
 """PostgreSQL's append: its one statement and its parameters, the hot path of ``PostgresStore``.
 
-An append is one statement (see ``postgres.py``): a conditional ``UPDATE`` of the run's row
+An append is one statement (see ``stead.store.postgres``): a conditional ``UPDATE`` of the run's row
 (the epoch and sequence checks are its ``WHERE``), the event inserts, the snapshot and the
 notices, chained as CTEs that write only when the ``UPDATE`` matched. The events are keyed by
 the run's number (migration 0009), which that ``UPDATE`` returns: no lookup of its own.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from stead.store import _sql
-from stead.store._base import CLAIMABLE
+from stead.store import sql as _sql
+from stead.store.sql import CLAIMABLE
 
 UNSYNCED = "set_config('synchronous_commit', 'off', true)"
 """``SET LOCAL synchronous_commit = off`` as an expression, so it rides in the statement that

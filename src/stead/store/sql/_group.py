@@ -50,7 +50,7 @@ the last batch, once nobody appends. While another write waits for the thread to
 claim, a lease renewal), an append leaves the next batch to the task, so that the write gets
 its turn.
 
-**Committed at once** (SQLite on a fast disk, ``stead.store._sqlitewriter.Pace``): ``start``
+**Committed at once** (SQLite on a fast disk, ``stead.store.sqlite._writer.Pace``): ``start``
 may commit the batch before it returns (``returned`` already set); its members are told
 there and then. Such a batch is begun only by the task, once a turn of the loop (``start``
 declines an ``eager`` one): begun from every append, each append would be a commit.

@@ -3,7 +3,7 @@
 ``SQLStore.load`` reads the row with its snapshot, then the tail after the snapshot: two
 statements and two round trips for every run a worker picks up. PostgreSQL answers both at
 once: the statement's first row is the run's (with its snapshot's seq and state), the next
-ones are the tail, in order, and the last ones the pieces of a long snapshot (``_pgchunks``),
+ones are the tail, in order, and the last ones the pieces of a long snapshot (``_chunks``),
 when the snapshot is used. One statement also reads one snapshot of the database, so the
 tail, the pieces and the row agree by construction.
 
@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from stead.errors import RunNotFound
-from stead.store import _pgchunks
-from stead.store._base import Loaded, decode_events
-from stead.store._sql import RUN_COLUMNS, record, snapshot_of
+from stead.store.postgres import _chunks
+from stead.store.sql import RUN_COLUMNS, Loaded, decode_events, record, snapshot_of
 
 _RUN = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
 
@@ -44,7 +43,7 @@ LOAD = (
 )
 """(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after, run_no):
 the run's row first (part 0), then its tail (part 1), read by the run's number (migration
-0009), then the snapshot's pieces (part 2: digest as ``kind``, ``data``; ``_pgchunks``)."""
+0009), then the snapshot's pieces (part 2: digest as ``kind``, ``data``; ``_chunks``)."""
 
 _HEAD = 6
 """Where the run's columns start in a row of ``LOAD``."""
@@ -65,7 +64,7 @@ def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:
     while end > 1 and rows[end - 1][0] == 2:
         end -= 1
     if snapshot is not None:
-        snapshot = _pgchunks.put_back(snapshot, [(r[2], r[4]) for r in rows[end:]])
+        snapshot = _chunks.put_back(snapshot, [(r[2], r[4]) for r in rows[end:]])
         if snapshot is None:
             return None
     tail = decode_events(run_id, [r[1:_HEAD] for r in rows[1:end]], snap_seq, rec.last_seq)

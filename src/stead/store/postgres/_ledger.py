@@ -1,10 +1,10 @@
-"""The execution ledger's PostgreSQL half (``stead.store._ledger`` holds the rest).
+"""The execution ledger's PostgreSQL half (``stead.store.ledger._ledger`` holds the rest).
 
 Its writes run in an explicit transaction on a pooled connection (each is several
 statements); a claim locks the rows it picks and skips those another executor is claiming
 (``FOR UPDATE SKIP LOCKED``); a settle ``NOTIFY``-s its key and ledger position (never the
 outcome) on the run's effects channel, and new work its queue's channel. A LISTEN connection of
-its own (``stead.store._pglisten.Listener``) feeds the shared ``Watcher``: a notice wakes the
+its own (``stead.store.postgres._listen.Listener``) feeds the shared ``Watcher``: a notice wakes the
 waiters on that key to re-read; a (re)connect wakes every waiter, since notices sent while it
 was down are lost.
 """
@@ -15,20 +15,32 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
 from stead.errors import StoreError
-from stead.store._ledger import _READ, Change, Claimed, KeyRow, Ledger, _key_row, event_data
-from stead.store._pglisten import Listener
-from stead.store._sql import Row, Session
-from stead.store._watch import _until_set
-from stead.store.postgres import _LINGER, _UNSYNCED, PostgresStore, _channel, _Session
+from stead.store.ledger import READ, Change, Claimed, KeyRow, Ledger, event_data, key_row
+from stead.store.postgres._append import UNSYNCED
+from stead.store.postgres._conn import LINGER, Conn, PgSession, channel
+from stead.store.postgres._listen import Listener
+from stead.store.sql import Row, Session, until_set
+
+
+class _Pool(Protocol):
+    """What the ledger's half uses of its ``PostgresStore`` (which imports this module)."""
+
+    url: str
+    where: str
+    _schema: str
+
+    def _conn(self) -> contextlib.AbstractAsyncContextManager[Conn]: ...
+
+    def _session(self) -> contextlib.AbstractAsyncContextManager[PgSession]: ...
 
 
 def _channel_sql(key: str) -> str:
-    """``postgres._channel(schema, key)`` as SQL, the schema a parameter and ``key`` an
+    """``_conn.channel(schema, key)`` as SQL, the schema a parameter and ``key`` an
     expression of the updated row ``u``."""
     return (
         "'stead_' || left(encode(sha256(convert_to(?, 'UTF8') || '\\x00'::bytea || "
@@ -75,7 +87,7 @@ _CLAIM_FAST = (
     + _CLAIMED_DATA.replace("?", "%(executor)s")
     + ", %(now)s FROM u UNION ALL SELECT effect_id, position, 'started', "
     "'{\"epoch\":' || epoch || '}', %(now)s FROM u WHERE starts) "
-    f"SELECT effect_id, epoch, assignment, queue, starts, {_UNSYNCED} FROM u "
+    f"SELECT effect_id, epoch, assignment, queue, starts, {UNSYNCED} FROM u "
     "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE "
     "EXISTS (SELECT 1 FROM queue_limits WHERE queue = ANY(%(queues)s)) "
     "OR EXISTS (SELECT 1 FROM ledger_keys k WHERE k.queue = ANY(%(queues)s) "
@@ -86,7 +98,7 @@ _CLAIM_FAST = (
 """A claim's common case in one statement: accepted keys of queues without a limit, and a
 last row of NULLs when something needs ``Ledger.claim``'s general path (a queue with a limit
 or a pause, an orphaned key of another executor, a cancelled one). It commits without
-waiting for the WAL flush (``_UNSYNCED``, once per key claimed); why that is safe is
+waiting for the WAL flush (``UNSYNCED``, once per key claimed); why that is safe is
 ``PostgresLedger``'s docstring."""
 
 
@@ -119,10 +131,11 @@ class PostgresLedger(Ledger):
 
     LOCK = " FOR UPDATE OF k SKIP LOCKED"
     LOCK_LIMIT = " FOR UPDATE"
+    SKIP_FLUSH = f"SELECT {UNSYNCED}"
 
     def __init__(self, store: Any, *, poll_interval: float) -> None:
         super().__init__(store, poll_interval=poll_interval)
-        self._pg: PostgresStore = store
+        self._pg: _Pool = store
         self._watched: dict[str, set[str]] = {}
         """Channel -> the keys waited on whose run it is."""
         self._queues: dict[str, str] = {}
@@ -131,12 +144,12 @@ class PostgresLedger(Ledger):
         self.listener = Listener(store.url, on_notice=self._notice, on_listening=self._listening)
 
     def _channel(self, key: str) -> str:
-        return _channel(self._pg._schema, key)
+        return channel(self._pg._schema, key)
 
     @contextlib.asynccontextmanager
     async def _tx_cm(self) -> AsyncIterator[Session]:
         async with self._pg._conn() as conn, conn.transaction():
-            yield _Session(conn)
+            yield PgSession(conn)
 
     def _tx(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[Session]:
         return self._tx_cm()
@@ -147,7 +160,7 @@ class PostgresLedger(Ledger):
         """One round trip: the row's conditional update, the event at the position it
         returned (a claim's data carries the epoch the update made), and the notice (a
         settle's on the run's effects channel, a release's on its queue's), each only when
-        the update matched. The channel is ``postgres._channel`` computed in SQL from the
+        the update matched. The channel is ``_conn.channel`` computed in SQL from the
         row's run or queue."""
         effect_id, event, sets, guard, params = change
         notice = _NOTICES.get(event.kind, "")
@@ -162,7 +175,7 @@ class PostgresLedger(Ledger):
         args.append(now)
         if notice:
             args += [self._pg._schema, effect_id]
-        unsynced = "" if sync else f", {_UNSYNCED}"
+        unsynced = "" if sync else f", {UNSYNCED}"
         statement = self._q(
             f"WITH u AS (UPDATE ledger_keys SET {sets}, position = position + 1, "
             f"updated_at = ? WHERE effect_id = ? AND {guard} "
@@ -229,7 +242,7 @@ class PostgresLedger(Ledger):
         if not keys:
             # A run's effects come one after another: keep its channel a while rather than
             # UNLISTEN and LISTEN again for the next key.
-            asyncio.get_running_loop().call_later(_LINGER, self._drop_if_unwatched, channel)
+            asyncio.get_running_loop().call_later(LINGER, self._drop_if_unwatched, channel)
 
     def _drop_if_unwatched(self, channel: str) -> None:
         if not self._watched.get(channel):
@@ -258,16 +271,16 @@ class PostgresLedger(Ledger):
                 self._queues[channel] = q
                 self.listener.want(channel)
         if not self._work.is_set():
-            await _until_set(self._work, max(0.0, timeout))
+            await until_set(self._work, max(0.0, timeout))
         self._work.clear()
 
     def read_sync(self, effect_id: str, *, now: float) -> KeyRow | None:
         try:
             with psycopg.connect(self._pg.url, autocommit=True) as conn:
-                row = conn.execute(self._q(_READ).encode(), (now, effect_id)).fetchone()
+                row = conn.execute(self._q(READ).encode(), (now, effect_id)).fetchone()
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL failed at {self._pg.where}: {exc}") from exc
-        return None if row is None else _key_row(row, bool(row[7]))
+        return None if row is None else key_row(row, bool(row[7]))
 
     async def close(self) -> None:
         await self.listener.close()

@@ -26,9 +26,8 @@ from typing import Any
 from stead import _crash
 from stead.core.retention import Candidate, Retention, Verdict, plan
 from stead.core.states import FINISHED
-from stead.store._base import decode_row
-from stead.store._sql import SQLStore
-from stead.store._transfer import _text, atomic, q
+from stead.store.lifecycle._transfer import _text, atomic, q
+from stead.store.sql import SQLStore, decode_row
 
 _FINISHED_SQL = ", ".join(f"'{s.value}'" for s in sorted(FINISHED, key=lambda s: s.value))
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stead.store._ledger import Ledger
-from stead.store._pgappend import UNSYNCED
-
-_UNSYNCED_PG = f"SELECT {UNSYNCED}"
+from stead.store.ledger._ledger import Ledger
 
 
 async def publish(
@@ -27,8 +24,8 @@ async def publish(
     if not texts:
         return
     async with ledger._tx(sync=False) as s:
-        if ledger.store.dialect == "postgres":
-            await s.one(_UNSYNCED_PG)
+        if ledger.SKIP_FLUSH:
+            await s.one(ledger.SKIP_FLUSH)
         for i, text in enumerate(texts):
             await s.run(
                 ledger._q(

@@ -9,17 +9,17 @@ a process crash.
 
 Statements run on the event loop's thread: for a run alone a commit costs one fsync (~0.3 ms
 here), cheaper than handing it to a thread. Many runs in flight are another matter: their
-appends are written in batches (``stead.store._group``), on the loop, and a batch that must
+appends are written in batches (``stead.store.sql._group``), on the loop, and a batch that must
 be durable is committed there too while the disk is fast, else on the store's writer thread
-(``stead.store._sqlitewriter``, ``Pace`` says which and why), on a second connection of its
+(``stead.store.sqlite._writer``, ``Pace`` says which and why), on a second connection of its
 own, so a slow fsync does not stop every other run's work. Reads
 keep the first connection and never wait for that commit; writes of this process take the
 store's write lock (``_writes``), which the batch holds until its commit returned; SQLite's
 write lock keeps other processes out as before.
 
-This file is SQLite's half of ``stead.store._sql.SQLStore``: the connection, the transaction
+This file is SQLite's half of ``stead.store.sql._store.SQLStore``: the connection, the transaction
 (``_Tx``), error translation, polling, and the statements whose SQLite shape is its own
-(an append's, alone and in a batch, in ``stead.store._sqliteput``).
+(an append's, alone and in a batch, in ``stead.store.sqlite._put``).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stead.errors import RunNotFound, StoreError, UserError
-from stead.store import _sql
-from stead.store._base import known_key
-from stead.store._group import GroupCommit
-from stead.store._sqliteput import NewRun, put, put_batch, put_run, refusal
-from stead.store._sqlitewriter import Commit, Pace, Writer
+from stead.store import sql as _sql
+from stead.store.sql import GroupCommit, known_key
+from stead.store.sqlite._ledger import SQLiteLedger
+from stead.store.sqlite._put import NewRun, put, put_batch, put_run, refusal
+from stead.store.sqlite._writer import Commit, Pace, Writer
 
 _LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
@@ -493,6 +493,11 @@ class SQLiteStore(_sql.SQLStore):
         """See ``Store.wait_claimable``: no notices cross processes on SQLite, so a worker
         polls ``claim_next`` at its pace."""
         await asyncio.sleep(max(0.0, timeout))
+
+    def open_ledger(self, *, poll_interval: float | None = None) -> SQLiteLedger:
+        """This store's execution ledger (``stead.store.ledger``) with its SQLite half,
+        polled every 0.05 s unless told: SQLite has no notices, so both sides poll."""
+        return SQLiteLedger(self, poll_interval=poll_interval or 0.05)
 
     async def close(self) -> None:
         """See ``Store.close``: the writer thread, if one started, is stopped and joined."""

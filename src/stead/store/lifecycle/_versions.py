@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stead.store import Store
-from stead.store._transfer import atomic, q, sql_store
+from stead.store.lifecycle._transfer import atomic, q, sql_store
+from stead.store.sql import Store
 
 
 async def pin(store: Store, run_id: str, fingerprint: str) -> None:

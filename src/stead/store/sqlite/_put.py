@@ -1,7 +1,7 @@
 """The statements of an append on SQLite, for one append and for a batch of them.
 
 ``SQLiteStore`` runs these on whichever connection holds the write transaction: the loop's
-for a run alone, the batch's (committed on the writer thread, ``stead.store._sqlitewriter``)
+for a run alone, the batch's (committed on the writer thread, ``stead.store.sqlite._writer``)
 for many. One definition of each statement's parameters serves both shapes, so an append
 written alone and one written in a batch are the same rows.
 """
@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from stead.store import _sql
-from stead.store._base import append_refusal
+from stead.store import sql as _sql
+from stead.store.sql import append_refusal
 
 _GUARD = (
     "UPDATE runs SET last_seq = ?, status = ?, updated_at = ? "

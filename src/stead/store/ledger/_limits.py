@@ -11,19 +11,29 @@ executor's lease lapses (then it is taken over, and counted again under its new 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
-from stead.store._sql import Session
+from stead.store.sql import Session
 
-if TYPE_CHECKING:
-    from stead.store._ledger import Ledger
+
+class _Ledger(Protocol):
+    """What a queue's limits need of the execution ledger (which calls ``room`` itself)."""
+
+    @property
+    def LOCK_LIMIT(self) -> str: ...
+
+    def _q(self, text: str) -> str: ...
+
+    def _tx(self, *, sync: bool = True) -> AbstractAsyncContextManager[Session]: ...
+
 
 _LIVE = (
     "EXISTS (SELECT 1 FROM executors x WHERE x.executor_id = k.executor AND x.lease_expires_at > ?)"
 )
 
 
-async def room(ledger: Ledger, s: Session, queue: str, now: float, wanted: int) -> int:
+async def room(ledger: _Ledger, s: Session, queue: str, now: float, wanted: int) -> int:
     """How many keys of ``queue`` a claim may take now (at most ``wanted``): none while the
     queue is paused; the limit less those held under live leases when it has one."""
     row = await s.one(
@@ -50,7 +60,7 @@ async def room(ledger: Ledger, s: Session, queue: str, now: float, wanted: int) 
     return max(0, min(wanted, int(limit) - int(held[0] if held else 0)))
 
 
-async def set_limit(ledger: Ledger, queue: str, max_concurrent: int | None) -> None:
+async def set_limit(ledger: _Ledger, queue: str, max_concurrent: int | None) -> None:
     """Hold ``queue`` to ``max_concurrent`` effects at once, fleet-wide (None: no limit).
     The last executor to start with a limit sets it for all."""
     async with ledger._tx() as s:
@@ -63,7 +73,7 @@ async def set_limit(ledger: Ledger, queue: str, max_concurrent: int | None) -> N
         )
 
 
-async def pause(ledger: Ledger, queue: str, until: float) -> None:
+async def pause(ledger: _Ledger, queue: str, until: float) -> None:
     """No executor claims from ``queue`` before ``until`` (a provider said rate_limited);
     a later pause extends it, an earlier one does not shorten it."""
     async with ledger._tx() as s:
