@@ -1,8 +1,14 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
 #   make demo   create .venv, install, run the crash-and-recover demo on SQLite
-#   make test   create .venv, install, run the whole suite (starts a throwaway PostgreSQL)
-#               in TEST_JOBS parallel workers (pytest-xdist); `make test TEST_JOBS=0` runs it
-#               serially, PYTEST_ARGS adds pytest options (e.g. PYTEST_ARGS="-x tests/store")
+#   make test   create .venv, install, run the whole suite: both tiers at once, each in its
+#               own pytest-xdist workers (one throwaway PostgreSQL for the run); `make test
+#               TEST_JOBS=0` runs it serially in one process, TEST_JOBS=N in N workers;
+#               PYTEST_ARGS adds pytest options (e.g. PYTEST_ARGS="-x tests/store")
+#   make test-fast    the fast tier only: in-process tests (core, tools, codec, stores on
+#                     SQLite, providers against local wire servers), FAST_JOBS workers
+#   make test-system  the system tier only: child processes, PostgreSQL, servers, browser,
+#                     SIGKILL, soak-lite, mypy, SYSTEM_JOBS workers (tests/README.md: which
+#                     tests are which, and how a new test is placed)
 #   make soak   the scale-out soaks at full size: 200 runs, 4 workers (and 2 workers + 2
 #               executors), kills every few seconds; every pool crash case on both stores
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
@@ -12,7 +18,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak fuzz check lint format bench throughput compare concurrent clean serve-demo chromium screenshots
+.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare concurrent clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -26,17 +32,32 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/stead demo
 
-# The suite's time is mostly waiting on child processes, servers and the database, so more
-# workers than CPUs pays off: 4 on a 2-CPU machine (each worker collects the whole suite and
-# starts its own PostgreSQL). --dist worksteal gives each worker a contiguous quarter of the
-# suite (a module's tests, and so its module-scoped server stack, mostly stay on one worker)
-# and lets an idle worker take over half of a busy one's remaining tests. Bytecode is written
-# (PYTHONDONTWRITEBYTECODE unset): the child processes the suite starts then import stead
-# from .pyc instead of compiling it each time.
-TEST_JOBS   ?= 4
+# The fast tier is CPU work in the test process: as many workers as CPUs. The system tier's
+# time is mostly waiting on child processes, servers and the database, so more workers than
+# CPUs pays off there. `make test` runs the two at once (make -j2), so the fast tier's CPU
+# work fills the system tier's waits; each prints its report when it ends. --dist worksteal
+# gives each worker a contiguous share of its tier (a module's tests, and so its
+# module-scoped server stack, mostly stay on one worker) and lets an idle worker take over
+# half of a busy one's remaining tests. Bytecode is written (PYTHONDONTWRITEBYTECODE unset):
+# the child processes the suite starts then import stead from .pyc instead of compiling it.
+# Every run's summary lists the thirty slowest tests (--durations in pyproject.toml).
+FAST_JOBS   ?= 2
+SYSTEM_JOBS ?= 4
+TEST_JOBS   ?=
 PYTEST_ARGS ?=
+PYTEST      := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q --dist worksteal
 test: $(STAMP) chromium
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
+ifeq ($(strip $(TEST_JOBS)),)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-fast test-system
+else
+	$(PYTEST) -n $(TEST_JOBS) $(PYTEST_ARGS)
+endif
+
+test-fast: $(STAMP)
+	$(PYTEST) -n $(FAST_JOBS) -m "not system" $(PYTEST_ARGS)
+
+test-system: $(STAMP) chromium
+	$(PYTEST) -n $(SYSTEM_JOBS) -m system $(PYTEST_ARGS)
 
 # The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
 # Installed with apt-get when absent and we are root (CI is); otherwise those tests say why.

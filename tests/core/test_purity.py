@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# It names subprocess and multiprocessing only to refuse them in the core: no process here.
+pytestmark = pytest.mark.fast
+
 # Found without importing stead: the check holds even when the package does not import.
 _SPEC = importlib.util.find_spec("stead")
 assert _SPEC is not None and _SPEC.submodule_search_locations

@@ -18,6 +18,7 @@ from pathlib import Path
 from _crash_harness import Scenario, finish
 from _scenario import RUN_ID, side_effects
 
+from _wait import until
 from stead.core.events import ToolResultRecorded
 from stead.store import SQLiteStore
 
@@ -57,10 +58,12 @@ def test_two_processes_race_for_one_run(scenario: Scenario, tmp_path: Path) -> N
     gate = tmp_path / "rival-done"
     env = {"STEAD_TEST_SLOW": "60", "STEAD_TEST_SLOW_GATE": str(gate)}
     procs = [scenario.spawn("contend", "slow", "30", **env) for _ in range(2)]
-    deadline = time.monotonic() + 60
-    while all(p.poll() is None for p in procs) and side_effects().count("slow_lookup") < 2:
-        assert time.monotonic() < deadline, "neither process ended nor both reached the tool"
-        time.sleep(0.02)
+    until(
+        lambda: (
+            any(p.poll() is not None for p in procs) or side_effects().count("slow_lookup") >= 2
+        ),
+        "a process to end or both to reach the tool",
+    )
     gate.touch()  # one ended (the loser, if the lease held) or both are in the tool (not)
     children = [finish(p, *p.communicate(timeout=60)) for p in procs]
     codes = sorted(c.returncode for c in children)
@@ -75,10 +78,7 @@ def test_zombie_owner_is_fenced(scenario: Scenario) -> None:
     _create(scenario)
     # A: short lease, a slow tool. Freeze it inside the tool, past its lease.
     a = scenario.spawn("contend", "slow", "1.0", STEAD_TEST_SLOW="1.5")
-    deadline = time.monotonic() + 30
-    while side_effects().count("slow_lookup") == 0:
-        assert time.monotonic() < deadline, "A never reached its tool"
-        time.sleep(0.02)
+    until(lambda: side_effects().count("slow_lookup"), "A to reach its tool", timeout=30)
     os.kill(a.pid, signal.SIGSTOP)
     try:
         time.sleep(1.5)  # A's lease (1 s) lapses while it is frozen

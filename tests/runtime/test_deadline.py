@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 import stead
+from _wait import until
 from stead.core.events import RunDeadlineSet, RunTimedOut
 from stead.core.states import RunStatus
-from stead.testing import Reply, ScriptedModel, assert_valid_history
+from stead.testing import Reply, ScriptedModel, VirtualClock, assert_valid_history
 
 CHILD = Path(__file__).parent / "limits_child.py"
 RUN_ID = "run_limits"
@@ -46,7 +47,13 @@ def _done(p: subprocess.Popen[str]) -> dict[str, object]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-async def test_a_deadline_aborts_a_running_tool_and_a_resume_completes(store: str) -> None:
+def test_a_deadline_aborts_a_running_tool_and_a_resume_completes(store: str) -> None:
+    # A five-minute deadline on a virtual clock: it passes without being waited for.
+    clock = VirtualClock()
+    clock.run(_deadline_then_resume(store, clock))
+
+
+async def _deadline_then_resume(store: str, clock: VirtualClock) -> None:
     started: list[int] = []
 
     @stead.tool(effect="read_only")
@@ -59,12 +66,14 @@ async def test_a_deadline_aborts_a_running_tool_and_a_resume_completes(store: st
         return "waited"
 
     model = ScriptedModel([Reply(tool_calls=[("wait_long", {})]), "finished"])
-    limits = stead.Limits(max_duration=0.3, cancel_grace=0.1)
+    limits = stead.Limits(max_duration=300, cancel_grace=5)
     agent = stead.Agent("waiter", model, [wait_long], limits=limits)
-    async with stead.Runtime(store, agents=[agent]) as rt:
+    async with stead.Runtime(store, agents=[agent], clock=clock) as rt:
         rid = await rt.start(agent, "go")
+        started_at = clock()
         view = await rt.run(rid)
         assert view.status is RunStatus.TIMED_OUT
+        assert clock() - started_at == pytest.approx(300, abs=1)  # at its deadline, not later
         assert view.error is not None and view.error["phase"] == "run"
         assert "passed its deadline (Limits.max_duration)" in view.error["message"]
         events = [e.event for e in await rt.events(rid)]
@@ -85,10 +94,7 @@ def test_a_deadline_fires_in_a_process_that_did_not_start_the_run(
     mark = tmp_path / "mark"
     env = {"STEAD_TEST_MARK": str(mark), "STEAD_TEST_MAX_DURATION": "600"}
     first = _child(store, "start", "slow", **env)
-    for _ in range(1500):
-        if mark.exists():
-            break
-        time.sleep(0.02)
+    until(mark.exists, "the first process to start its tool", timeout=60)
     assert mark.read_text() == "1\n", first.stderr
     first.kill()  # SIGKILL in the middle of its tool
     first.communicate(timeout=30)

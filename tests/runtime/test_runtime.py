@@ -23,7 +23,7 @@ from stead.core.messages import ToolCall, ToolResultMessage
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
 from stead.runtime import Backoff, OwnedRun
-from stead.testing import Reply, ScriptedModel, assert_valid_history
+from stead.testing import Reply, ScriptedModel, VirtualClock, assert_valid_history
 
 FAST = Backoff(base=0.001, cap=0.002)
 
@@ -313,24 +313,30 @@ class _WatchFailsAtFirst:
         return await self.store.last_seqs(run_ids)
 
 
-async def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:
+def test_the_cancel_watcher_outlives_failed_reads(store: str) -> None:
+    # On a virtual clock: the keeper's production beat, and its failed reads met in virtual
+    # time, so no machine is too slow for the three beats the test needs.
+    clock = VirtualClock()
+    clock.run(_watch_outlives_failed_reads(store, clock))
+
+
+async def _watch_outlives_failed_reads(store: str, clock: VirtualClock) -> None:
     # The owner's watcher meets three failed reads before the cancel is written; it keeps
     # watching, so the cancel another process writes still stops the run.
     stubborn_log.clear()
     stubborn_started[:] = [asyncio.Event()]
     model = ScriptedModel([Reply(tool_calls=[("stubborn", {"n": 0})]), "x"])
-    agent = stead.Agent("watched", model, [stubborn], limits=stead.Limits(cancel_grace=0.1))
+    agent = stead.Agent("watched", model, [stubborn], limits=stead.Limits(cancel_grace=5))
     flaky = _WatchFailsAtFirst(stead.store.open_store(store), failures=3)
-    async with stead.Runtime(flaky, agents=[agent]) as owner:  # type: ignore[arg-type]
-        owner.watch_interval = 0.05
+    async with stead.Runtime(flaky, agents=[agent], clock=clock) as owner:  # type: ignore[arg-type]
         rid = await owner.start(agent, "go")
         driving = asyncio.ensure_future(owner.run(rid))
         await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
         flaky.armed = True
-        # The keeper reads every 0.05 s: it met every failure once it read three more times
+        # The keeper reads every beat: it met every failure once it read three more times
         # (a watcher that stopped at the first would leave failures above 0: timed out).
         await _until(lambda: flaky.failures == 0)
-        async with stead.Runtime(store, agents=[agent]) as other:
+        async with stead.Runtime(store, agents=[agent], clock=clock) as other:
             await other.cancel(rid, "stop")
         view = await asyncio.wait_for(driving, timeout=10)
         assert view.status is RunStatus.CANCELLED

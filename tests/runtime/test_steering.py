@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from _crash_harness import KILLED, Scenario, finish
 from _scenario import RUN_ID, side_effects, steer_agent
 
 import stead
+from _wait import until
 from stead.core.events import ApprovalDecided, ToolResultRecorded
 from stead.testing import assert_valid_history
 
@@ -139,12 +139,8 @@ def _group_members(pgid: int) -> list[int]:
 
 
 def _wait_for(path: Path, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text().strip())
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never appeared")
+    text = until(lambda: path.exists() and path.read_text().strip(), str(path), timeout=timeout)
+    return int(text)
 
 
 def test_cancel_from_another_process_kills_the_tool_group(

@@ -180,7 +180,8 @@ class Worker(Closing):
 
     async def _expire_approvals(self) -> None:
         """Time out runs waiting on a person past their deadline: nobody drives those."""
-        now = time.monotonic()
+        # The loop's clock, as every other wait of the worker's: a virtual clock moves it.
+        now = asyncio.get_running_loop().time()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.approval_sweep
