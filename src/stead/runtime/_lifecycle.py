@@ -31,7 +31,7 @@ from stead.store.lifecycle import (
     export_lines,
     judge,
     parse,
-    payload,
+    payloads,
     select_runs,
     sql_store,
     sweep_blobs,
@@ -188,17 +188,18 @@ class Lifecycle:
             if apply:
                 for i in range(0, len(judged), size):
                     part = judged[i : i + size]
-                    sizes = {j.verdict.run_id: await payload(s, j.verdict.run_id) for j in part}
+                    sizes = await payloads(s, [j.verdict.run_id for j in part])
                     gone, digests = await delete(s, part)
                     blobs += await sweep_blobs(s, digests)
                     why = {j.verdict.run_id: j.verdict.reason for j in part}
                     runs += [(rid, why[rid]) for rid in gone]
-                    total += sum(sizes[rid] for rid in gone)
+                    total += sum(sizes.get(rid, 0) for rid in gone)
             else:
-                for j in judged:
-                    if all(j.verdict.run_id != r for r, _ in runs):
-                        runs.append((j.verdict.run_id, j.verdict.reason))
-                        total += await payload(s, j.verdict.run_id)
+                seen = {r for r, _ in runs}
+                fresh = [j for j in judged if j.verdict.run_id not in seen]
+                sizes = await payloads(s, [j.verdict.run_id for j in fresh])
+                runs += [(j.verdict.run_id, j.verdict.reason) for j in fresh]
+                total += sum(sizes.get(j.verdict.run_id, 0) for j in fresh)
             if cursor is None:
                 break
         if apply and vacuum_after:

@@ -8,7 +8,7 @@ from stead.store.lifecycle._retention import (
     Judged,
     delete,
     judge,
-    payload,
+    payloads,
     sweep_blobs,
     vacuum,
 )
@@ -39,7 +39,7 @@ __all__ = [
     "export_lines",
     "judge",
     "parse",
-    "payload",
+    "payloads",
     "pin",
     "q",
     "retire",

@@ -90,24 +90,22 @@ async def judge(
         dependents: dict[str, tuple[str, ...]] = {}
         todo = list(found)
         while todo and len(found) < limit * 8:
-            rid = todo.pop()
-            made = await _made_from(store, s, rid)
-            dependents[rid] = made
-            for d in made:
-                if d in found:
-                    continue
-                row = await s.one(q(store, f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?"), (d,))
-                if row is not None:
-                    newer = await s.one(
-                        q(
-                            store,
-                            f"SELECT COUNT(*) FROM runs WHERE agent = ? AND status IN "
-                            f"({_FINISHED_SQL}) AND updated_at > ?",
-                        ),
-                        (row[1], row[3]),
-                    )
-                    found[d] = (*row, int(newer[0]) if newer else 0)
-                    todo.append(d)
+            wave, todo = todo, []
+            made = await _made_from(store, s, wave)
+            for rid in wave:
+                dependents[rid] = made.get(rid, ())
+            fresh = sorted({d for ds in made.values() for d in ds if d not in found})
+            for row in await _rows(store, s, fresh):
+                newer = await s.one(
+                    q(
+                        store,
+                        f"SELECT COUNT(*) FROM runs WHERE agent = ? AND status IN "
+                        f"({_FINISHED_SQL}) AND updated_at > ?",
+                    ),
+                    (row[1], row[3]),
+                )
+                found[row[0]] = (*row, int(newer[0]) if newer else 0)
+                todo.append(row[0])
     candidates = [
         Candidate(
             run_id=rid,
@@ -141,22 +139,42 @@ async def judge(
     return ordered, last
 
 
-async def _made_from(store: SQLStore, s: object, run_id: str) -> tuple[str, ...]:
-    """Runs made from ``run_id``: its forks, and the run answering the next message of its
-    conversation (it reads its history from this one), created or not yet."""
-    forks = await s.all(  # type: ignore[attr-defined]
-        q(store, "SELECT run_id FROM run_links WHERE source_id = ? ORDER BY run_id"), (run_id,)
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+async def _rows(store: SQLStore, s: Any, run_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    if not run_ids:
+        return []
+    sql = f"SELECT {_COLUMNS} FROM runs WHERE run_id IN ({_marks(len(run_ids))})"
+    rows: list[tuple[Any, ...]] = await s.all(q(store, sql), list(run_ids))
+    return rows
+
+
+async def _made_from(store: SQLStore, s: Any, run_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Runs made from each of ``run_ids``: its forks, and the run answering the next
+    message of its conversation (it reads its history from this one), created or not yet.
+    Two statements for the whole set."""
+    out: dict[str, list[str]] = {}
+    if not run_ids:
+        return {}
+    marks = _marks(len(run_ids))
+    forks = await s.all(
+        q(store, f"SELECT source_id, run_id FROM run_links WHERE source_id IN ({marks})"),
+        list(run_ids),
     )
-    after = await s.all(  # type: ignore[attr-defined]
+    after = await s.all(
         q(
             store,
-            "SELECT n.run_id FROM conversation_messages m JOIN conversation_messages n "
+            "SELECT m.run_id, n.run_id FROM conversation_messages m JOIN conversation_messages n "
             "ON n.conversation_id = m.conversation_id AND n.position = m.position + 1 "
-            "WHERE m.run_id = ?",
+            f"WHERE m.run_id IN ({marks})",
         ),
-        (run_id,),
+        list(run_ids),
     )
-    return tuple(r[0] for r in forks) + tuple(r[0] for r in after)
+    for source, made in [*forks, *after]:
+        out.setdefault(source, []).append(made)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
 _GUARDED_DELETE = (
@@ -166,22 +184,26 @@ _GUARDED_DELETE = (
     "ON n.conversation_id = m.conversation_id AND n.position > m.position WHERE m.run_id = ?)"
 )
 _BELONGING = (
-    "DELETE FROM snapshots WHERE run_id = ?",
+    "DELETE FROM snapshots WHERE run_id IN ({ids})",
     "DELETE FROM ledger_progress WHERE effect_id IN "
-    "(SELECT effect_id FROM ledger_keys WHERE run_id = ?)",
+    "(SELECT effect_id FROM ledger_keys WHERE run_id IN ({ids}))",
     "DELETE FROM ledger_events WHERE effect_id IN "
-    "(SELECT effect_id FROM ledger_keys WHERE run_id = ?)",
-    "DELETE FROM ledger_keys WHERE run_id = ?",
-    "DELETE FROM conversation_messages WHERE run_id = ?",
-    "DELETE FROM run_links WHERE run_id = ?",
-    "DELETE FROM run_pins WHERE run_id = ?",
+    "(SELECT effect_id FROM ledger_keys WHERE run_id IN ({ids}))",
+    "DELETE FROM ledger_keys WHERE run_id IN ({ids})",
+    "DELETE FROM run_pins WHERE run_id IN ({ids})",
 )
+"""What else of the runs a batch deleted goes, a statement a table for the whole batch."""
 
 
 async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], set[str]]:
     """Delete ``batch`` in one transaction, each run only if it is still as judged; the ids
-    deleted, and the blob digests their first events and messages referred to."""
+    deleted, and the blob digests their first events and messages referred to.
+
+    Run by run, in the order given (the runs made from a run before it): its row under the
+    guard, then its conversation message and link, which the guard of the run it was made
+    from reads. Then the rest of every run deleted, one statement a table."""
     deleted: list[str] = []
+    numbers: list[int] = []
     digests: set[str] = set()
     async with atomic(store) as s:
         for j in batch:
@@ -189,8 +211,9 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
             head = await s.one(
                 q(
                     store,
-                    "SELECT r.run_no, e.kind, e.version, e.data FROM runs r LEFT JOIN events e "
-                    "ON e.run_no = r.run_no AND e.seq = 1 WHERE r.run_id = ?",
+                    "SELECT r.run_no, e.kind, e.version, e.data, m.input FROM runs r "
+                    "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq = 1 "
+                    "LEFT JOIN conversation_messages m ON m.run_id = r.run_id WHERE r.run_id = ?",
                 ),
                 (rid,),
             )
@@ -202,17 +225,24 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
                 text = _text(head[3])
                 decode_row(rid, 1, head[1], head[2], text)  # only a run_created is read here
                 digests.update(_DIGEST.findall(text))
-            for m in await s.all(
-                q(store, "SELECT input FROM conversation_messages WHERE run_id = ?"), (rid,)
-            ):
-                digests.update(_DIGEST.findall(m[0]))
-            await s.run(q(store, "DELETE FROM events WHERE run_no = ?"), (head[0],))
-            for sql in _BELONGING:
-                await s.run(q(store, sql), (rid,))
-            if store.dialect == "postgres":
-                await s.run(q(store, "DELETE FROM snapshot_chunks WHERE run_id = ?"), (rid,))
+            if head[4] is not None:
+                digests.update(_DIGEST.findall(head[4]))
+            await s.run(q(store, "DELETE FROM conversation_messages WHERE run_id = ?"), (rid,))
+            await s.run(q(store, "DELETE FROM run_links WHERE run_id = ?"), (rid,))
             deleted.append(rid)
+            numbers.append(int(head[0]))
             _crash.point("during_prune_batch")
+        if deleted:
+            ids = _marks(len(deleted))
+            await s.run(
+                q(store, f"DELETE FROM events WHERE run_no IN ({_marks(len(numbers))})"), numbers
+            )
+            for sql in _BELONGING:
+                await s.run(q(store, sql.format(ids=ids)), deleted)
+            if store.dialect == "postgres":
+                await s.run(
+                    q(store, f"DELETE FROM snapshot_chunks WHERE run_id IN ({ids})"), deleted
+                )
     return deleted, digests
 
 
@@ -266,15 +296,18 @@ async def vacuum(store: SQLStore) -> None:
             await s.run("VACUUM")
 
 
-async def payload(store: SQLStore, run_id: str) -> int:
-    """Bytes of a run's event data as stored (what pruning it frees, give or take pages)."""
+async def payloads(store: SQLStore, run_ids: Sequence[str]) -> dict[str, int]:
+    """Bytes of each run's event data as stored (what pruning it frees, give or take pages)."""
+    if not run_ids:
+        return {}
     async with store._reading() as s:
-        row = await s.one(
+        rows = await s.all(
             q(
                 store,
-                "SELECT COALESCE(SUM(LENGTH(e.data)), 0) FROM events e "
-                "WHERE e.run_no = (SELECT run_no FROM runs WHERE run_id = ?)",
+                "SELECT r.run_id, COALESCE(SUM(LENGTH(e.data)), 0) FROM runs r "
+                f"JOIN events e ON e.run_no = r.run_no WHERE r.run_id IN ({_marks(len(run_ids))}) "
+                "GROUP BY r.run_id",
             ),
-            (run_id,),
+            list(run_ids),
         )
-    return int(row[0]) if row else 0
+    return {r[0]: int(r[1]) for r in rows}
