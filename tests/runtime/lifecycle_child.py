@@ -28,7 +28,7 @@ async def main(store: str, mode: str, args: list[str]) -> None:
             done = await rt.prune(policy, apply=True)
             print(json.dumps({"pruned": [r for r, _ in done.runs]}))
         elif mode == "import":
-            done = await rt.import_runs(args[0])
+            done = await rt.import_runs(args[0], skip_existing=args[1:] == ["skip"])
             print(json.dumps({"runs": done.runs}))
         else:
             raise SystemExit(f"unknown mode {mode!r}")

@@ -126,3 +126,58 @@ def test_an_export_file_imports_into_another_store_and_reads_the_same(
     assert main(["--store", b, "runs", "import", str(file)]) == 2
     flat = " ".join(capsys.readouterr().err.split())
     assert "line 1: written in export format 9, newer than this stead reads" in flat
+
+
+def test_a_crash_during_an_import_leaves_whole_runs(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from _crash_harness import KILLED, finish
+
+    a = f"sqlite:///{tmp_path / 'a.db'}"
+    b = f"sqlite:///{tmp_path / 'b.db'}"
+
+    async def make() -> list[str]:
+        support, _ = agents()
+        async with stead.Runtime(a, agents=[support]) as rt:
+            return [(await rt.run(await rt.start(support, f"refund {i}"))).run_id for i in range(3)]
+
+    runs = asyncio.run(make())
+    file = tmp_path / "runs.jsonl"
+    assert main(["--store", a, "runs", "export", "-o", str(file)]) == 0
+
+    def child(crash: str | None, *extra: str) -> Any:
+        env = {k: v for k, v in os.environ.items() if k != "STEAD_CRASH_AT"}
+        if crash:
+            env["STEAD_CRASH_AT"] = crash
+        script = Path(__file__).parent / "lifecycle_child.py"
+        p = subprocess.Popen(
+            [sys.executable, str(script), b, "import", str(file), *extra],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = p.communicate(timeout=60)
+        return finish(p, out, err)
+
+    killed = child("before_import_commit#2")  # inside the second run's transaction
+    assert killed.returncode == KILLED, killed.stderr
+
+    async def present() -> list[str]:
+        async with stead.Runtime(b) as rt:
+            return [r.run_id for r in await rt.list_runs()]
+
+    (first,) = asyncio.run(present())  # the first run whole, nothing of the second
+    assert first in runs
+    whole = [line for line in file.read_text().splitlines() if f'"run_id":"{first}"' in line]
+    assert all(line in asyncio.run(export_all(b)) for line in whole)
+
+    again = child(None)  # the runs that are there are refused, and nothing is written
+    assert again.returncode != 0 and "already exists" in again.stderr
+    assert asyncio.run(present()) == [first]
+    done = child(None, "skip")  # finishing it: the run that is there is left as it was
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.out["runs"]) == sorted(set(runs) - {first})
+    assert asyncio.run(export_all(b)) == asyncio.run(export_all(a))

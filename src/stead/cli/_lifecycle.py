@@ -55,6 +55,11 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="give every run (and conversation) a new id instead of refusing ids that exist",
     )
+    p.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="leave the runs the store holds as they are (finish an import a crash cut short)",
+    )
 
 
 @command("import", "read runs from an export file", _import_arguments)
@@ -67,12 +72,17 @@ def _import(args: argparse.Namespace) -> int:
 
     async def go() -> Imported:
         async with Runtime(open_store(args.store)) as rt:
-            return await rt.import_runs(args.file, new_ids=args.new_ids)
+            return await rt.import_runs(
+                args.file, new_ids=args.new_ids, skip_existing=args.skip_existing
+            )
 
     done = asyncio.run(go())
     for old, new in done.runs.items():
         out.print(Text(old if old == new else f"{old} -> {new}"))
-    out.print(Text(f"imported {len(done.runs)} runs, {done.events} events, {done.blobs} blobs"))
+    skipped = f", {len(done.skipped)} left as they were" if done.skipped else ""
+    out.print(
+        Text(f"imported {len(done.runs)} runs, {done.events} events, {done.blobs} blobs{skipped}")
+    )
     return 0
 
 

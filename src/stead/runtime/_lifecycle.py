@@ -149,10 +149,14 @@ class Lifecycle:
             await _write_to(to, export_lines(s, chosen))
         return len(chosen)
 
-    async def import_runs(self, source: str | Path, *, new_ids: bool = False) -> Imported:
+    async def import_runs(
+        self, source: str | Path, *, new_ids: bool = False, skip_existing: bool = False
+    ) -> Imported:
         """Import an export file (checked whole before anything is written; a problem is an
         ``ImportFileError`` naming the file and line). A run id the store holds is a
-        ``Conflict`` unless ``new_ids``: then each run (and conversation) gets a new id."""
+        ``Conflict`` unless ``new_ids`` (each run and conversation gets a new id) or
+        ``skip_existing`` (the runs the store holds are left as they are: how an import a
+        crash cut short is finished)."""
         path = Path(source)
         try:
             with open(path, encoding="utf-8", newline="\n") as f:  # noqa: ASYNC230 (as above)
@@ -161,7 +165,13 @@ class Lifecycle:
             raise UserError(f"no file {str(path)!r} to import") from None
         except UnicodeDecodeError as exc:
             raise ImportFileError(str(path), 0, f"not UTF-8 text ({exc.reason})") from None
-        return await write(sql_store(self.store), parsed, new_ids=new_ids, now=self.clock())
+        return await write(
+            sql_store(self.store),
+            parsed,
+            new_ids=new_ids,
+            skip_existing=skip_existing,
+            now=self.clock(),
+        )
 
     async def prune(
         self,

@@ -330,10 +330,12 @@ class Imported:
     """What an import wrote."""
 
     runs: dict[str, str]
-    """Each run of the file, by its id in the file, and the id it has now (the same unless
-    new ids were asked for)."""
+    """Each run written, by its id in the file, and the id it has now (the same unless new
+    ids were asked for)."""
     events: int
     blobs: int
+    skipped: list[str] = field(default_factory=list)
+    """Runs of the file the store held already, left as they were (``skip_existing``)."""
 
 
 @dataclass
@@ -464,15 +466,25 @@ def _check_run(name: str, run: _Run) -> None:
         )
 
 
-async def write(store: SQLStore, parsed: Parsed, *, new_ids: bool = False, now: float) -> Imported:
+async def write(
+    store: SQLStore,
+    parsed: Parsed,
+    *,
+    new_ids: bool = False,
+    skip_existing: bool = False,
+    now: float,
+) -> Imported:
     """Write a parsed file into ``store``: blobs, then each run (its row, events, links and
     messages) in a transaction of its own, then ledger rows. A run id the store holds is a
     ``Conflict`` (nothing of the file written) unless ``new_ids``: then every run gets a
     fresh id, and its conversation a fresh id too (references inside the file follow;
     ledger rows are left behind, their keys derive from the old id, and an in-flight effect
-    is found missing by the new owner, which recovers it as after a crash)."""
+    is found missing by the new owner, which recovers it as after a crash); or unless
+    ``skip_existing``: then those runs are left as they are (finishing an import a crash
+    cut short) and listed in ``Imported.skipped``."""
     ids = {rid: (f"run_{uuid.uuid4().hex}" if new_ids else rid) for rid in parsed.runs}
     sessions: dict[str, str] = {}
+    skipped: list[str] = []
     if new_ids:
         for run in parsed.runs.values():
             sid = run.record["session_id"]
@@ -481,11 +493,15 @@ async def write(store: SQLStore, parsed: Parsed, *, new_ids: bool = False, now: 
     else:
         async with store._reading() as s:
             for rid in parsed.runs:
-                if await s.one(q(store, "SELECT 1 FROM runs WHERE run_id = ?"), (rid,)) is not None:
+                if await s.one(q(store, "SELECT 1 FROM runs WHERE run_id = ?"), (rid,)) is None:
+                    continue
+                if not skip_existing:
                     raise Conflict(
                         f"run {rid!r} already exists in this store; import it under a new id "
-                        "(stead runs import --new-ids, or new_ids=True) or remove it first"
+                        "(--new-ids), leave the runs that exist as they are (--skip-existing), "
+                        "or remove it first"
                     )
+                skipped.append(rid)
     blobs = 0
     async with atomic(store) as s:
         for b in parsed.blobs:
@@ -498,12 +514,13 @@ async def write(store: SQLStore, parsed: Parsed, *, new_ids: bool = False, now: 
                 (b["digest"], b["media_type"], base64.b64decode(b["data"]), b["created_at"]),
             )
     events = 0
-    for run in parsed.runs.values():
-        events += await _write_run(store, run, ids, sessions)
+    for rid, run in parsed.runs.items():
+        if rid not in skipped:
+            events += await _write_run(store, run, ids, sessions)
     if parsed.orphans:
         async with atomic(store) as s:
             for m in parsed.orphans:
-                await _put_message(store, s, m, ids, sessions)
+                await _put_message(store, s, m, ids, sessions, again_ok=True)
     if not new_ids:
         async with atomic(store) as s:
             for k in parsed.effects:
@@ -525,7 +542,8 @@ async def write(store: SQLStore, parsed: Parsed, *, new_ids: bool = False, now: 
                     ),
                     (ev["effect_id"], ev["seq"], ev["kind"], ev["data"], ev["created_at"]),
                 )
-    return Imported(runs=ids, events=events, blobs=blobs)
+    written = {old: new for old, new in ids.items() if old not in skipped}
+    return Imported(runs=written, events=events, blobs=blobs, skipped=skipped)
 
 
 async def _write_run(
@@ -622,13 +640,20 @@ def event_params(
 
 
 async def _put_message(
-    store: SQLStore, s: Any, m: dict[str, Any], ids: dict[str, str], sessions: dict[str, str]
+    store: SQLStore,
+    s: Any,
+    m: dict[str, Any],
+    ids: dict[str, str],
+    sessions: dict[str, str],
+    *,
+    again_ok: bool = False,
 ) -> None:
+    tail = " ON CONFLICT DO NOTHING" if again_ok else ""
     await s.run(
         q(
             store,
             "INSERT INTO conversation_messages (conversation_id, position, message_id, "
-            "run_id, agent, input, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "run_id, agent, input, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)" + tail,
         ),
         (
             sessions.get(m["conversation_id"], m["conversation_id"]),
