@@ -48,9 +48,9 @@ class Retention:
     keep: Mapping[str, float] = field(default_factory=dict)
     max_runs: int | None = None
     agents: Mapping[str, Retention] = field(default_factory=dict)
-    batch: int = 50
+    batch: int = 20
     interval: float = 60.0
-    pause: float = 0.05
+    pause: float = 0.1
 
     def __post_init__(self) -> None:
         for status, seconds in self.keep.items():
