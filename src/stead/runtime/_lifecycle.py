@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from stead.core.builders import created_event
-from stead.core.events import RunCreated, RunForked
+from stead.core.builders import created_event, forked_event
+from stead.core.events import RunCreated
 from stead.core.fork import plan_fork
 from stead.core.retention import Retention
 from stead.errors import ImportFileError, SteadError, UserError
@@ -113,12 +113,7 @@ class Lifecycle:
             config=source.config,
             history=plan.history,
         )
-        forked = RunForked(
-            source_run_id=run_id,
-            at_turn=at_turn,
-            carried_results=plan.carried_results,
-            dropped_calls=len(plan.dropped_calls),
-        )
+        forked = forked_event(run_id, at_turn, plan)
         await create_fork(self.store, created, forked, now=self.clock())
         return await self.get(rid)  # type: ignore[attr-defined,no-any-return]
 

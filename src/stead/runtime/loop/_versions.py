@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stead.core.builders import started_run_event
-from stead.core.events import AgentChanged, AgentRecorded, Event, RunFailed
+from stead.core.builders import run_failed_event, started_run_event, version_event
+from stead.core.events import Event
 from stead.core.states import FAILABLE, RunStatus
 from stead.core.versions import (
     CHANGED,
@@ -54,22 +54,13 @@ async def settle_version(session: OwnedRun, agent: Agent, owner: str, epoch: int
         events: list[Event] = []
         if state.status is RunStatus.QUEUED:
             events.append(started_run_event(owner, epoch))
-        events.append(RunFailed(code=code, phase="runtime", message=message, last_seq=state.seq))
+        events.append(run_failed_event(state, code, "runtime", message))
         await session.append(events, automatic=False)
         return False
-    if what == "record":
-        if agent.on_change == "pin":
-            await pin(session.store, state.run_id, mine)
-        session.prefix.append(AgentRecorded(fingerprint=mine, version=agent.version or ""))
-    elif what == "changed":
-        session.prefix.append(
-            AgentChanged(
-                from_fingerprint=state.agent_fingerprint,
-                to_fingerprint=mine,
-                from_version=state.agent_version,
-                to_version=agent.version or "",
-            )
-        )
+    if what == "record" and agent.on_change == "pin":
+        await pin(session.store, state.run_id, mine)
+    if what in ("record", "changed"):
+        session.prefix.append(version_event(state, mine, agent.version or ""))
     return True
 
 

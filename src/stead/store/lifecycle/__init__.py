@@ -1,9 +1,10 @@
-"""A run's life after it is recorded, in the SQL stores: export and import
-(``_transfer``), pruning (``_retention``), forks (``_fork``) and agent-version pins
+"""A run's life after it is recorded, in the SQL stores: export (``_transfer``) and import
+(``_import``), pruning (``_retention``), forks (``_fork``) and agent-version pins
 (``_versions``). Imports the shared SQL (``stead.store.sql``), no dialect: what differs
 between the dialects here (a transaction of several statements) is asked of the store."""
 
 from stead.store.lifecycle._fork import create_fork
+from stead.store.lifecycle._import import Imported, Parsed, copy_store, parse, write
 from stead.store.lifecycle._retention import (
     Judged,
     delete,
@@ -12,18 +13,7 @@ from stead.store.lifecycle._retention import (
     sweep_blobs,
     vacuum,
 )
-from stead.store.lifecycle._transfer import (
-    Imported,
-    Parsed,
-    atomic,
-    copy_store,
-    export_lines,
-    parse,
-    q,
-    select_runs,
-    sql_store,
-    write,
-)
+from stead.store.lifecycle._transfer import atomic, export_lines, q, select_runs, sql_store
 from stead.store.lifecycle._versions import Stranded, announce, pin, retire, stranded
 
 __all__ = [
