@@ -37,13 +37,16 @@ async def settle_version(session: OwnedRun, agent: Agent, owner: str, epoch: int
         problems.append(
             (CHANGED, changed_message(agent.name, state.agent_fingerprint, mine, labels))
         )
-    broken = broken_calls(
-        (
-            OpenCall(tool_call_id=c.tool_call_id, name=c.name, arguments=c.arguments)
-            for c in state.pending_calls()
-            if c.rejection is None
-        ),
-        {t.name: _checker(t) for t in agent.registry},
+    open_calls = [
+        OpenCall(tool_call_id=c.tool_call_id, name=c.name, arguments=c.arguments)
+        for c in state.pending_calls()
+        if c.rejection is None
+    ]
+    # A fresh run (most drives) has no call to check: no checker is built for it.
+    broken = (
+        broken_calls(open_calls, {t.name: _checker(t) for t in agent.registry})
+        if open_calls
+        else []
     )
     if broken and not problems:
         problems.append((TOOL_CHANGED, "; ".join(broken)))
