@@ -10,7 +10,8 @@
 #                     SIGKILL, soak-lite, mypy, SYSTEM_JOBS workers (tests/README.md: which
 #                     tests are which, and how a new test is placed)
 #   make soak   the scale-out soaks at full size: 200 runs, 4 workers (and 2 workers + 2
-#               executors), kills every few seconds; every pool crash case on both stores
+#               executors), kills every few seconds; every pool crash case on both stores;
+#               every crash point of a Pydantic AI agent in every store, mode and driver
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
 #   make fuzz   the fuzzers of tests/fuzz with 2000 fresh examples each (STEAD_FUZZ_EXAMPLES=N)
 PYTHON ?= python3
@@ -18,7 +19,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare concurrent clean serve-demo chromium screenshots
+.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare pydantic-ai-bench concurrent clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -85,6 +86,7 @@ soak: $(STAMP)
 	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py \
 	  tests/runtime/test_pool_owner_crash.py tests/runtime/test_pool_strays.py
 	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q tests/runtime/test_crash.py -k effects
+	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q -n 2 tests/pai/test_crash_points.py
 
 fuzz: $(STAMP)
 	STEAD_FUZZ_EXAMPLES=$${STEAD_FUZZ_EXAMPLES:-2000} $(BIN)/python -m pytest -q tests/fuzz
@@ -109,6 +111,12 @@ throughput: $(STAMP)
 compare: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[compare]'
 	$(BIN)/python bench/vs_langgraph.py
+
+# A Pydantic AI agent under Pydantic AI's DBOS durability and under SteadDurability: the seed
+# scenario's deliveries and the time per durable step (installs the `compare` extra).
+pydantic-ai-bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[compare]'
+	$(BIN)/python bench/under_pydantic_ai.py
 
 # Many runs in flight in one process, beside LangGraph and DBOS (installs the `compare` extra).
 concurrent: $(STAMP)

@@ -59,6 +59,7 @@ def test_public_api_is_pinned() -> None:
         "ProviderError",
         "ProviderHTTPError",
         "RecoveryPolicy",
+        "ReplayDiverged",
         "Retention",
         "RunLogFilter",
         "RunNotFound",

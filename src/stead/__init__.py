@@ -19,7 +19,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``Aborted``
+  ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
@@ -53,6 +53,7 @@ from stead.errors import (
     LeaseHeld,
     ProviderError,
     ProviderHTTPError,
+    ReplayDiverged,
     RunNotFound,
     SteadError,
     StoreError,
@@ -93,6 +94,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RecoveryPolicy",
+    "ReplayDiverged",
     "Retention",
     "RunLogFilter",
     "RunNotFound",

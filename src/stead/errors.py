@@ -11,6 +11,8 @@
     ├── IllegalTransition         a run state change the state table does not allow (see
     │                             docs/design.md); nothing written
     ├── InvalidEvent              an event the log could not read back; refused, nothing written
+    ├── ReplayDiverged            a resumed agent of another framework asked for other work
+    │                             than its run's log recorded (names the turn and the call)
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
@@ -131,6 +133,19 @@ _INPUT_HINTS = {
     "correlation_id": "a str correlation id",
     "config": "a dict of plain JSON values (str keys, finite numbers, text, lists, dicts)",
 }
+
+
+class ReplayDiverged(SteadError):
+    """An agent of another framework (``stead.pydantic_ai``), run again from the start to
+    resume its run, asked for a step other than the one its log recorded: another tool, other
+    arguments, a call the log never had, or an end where the log goes on. Its code changed
+    since the run began; the recorded result is never handed to a different call. Finish the
+    run with the code that started it, or start a new run."""
+
+    def __init__(self, message: str, *, turn: int | None = None, call_id: str = "") -> None:
+        super().__init__(message)
+        self.turn = turn
+        self.call_id = call_id
 
 
 class Conflict(SteadError):

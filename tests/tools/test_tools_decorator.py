@@ -181,6 +181,7 @@ def test_public_names() -> None:
         "NotDone",
         "ReconcileAnswer",
         "Reconciler",
+        "SchemaTool",
         "Tool",
         "ToolContext",
         "ToolRegistry",

@@ -25,7 +25,7 @@ from rich.console import Console
 from stead.cli._ids import resolve
 from stead.cli._render import console
 from stead.errors import UserError
-from stead.runtime import Agent, Runtime
+from stead.runtime import Agent, Runtime, as_agent
 from stead.store import open_store
 
 
@@ -176,13 +176,14 @@ def load_agents(spec: str | None) -> list[Agent]:
         return []
     attr = spec.partition(":")[2]
     obj: Any = _attribute("--agents", spec)
-    if callable(obj) and not isinstance(obj, Agent):
+    if callable(obj) and not isinstance(as_agent(obj), Agent):
         try:
             obj = obj()
         except Exception as exc:
             raise UserError(f"--agents {spec}: {attr}() raised {one_line(exc)}") from exc
+    obj = as_agent(obj)
     try:
-        agents = [obj] if isinstance(obj, Agent) else list(obj)
+        agents = [obj] if isinstance(obj, Agent) else [as_agent(a) for a in obj]
     except TypeError:
         agents = [obj]
     if not agents or not all(isinstance(a, Agent) for a in agents):

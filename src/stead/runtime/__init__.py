@@ -11,18 +11,21 @@ from typing import Any
 from stead.core.limits import Budget, Limits
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
-from stead.runtime.agent import Agent, PendingApproval, RunView
+from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
-from stead.runtime.loop import Backoff, OwnedRun, RunLoop
+from stead.runtime.loop import Backoff, DriveStart, DriveWatch, Observer, OwnedRun, RunLoop
 from stead.runtime.processes import Pool, Worker, serve_pool, serve_worker, tune_gc
 
 __all__ = [
     "Agent",
     "Backoff",
     "Budget",
+    "DriveStart",
+    "DriveWatch",
     "Executor",
     "InProcessExecutor",
     "Limits",
+    "Observer",
     "OwnedRun",
     "PendingApproval",
     "Pool",
@@ -33,7 +36,9 @@ __all__ = [
     "Runtime",
     "StoreExecutor",
     "Worker",
+    "as_agent",
     "copy_store",
+    "register_adapter",
     "serve_pool",
     "serve_worker",
     "tune_gc",  # for a process with many runs in flight

@@ -50,6 +50,7 @@ from stead.runtime.agent import (
     Agent,
     AttachmentInput,
     RunView,
+    as_agent,
     chat_store,
     checks,
     history_of,
@@ -96,6 +97,7 @@ class Conversations:
         checks.text("the message", text)
         if message_id is not None:
             checks.identifier("message_id", message_id)
+        agent = as_agent(agent)
         if agent is not None and not isinstance(agent, Agent | str):
             raise UserError(f"agent takes an Agent or its name, not {type(agent).__name__}")
         chat = chat_store(self.store)

@@ -43,6 +43,7 @@ from stead.runtime.agent import (
     AttachmentInput,
     PendingApproval,
     RunView,
+    as_agent,
     check_deps,
     checked_history,
     checks,
@@ -106,7 +107,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
             raise UserError("agents takes a list of Agents, not one Agent; pass agents=[agent]")
         if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
             raise UserError(f"agents takes a list of Agents, not {type(agents).__name__}")
-        agents = list(agents)
+        agents = [as_agent(a) for a in agents]
         for a in agents:
             if not isinstance(a, Agent):
                 raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
@@ -158,6 +159,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
 
     def register(self, agent: Agent) -> None:
         """Make ``agent`` available to drive runs that name it."""
+        agent = as_agent(agent)
         if not isinstance(agent, Agent):
             raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
@@ -195,6 +197,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
         ``history``: the messages before ``input`` (``RunView.messages`` of another run, or
         message dicts); ``attachments``: ``stead.Image`` / ``stead.Document`` sent with ``input``.
         """
+        agent = as_agent(agent)
         if not isinstance(agent, Agent | str):
             raise UserError(
                 f"start() takes an Agent or the name of a registered one, not "

@@ -14,6 +14,7 @@ from stead.tools._answer import AnswerSpec
 from stead.tools._context import ToolContext
 from stead.tools._registry import ToolRegistry
 from stead.tools._results import Done, NotDone, ReconcileAnswer, Unknown, serialize_result
+from stead.tools._schema import SchemaTool
 from stead.tools._tool import ApprovalPolicy, Reconciler, Tool, question_tool, tool
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "NotDone",
     "ReconcileAnswer",
     "Reconciler",
+    "SchemaTool",
     "Tool",
     "ToolContext",
     "ToolRegistry",

@@ -4,6 +4,7 @@ inputs), asking a person, the checks of what a caller passes, and ``RunView``.
 Imports nothing else of ``stead.runtime``; every other part of it may import this."""
 
 from stead.runtime.agent import _checks as checks
+from stead.runtime.agent._adapt import as_agent, register_adapter
 from stead.runtime.agent._agent import Agent
 from stead.runtime.agent._ask import Answering, ask_events
 from stead.runtime.agent._deps import check_deps
@@ -30,6 +31,7 @@ __all__ = [
     "PendingApproval",
     "RunView",
     "TurnCost",
+    "as_agent",
     "ask_events",
     "attachment_bytes",
     "chat_store",
@@ -38,6 +40,7 @@ __all__ = [
     "checks",
     "history_of",
     "judge",
+    "register_adapter",
     "run_settings",
     "store_attachments",
     "with_settings",

@@ -122,6 +122,11 @@ class Agent:
                 "prices=PriceTable({name: Price(...)}) to the Agent"
             )
 
+    observer: Any = None
+    """An ``Observer`` (``stead.runtime.Observer``) every drive of this agent's runs has,
+    beside the Runtime's own: how an agent of another framework (``stead.pydantic_ai``) runs
+    in step with the run loop. None for a native agent."""
+
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"
 

@@ -28,7 +28,7 @@ from stead.core.ledger import Attachment
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.settings import ModelSettings
-from stead.errors import Aborted, ProviderError
+from stead.errors import Aborted, ProviderError, ReplayDiverged
 from stead.providers import ModelCall, ModelProvider, ModelRequest
 from stead.tools import Tool, ToolContext, ToolRegistry
 
@@ -264,6 +264,8 @@ class InProcessExecutor:
             )
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except Exception as exc:
             return _model_error(exc)
         finally:
@@ -289,6 +291,8 @@ class InProcessExecutor:
             return await tool.invoke(arguments, ctx)
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
+        except ReplayDiverged:
+            raise  # the agent's code, not this call: the step fails and names it
         except TimeoutError as exc:
             return ToolFailed(failure=f"TimeoutError: {exc}")
         except Exception as exc:

@@ -11,12 +11,13 @@ from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._history import continued, hydrate
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._loop import RunLoop
-from stead.runtime.loop._observe import DriveStart, Observer, checked
+from stead.runtime.loop._observe import DriveStart, DriveWatch, Observer, checked
 from stead.runtime.loop._owned import OwnedRun
 
 __all__ = [
     "Backoff",
     "DriveStart",
+    "DriveWatch",
     "Driving",
     "FreshRuns",
     "Keeper",

@@ -242,7 +242,9 @@ class Driving:
                 [recovered_event(self.owner, epoch, previous_owner or "")],
                 automatic=False,
             )
-        hooks = await observing(self.observers, owned, agent, previous_owner)
+        observers = self.observers if agent.observer is None else [*self.observers, agent.observer]
+        deps = getattr(self, "deps", None)
+        hooks = await observing(observers, owned, agent, previous_owner, deps)
         signal = AbortSignal()
         inner = self._executor_factory(agent, self.progress)
         # Held events (effects mode) are written before an effect that may leave the process.

@@ -40,6 +40,8 @@ class DriveStart:
     """Who held the run before this drive (a crashed or released worker), if anyone."""
     log: Sequence[StoredEvent]
     """The run's whole log, read once for the observers and sources."""
+    deps: Any = None
+    """The Runtime's live objects for tools (``Runtime(deps=...)``), never recorded."""
 
 
 class DriveWatch(Protocol):
@@ -121,13 +123,14 @@ async def observing(
     owned: OwnedRun,
     agent: Agent,
     previous_owner: str | None,
+    deps: Any = None,
 ) -> DriveHooks:
     """The drive's hooks, after recording its sources' listings and its observers' notes."""
     sources = agent.registry.sources()
     if not observers and not sources:
         return NO_HOOKS
     history = await owned.store.read_events(owned.state.run_id)
-    start = DriveStart(owned, agent, previous_owner, history)
+    start = DriveStart(owned, agent, previous_owner, history, deps)
     watches = [o.begin(start) for o in observers]
     notes: list[Event] = [*_listings(sources, history)]
     for w in watches:
