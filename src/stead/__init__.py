@@ -15,10 +15,13 @@ The public names (``__all__``, one sorted list), by topic:
   ``Image``, ``Document``, ``Usage``
 - logging: ``configure_logging``, ``RunLogFilter``, ``redact``
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
-  ``InvalidInput``, ``ApprovalError``, ``UnknownAgent``, ``UnknownConversation``,
+  ``InvalidInput``, ``ApprovalError``, ``ImportFileError``, ``UnknownAgent``,
+  ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``DispatchRejected``,
   ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
+- a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
+  fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
 """
 
@@ -33,6 +36,7 @@ from stead.core.messages import (
     UserMessage,
 )
 from stead.core.reconcile import RecoveryPolicy
+from stead.core.retention import Retention
 from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.errors import (
@@ -44,6 +48,7 @@ from stead.errors import (
     DispatchRejected,
     Fenced,
     IllegalTransition,
+    ImportFileError,
     InvalidEvent,
     InvalidInput,
     LeaseHeld,
@@ -80,6 +85,7 @@ __all__ = [
     "Fenced",
     "IllegalTransition",
     "Image",
+    "ImportFileError",
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
@@ -91,6 +97,7 @@ __all__ = [
     "ProviderHTTPError",
     "RecoveryPolicy",
     "ReplayDiverged",
+    "Retention",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",

@@ -5,6 +5,7 @@
     │   ├── RunNotFound           no run with that id in this store
     │   ├── UnknownAgent          a run names an agent this process was not given
     │   ├── ApprovalError         no such pending approval, wrong token, second decision
+    │   ├── ImportFileError       an export file this stead cannot import (names file, line)
     │   └── InvalidInput          a run's input or settings the log cannot hold (also an
     │                             InvalidEvent)
     ├── IllegalTransition         a run state change the state table does not allow (see
@@ -70,6 +71,16 @@ class ConversationBusy(UserError):
 
 class ApprovalError(UserError):
     """A decision that does not match a pending approval (wrong call, token, or already decided)."""
+
+
+class ImportFileError(UserError):
+    """An export file that is not one this stead reads (malformed, cut short, from a newer
+    format, an event its codec refuses): names the file and the line."""
+
+    def __init__(self, name: str, line: int, why: str) -> None:
+        super().__init__(f"{name}, line {line}: {why}")
+        self.name = name
+        self.line = line
 
 
 class IllegalTransition(SteadError):

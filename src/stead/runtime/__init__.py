@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
@@ -28,12 +29,15 @@ __all__ = [
     "OwnedRun",
     "PendingApproval",
     "Pool",
+    "Pruned",
+    "Pruner",
     "RunLoop",
     "RunView",
     "Runtime",
     "StoreExecutor",
     "Worker",
     "as_agent",
+    "copy_store",
     "register_adapter",
     "serve_pool",
     "serve_worker",

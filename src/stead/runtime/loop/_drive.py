@@ -47,6 +47,7 @@ from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import Observer, observing
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reconcile import reconcile_takeover
+from stead.runtime.loop._versions import settle_version
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -266,6 +267,8 @@ class Driving:
             snapshot_seq=snap_seq,
             durability=agent.durability,
         )
+        if not await settle_version(owned, agent, self.owner, epoch):
+            return RunView.of(owned.state, self.agents)  # another version's, or failed
         takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
         if takeover:
             await owned.append(

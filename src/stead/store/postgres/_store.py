@@ -439,7 +439,14 @@ class PostgresStore(_sql.SQLStore):
         return None if row is None else int(row[0])
 
     async def _claim_rows(
-        self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int,
+        agents: Sequence[str] | None,
+        fingerprints: Sequence[str] | None = None,
     ) -> list[_sql.Row]:
         # Synced, as ``claim``: each claim makes a new epoch. Concurrent claimers skip each
         # other's rows (SKIP LOCKED) instead of queueing on them.
@@ -450,6 +457,9 @@ class PostgresStore(_sql.SQLStore):
                 f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
                 " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
                 " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+                # a run pinned to another agent version is not ours (run_pins)
+                " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
+                " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
                 " ORDER BY updated_at LIMIT %(limit)s"
                 " FOR UPDATE SKIP LOCKED)"
                 " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
@@ -460,6 +470,8 @@ class PostgresStore(_sql.SQLStore):
                     "now": now,
                     "any_agent": agents is None,
                     "agents": list(agents or ()),
+                    "any_version": fingerprints is None,
+                    "versions": list(fingerprints or ()),
                     "limit": limit,
                     "owner": owner,
                     "until": now + ttl,

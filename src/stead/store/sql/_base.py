@@ -135,6 +135,9 @@ class Claiming(TypedDict, total=False):
     """How many runs at most (1 by default)."""
     agents: Sequence[str] | None
     """Only runs of these agents; None (the default): any agent's."""
+    fingerprints: Sequence[str] | None
+    """The agent versions the claimer drives (``stead.core.versions``): a run pinned to
+    another version is skipped. None (the default): pins are not looked at."""
 
 
 class Store(Protocol):
