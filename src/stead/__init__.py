@@ -18,8 +18,8 @@ The public names (``__all__``, one sorted list), by topic:
   ``InvalidInput``, ``ApprovalError``, ``ImportFileError``, ``UnknownAgent``,
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
-  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
+  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``DispatchRejected``,
+  ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
@@ -45,6 +45,7 @@ from stead.errors import (
     Conflict,
     ConversationBusy,
     CorruptEvent,
+    DispatchRejected,
     Fenced,
     IllegalTransition,
     ImportFileError,
@@ -78,6 +79,7 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "DispatchRejected",
     "Document",
     "Done",
     "Fenced",

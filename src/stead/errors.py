@@ -18,6 +18,7 @@
     ├── Fenced                    this worker's lease was taken over; its writes are refused
     ├── StoreError                the store failed or holds something it cannot read
     │   └── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    ├── DispatchRejected          an executor refused an assignment (names the executor and why)
     └── ProviderError             a model provider failed
         └── ProviderHTTPError     an HTTP status from the provider, with its stable code
 
@@ -173,6 +174,16 @@ class CorruptEvent(StoreError):
         self.seq = seq
 
 
+class DispatchRejected(SteadError):
+    """An executor refused an assignment for good (it cannot perform it as described: a
+    digest that does not match, a tool it does not have); the message says which executor
+    and why. ``retryable``: it may accept the same assignment later (it is full, starting)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class ProviderError(SteadError):
     """A model provider call failed. ``code`` is one of stead.core.failures codes.
 
@@ -236,6 +247,7 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "DispatchRejected",
     "Fenced",
     "IllegalTransition",
     "InvalidEvent",

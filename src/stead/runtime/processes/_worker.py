@@ -139,6 +139,7 @@ class Worker(Closing):
                 free = self.concurrency - len(self._active)
                 claims: list[Claim] = []
                 if free > 0:
+                    sent = time.monotonic()  # the leases claimed count from here
                     try:
                         claims = await self.store.claim_next(
                             owner=self.owner,
@@ -151,7 +152,7 @@ class Worker(Closing):
                     except StoreError as exc:
                         log.warning("claiming failed (retrying): %s", exc)
                     for c in claims:
-                        self._start(c)
+                        self._start(c, sent)
                     if claims and len(claims) < free:
                         continue  # perhaps more arrived meanwhile; an empty claim ends this
                 await self._expire_approvals()
@@ -231,7 +232,7 @@ class Worker(Closing):
             log.warning("waiting for work failed (retrying): %s", exc)
             await asyncio.sleep(self.poll_interval)
 
-    def _start(self, claim: Claim) -> None:
+    def _start(self, claim: Claim, sent: float) -> None:
         self.stats["claimed"] += 1
         if claim.previous_owner:
             self.stats["taken_over"] += 1
@@ -240,7 +241,7 @@ class Worker(Closing):
         # its next write, and the new one waits for it to stop, so one process never has
         # two drivers of one run (Runtime.run would refuse the second with LeaseHeld).
         previous = self._active.get(claim.run_id)
-        task = asyncio.ensure_future(self._drive(claim, previous))
+        task = asyncio.ensure_future(self._drive(claim, sent, previous))
         self._active[claim.run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -250,14 +251,16 @@ class Worker(Closing):
 
         task.add_done_callback(done)
 
-    async def _drive(self, claim: Claim, previous: asyncio.Task[None] | None = None) -> None:
+    async def _drive(
+        self, claim: Claim, sent: float, previous: asyncio.Task[None] | None = None
+    ) -> None:
         run_id = claim.run_id
         release = True
         outcome = "released"
         try:
             if previous is not None:
                 await asyncio.wait({previous})
-            view = await self.runtime.run(run_id, claim=claim)
+            view = await self.runtime.run(run_id, claim=claim, claimed_at=sent)
             outcome = view.status.value
         except Fenced as exc:
             outcome, release = "fenced", False
