@@ -15,11 +15,14 @@ The public names (``__all__``, one sorted list), by topic:
   ``Image``, ``Document``, ``Usage``
 - logging: ``configure_logging``, ``RunLogFilter``, ``redact``
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
-  ``InvalidInput``, ``ApprovalError``, ``AmbiguousId``, ``UnknownAgent``,
-  ``UnknownConversation``, ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``,
-  ``Conflict``, ``Fenced``, ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``,
-  ``CorruptEvent``, ``SchemaTooNew``, ``StoreError``, ``ProviderError``,
-  ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
+  ``InvalidInput``, ``ApprovalError``, ``AmbiguousId``, ``ImportFileError``, ``UnknownAgent``,
+  ``UnknownConversation``,
+  ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
+  ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``, ``CorruptEvent``, ``SchemaTooNew``,
+  ``StoreError``, ``DispatchRejected``,
+  ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
+- a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
+  fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
 """
 
@@ -34,6 +37,7 @@ from stead.core.messages import (
     UserMessage,
 )
 from stead.core.reconcile import RecoveryPolicy
+from stead.core.retention import Retention
 from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.errors import (
@@ -43,9 +47,11 @@ from stead.errors import (
     Conflict,
     ConversationBusy,
     CorruptEvent,
+    DispatchRejected,
     ExecutorError,
     Fenced,
     IllegalTransition,
+    ImportFileError,
     InvalidEvent,
     InvalidInput,
     LeaseHeld,
@@ -78,12 +84,14 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "DispatchRejected",
     "Document",
     "Done",
     "ExecutorError",
     "Fenced",
     "IllegalTransition",
     "Image",
+    "ImportFileError",
     "InvalidEvent",
     "InvalidInput",
     "LeaseHeld",
@@ -95,6 +103,7 @@ __all__ = [
     "ProviderHTTPError",
     "RecoveryPolicy",
     "ReplayDiverged",
+    "Retention",
     "RunLogFilter",
     "RunNotFound",
     "RunStatus",

@@ -35,6 +35,9 @@ POINTS: Final = (
     "before_redispatch",
     "after_redispatch_planned",
     "after_redispatch_accepted",
+    "before_import_commit",
+    "before_fork_commit",
+    "during_prune_batch",
 )
 """Every boundary the runtime exposes, in the order a turn reaches them."""
 

@@ -6,6 +6,7 @@
     │   ├── UnknownAgent          a run names an agent this process was not given
     │   ├── ApprovalError         no such pending approval, wrong token, second decision
     │   ├── AmbiguousId           an id's start that is too short or names several ids
+    │   ├── ImportFileError       an export file this stead cannot import (names file, line)
     │   └── InvalidInput          a run's input or settings the log cannot hold (also an
     │                             InvalidEvent)
     ├── IllegalTransition         a run state change the state table does not allow (see
@@ -21,6 +22,7 @@
     ├── StoreError                the store failed or holds something it cannot read
     │   ├── CorruptEvent          one event row cannot be decoded (names run and sequence)
     │   └── SchemaTooNew          the store was migrated by a newer stead (names both versions)
+    ├── DispatchRejected          an executor refused an assignment (names the executor and why)
     └── ProviderError             a model provider failed
         └── ProviderHTTPError     an HTTP status from the provider, with its stable code
 
@@ -82,6 +84,16 @@ class AmbiguousId(UserError):
     def __init__(self, message: str, candidates: list[str] | tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.candidates = tuple(candidates)
+
+
+class ImportFileError(UserError):
+    """An export file that is not one this stead reads (malformed, cut short, from a newer
+    format, an event its codec refuses): names the file and the line."""
+
+    def __init__(self, name: str, line: int, why: str) -> None:
+        super().__init__(f"{name}, line {line}: {why}")
+        self.name = name
+        self.line = line
 
 
 class IllegalTransition(SteadError):
@@ -206,6 +218,16 @@ class SchemaTooNew(StoreError):
         self.known = known
 
 
+class DispatchRejected(SteadError):
+    """An executor refused an assignment for good (it cannot perform it as described: a
+    digest that does not match, a tool it does not have); the message says which executor
+    and why. ``retryable``: it may accept the same assignment later (it is full, starting)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class ProviderError(SteadError):
     """A model provider call failed. ``code`` is one of stead.core.failures codes.
 
@@ -270,6 +292,7 @@ __all__ = [
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
+    "DispatchRejected",
     "ExecutorError",
     "Fenced",
     "IllegalTransition",

@@ -62,7 +62,7 @@ def test_runs_list_show_events(tmp_path: Path) -> None:
         assert word in shown.stdout
     raw = stead_cli("--store", store, "runs", "events", rid, "--json")
     lines = raw.stdout.strip().splitlines()
-    assert raw.returncode == 0 and len(lines) == 5 and '"kind": "run_created"' in lines[0]
+    assert raw.returncode == 0 and len(lines) == 6 and '"kind": "run_created"' in lines[0]
 
 
 def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:

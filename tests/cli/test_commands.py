@@ -32,6 +32,7 @@ def test_every_command_of_the_groups_is_in_the_parser_once() -> None:
             "demo",
             "run",
             "runs",
+            "store",
             "effects",
             "resume",
             "approve",

@@ -12,10 +12,13 @@ from stead.cli._render import DESCRIBE, STATUS_STYLE, describe, generic, timelin
 from stead.core.event_codec import encode
 from stead.core.events import (
     EVENT_TYPES,
+    AgentChanged,
+    AgentRecorded,
     EffectReconciled,
     Event,
     RedispatchRecorded,
     RunDeadlineSet,
+    RunForked,
     RunRequeued,
     StepFailed,
     ToolAttemptFailed,
@@ -43,6 +46,9 @@ def _every_kind() -> list[Event]:
         RunDeadlineSet(deadline=1e9, counts_waiting=False),
         ToolsListed(source="files", tools={"read": {"effect_class": "read_only"}}),
         TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+        RunForked(source_run_id="run_a", at_turn=1, carried_results=2, dropped_calls=1),
+        AgentRecorded(fingerprint="fp_1", version="v1"),
+        AgentChanged(from_fingerprint="fp_1", to_fingerprint="fp_2", to_version="v2"),
     ]
     return [*events, *later]
 

@@ -55,6 +55,9 @@ KINDS = {
     "redispatch",
     "tools_listed",
     "trace_linked",
+    "run_forked",  # a fork's lineage
+    "agent_recorded",  # agent versions across deploys
+    "agent_changed",
 }
 
 CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
@@ -62,7 +65,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == len(KINDS) == 29
+    assert len(EVENT_TYPES) == len(KINDS) == 32
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

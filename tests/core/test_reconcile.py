@@ -707,3 +707,18 @@ def test_every_target_of_any_log_can_be_disposed_and_is_not_seen_again(log: Any)
 def test_redispatch_step_refuses_planning_while_owed() -> None:
     with pytest.raises(RedispatchConflict):
         redispatch_step(Redispatches(1, 0), rec("planned", 2))
+
+
+def test_a_redispatch_conflict_names_its_log_position_and_event_index() -> None:
+    """Folding a damaged log, the conflict says where: the record's sequence number in the
+    run's log and its index among the events folded."""
+    other = RedispatchRecorded(effect_id="e0", step="planned", attempt=1, reason="", epoch=1)
+    records = [rec("planned", 1), rec("dispatched", 1), rec("dispatched", 1)]
+    with pytest.raises(RedispatchConflict) as caught:
+        remember([other, *records], [3, 7, 8, 12])
+    err = caught.value
+    assert (err.position, err.index) == (12, 3)
+    assert "log position 12, event index 3" in str(err)
+    assert "attempt 1 dispatched" in str(err)
+    with pytest.raises(RedispatchConflict, match="at event index 2: "):
+        remember(records)

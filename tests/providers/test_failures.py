@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
+from pathlib import Path
 
 import anthropic
 
@@ -20,8 +22,10 @@ from stead.providers._failures import (
     MalformedReply,
     code_for_exception,
     code_for_http,
+    failure_code,
     retry_after_seconds,
 )
+from stead.testing import ScriptedModel
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1/v1/messages")
 NOW = 1_760_000_000.0
@@ -98,3 +102,87 @@ def test_status_codes_and_retryability_from_the_code_alone(
 ) -> None:
     assert code_for_http(status, None) == code
     assert is_retryable(code) is retryable
+
+
+class _ProviderDown(Exception):
+    """A custom provider's own error, raised from its HTTP client's."""
+
+
+def _chained(status: int, how: str) -> BaseException:
+    """A custom provider's failure carrying ``status`` the way ``how`` says."""
+    response = httpx2.Response(status, request=REQUEST)
+    client = httpx2.HTTPStatusError(f"{status}", request=REQUEST, response=response)
+    if how == "response":  # the client's error itself: .response.status_code
+        return client
+    if how == "attribute":
+        err = _ProviderDown("down")
+        err.status = status  # type: ignore[attr-defined]
+        return err
+    try:
+        try:
+            raise client
+        except httpx2.HTTPStatusError as inner:
+            if how == "cause":
+                raise _ProviderDown("the model server failed") from inner
+            raise _ProviderDown("the model server failed")  # noqa: B904 - __context__ only
+    except _ProviderDown as outer:
+        return outer
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("how", ["response", "attribute", "cause", "context"])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(503, "provider_unavailable"), (429, "rate_limited"), (401, "authentication_failed")],
+)
+def test_an_http_status_is_found_in_a_wrapped_or_chained_failure(
+    how: str, status: int, code: str
+) -> None:
+    assert failure_code(_chained(status, how)) == code
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [EOFError("stream ended"), asyncio.IncompleteReadError(b"partial", 100)],
+    ids=["EOFError", "IncompleteReadError"],
+)
+def test_a_stream_that_ended_early_is_a_cut_connection(exc: BaseException) -> None:
+    assert code_for_exception(exc) == "connection_failed"
+    assert failure_code(exc) == "connection_failed"
+    assert is_retryable("connection_failed")
+
+
+def test_a_bug_is_not_a_provider_failure() -> None:
+    assert failure_code(ValueError("a bug")) is None
+
+
+async def test_a_custom_providers_wrapped_503_is_retried(tmp_path: Path) -> None:
+    """A provider of the caller's own raises its client's 503 wrapped in an error of its
+    own: the call is retried (provider_unavailable), as the built-in adapters' 503 is."""
+    import stead
+    from stead.core.events import ModelCallFailed
+    from stead.providers import ModelCall, ModelResponse
+    from stead.runtime import Backoff
+
+    class Flaky:
+        model_name = "flaky"
+        calls = 0
+
+        async def complete(self, call: ModelCall) -> ModelResponse:
+            self.calls += 1
+            if self.calls == 1:
+                raise _chained(503, "cause")
+            return await ScriptedModel(["recovered"]).complete(call)
+
+    flaky = Flaky()
+    agent = stead.Agent("flaky", flaky, limits=stead.Limits(max_model_attempts=2))
+    async with stead.Runtime(
+        f"sqlite:///{tmp_path / 'runs.db'}",
+        agents=[agent],
+        backoff=Backoff(base=0.01, cap=0.01),
+    ) as rt:
+        rid = await rt.start(agent, "hello")
+        view = await rt.run(rid)
+        failed = [e.event for e in await rt.events(rid) if isinstance(e.event, ModelCallFailed)]
+    assert view.status is stead.RunStatus.COMPLETED and flaky.calls == 2
+    assert [f.code for f in failed] == ["provider_unavailable"]

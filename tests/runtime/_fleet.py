@@ -10,6 +10,12 @@ working directory). Side effects go to the crash tests' ``SideEffects`` and mess
 * ``zombie``: one call of ``notify_slowly`` (non_idempotent, reconcilable) or
   ``lookup_slowly`` (read_only), which sleeps ``$STEAD_TEST_SLOW`` seconds *after* its effect,
   so a test can freeze the worker between the effect and its result.
+* ``careful``: one call of ``notify_when_clear`` (non_idempotent, reconcilable), which works
+  until the file ``$STEAD_TEST_GATE`` exists and looks at ``ctx.aborted`` right before its
+  effect, so a test can pause or cut off the worker while it works.
+* ``fenced``: one call of ``notify_fenced``, which sends through the fenced message service
+  of docs/recovery.md with its ``ctx.fencing_token``, and with ``$STEAD_TEST_PAUSE_AFTER_CHECK``
+  set freezes its own process (SIGSTOP) between its look at ``ctx.aborted`` and the send.
 * ``charge``: one unreconcilable call: after a crash in flight, a person must decide.
 * ``gated``: one call a person must approve within half a second.
 * ``sleepy``: one model call that takes ``$STEAD_TEST_SLOW`` seconds.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -130,6 +137,65 @@ def lookup_slowly(order_id: int, ctx: stead.ToolContext) -> dict[str, object]:
     return {"order_id": order_id, "status": "shipped"}
 
 
+@stead.tool(effect="non_idempotent", reconcile=find_message)
+def notify_when_clear(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """Work (until the file ``$STEAD_TEST_GATE`` exists, when it is set), then send a message
+    unless the run was aborted meanwhile: the check a careful tool makes before its effect."""
+    key = ctx.idempotency_key
+    side_effects().record("working", key, pid=os.getpid(), token=ctx.fencing_token)
+    gate = os.environ.get("STEAD_TEST_GATE")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.02)
+    if ctx.aborted:
+        side_effects().record("stood_down", key, pid=os.getpid(), token=ctx.fencing_token)
+        raise stead.Aborted("the lease is no longer ours")
+    message_id = _send(recipient, body, key)
+    side_effects().record("notify_when_clear", key, pid=os.getpid(), token=ctx.fencing_token)
+    return {"message_id": message_id}
+
+
+def _found_fenced(recipient: str, body: str, ctx: stead.ToolContext) -> Any:
+    """Reconcile ``notify_fenced``: the service's own answer."""
+    from _fenced import service
+
+    return service().find(recipient, body, ctx)
+
+
+@stead.tool(effect="non_idempotent", reconcile=_found_fenced)
+def notify_fenced(recipient: str, body: str, ctx: stead.ToolContext) -> dict[str, object]:
+    """The page's ``notify``, with a pause between its check and its effect on demand."""
+    from _fenced import service
+
+    key, token = ctx.idempotency_key, ctx.fencing_token
+    if ctx.aborted:
+        side_effects().record("stood_down", key, pid=os.getpid(), token=token)
+        raise stead.Aborted("this worker's lease is gone")
+    side_effects().record("checked", key, pid=os.getpid(), token=token)
+    if os.environ.get("STEAD_TEST_PAUSE_AFTER_CHECK"):
+        os.kill(os.getpid(), signal.SIGSTOP)  # the window no process can see from inside
+        # The stop takes hold of this thread at its next system call, not at once: without
+        # one here it could begin the send (and hold the service's lock) first.
+        time.sleep(0.5)
+    message_id = service().INBOX.send(key, body, token)
+    if message_id is None:
+        side_effects().record("refused", key, pid=os.getpid(), token=token)
+        raise stead.Aborted(f"refused: fencing token {token} is stale")
+    side_effects().record("sent", key, pid=os.getpid(), token=token)
+    return {"message_id": message_id}
+
+
+def fenced() -> stead.Agent:
+    args = {"recipient": "oncall", "body": "order 7 shipped"}
+    model = ScriptedModel([Reply(tool_calls=[("notify_fenced", args)]), "Done."])
+    return stead.Agent("fenced", model, [notify_fenced])
+
+
+def careful() -> stead.Agent:
+    args = {"recipient": "oncall", "body": "order 7 shipped"}
+    model = ScriptedModel([Reply(tool_calls=[("notify_when_clear", args)]), "Done."])
+    return stead.Agent("careful", model, [notify_when_clear])
+
+
 def _soak_script(prefix: str = "") -> list[Reply | str]:
     return [
         Reply(
@@ -233,6 +299,8 @@ def agents() -> list[stead.Agent]:
         pooled_soak(),
         zombie("notify_slowly"),
         zombie("lookup_slowly"),
+        careful(),
+        fenced(),
         charge(),
         gated(),
         sleepy(),

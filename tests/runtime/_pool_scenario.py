@@ -4,9 +4,11 @@ Imported by the test process (the run's owner) and by the ``stead executor`` chi
 kills (pool_child.py). Each tool writes its side effect to an ``SideEffects`` (its own SQLite
 file) with the pid that performed it, so what really happened survives a SIGKILL.
 ``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
-executor inside it); ``POOL_DIE_IN`` names a tool that SIGKILLs its own process right after its
-side effect (mid-effect, before the executor can settle). ``HOLDS`` (a pool in the test's own
-process only) stops a tool of that name right after its side effect until the test releases it.
+executor inside it), and ``POOL_CHECK_ABORTED`` has it look at ``ctx.aborted`` after that,
+right before its side effect; ``POOL_DIE_IN`` names a tool that SIGKILLs its own process
+right after its side effect (mid-effect, before the executor can settle). ``HOLDS`` (a pool in
+the test's own process only) stops a tool of that name right after its side effect until the
+test releases it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
     delay = float(os.environ.get("POOL_TOOL_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)
-    side_effects().record(name, ctx.idempotency_key, attempt=ctx.attempt)
+    if os.environ.get("POOL_CHECK_ABORTED") and ctx.aborted:  # a careful tool's last look
+        side_effects().record("stood_down", ctx.idempotency_key, token=ctx.fencing_token)
+        raise stead.Aborted("the key is no longer ours")
+    side_effects().record(name, ctx.idempotency_key, attempt=ctx.attempt, token=ctx.fencing_token)
     if os.environ.get("POOL_DIE_IN") == name:
         os.kill(os.getpid(), signal.SIGKILL)
     hold = HOLDS.get(name)

@@ -29,12 +29,16 @@ class WorkerProc:
         *options: str,
         env: dict[str, str] | None = None,
         command: str = "worker",
+        netns: str | None = None,
     ) -> None:
+        """``netns``: run it in that network namespace (``ip netns exec``, which execs: the
+        process is still ``stead``, its pid ours to signal)."""
         assert STEAD is not None, "the stead script is installed with the package"
         self.log = log
         self._out = log.open("w")
+        inside = ["ip", "netns", "exec", netns] if netns is not None else []
         self.proc = subprocess.Popen(
-            [STEAD, "--store", url, command, "--agents", "_fleet:agents", *options],
+            [*inside, STEAD, "--store", url, command, "--agents", "_fleet:agents", *options],
             cwd=HERE,
             env={**os.environ, **(env or {})},
             stdout=self._out,

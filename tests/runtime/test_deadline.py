@@ -77,7 +77,11 @@ async def _deadline_then_resume(store: str, clock: VirtualClock) -> None:
         assert view.error is not None and view.error["phase"] == "run"
         assert "passed its deadline (Limits.max_duration)" in view.error["message"]
         events = [e.event for e in await rt.events(rid)]
-        assert [e.kind for e in events[1:3]] == ["run_started", "run_deadline_set"]
+        assert [e.kind for e in events[1:4]] == [
+            "agent_recorded",
+            "run_started",
+            "run_deadline_set",
+        ]
         assert isinstance(events[-1], RunTimedOut)
         assert_valid_history(await rt.state(rid))
         # a resume gives a fresh deadline; the open call runs again (read_only)

@@ -5,13 +5,25 @@ task while the key stays visible to dispatch, attach, outcome and cancel."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
 import stead
 from stead._signal import AbortSignal
-from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ModelBody, ToolBody
+from stead.core.effects import (
+    REPLAY_POLICY,
+    Assignment,
+    AssignmentKey,
+    ModelBody,
+    ModelFailed,
+    ToolBody,
+    ToolFailed,
+)
+from stead.core.messages import UserMessage
+from stead.errors import DispatchRejected
+from stead.providers import ModelRequest
 from stead.runtime import InProcessExecutor
 from stead.runtime.executors._executor import request_from_json
 from stead.testing import ScriptedModel
@@ -215,3 +227,55 @@ async def test_the_request_json_is_built_only_for_an_executor_that_reads_it(
             request = request_from_json(body.request)
             assert body.request_digest == request.digest()
             assert body.request == request.to_json()
+
+
+def _model_assignment(model: str, request: ModelRequest, digest: str) -> Assignment:
+    key = AssignmentKey(session_id="", run_id="run_x", effect_id="m1")
+    return Assignment(
+        key=key, body=ModelBody(model=model, request=request.to_json(), request_digest=digest)
+    )
+
+
+REQUEST = ModelRequest(model="scripted", system="be brief", messages=(UserMessage(content="hi"),))
+
+
+@pytest.mark.parametrize(
+    ("model", "digest", "why"),
+    [
+        ("another-model", REQUEST.digest(), "names model 'another-model'"),
+        ("scripted", "0" * 64, "request digest 000000000000 is not its request's"),
+    ],
+    ids=["model name", "digest"],
+)
+async def test_a_model_assignment_that_is_not_its_request_is_refused(
+    model: str, digest: str, why: str
+) -> None:
+    """The body's model name and request digest are what an executor is told it performs:
+    a request that says otherwise is refused, at dispatch and when run, and never sent."""
+    scripted = ScriptedModel(["never"])
+    executor = InProcessExecutor(scripted, ToolRegistry([probe]))
+    a = _model_assignment(model, REQUEST, digest)
+    with pytest.raises(DispatchRejected, match=why):
+        await executor.dispatch(a, signal=AbortSignal())
+    outcome = await executor.run(a, signal=AbortSignal())
+    assert isinstance(outcome, ModelFailed) and outcome.code == "executor_error"
+    assert why in outcome.message
+    assert scripted.calls == 0
+    fine = _model_assignment("scripted", REQUEST, REQUEST.digest())
+    assert (await executor.run(fine, signal=AbortSignal())).kind == "model_succeeded"
+
+
+async def test_a_tool_assignment_made_for_another_definition_is_refused(
+    executor: InProcessExecutor,
+) -> None:
+    """Arguments the model wrote for another definition of the tool (other parameters,
+    another meaning) are not run under this one."""
+    a = assignment("e1")
+    stale = Assignment(key=a.key, body=dataclasses.replace(a.body, definition_digest="f" * 64))  # type: ignore[arg-type]
+    with pytest.raises(DispatchRejected, match="tool 'probe' is defined here with digest"):
+        await executor.dispatch(stale, signal=AbortSignal())
+    outcome = await executor.run(stale, signal=AbortSignal())
+    assert isinstance(outcome, ToolFailed) and "made for ffffffffffff" in outcome.failure
+    assert started == []
+    assert (await executor.run(a, signal=AbortSignal())).kind == "tool_succeeded"
+    assert started == [1]

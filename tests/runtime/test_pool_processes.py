@@ -318,3 +318,40 @@ async def test_sigterm_lets_the_effect_in_hand_finish(
     assert "performed=1 refused=0" in out
     assert view.status == stead.RunStatus.COMPLETED and str(proc.pid) in results[0]
     assert not await ledger.serves(QUEUE, now=time.time())
+
+
+async def test_an_executor_paused_past_its_lease_stands_down_before_its_effect(
+    url: str, executors: Executors, ledger: Ledger
+) -> None:
+    """SIGSTOP an executor inside a careful non_idempotent tool (it looks at ``ctx.aborted``
+    right before its effect), past its lease. A second executor takes the key over (started:
+    settled unknown), the owner reconciles ("not done") and the second executor sends the
+    message under a new key. SIGCONT the first: the key's local deadline passed while it
+    was stopped, so its tool stands down. The message went out once."""
+    paused = executors.spawn(POOL_TOOL_DELAY="1.5", POOL_CHECK_ABORTED="1")
+    await served(ledger)
+    owner = asyncio.ensure_future(drive(url, "notify", "run-paused"))
+
+    async def started() -> bool:
+        keys = await ledger.keys("run-paused")
+        return bool(keys) and "started" in await history(ledger, "run-paused")
+
+    await until(started)
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        await asyncio.sleep(TTL * 1.5)
+        second = executors.spawn(POOL_CHECK_ABORTED="1")
+        view, _results = await asyncio.wait_for(owner, 60)
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    assert view.status == stead.RunStatus.COMPLETED
+
+    async def stood_down() -> bool:
+        return bool(SideEffects(os.environ["STEAD_TEST_EFFECTS"]).entries("stood_down"))
+
+    await until(stood_down)
+    assert pids("notify") == [second.pid]  # once, by the executor that held the key then
+    paused.send_signal(signal.SIGTERM)
+    out, err = paused.communicate(timeout=30)
+    assert paused.returncode == 0, err
+    assert "performed=0" in out, out

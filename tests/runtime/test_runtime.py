@@ -52,6 +52,7 @@ async def test_a_turn_with_a_tool_then_an_answer(store: str) -> None:
         assert view.status is RunStatus.COMPLETED and view.output == "5"
         assert await _kinds(rt, rid) == [
             "run_created",
+            "agent_recorded",  # the agent version, with the drive's first commit
             "run_started",
             "turn_started",
             "assistant_message",

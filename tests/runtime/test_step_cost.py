@@ -91,7 +91,7 @@ async def test_a_run_started_here_is_driven_without_reading_it_back(tmp_path: Pa
         assert counted.loads == 0
         assert view.status is RunStatus.COMPLETED and view.output == "done"
         kinds = [e.event.kind for e in await rt.events(rid)]
-        assert kinds[:3] == ["run_created", "run_started", "turn_started"]
+        assert kinds[:4] == ["run_created", "agent_recorded", "run_started", "turn_started"]
         assert await rt.get(rid) == view
         # With a config (the caller's own dict), the log is read as before.
         rid = await rt.start(agent, "go", config={"k": 1})

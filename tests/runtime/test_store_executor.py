@@ -18,10 +18,12 @@ from _pool_scenario import QUEUE, agent, charge, index_doc
 
 import stead
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
+from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
+from stead.runtime.executors import outcome_to_json
 from stead.store import open_store
 from stead.store.ledger._ledger import Ledger, ledger_for
-from stead.testing import ScriptedModel, SideEffects
+from stead.testing import PostgresServer, ScriptedModel, SideEffects
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -280,3 +282,60 @@ async def test_a_new_owner_sees_a_previous_owners_key_in_the_ledger(
     await ledger.heartbeat("x", [QUEUE], ttl=0, now=time.time() - 1)
     assert fresh.attach(job.key) == "orphaned"
     assert fresh.attach(assignment("never").key) == "missing"
+
+
+async def _settle_as_an_executor(url: str, effect_id: str, outcome: dict[str, Any]) -> None:
+    """Claim the key and settle it with ``outcome``, as an executor of another process."""
+    other = open_store(url)
+    led = ledger_for(other)
+    try:
+        await led.heartbeat("ex-far", [QUEUE], ttl=30, now=time.time())
+        [claimed] = await led.claim("ex-far", [QUEUE], limit=1, now=time.time(), start=True)
+        assert claimed.effect_id == effect_id
+        assert await led.settle(
+            effect_id, epoch=claimed.epoch, outcome=outcome, now=time.time(), executor="ex-far"
+        )
+    finally:
+        await led.close()
+        await other.close()
+
+
+async def test_an_outcome_read_the_server_cannot_answer_is_retried(
+    crashable_postgres: PostgresServer, crashable_pg_url: str
+) -> None:
+    """The server dies before the waiter's first read: the read fails on the transport, and
+    is tried again (the waiter's own, not only the poll's) until the server is back and the
+    key settles; the outcome is the one the ledger holds."""
+    server, url = crashable_postgres, crashable_pg_url
+    store = open_store(url)
+    ex = StoreExecutor(store, queue_of=lambda a: QUEUE, wait_round=0.5)
+    try:
+        a = assignment("e-retried")
+        assert await ex.dispatch(a, signal=stead.AbortSignal())
+        await asyncio.to_thread(server.kill)
+        waiting = asyncio.ensure_future(ex.outcome(a.key))
+        await asyncio.sleep(1.0)  # reads fail on the dead server meanwhile
+        assert not waiting.done()
+        await asyncio.to_thread(server.start)
+        await _settle_as_an_executor(url, "e-retried", outcome_to_json(ToolSucceeded(content="ok")))
+        assert await asyncio.wait_for(waiting, 60) == ToolSucceeded(content="ok")
+    finally:
+        await ex.close()
+        await store.close()
+
+
+async def test_an_outcome_the_ledger_holds_that_cannot_be_read_fails_after_one_read(
+    url: str, store: Any
+) -> None:
+    """A settled outcome that is not an outcome (from outside: the store's row) fails the
+    wait with an error naming the key, after one read: every read would meet it, and no
+    outcome is made up."""
+    ex = StoreExecutor(store, queue_of=lambda a: QUEUE, wait_round=0.5)
+    try:
+        a = assignment("e-garbled")
+        assert await ex.dispatch(a, signal=stead.AbortSignal())
+        await _settle_as_an_executor(url, "e-garbled", {"kind": "tool_succeeded", "size": 3})
+        with pytest.raises(StoreError, match="e-garbled: the ledger's outcome cannot be read"):
+            await asyncio.wait_for(ex.outcome(a.key), 10)
+    finally:
+        await ex.close()

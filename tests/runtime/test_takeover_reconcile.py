@@ -31,6 +31,7 @@ from stead.core.events import (
 from stead.core.progress import ProgressSink
 from stead.core.reconcile import RecoveryPolicy
 from stead.core.states import RunStatus
+from stead.errors import DispatchRejected
 from stead.runtime import InProcessExecutor, Runtime
 from stead.store import Claim
 from stead.testing import Reply, ScriptedModel, assert_valid_history
@@ -65,6 +66,7 @@ class Pool(InProcessExecutor):
         self.outcomes: dict[str, Outcome] = {}
         self.accepted_first: set[str] = set()
         self.lose: int = 0
+        self.reject: DispatchRejected | Exception | None = None
         self.authoritative = False
         self.asked: list[tuple[str, str]] = []
 
@@ -101,6 +103,9 @@ class Pool(InProcessExecutor):
         if self.lose:
             self.lose -= 1
             raise ConnectionError("the answer to the dispatch was lost")
+        if self.reject is not None:
+            rejection, self.reject = self.reject, None
+            raise rejection
         return await super().dispatch(assignment, signal=signal, local=local)
 
 
@@ -424,3 +429,52 @@ async def test_a_kept_effect_of_a_run_asked_to_cancel_is_stopped_not_awaited(sto
     assert pool.asked == [("cancel", key)]
     (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert result.source == "cancelled"
+
+
+async def test_a_rejected_dispatch_gives_up_at_once_with_the_rejections_text(store: str) -> None:
+    """An executor that refuses the assignment for good would refuse every attempt: the
+    redispatch gives up at once, the executor's words its reason, and the budget is not
+    spent on offering it again and again."""
+    agent = _agent(("peek", {"what": "x"}))
+    rid = await _left_mid_way(store, agent)
+    key = _key(rid, "call_0_0")
+    why = "executor e1: tool 'peek' is defined here with digest 0a1b2c, not 9f8e7d"
+
+    def setup(pool: Pool) -> None:
+        pool.reject = DispatchRejected(why)
+
+    recovery = RecoveryPolicy(missing="redispatch", max_redispatches=5, defer_wait=0.01)
+    view, events, pool = await _take_over(store, agent, rid, setup, recovery)
+    assert view.status is RunStatus.COMPLETED
+    ledger = [(e.step, e.attempt, e.reason) for e in events if isinstance(e, RedispatchRecorded)]
+    assert ledger == [("planned", 1, ""), ("given_up", 0, why)]
+    assert pool.asked == [("dispatch", key), ("abort", key)]  # offered once, then disposed
+    assert _verdicts(events) == [("call_0_0", "dispose", "aborted")]
+    assert ran == ["peek"]  # settled effect_unknown, then read_only runs under a new key
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        DispatchRejected("executor e1 is starting", retryable=True),
+        RuntimeError("something nobody classified"),
+    ],
+    ids=["retryable", "unknown"],
+)
+async def test_retryable_and_unknown_dispatch_errors_still_defer(
+    store: str, error: Exception
+) -> None:
+    agent = _agent(("peek", {"what": "x"}))
+    rid = await _left_mid_way(store, agent)
+    key = _key(rid, "call_0_0")
+
+    def setup(pool: Pool) -> None:
+        pool.reject = error
+
+    recovery = RecoveryPolicy(missing="redispatch", defer_wait=0.01)
+    view, events, pool = await _take_over(store, agent, rid, setup, recovery)
+    assert view.status is RunStatus.COMPLETED
+    ledger = [(e.step, e.attempt) for e in events if isinstance(e, RedispatchRecorded)]
+    assert ledger == [("planned", 1), ("dispatched", 1)]  # owed, offered again, accepted
+    assert pool.asked == [("dispatch", key), ("dispatch", key)]
+    assert ran == ["peek"]

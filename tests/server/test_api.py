@@ -131,6 +131,26 @@ def test_create_drive_and_read_a_run(api: httpx.Client) -> None:
     assert run_id not in [r["run_id"] for r in other["runs"]]
 
 
+def test_a_run_forked_over_http_carries_its_history_and_names_its_source(
+    api: httpx.Client,
+) -> None:
+    source = wait_for(api, _start(api, "lookup", "Where is order 7?"), "completed")
+    r = api.post(f"/runs/{source['run_id']}/fork", json={"at_turn": 0, "input": "And order 8?"})
+    assert r.status_code == 201, r.text
+    fork = r.json()
+    assert fork["run_id"] != source["run_id"]
+    kinds = [(e["kind"], e["data"]) for e in _events(api, fork["run_id"])]
+    assert kinds[1] == (
+        "run_forked",
+        {"source_run_id": source["run_id"], "at_turn": 0, "carried_results": 1},
+    )
+    done = wait_for(api, fork["run_id"], "completed")
+    roles = [m["role"] for m in api.get(f"/runs/{done['run_id']}/messages").json()]
+    assert roles[:4] == ["user", "assistant", "tool", "user"]  # carried, then the new input
+    bad = api.post(f"/runs/{source['run_id']}/fork", json={"at_turn": 9, "input": "x"})
+    assert bad.status_code == 400 and "turns 0 to" in bad.text
+
+
 def test_a_structured_answer_is_the_run_details_data(api: httpx.Client) -> None:
     run = wait_for(api, _start(api, "typed", "Where is the Eiffel tower?"), "completed")
     assert run["data"] == {"city": "Paris", "zip": "75007"}

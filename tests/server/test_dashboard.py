@@ -321,3 +321,22 @@ def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser:
     assert small.evaluate("document.documentElement.scrollWidth") <= 390
     _shot(small, "runs-phone.png")
     phone.close()
+
+
+def test_fork_a_run_after_a_turn_and_follow_its_lineage(stack: Stack, page: object) -> None:
+    run_id = _start(stack, "lookup", "Where is order 7?")
+    wait_for(_api(stack), run_id, "completed")
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    page.once("dialog", lambda dialog: dialog.accept("And order 8?"))  # type: ignore[attr-defined]
+    page.locator('#timeline button.fork[data-turn="0"]').click()  # type: ignore[attr-defined]
+    forked = page.locator('#timeline li[data-kind="run_forked"]')  # type: ignore[attr-defined]
+    forked.wait_for()
+    assert "after turn 1 (1 results carried)" in forked.inner_text()
+    fork_id = page.evaluate("decodeURIComponent(location.hash.split('/').pop())")  # type: ignore[attr-defined]
+    assert fork_id != run_id
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    forked.locator("a").click()  # back to the source
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "id => location.hash.endsWith(encodeURIComponent(id))", arg=run_id
+    )

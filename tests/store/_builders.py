@@ -16,6 +16,8 @@ from typing import Any
 from stead.core.canonical import canonical_json, idempotency_key
 from stead.core.event_codec import decode, encode
 from stead.core.events import (
+    AgentChanged,
+    AgentRecorded,
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
@@ -31,6 +33,7 @@ from stead.core.events import (
     RunCreated,
     RunDeadlineSet,
     RunFailed,
+    RunForked,
     RunRecovered,
     RunRequeued,
     RunStarted,
@@ -341,6 +344,14 @@ def every_kind() -> list[Event]:
         ),
         ToolsListed(source="files", tools={"read": {"effect_class": "read_only", "n": [1]}}),
         TraceLinked(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+        RunForked(source_run_id="run-source", at_turn=2, carried_results=3, dropped_calls=1),
+        AgentRecorded(fingerprint="fp_" + "1" * 16, version="v1"),
+        AgentChanged(
+            from_fingerprint="fp_" + "1" * 16,
+            to_fingerprint="fp_" + "2" * 16,
+            from_version="v1",
+            to_version="v2",
+        ),
     ]
 
 

@@ -13,6 +13,7 @@ import pytest
 from _backends import Backend
 
 from stead.core.ledger import fold
+from stead.errors import DispatchRejected
 from stead.store import Store
 from stead.store.ledger._ledger import Ledger, ledger_for
 
@@ -78,6 +79,20 @@ async def test_accept_is_idempotent_and_the_tombstone_excludes_it(ledger: Ledger
     assert await consistent(ledger, "e1") == "accepted"
     assert await consistent(ledger, "e2") == "aborted"
     assert [e.kind for e in await ledger.history("e1")] == ["accepted"]
+
+
+async def test_a_key_accepted_with_one_assignment_refuses_another(ledger: Ledger) -> None:
+    """A key names one effect: accepting the same assignment again answers accepted, and
+    accepting another one under it is refused (its executor performs what was accepted)."""
+    assert await accept(ledger, "e1")
+    assert await accept(ledger, "e1")
+    other = tool_assignment("e1", "idempotent_write")
+    with pytest.raises(DispatchRejected, match="e1: it was accepted with another assignment"):
+        await ledger.accept(key("e1"), kind="tool", queue="q", assignment=other, now=T0)
+    assert [e.kind for e in await ledger.history("e1")] == ["accepted"]
+    await ledger.heartbeat("x", ["q"], ttl=10, now=T0)
+    [c] = await ledger.claim("x", ["q"], limit=1, now=T0)
+    assert c.assignment == tool_assignment("e1")  # what was accepted first
 
 
 async def test_racing_accept_and_abort_leave_exactly_one(backend: Backend) -> None:

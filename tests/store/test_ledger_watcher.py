@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import psycopg
 import pytest
 from test_ledger_store import T0, accept
 
 from stead.core.effects import AssignmentKey, ToolSucceeded
+from stead.errors import StoreError
 from stead.runtime import StoreExecutor
 from stead.store import open_store
 from stead.store.ledger._ledger import ledger_for
@@ -159,3 +161,33 @@ async def test_a_notice_during_a_heard_keys_first_read_is_not_lost() -> None:
         assert await asyncio.wait_for(waiting, 10) == 4
     finally:
         await watcher.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_closing_the_ledger_wakes_and_ends_its_waiters(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """Waiters still registered on a ledger's watcher when it is closed end (a typed error
+    naming the key), instead of waiting out their timeout on a watcher nobody feeds any
+    more: woken at once where notices and the poller feed them (PostgreSQL, its poll an hour
+    away), at their next look where each polls on its own (SQLite, every 50 ms); a
+    claimable waiter is woken too."""
+    if backend == "postgres":
+        store = open_store(request.getfixturevalue("pg_url"))
+        led = ledger_for(store, poll_interval=3600.0)
+    else:
+        store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+        led = ledger_for(store, poll_interval=0.05)
+    try:
+        assert await accept(led, "e1")
+        waiters = [asyncio.ensure_future(led.wait_settled("e1", "r1", 3600.0)) for _ in range(2)]
+        claimable = asyncio.ensure_future(led.watch.wait_claimable(3600.0))
+        await _settle_loop()
+        assert not any(w.done() for w in [*waiters, claimable])
+        await led.close()
+        for w in waiters:
+            with pytest.raises(StoreError, match="e1: the watcher was closed"):
+                await asyncio.wait_for(w, 5)
+        await asyncio.wait_for(claimable, 5)
+    finally:
+        await store.close()

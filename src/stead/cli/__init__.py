@@ -44,14 +44,15 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from stead.cli import _effects, _executor, _run, _runs, _serve, _steer, _worker
+from stead.cli import _effects, _executor, _lifecycle, _run, _runs, _serve, _steer, _worker
 from stead.cli._command import Command
 from stead.cli._render import plain
 from stead.errors import SteadError, UserError
 
 GROUPS: Final[tuple[tuple[Command, ...], ...]] = (
     _run.COMMANDS,  # demo, run
-    _runs.COMMANDS,  # runs list|show|events|watch
+    _runs.COMMANDS,  # runs list|show|events|watch|export|import|prune|fork
+    _lifecycle.COMMANDS,  # store copy
     _effects.COMMANDS,  # effects list|show
     _steer.COMMANDS,  # resume, approve, deny, decide, answer, cancel
     _worker.COMMANDS,  # worker

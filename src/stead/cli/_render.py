@@ -267,6 +267,30 @@ def _trace_linked(e: ev.TraceLinked) -> Described:
     return "trace", e.traceparent, "dim"
 
 
+@renders(ev.AgentRecorded)
+def _agent_recorded(e: ev.AgentRecorded) -> Described:
+    label = f" ({e.version})" if e.version else ""
+    return "agent version", f"{e.fingerprint}{label}", "dim"
+
+
+@renders(ev.AgentChanged)
+def _agent_changed(e: ev.AgentChanged) -> Described:
+    was = f"{e.from_fingerprint} ({e.from_version})" if e.from_version else e.from_fingerprint
+    now = f"{e.to_fingerprint} ({e.to_version})" if e.to_version else e.to_fingerprint
+    return "agent changed", f"{was} -> {now}", "yellow"
+
+
+@renders(ev.RunForked)
+def _run_forked(e: ev.RunForked) -> Described:
+    dropped = f", {e.dropped_calls} in-flight calls not carried" if e.dropped_calls else ""
+    return (
+        "forked",
+        f"from {e.source_run_id} at turn {e.at_turn} ({e.carried_results} results carried"
+        f"{dropped})",
+        "magenta",
+    )
+
+
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
     """One run's events as a table: seq, time since start, what happened."""
     table = Table(title=Text(plain(title)) if title else None, show_edge=False, header_style="bold")

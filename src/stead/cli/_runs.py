@@ -11,6 +11,7 @@ from rich.text import Text
 
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
+from stead.cli._lifecycle import RUNS_COMMANDS
 from stead.cli._render import plain, summary, timeline
 from stead.core.event_codec import encode
 from stead.core.states import RunStatus
@@ -66,11 +67,27 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             print(json.dumps(row_json(row, now), ensure_ascii=False))
     else:
         out.print(runs_table(rows, now, width=out.width))
+        await _stranded(rt, now, out)
     for row in rows:
         if row.damaged:  # the list is whole; what it could not read is said, not hidden
             err = Console(stderr=True, highlight=False, soft_wrap=True)
             err.print(Text(f"damaged: {plain(row.damaged)}; `stead runs show RUN` names the row"))
     return 0
+
+
+async def _stranded(rt: Runtime, now: float, out: Console) -> None:
+    """Runs pinned to an agent version no live worker drives: nothing takes them until a
+    worker of that version starts (docs/lifecycle.md)."""
+    from stead.store.lifecycle import stranded
+
+    for s in await stranded(rt.store, now=now):
+        out.print(
+            Text(
+                f"{s.run_id} waits for agent {s.agent} at {s.fingerprint}: no live worker "
+                "has that version (start one, or resume it under another policy)",
+                style="yellow",
+            )
+        )
 
 
 def _one_run(json_help: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -122,5 +139,9 @@ async def _watch(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 
 
 COMMANDS = (
-    Command(name="runs", help="list and inspect runs", subcommands=(_list, _show, _events, _watch)),
+    Command(
+        name="runs",
+        help="list, inspect, export, import, prune and fork runs",
+        subcommands=(_list, _show, _events, _watch, *RUNS_COMMANDS),
+    ),
 )

@@ -13,7 +13,7 @@ from stead.cli._command import runtime_command
 from stead.cli._ids import short_id
 from stead.cli._render import plain, summary
 from stead.core.states import RESUMABLE, RunStatus
-from stead.errors import UserError
+from stead.errors import LeaseHeld, UserError
 from stead.runtime import Runtime, RunView
 from stead.store import CLAIMABLE
 
@@ -122,14 +122,32 @@ async def _then(
     rt: Runtime, view: RunView, out: Console, *, drive: bool = False, cancel: bool = False
 ) -> int:
     """After a decision or a cancel: the run's state, who drives it now, and with
-    ``--agents`` (``drive``) the run driven here at once."""
+    ``--agents`` (``drive``) the run driven here at once, unless someone holds it.
+
+    The decision is recorded whoever drives the run next, so this succeeds (0) either way:
+    a worker that holds the run, or claims it between our look and our claim, goes on with
+    it, and the line says so instead of driving here."""
+    if drive:
+        out.print(Text("recorded: the decision is in the run's log", style="dim"))
     out.print(summary(view))
-    driving = drive and bool(rt.agents)
+    driving = drive and bool(rt.agents) and await _holder(rt, view) is None
     out.print(await _next_step(rt, view, driving, cancel=cancel))
     if driving:
-        view = await rt.run(view.run_id)
+        try:
+            view = await rt.run(view.run_id)
+        except LeaseHeld:
+            holder = await _holder(rt, view) or "another process"
+            why = f"{holder} took it over meanwhile and goes on with it, not this process"
+            out.print(Text(f"next: {plain(why)}", style="dim"))
+            return 0
         out.print(summary(view))
     return 0
+
+
+async def _holder(rt: Runtime, view: RunView) -> str | None:
+    """Who holds the run's lease now (None: nobody, or a lease that lapsed)."""
+    record = await rt.store.get_run(view.run_id)
+    return record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None
 
 
 async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool) -> Text:
@@ -141,8 +159,7 @@ async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool)
     elif status is RunStatus.AWAITING_APPROVAL:
         why = "it still waits on a person for the calls above"
     elif status.value in CLAIMABLE:
-        record = await rt.store.get_run(view.run_id)
-        owner = record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None
+        owner = await _holder(rt, view)
         if owner is not None and cancel:
             why = f"its worker {owner} stops it at its next step (`stead runs watch {rid}`)"
         elif owner is not None:

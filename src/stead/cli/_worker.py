@@ -23,6 +23,14 @@ def _arguments(w: argparse.ArgumentParser) -> None:
         lease_help="lease length, seconds",
         log_help="DEBUG logs every run's outcome",
     )
+    w.add_argument(
+        "--keep",
+        action="append",
+        metavar="STATUS=DURATION",
+        help="prune finished runs of a status older than this, in the background "
+        "(completed=30d, failed=90d); repeat",
+    )
+    w.add_argument("--max-runs", type=int, default=None, help="prune past this many per agent")
 
 
 def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:
@@ -54,7 +62,12 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     deps = load_deps(args.deps)
-    worker = Worker(args.store, agents, deps=deps, **serving(args))
+    retention = None
+    if args.keep or args.max_runs is not None:
+        from stead.cli._lifecycle import retention_of
+
+        retention = retention_of(args.keep, args.max_runs)
+    worker = Worker(args.store, agents, deps=deps, retention=retention, **serving(args))
     tune_gc()
     return serve_until_signalled(worker)
 

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from stead.core.events import (
+    AgentChanged,
+    AgentRecorded,
     AssistantMessageRecorded,
     Event,
     LoopDetected,
@@ -72,6 +74,9 @@ _LOOP_KINDS: Final = frozenset(
         RunDeadlineSet,
         ToolsListed,
         TraceLinked,
+        # which agent version drives the run: a drive that loses it records it again
+        AgentRecorded,
+        AgentChanged,
     )
 )
 """Kinds a commit may hold and still skip the sync in ``effects`` mode (each is checked

@@ -440,6 +440,44 @@ class TraceLinked(TaggedRecord):
     """``00-<trace id>-<span id>-<flags>`` of the span that recorded it."""
 
 
+@tagged("run_forked")
+class RunForked(TaggedRecord):
+    """This run was made from another run's history up to the end of one of its turns (its
+    ``run_created`` holds that history; nothing of it runs again here)."""
+
+    source_run_id: str
+    """The run it was forked from."""
+    at_turn: int
+    """The source's last turn it carries (its turns 0..at_turn)."""
+    carried_results: int = 0
+    """Tool results carried over from the source (replayed as history, never re-run)."""
+    dropped_calls: int = 0
+    """Calls of that turn still in flight in the source when it was forked: not carried
+    (their outcome is the source's); the fork's history reads an error result for each."""
+
+
+@tagged("agent_recorded")
+class AgentRecorded(TaggedRecord):
+    """The version of the agent driving this run, recorded when it is first driven."""
+
+    fingerprint: str
+    """``stead.core.versions.fingerprint`` of the agent's tools, instructions, model, output
+    type and version label."""
+    version: str = ""
+    """The agent's ``version=`` label, if it has one."""
+
+
+@tagged("agent_changed")
+class AgentChanged(TaggedRecord):
+    """A different version of the agent than the one recorded took the run over (under the
+    ``continue`` policy; ``pin`` leaves the run to its version, ``fail`` fails it)."""
+
+    from_fingerprint: str
+    to_fingerprint: str
+    from_version: str = ""
+    to_version: str = ""
+
+
 Event: TypeAlias = (
     RunCreated
     | RunStarted
@@ -470,6 +508,9 @@ Event: TypeAlias = (
     | RedispatchRecorded
     | ToolsListed
     | TraceLinked
+    | RunForked
+    | AgentRecorded
+    | AgentChanged
 )
 
 EVENT_TYPES: Final[dict[str, type[Any]]] = {t.kind: t for t in typing.get_args(Event)}

@@ -45,7 +45,7 @@ from stead.core.output import JSON_VALUE
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
-STATE_VERSION: Final = 4
+STATE_VERSION: Final = 5
 """Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
 version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
@@ -213,6 +213,10 @@ class RunState:
     deadline_counts_waiting: bool = True
     """Whether time waiting on a person counts against ``deadline`` (when not, the decision
     that ends a wait moves the deadline later by the wait)."""
+    agent_fingerprint: str = ""
+    """The version of the agent recorded driving the run (``stead.core.versions``)."""
+    agent_version: str = ""
+    """That version's label, if its agent has one."""
     _conversation: _Conversation | None = field(default=None, init=False, repr=False, compare=False)
     """Cache of ``conversation()``."""
 
@@ -322,7 +326,13 @@ def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4})
+def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """v5 knows the agent version that drives the run; a v4 state was written before any
+    was recorded."""
+    return {**data, "agent_fingerprint": "", "agent_version": ""}
+
+
+SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5})
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 

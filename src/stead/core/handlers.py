@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from stead.core.codegen import compile_copy
 from stead.core.events import (
+    AgentChanged,
+    AgentRecorded,
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageRecorded,
@@ -32,6 +34,7 @@ from stead.core.events import (
     RunCreated,
     RunDeadlineSet,
     RunFailed,
+    RunForked,
     RunRecovered,
     RunRequeued,
     RunStarted,
@@ -196,6 +199,29 @@ def _noted(state: RunState, e: Event) -> None:
 
 handles(ToolsListed)(_noted)
 handles(TraceLinked)(_noted)
+
+
+@handles(AgentRecorded)
+def _agent_recorded(state: RunState, e: AgentRecorded) -> None:
+    _noted(state, e)
+    if state.agent_fingerprint:
+        raise _refuse(state, e, "the run's agent version is recorded; a change is agent_changed")
+    state.agent_fingerprint, state.agent_version = e.fingerprint, e.version
+
+
+@handles(AgentChanged)
+def _agent_changed(state: RunState, e: AgentChanged) -> None:
+    _noted(state, e)
+    if e.from_fingerprint != state.agent_fingerprint or e.to_fingerprint == e.from_fingerprint:
+        raise _refuse(state, e, f"the run's agent version is {state.agent_fingerprint!r}")
+    state.agent_fingerprint, state.agent_version = e.to_fingerprint, e.to_version
+
+
+@handles(RunForked)
+def _forked(state: RunState, e: RunForked) -> None:
+    """A fork's lineage, written with its ``run_created``, before anything else happens."""
+    if state.seq != 1:
+        raise _refuse(state, e, "a run's lineage is recorded right after its creation")
 
 
 @handles(RunCancelRequested)

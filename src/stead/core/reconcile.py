@@ -76,9 +76,11 @@ Action: TypeAlias = Literal[
 * ``give_up`` (dispose): record ``given_up``, then abort as ``abort`` does.
 """
 
-DispatchAnswer: TypeAlias = Literal["accepted", "refused", "lost"]
-"""How a redispatch went: accepted (or held already), refused (the key is aborted), or no
-answer (an error, a timeout: the attempt stays owed)."""
+DispatchAnswer: TypeAlias = Literal["accepted", "refused", "rejected", "lost"]
+"""How a redispatch went: accepted (or held already), refused (the key is aborted), rejected
+(the executor refused the assignment for good: it would refuse every attempt), or no answer
+(a transport error, a timeout, a refusal it may take back, an error nobody classified: the
+attempt stays owed)."""
 
 VERDICTS: Final[dict[Action, Verdict]] = {
     "wait": "keep",
@@ -183,7 +185,17 @@ def _target(state: RunState, turn: int, call: str, attempt: int, cls: EffectClas
 
 
 class RedispatchConflict(ValueError):
-    """A redispatch record the key's redispatches cannot take where they stand."""
+    """A redispatch record the key's redispatches cannot take where they stand; folding a
+    log, it names where the record is (``Memory.see``)."""
+
+    def __init__(
+        self, detail: str, *, position: int | None = None, index: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.position = position
+        """The record's sequence number in the run's log, when the fold was given it."""
+        self.index = index
+        """The record's index among the events folded (from 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,24 +245,47 @@ class Memory:
     """Redispatches by effect id."""
     deferrals: dict[str, int] = field(default_factory=dict)
     """Defer verdicts by effect id."""
+    seen: int = 0
+    """Events taken into account so far (the next one's index)."""
 
     def redispatches_of(self, key: str) -> Redispatches:
         """The key's redispatches (none if it has none)."""
         return self.redispatches.get(key, Redispatches())
 
-    def see(self, e: Event) -> None:
-        """Take one event of the log into account (``RedispatchConflict`` for a bad record)."""
+    def see(self, e: Event, position: int | None = None) -> None:
+        """Take one event of the log into account; ``position``: its sequence number in the
+        log, when known. ``RedispatchConflict`` for a bad record, naming the effect, the
+        record's index among the events seen and its log position: a damaged log is found
+        by where it is damaged."""
+        index = self.seen
+        self.seen += 1
         if isinstance(e, RedispatchRecorded):
-            self.redispatches[e.effect_id] = redispatch_step(self.redispatches_of(e.effect_id), e)
+            try:
+                self.redispatches[e.effect_id] = redispatch_step(
+                    self.redispatches_of(e.effect_id), e
+                )
+            except RedispatchConflict as exc:
+                where = f"log position {position}, " if position is not None else ""
+                raise RedispatchConflict(
+                    f"the redispatches of effect {e.effect_id} cannot take its record "
+                    f"at {where}event index {index}: {exc}",
+                    position=position,
+                    index=index,
+                ) from exc
         elif isinstance(e, EffectReconciled) and e.verdict == "defer":
             self.deferrals[e.effect_id] = self.deferrals.get(e.effect_id, 0) + 1
 
 
-def remember(events: Iterable[Event]) -> Memory:
-    """Fold a run's log into its recovery memory."""
+def remember(events: Iterable[Event], positions: Iterable[int] | None = None) -> Memory:
+    """Fold a run's log into its recovery memory; ``positions``: each event's sequence
+    number in the log (named by a conflict)."""
     memory = Memory()
-    for e in events:
-        memory.see(e)
+    if positions is None:
+        for e in events:
+            memory.see(e)
+    else:
+        for e, position in zip(events, positions, strict=True):
+            memory.see(e, position)
     return memory
 
 
@@ -342,14 +377,18 @@ def after_abort(decision: Decision, aborted: bool) -> Decision:
     )
 
 
-def after_dispatch(decision: Decision, answer: DispatchAnswer) -> Decision:
+def after_dispatch(decision: Decision, answer: DispatchAnswer, why: str = "") -> Decision:
     """A redispatch once its dispatch answered: accepted (await it), refused (its key is
-    aborted: given up), or lost (deferred: the attempt stays owed, offered again later)."""
+    aborted: given up), rejected (given up at once, ``why`` the executor's own words: every
+    attempt would meet the same refusal), or lost (deferred: the attempt stays owed, offered
+    again later)."""
     n = decision.attempt
     if answer == "accepted":
         return replace(decision, action="follow", reason=f"redispatch {n} accepted")
     if answer == "refused":
         return replace(decision, action="give_up", reason=f"redispatch {n} refused: key aborted")
+    if answer == "rejected":
+        return replace(decision, action="give_up", reason=why or f"redispatch {n} rejected")
     return replace(decision, action="retry", reason=f"no answer to redispatch {n}: owed")
 
 

@@ -106,6 +106,9 @@ STAYS: Final = frozenset(
         "run_deadline_set",
         "tools_listed",
         "trace_linked",
+        "run_forked",
+        "agent_recorded",
+        "agent_changed",
     }
 )
 """Events that never change a run's status (legal in any status their handler accepts)."""

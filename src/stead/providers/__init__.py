@@ -14,6 +14,7 @@ from stead.providers._base import (
     ModelResponse,
     ProgressCallback,
 )
+from stead.providers._failures import failure_code
 from stead.providers._strings import (
     LazyModel,
     ModelSpec,
@@ -29,6 +30,7 @@ __all__ = [
     "ModelResponse",
     "ModelSpec",
     "ProgressCallback",
+    "failure_code",
     "model_from_string",
     "parse_model_string",
 ]

@@ -161,8 +161,43 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def status_in(exc: BaseException) -> int | None:
+    """An HTTP error status carried by ``exc`` or by what it wraps: a ``status_code`` or
+    ``status`` of its own or of its ``response`` (requests, httpx, aiohttp, the SDKs), on the
+    exception or on one it was raised from or during (``__cause__``, ``__context__``).
+    A custom provider that wraps its client's 503 in an error of its own is then retried."""
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [exc]
+    while chain:
+        e = chain.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        for holder in (e, getattr(e, "response", None)):
+            for name in ("status_code", "status"):
+                value = getattr(holder, name, None)
+                if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+                    return value
+        chain += [e.__cause__, e.__context__]
+    return None
+
+
+def failure_code(exc: BaseException) -> ModelFailureCode | None:
+    """The stable code of a model call's failure raised by any provider (a custom one's
+    too): an HTTP status anywhere in the exception's chain (``status_in``), else a transport
+    or parsing failure (``code_for_exception``); None for anything else (a bug)."""
+    if isinstance(exc, TimeoutError):
+        return "deadline_exceeded"
+    status = status_in(exc)
+    if status is not None:
+        return code_for_http(status, None, str(exc))
+    return code_for_exception(exc)
+
+
 def code_for_exception(exc: BaseException) -> ModelFailureCode | None:
-    """The code for a transport or parsing failure; None for anything else (a bug)."""
+    """The code for a transport or parsing failure; None for anything else (a bug). A
+    stream that ended early (``EOFError``, ``asyncio.IncompleteReadError``) is a cut
+    connection."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     if isinstance(exc, TimeoutError) or names & _TIMEOUT_CLASSES:
         return "deadline_exceeded"
@@ -172,6 +207,6 @@ def code_for_exception(exc: BaseException) -> ModelFailureCode | None:
         # RecursionError: event data nested deeper than the JSON decoder recurses
         # (``[[[[...]]]]``), raised from the SDK's decoding of the event.
         return "malformed_result"
-    if isinstance(exc, ConnectionError | OSError) or names & _TRANSPORT_CLASSES:
+    if isinstance(exc, ConnectionError | OSError | EOFError) or names & _TRANSPORT_CLASSES:
         return "connection_failed"
     return None

@@ -10,6 +10,7 @@ from typing import Any
 
 from stead.core.limits import Budget, Limits
 from stead.runtime._ids import resolve_run_id
+from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
@@ -29,12 +30,15 @@ __all__ = [
     "OwnedRun",
     "PendingApproval",
     "Pool",
+    "Pruned",
+    "Pruner",
     "RunLoop",
     "RunView",
     "Runtime",
     "StoreExecutor",
     "Worker",
     "as_agent",
+    "copy_store",
     "register_adapter",
     "resolve_run_id",
     "serve_pool",

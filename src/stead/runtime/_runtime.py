@@ -35,6 +35,7 @@ from stead.errors import (
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
 from stead.runtime._follow import Following
+from stead.runtime._lifecycle import Lifecycle
 from stead.runtime._steer import Steering
 from stead.runtime.agent import (
     Agent,
@@ -58,7 +59,9 @@ from stead.runtime.loop import (
     Observer,
     OwnedRun,
     checked,
+    default_margin,
     hydrate,
+    min_left_for,
     owner_id,
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
@@ -66,7 +69,7 @@ from stead.store import Ledger, Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -85,6 +88,8 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         deps: Any = None,
         recovery: RecoveryPolicy | None = None,
         observers: Iterable[Observer] = (),
+        lease_margin: float | None = None,
+        lease_min_left: float = 3.0,
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
@@ -94,7 +99,13 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
         checked against each agent's ``deps_type``.
         ``recovery`` says how a takeover treats the effects a dead owner left in flight
         (``stead.RecoveryPolicy``: dispose by default).
-        ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing."""
+        ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing.
+        ``lease_margin``: seconds before the store's expiry of its lease that a drive stops
+        trusting it, unless a renewal was confirmed meanwhile (a quarter of ``lease_ttl`` by
+        default): past that local deadline (a pause, a partition) the drive aborts as a
+        cancel does and gives the run up. ``lease_min_left``: seconds of lease an effect
+        that is not read_only needs left to start (renewed first when fewer; never more
+        than half a fresh lease counts)."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -112,6 +123,14 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
                 raise UserError(f"agents takes Agents, and {type(a).__name__} is not one")
         self.deps = deps
         checks.seconds("lease_ttl", lease_ttl)
+        margin = default_margin(lease_ttl)
+        if lease_margin is not None:
+            margin = checks.seconds("lease_margin", lease_margin, zero_ok=True)
+            if margin >= lease_ttl:
+                raise UserError(
+                    f"lease_margin ({margin:g}s) must be shorter than lease_ttl ({lease_ttl:g}s)"
+                )
+        checks.seconds("lease_min_left", lease_min_left, zero_ok=True)
         checks.count("snapshot_every", snapshot_every, 1)
         self.store: Store = store if not isinstance(store, str | Path) else open_store(store)
         self.agents: dict[str, Agent] = {}
@@ -119,6 +138,8 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Closing):
             self.register(a)
         self.owner = owner_id()
         self.lease_ttl = lease_ttl
+        self.lease_margin = float(margin)
+        self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, lease_min_left)
         self.clock = clock
         self.snapshot_every = snapshot_every
         self.progress = progress or ProgressWindow()

@@ -41,7 +41,7 @@ from stead.core.effects import (
     assignment_to_json,
 )
 from stead.core.progress import Cursor, ProgressSink, ProgressWindow
-from stead.errors import UserError
+from stead.errors import DispatchRejected, UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
 from stead.runtime.agent import check_deps
 from stead.runtime.executors import far_sink, outcome_to_json, read_outcome
@@ -88,6 +88,9 @@ def executor_app(
         signal = signals.setdefault(k, AbortSignal())
         try:
             accepted = await executor.dispatch(assignment, signal=signal)
+        except DispatchRejected as exc:  # for good, unless it says it may take it back
+            status = 503 if exc.retryable else 422
+            return JSONResponse({"error": str(exc)}, status_code=status)
         except Exception as exc:
             return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=503)
         if not accepted:
@@ -184,6 +187,7 @@ class HttpExecutor:
         )
         self._poll, self._retries = poll, retries
         self._last: dict[str, str] = {}
+        self._where = url
 
     @staticmethod
     def _path(key: AssignmentKey) -> str:
@@ -215,6 +219,8 @@ class HttpExecutor:
         r = await self._send("POST", "/v1/effects", json=data)
         if r.status_code == 409:
             return False
+        if r.status_code in (400, 422):  # refused as described: so would every attempt be
+            raise DispatchRejected(f"executor at {self._where}: {_error_text(r)}")
         if r.status_code != 202:
             raise ConnectionError(f"dispatch answered {r.status_code}: {r.text[:200]}")
         return True  # an abort of the run reaches it as ``cancel`` (the run loop's)
@@ -344,3 +350,13 @@ async def serve_executor(
     finally:
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)
+
+
+def _error_text(r: httpx.Response) -> str:
+    """The ``error`` of an error answer's JSON, else its first 200 characters."""
+    try:
+        body = r.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, str) else f"{r.status_code} {r.text[:200]}"

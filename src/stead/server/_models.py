@@ -100,6 +100,14 @@ class Answer(_Body):
     token: Short | None = None
 
 
+class Fork(_Body):
+    """Fork a run after one of its turns: its history through that turn, then ``input``."""
+
+    at_turn: int = Field(ge=0)
+    input: Text
+    agent: Short | None = None
+
+
 class Steer(_Body):
     """Cancel or resume a run, with a reason recorded in its log."""
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from stead.server import _shape as shape
 from stead.server._deps import Caller, CallPath, Rt, RunPath
-from stead.server._models import Answer, Approve, CreateRun, Deny, RunDetail, Steer
+from stead.server._models import Answer, Approve, CreateRun, Deny, Fork, RunDetail, Steer
 
 router = APIRouter()
 
@@ -83,3 +83,12 @@ async def resume(run_id: RunPath, body: Steer, by: Caller, rt: Rt) -> RunDetail:
     """Send a failed, cancelled or timed-out run back to the queue for a worker."""
     await rt.requeue(run_id, body.reason or f"resumed by {by}")
     return await shape.detail(rt, run_id)
+
+
+@router.post("/runs/{run_id}/fork", response_model=RunDetail, status_code=201, tags=["runs"])
+async def fork(run_id: RunPath, body: Fork, _: Caller, rt: Rt) -> RunDetail:
+    """Queue a new run whose history is this run's through turn ``at_turn``, then
+    ``input``: nothing carried runs again, a call in flight at that turn is not carried
+    (docs/lifecycle.md). Returns the fork; a worker drives it."""
+    view = await rt.fork(run_id, at_turn=body.at_turn, input=body.input, agent=body.agent)
+    return await shape.detail(rt, view.run_id)

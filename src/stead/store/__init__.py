@@ -33,6 +33,7 @@ from stead.store.sql import (
     RunRecord,
     Store,
     StoredEvent,
+    is_transient,
 )
 from stead.store.sqlite import SQLiteStore
 
@@ -130,6 +131,7 @@ __all__ = [
     "StoredEvent",
     "forget_progress",
     "give_up_strays",
+    "is_transient",
     "ledger_for",
     "open_store",
     "pause_queue",

@@ -9,6 +9,7 @@ database pool, an HTTP client): ``ctx.deps``, typed by annotating ``ToolContext[
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.codegen import fast_init
 from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
@@ -51,12 +53,38 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT = None  # type: ignore[assignment]
     """``Runtime(deps=...)`` of the process running the call: live objects, never recorded,
     so a run resumed elsewhere gets that process's own (None when none were given)."""
+    lease: HeldLease | None = None
+    """The lease under which the call runs (None where there is none: a reconcile asked
+    outside a drive, a test's context)."""
 
     @property
     def aborted(self) -> bool:
-        """True once the run was cancelled (or the attempt timed out): stop soon and raise
-        or return."""
-        return self.signal.aborted
+        """True once the run was cancelled, the attempt timed out, or the lease this call
+        runs under can no longer be trusted (its local deadline passed: this process was
+        paused or cut off from the store, and another may have taken the run over): stop
+        and raise or return. Read from the clock, not from a timer, so it is True at once
+        in a process that just woke from a pause. Check it right before an effect."""
+        lease = self.lease
+        return self.signal.aborted or (lease is not None and lease.lapsed())
+
+    @property
+    def fencing_token(self) -> int:
+        """A number that grows each time the run (or, in an executor pool, the call's key)
+        changes hands, and stays the same for one holder. Send it with the effect and let
+        the service refuse a token lower than the highest it has seen for the resource:
+        the one protection from a pause between the check of ``aborted`` and the effect
+        (docs/recovery.md). 0 where the call runs under no lease."""
+        lease = self.lease
+        return 0 if lease is None else lease.token
+
+    async def lease_lost(self) -> str:
+        """Wait until the lease this call runs under is lost (its local deadline passed, or
+        another holder took it); returns why. Waits forever where there is no lease."""
+        lease = self.lease
+        if lease is None:
+            await asyncio.Event().wait()
+        assert lease is not None
+        return await lease.wait_lost()
 
     async def run_subprocess(
         self,

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 
 from stead.core.builders._admission import CallAdmission
 from stead.core.builders._ids import unique_call_ids
+from stead.core.builders._lifecycle import forked_event, version_event
 from stead.core.builders._limits import (
     attempt_failed_event,
     deadline_events,
@@ -80,6 +81,7 @@ __all__ = [
     "deadline_passed",
     "decision_events",
     "executed_result",
+    "forked_event",
     "listing_events",
     "model_failed_event",
     "needs_start_record",
@@ -98,6 +100,7 @@ __all__ = [
     "step_failed_event",
     "timeout_events",
     "unique_call_ids",
+    "version_event",
     "wait_credit_events",
 ]
 

@@ -15,12 +15,14 @@ from stead.core.limits import Budget, Limits
 from stead.core.output import OUTPUT_TOOL
 from stead.core.pricing import PriceTable
 from stead.core.settings import NO_SETTINGS, ModelSettings
+from stead.core.versions import POLICIES, VersionPolicy
 from stead.errors import UserError
 from stead.providers import FORMS, LazyModel, ModelProvider
 from stead.runtime.agent import _checks as checks
 from stead.runtime.agent._deps import check_deps_type
 from stead.runtime.agent._output import OutputSpec
 from stead.runtime.agent._parts import AgentParts, agent_parts
+from stead.runtime.agent._versions import fingerprint_of
 from stead.tools import Tool, ToolRegistry, check_queue
 
 
@@ -52,6 +54,8 @@ class Agent:
         settings: ModelSettings | None = None,
         model_queue: str | None = None,
         durability: Durability = "strict",
+        version: str | None = None,
+        on_change: VersionPolicy = "continue",
     ) -> None:
         """``output_type`` (a pydantic model, dataclass, TypedDict, ``list[...]``...) makes the
         run's answer a validated value (``RunView.data``) instead of text; ``deps_type`` is
@@ -59,7 +63,10 @@ class Agent:
         its model settings (a run's own, ``Runtime.start(settings=...)``, win); ``durability``
         is ``"strict"`` (every step on disk before the next) or ``"effects"`` (only the
         commits an effect outside the log depends on wait for the disk: see
-        ``stead.core.durability`` and docs/durability.md)."""
+        ``stead.core.durability`` and docs/durability.md). ``version`` labels this
+        definition (it joins the fingerprint a run records); ``on_change`` says what a run
+        recorded under another fingerprint does when this one takes it: ``"continue"``,
+        ``"pin"`` or ``"fail"`` (docs/lifecycle.md)."""
         if not name or not isinstance(name, str):
             raise UserError("an Agent needs a non-empty name: runs find their agent by it")
         checks.identifier("the Agent's name", name)
@@ -97,6 +104,15 @@ class Agent:
                 f"not {durability!r:.40}"
             )
         self.durability: Durability = durability
+        if version is not None:
+            checks.identifier(f"Agent {name!r}: version", version)
+        self.version = version
+        if on_change not in POLICIES:
+            raise UserError(
+                f"Agent {name!r}: on_change takes one of {', '.join(map(repr, POLICIES))}, "
+                f"not {on_change!r:.40}"
+            )
+        self.on_change: VersionPolicy = on_change
         """Which commits of its runs wait for the disk (``stead.core.durability``)."""
         """The executor queue of this agent's model calls (``stead executor --queues``),
         while a pool serves it; None: in the run's own process."""
@@ -113,6 +129,12 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """This definition's version: a digest of its tools (names, schemas, effect
+        classes), instructions, model, output type and ``version`` label."""
+        return fingerprint_of(self)
 
     @functools.cached_property
     def _parts(self) -> AgentParts:

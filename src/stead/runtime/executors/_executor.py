@@ -16,6 +16,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stead import _logs
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Cancelled,
@@ -29,8 +30,8 @@ from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
 from stead.core.result_bound import DEFAULT_MAX_RESULT, bound_outcome
 from stead.core.settings import ModelSettings
-from stead.errors import Aborted, ProviderError, ReplayDiverged
-from stead.providers import ModelCall, ModelProvider, ModelRequest
+from stead.errors import Aborted, DispatchRejected, ProviderError, ReplayDiverged
+from stead.providers import ModelCall, ModelProvider, ModelRequest, failure_code
 from stead.tools import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:  # in annotations only: what runs here is the outcomes it makes
@@ -120,6 +121,12 @@ class InProcessExecutor:
         """Characters of a tool's result kept when the tool sets no bound of its own."""
         self.deps = deps
         """``ctx.deps`` of the tools this executor runs (the Runtime's, never recorded)."""
+        self.lease: HeldLease | None = None
+        """The lease of the drive this executor serves (``ctx.lease``, ``ctx.aborted``,
+        ``ctx.fencing_token``); set by the drive, one executor per drive."""
+        self.leases: dict[str, HeldLease] = {}
+        """Leases by effect id, where each key has its own (an executor pool's keys); a key
+        not in it runs under ``lease``."""
         self._model = model
         self._tools = tools
         self._progress = progress
@@ -146,6 +153,9 @@ class InProcessExecutor:
         k = assignment.key.effect_id
         if k in self._aborted:
             return False
+        why = refusal(assignment, self._tools, local)
+        if why is not None:
+            raise DispatchRejected(f"the in-process executor refuses effect {k}: {why}")
         self._accepted.add(k)
         if k not in self._tasks and k not in self._inline:
             self._signals[k] = signal
@@ -164,6 +174,11 @@ class InProcessExecutor:
             return Cancelled(reason="the effect was aborted before it started")
         if k in self._tasks or k in self._inline:
             return await self.outcome(assignment.key)
+        why = refusal(assignment, self._tools, local)
+        if why is not None:  # not performed: a failure that says so
+            if isinstance(assignment.body, ModelBody):
+                return ModelFailed(code="executor_error", message=why)
+            return ToolFailed(failure=why)
         self._inline[k] = None
         self._accepted.add(k)
         self._signals[k] = signal
@@ -244,7 +259,10 @@ class InProcessExecutor:
         if tool is None:
             gone = f"tool {body.tool_name!r} is no longer registered in this worker"
             return _ready(ToolFailed(failure=gone))
-        return self.perform_tool(body, tool, body.arguments, body.attempt, signal, a.key.run_id)
+        lease = self.leases.get(a.key.effect_id, self.lease)
+        return self.perform_tool(
+            body, tool, body.arguments, body.attempt, signal, a.key.run_id, lease
+        )
 
     async def perform_model(
         self, request: ModelRequest, signal: AbortSignal, run_id: str
@@ -283,14 +301,16 @@ class InProcessExecutor:
         attempt: int,
         signal: AbortSignal,
         run_id: str,
+        lease: HeldLease | None = None,
     ) -> Outcome:
         """One attempt of a tool call with these (canonical) arguments, awaited in the caller's
         task, with no assignment (see ``perform_model``): ``call`` names it (its ``ToolBody``
-        or the run's ``CallState``)."""
+        or the run's ``CallState``); under ``lease`` (else the executor's)."""
         ids = _logs.bind_call(call.turn_index, call.tool_call_id)  # its tool's records too
         try:
+            held = self.lease if lease is None else lease
             ctx = tool_context(
-                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps
+                run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps, held
             )
             outcome = await tool.invoke(arguments, ctx)
             # Cut here, where every executor's tool outcome is made, so no store, ledger or
@@ -308,6 +328,41 @@ class InProcessExecutor:
             _logs.unbind(ids)
 
 
+def refusal(a: Assignment, tools: ToolRegistry, local: object | None = None) -> str | None:
+    """Why an executor with ``tools`` must not perform ``a`` as it is described, or None.
+
+    A model assignment's request must be for the model it names, and be the one its digest
+    says (unless the live request, ``local``, is performed instead of its JSON); a tool
+    assignment's definition digest must be the tool's here: a changed tool (other
+    parameters, another meaning) must not run arguments the model wrote for the old one. An
+    empty digest states none (an assignment made by hand); a tool not registered here is
+    not refused: it settles as a failure that says so."""
+    body = a.body
+    if isinstance(body, ModelBody):
+        if isinstance(local, ModelRequest) or not body.request:
+            return None
+        named = body.request.get("model")
+        if named != body.model:
+            return f"it names model {body.model!r} and carries a request for {named!r}"
+        if not body.request_digest:
+            return None
+        try:
+            actual = request_from_json(body.request).digest()
+        except Exception as exc:
+            return f"its request cannot be read: {type(exc).__name__}: {exc}"
+        if actual != body.request_digest:
+            return f"its request digest {body.request_digest[:12]} is not its request's"
+        return None
+    tool = tools.get(body.tool_name)
+    stated = body.definition_digest
+    if tool is None or not stated or stated == tool.definition_digest:
+        return None
+    return (
+        f"tool {body.tool_name!r} is defined here with digest {tool.definition_digest[:12]}, "
+        f"and the assignment was made for {stated[:12]}"
+    )
+
+
 async def _ready(outcome: Outcome) -> Outcome:
     """An outcome known without performing anything, as the awaitable ``_perform`` gives."""
     return outcome
@@ -321,9 +376,11 @@ def _cancelled(exc: BaseException, signal: AbortSignal) -> Cancelled:
 
 
 def _model_error(exc: Exception) -> ModelFailed:
-    if isinstance(exc, TimeoutError):
-        return ModelFailed(code="deadline_exceeded", message=str(exc))
-    return ModelFailed(code="executor_error", message=f"{type(exc).__name__}: {exc}")
+    """A provider's failure that is not a ``ProviderError`` (a custom provider's own): its
+    code from what it carries (an HTTP status in its chain, a transport failure), so that a
+    503 is retried as the built-in adapters' is; anything else is the executor's error."""
+    code = failure_code(exc) or "executor_error"
+    return ModelFailed(code=code, message=f"{type(exc).__name__}: {exc}")
 
 
 class CallIdentity(Protocol):
@@ -345,6 +402,7 @@ def tool_context(
     signal: AbortSignal,
     cancel_grace: float,
     deps: Any,
+    lease: HeldLease | None = None,
 ) -> ToolContext:
     """The ``ToolContext`` of one attempt of a call: one definition for the executor that
     runs the call and the loop that asks or reconciles it, so both hand a tool the same.
@@ -359,6 +417,7 @@ def tool_context(
         signal=signal,
         cancel_grace=cancel_grace,
         deps=deps,
+        lease=lease,
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -47,7 +48,9 @@ from stead.errors import ExecutorError, StoreError
 from stead.providers import ModelResponse
 from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime.executors._far_progress import Follower, far_sink
-from stead.store import Ledger, ledger_for
+from stead.store import Ledger, is_transient, ledger_for
+
+log = logging.getLogger("stead.runtime")
 
 # -- outcomes on the wire ----------------------------------------------------------------------
 
@@ -249,6 +252,24 @@ class StoreExecutor:
         return await asyncio.shield(shared)
 
     async def _settled(self, key: AssignmentKey) -> Outcome:
+        """``_settled_once``, again while the store cannot be reached (a transport error, a
+        timeout: every read of the wait, its first included), backing off up to a round; an
+        error in what the store holds fails at once. Never an outcome made up: only one
+        read from the ledger."""
+        delay = 0.05
+        while True:
+            try:
+                return await self._settled_once(key)
+            except StoreError as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning(
+                    "effect %s: reading its outcome failed (retrying): %s", key.effect_id, exc
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._round)
+
+    async def _settled_once(self, key: AssignmentKey) -> Outcome:
         """Wait for the settle alone (its claim and start wake nobody), then read it: on
         PostgreSQL, with the run's channel heard, one read of the key's mark before the
         notice and one of the outcome after it."""

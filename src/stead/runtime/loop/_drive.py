@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from stead import _logs
 from stead._crash import CrashHook
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.builders import (
     recovered_event,
@@ -40,10 +42,12 @@ from stead.runtime.executors import Executor, InProcessExecutor
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._lease_guard import LeaseGuard
 from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import Observer, observing
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reconcile import reconcile_takeover
+from stead.runtime.loop._versions import settle_version
 from stead.store import Claim, RunRecord, Store
 
 log = logging.getLogger("stead.runtime")
@@ -81,7 +85,7 @@ class lease:  # named as the function it was: ``async with lease(...) as epoch``
     A class, not an ``@asynccontextmanager``: that is an async generator per run, which the
     event loop also tracks in a weak set, and two more frames of ``contextlib`` each way."""
 
-    __slots__ = ("epoch", "now", "owner", "record", "run_id", "store", "ttl")
+    __slots__ = ("epoch", "now", "owner", "record", "run_id", "sent_at", "store", "ttl")
 
     def __init__(
         self, store: Store, run_id: str, record: RunRecord, *, owner: str, now: float, ttl: float
@@ -89,10 +93,13 @@ class lease:  # named as the function it was: ``async with lease(...) as epoch``
         self.store, self.run_id, self.record = store, run_id, record
         self.owner, self.now, self.ttl = owner, now, ttl
         self.epoch = 0
+        self.sent_at = 0.0
+        """When the claim was sent (monotonic): the lease counts from then."""
 
     async def __aenter__(self) -> int:
         owner = self.record.lease_owner
         takeover = owner if dead_local_owner(owner) else None
+        self.sent_at = time.monotonic()
         self.epoch = await self.store.claim(
             self.run_id, owner=self.owner, now=self.now, ttl=self.ttl, takeover_from=takeover
         )
@@ -126,6 +133,10 @@ class Driving:
     progress: ProgressWindow
     backoff: Backoff
     watch_interval: float
+    lease_margin: float
+    """Seconds a drive's local lease deadline falls short of the store's expiry."""
+    lease_min_left: float
+    """Seconds of lease an effect that is not read_only needs left to start (else renewed)."""
     recovery: RecoveryPolicy = RecoveryPolicy()
     """How a takeover treats the effects the dead owner left in flight (stead.core.reconcile)."""
     observers: list[Observer]
@@ -147,11 +158,15 @@ class Driving:
 
         def _agent_named(self, name: str, run_id: str) -> Agent: ...
 
-    async def run(self, run_id: str, *, claim: Claim | None = None) -> RunView:
+    async def run(
+        self, run_id: str, *, claim: Claim | None = None, claimed_at: float | None = None
+    ) -> RunView:
         """Drive the run until it completes, fails, or waits on a person; return its view.
 
         With ``claim`` (a lease ``store.claim_next`` gave this runtime's owner), drive under
         that lease instead of claiming one; the caller keeps it and releases it.
+        ``claimed_at`` is when that claim was sent (``time.monotonic()``): the lease counts
+        from then (from now when it is not given).
 
         A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
         returned) is refused with ``LeaseHeld``, as another process would be.
@@ -174,18 +189,29 @@ class Driving:
             )
         self._driving.add(run_id)
         try:
-            return await self._claim_and_drive(run_id, record, agent, claim)
+            return await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
         finally:
             self._driving.discard(run_id)
 
     async def _claim_and_drive(
-        self, run_id: str, record: RunRecord, agent: Agent, claim: Claim | None
+        self,
+        run_id: str,
+        record: RunRecord,
+        agent: Agent,
+        claim: Claim | None,
+        claimed_at: float | None,
     ) -> RunView:
         if claim is not None:
-            return await self._drive(run_id, agent, claim.epoch, claim.previous_owner)
-        async with self._lease(run_id, record) as epoch:
+            sent = time.monotonic() if claimed_at is None else claimed_at
+            held = self._held_lease(claim.epoch, sent)
+            return await self._drive(run_id, agent, held, claim.previous_owner)
+        held_lease = lease(
+            self.store, run_id, record, owner=self.owner, now=self.clock(), ttl=self.lease_ttl
+        )
+        async with held_lease as epoch:
+            held = self._held_lease(epoch, held_lease.sent_at)
             fresh = self._fresh.state(run_id, record, epoch)  # just created here: not re-read
-            return await self._drive(run_id, agent, epoch, record.lease_owner, fresh)
+            return await self._drive(run_id, agent, held, record.lease_owner, fresh)
 
     def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]:
         """This process's lease on the run for the ``async with`` block (see ``lease``)."""
@@ -193,30 +219,38 @@ class Driving:
             self.store, run_id, record, owner=self.owner, now=self.clock(), ttl=self.lease_ttl
         )
 
+    def _held_lease(self, epoch: int, sent_at: float) -> HeldLease:
+        """The local deadline of a lease at ``epoch`` claimed by a statement sent then."""
+        ttl = self.lease_ttl
+        return HeldLease(token=epoch, ttl=ttl, margin=self.lease_margin, sent_at=sent_at)
+
     async def _drive(
         self,
         run_id: str,
         agent: Agent,
-        epoch: int,
+        held: HeldLease,
         previous_owner: str | None,
         fresh: RunState | None = None,
     ) -> RunView:
         ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
         try:
-            return await self._drive_bound(run_id, agent, epoch, previous_owner, fresh)
+            return await self._drive_bound(run_id, agent, held, previous_owner, fresh)
         finally:
+            held.close()
             _logs.unbind(ids)
 
     async def _drive_bound(
         self,
         run_id: str,
         agent: Agent,
-        epoch: int,
+        held: HeldLease,
         previous_owner: str | None,
         fresh: RunState | None,
     ) -> RunView:
-        """Drive under the lease at ``epoch``, from the log's state, or from ``fresh``: the
-        state of a run created here that nothing has touched since (``FreshRuns``)."""
+        """Drive under the lease ``held`` (its token the epoch), from the log's state, or from
+        ``fresh``: the state of a run created here that nothing has touched since
+        (``FreshRuns``)."""
+        epoch = held.token
         if fresh is None:
             state, snap_seq = await OwnedRun.load_state(self.store, run_id)
         else:
@@ -233,6 +267,8 @@ class Driving:
             snapshot_seq=snap_seq,
             durability=agent.durability,
         )
+        if not await settle_version(owned, agent, self.owner, epoch):
+            return RunView.of(owned.state, self.agents)  # another version's, or failed
         takeover = state.status not in (RunStatus.QUEUED,) and bool(previous_owner)
         if takeover:
             await owned.append(
@@ -243,18 +279,31 @@ class Driving:
         deps = getattr(self, "deps", None)
         hooks = await observing(observers, owned, agent, previous_owner, deps)
         signal = AbortSignal()
+        guard = LeaseGuard(
+            held,
+            owned,
+            signal,
+            store=self.store,
+            owner=self.owner,
+            ttl=self.lease_ttl,
+            clock=self.clock,
+            min_left=self.lease_min_left,
+        )
         inner = self._executor_factory(agent, self.progress)
+        if isinstance(inner, InProcessExecutor):
+            inner.lease = held
         # Held events (effects mode) are written before an effect that may leave the process.
         owned.flush_before_effects = not isinstance(inner, InProcessExecutor)
         executor = hooks.executor(inner)
         loop = RunLoop(owned, agent, executor, signal, backoff=self.backoff, crash=self._crash)
+        loop.lease = guard
         # The Runtime's keeper renews the lease and hears a cancel request from another
         # process (runtime/loop/_keeper.py): it takes the run a moment after the drive starts, so a
         # run that rests sooner (most turns on a fast model) never costs it anything. Its
         # first look then still sees a cancel written in that moment.
         aio = asyncio.get_running_loop()
         delay = min(self.watch_interval / 4, self.lease_ttl / 3)
-        timer = aio.call_later(delay, self._keeper.hold, owned, signal)
+        timer = aio.call_later(delay, self._keeper.hold, owned, signal, held)
         error: BaseException | None = None
         try:
             if takeover:  # what the dead owner left in flight, before the drive goes on

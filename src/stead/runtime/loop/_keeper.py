@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from stead._lease import TAKEN, HeldLease
 from stead._signal import AbortSignal
 from stead.core.events import RunCancelRequested
 from stead.errors import StoreError
@@ -54,6 +55,8 @@ class _Held:
     """The last sequence looked at for a cancel request."""
     renew_at: float
     """Loop time of the next renewal."""
+    lease: HeldLease | None
+    """The drive's local deadline, moved on by each renewal the store confirms."""
 
 
 class Keeper:
@@ -64,13 +67,17 @@ class Keeper:
         self._held: dict[str, _Held] = {}
         self._task: asyncio.Task[None] | None = None
 
-    def hold(self, session: OwnedRun, signal: AbortSignal) -> None:
+    def hold(self, session: OwnedRun, signal: AbortSignal, lease: HeldLease | None = None) -> None:
         """Keep ``session``'s run from now until ``drop``: its first renewal a third of the TTL
         from now, its first look for a cancel at the next beat."""
         loop = asyncio.get_running_loop()
         run_id = session.state.run_id
         due = loop.time() + self._host.lease_ttl / 3
-        self._held[run_id] = _Held(session, signal, loop, session.durable_seq, due)
+        self._held[run_id] = _Held(session, signal, loop, session.durable_seq, due, lease)
+        if lease is not None:
+            # The lease's deadline as a timer, from here: a drive that rests before the keeper
+            # takes it (most turns) ends long before its lease could lapse.
+            lease.arm()
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             # A run of another (closed) loop never reached its ``drop``: not ours to renew.
@@ -112,23 +119,32 @@ class Keeper:
         """Every lease due, in one write of the store (one statement on PostgreSQL)."""
         host = self._host
         leases = [(h.session.state.run_id, h.session.epoch) for h in due]
+        # Each lease counts from the send, never from the answer.
+        sent = [0.0 if h.lease is None else h.lease.now() for h in due]
         try:
-            lost = set(
-                await host.store.renew_leases(
-                    leases, owner=host.owner, now=host.clock(), ttl=host.lease_ttl
+            # Bounded: a renewal stuck on a dead connection must not hold up the next beat
+            # (each drive's own deadline fires regardless, HeldLease).
+            async with asyncio.timeout(host.lease_ttl / 3):
+                lost = set(
+                    await host.store.renew_leases(
+                        leases, owner=host.owner, now=host.clock(), ttl=host.lease_ttl
+                    )
                 )
-            )
-        except StoreError as exc:
+        except (StoreError, TimeoutError) as exc:
             # Still ours until they expire: asked again at the next beat.
-            log.warning("renewing the leases of %d runs failed (retrying): %s", len(due), exc)
+            log.warning("renewing the leases of %d runs failed (retrying): %r", len(due), exc)
             return
         next_at = asyncio.get_running_loop().time() + host.lease_ttl / 3
-        for held in due:
+        for held, at in zip(due, sent, strict=True):
             if held.session.state.run_id in lost:
                 held.session.fenced = True
-                held.signal.abort("lease lost: another worker took this run over")
+                held.signal.abort(TAKEN)
+                if held.lease is not None:
+                    held.lease.lose(TAKEN)
             else:
                 held.renew_at = next_at
+                if held.lease is not None:
+                    held.lease.confirmed(at)
 
     async def _watch(self, held: list[_Held]) -> None:
         """One look for a cancel request another process appended, for every run at once (one

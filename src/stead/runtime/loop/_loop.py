@@ -80,6 +80,7 @@ from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._budgeted import over_budget
 from stead.runtime.loop._deadline import DeadlineWatch
 from stead.runtime.loop._first_wait import at_first_wait
+from stead.runtime.loop._lease_guard import LeaseGuard
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reply import ReplyIntent, admissions
 from stead.runtime.loop._retry import retry_event
@@ -143,6 +144,9 @@ class RunLoop:
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
         self.deadline = DeadlineWatch(owned, self.limits, signal, self.clock)
+        self.lease: LeaseGuard | None = None
+        """The drive's lease, checked before each effect that is not read_only (set by the
+        drive; None where a loop runs under no lease of its own)."""
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -484,7 +488,8 @@ class RunLoop:
     def _context(self, call: CallState, attempt: int) -> ToolContext:
         deps = getattr(self.executor, "deps", None)  # the Runtime's, via its executor
         run_id, grace = self.owned.state.run_id, self.limits.cancel_grace
-        return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps)
+        held = None if self.lease is None else self.lease.held
+        return tool_context(run_id, call, call.name, attempt, self.signal, grace, deps, held)
 
     async def _execute(
         self, call: CallState, attempt: int, *, start_recorded: bool = False
@@ -493,8 +498,14 @@ class RunLoop:
         ``tool_call_started`` is already durable (it rode in the intent's commit)."""
         state = self.owned.state
         tool = self.agent.registry.get(call.name)
+        # The lease is checked right before the effect of a tool that is not read_only (a
+        # read of the clock while it is fresh), and before its start is written here too,
+        # so that a lost lease leaves a call that plainly never started.
+        guard = self.lease if call.effect_class != "read_only" else None
         if needs_start_record(call):
             if not start_recorded:
+                if guard is not None and not (guard.fresh() or await guard.ready()):
+                    return  # the lease is lost: nothing written; the drive stops
                 await self.owned.append([started_event(state, call, attempt)])
             self._crash("after_tool_started", call.name)
         if tool is None or call.effect_class is None:
@@ -504,6 +515,8 @@ class RunLoop:
             return
         if self.owned.holding:
             await self.owned.before_effect()
+        if guard is not None and not (guard.fresh() or await guard.ready()):
+            return  # the lease is lost: no effect; the next owner recovers the call
         if self._local is not None:  # no assignment to make, and cancelled with the task
             outcome = await self._local.perform_tool(
                 call, tool, call.effective_arguments(), attempt, self.signal, state.run_id

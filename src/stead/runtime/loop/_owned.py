@@ -139,6 +139,9 @@ class OwnedRun:
         or limits to compute them from; the owner's next step does that)."""
         self._held: list[Event] = []
         """Events folded into ``state`` but not written yet (``effects`` mode only)."""
+        self.prefix: list[Event] = []
+        """Events to write first in the next append (an agent version recorded at the
+        drive's start rides with its first commit instead of costing one of its own)."""
         self._held_since = 0.0
         self.rewinds = 0
         """How many times held events were dropped because another writer appended."""
@@ -332,6 +335,8 @@ class OwnedRun:
         state = self.state
         before = state.seq
         batch = list(events(state) if callable(events) else events)
+        if self.prefix:
+            batch[:0], self.prefix = self.prefix, []
         calls = state.calls  # the turn's calls, which a turn_started in the batch replaces
         if state.deadline is not None and not state.deadline_counts_waiting:
             batch = stamp_asked(batch, self.clock())  # a wait its deadline leaves out

@@ -50,7 +50,7 @@ from stead.core.reconcile import (
     targets,
     verdict_event,
 )
-from stead.errors import Conflict, Fenced, StoreError
+from stead.errors import Conflict, DispatchRejected, Fenced, StoreError
 
 if TYPE_CHECKING:
     from stead.runtime.loop._loop import RunLoop
@@ -70,7 +70,8 @@ async def reconcile_takeover(loop: RunLoop, policy: RecoveryPolicy) -> int:
         return 0
     owned = loop.owned
     try:
-        memory = remember(s.event for s in await owned.store.read_events(owned.state.run_id))
+        stored = await owned.store.read_events(owned.state.run_id)
+        memory = remember((s.event for s in stored), (s.seq for s in stored))
         kept = [t for t in found if await _reconcile(loop, t, memory, policy)]
         cancel = owned.state.cancel_requested
         if kept and (cancel is not None or loop.signal.aborted):
@@ -167,11 +168,16 @@ async def _redispatch(
         loop._crash("after_redispatch_planned", None)
     assignment, local = built
     answer: DispatchAnswer
+    why = ""
     try:
         accepted = await loop.executor.dispatch(assignment, signal=loop.signal, local=local)
     except (Fenced, StoreError, asyncio.CancelledError):
         raise
-    except Exception as exc:  # no answer: the attempt stays owed
+    except DispatchRejected as exc:
+        # Refused for good: every attempt would be, so the budget is not spent on it.
+        log.warning("run %s: redispatch of %s rejected: %s", key.run_id, t.effect_id, exc)
+        answer, why = ("lost", "") if exc.retryable else ("rejected", str(exc))
+    except Exception as exc:  # no answer (a transport error, a bug): the attempt stays owed
         log.warning("run %s: redispatch of %s: %r", key.run_id, t.effect_id, exc)
         answer = "lost"
     else:
@@ -179,7 +185,7 @@ async def _redispatch(
     if answer == "accepted":
         loop._crash("after_redispatch_accepted", None)
         await record(redispatch_event(d, "dispatched", loop.owned.epoch))
-    return after_dispatch(d, answer)
+    return after_dispatch(d, answer, why)
 
 
 def _assignment(loop: RunLoop, t: Target, key: AssignmentKey) -> tuple[Assignment, Any] | None:

@@ -19,6 +19,11 @@ On PostgreSQL the claim writes ``started`` itself for every key but a non_idempo
 A heartbeat renews the pool's lease every third of ``lease_ttl`` and reads back the keys it
 still holds: one it no longer holds was taken over (this process was frozen past its lease),
 so its copy of the run's signal fires and its settle, if it comes, is refused by the store;
+each key held also has a local deadline (``stead._lease``: the last heartbeat's send plus the
+TTL less a margin), past which its signal fires and its tool's ``ctx.aborted`` is True even
+before a heartbeat could tell, and a tool that is not read_only starts only with
+``lease_min_left`` seconds of it left (a heartbeat first when fewer); ``ctx.fencing_token``
+is the key's epoch, which grows with each executor that claims it;
 one whose run asked to cancel fires the signal too (a subprocess group gets SIGTERM then
 SIGKILL, as in process). One it holds with no task running it (a claim or a ``started``
 whose reply was lost, a settle that failed for good) is given up as a takeover would after a
@@ -44,6 +49,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -55,6 +61,7 @@ from stead.core.effects import (
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime.agent import Agent, check_deps
 from stead.runtime.executors import Forwarder, InProcessExecutor, outcome_to_json
+from stead.runtime.loop import default_margin, min_left_for
 from stead.runtime.processes._signals import until_signalled
 from stead.store import (
     Claimed,
@@ -71,6 +78,9 @@ log = logging.getLogger("stead.executor")
 PoolHook = Callable[[str, str | None], None]
 """``hook(point, tool or None)`` at ``after_claim``, ``after_start`` and ``before_settle``:
 nothing in production; a test SIGKILLs the process there."""
+
+
+_TAKEN_OVER = "this executor's lease lapsed and another took the effect over"
 
 
 def _drop(running: dict[str, Any], key: str, task: object) -> None:
@@ -151,6 +161,13 @@ class Pool:
         (the key may be in its reply)."""
         self._strays: set[str] = set()
         """Keys the last heartbeat found held here with no task."""
+        self.lease_margin = default_margin(lease_ttl)
+        self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, 3.0)
+        self._leases: dict[str, HeldLease] = {}
+        """The local deadline of each key held (its token the key's epoch)."""
+        self._confirmed_at = time.monotonic()
+        """When the last heartbeat the store answered was sent (monotonic). ``run`` beats
+        before its first claim; until then, the pool's making."""
 
     def stop(self) -> None:
         """Claim nothing more; a second call cuts the grace short."""
@@ -226,15 +243,24 @@ class Pool:
         if old is not None:  # given back and claimed again while its old task was ending
             old[1].abort("the effect was claimed again")
         sig = AbortSignal()
-        task = asyncio.ensure_future(self._guarded(c, sig))
+        # The executor's lease, not the claim, is what keeps the key: it counts from the last
+        # heartbeat the store answered.
+        held = HeldLease(
+            token=c.epoch, ttl=self.lease_ttl, margin=self.lease_margin,
+            sent_at=self._confirmed_at,
+        )  # fmt: skip
+        held.lost.add_callback(sig.abort)
+        held.arm()
+        self._leases[c.effect_id] = held
+        task = asyncio.ensure_future(self._guarded(c, sig, held))
         self._running[c.effect_id] = (task, sig, c)
         task.add_done_callback(functools.partial(_drop, self._running, c.effect_id))
 
-    async def _guarded(self, c: Claimed, sig: AbortSignal) -> None:
+    async def _guarded(self, c: Claimed, sig: AbortSignal, held: HeldLease) -> None:
         """``_perform``, with a store failure logged: the key stays held until this
         executor's lease lapses, then the next holder recovers it by its class."""
         try:
-            await self._perform(c, sig)
+            await self._perform(c, sig, held)
         except StoreError as exc:
             log.warning("effect %s: the store failed: %s", c.effect_id, exc)
             with contextlib.suppress(StoreError):  # never started: give it back
@@ -242,8 +268,28 @@ class Pool:
                     c.effect_id, executor=self.id, epoch=c.epoch,
                     reason=f"executor {self.id}: the store failed", now=self.clock(),
                 )  # fmt: skip
+        finally:
+            held.close()
+            if self._leases.get(c.effect_id) is held:
+                del self._leases[c.effect_id]
 
-    async def _perform(self, c: Claimed, sig: AbortSignal) -> None:
+    async def _ready(self, held: HeldLease) -> bool:
+        """May an effect that is not read_only start now? Yes while the key's lease has
+        ``lease_min_left`` seconds left (after a heartbeat, bounded by what is left, when it
+        had fewer); never once it is lost."""
+        if held.lapsed():
+            return False
+        if held.left() < self.lease_min_left:
+            try:
+                async with asyncio.timeout(max(0.0, held.left())):
+                    await self._beat()
+            except (StoreError, TimeoutError) as exc:
+                log.warning("executor heartbeat before an effect failed: %r", exc)
+            if not held.lapsed() and held.left() < self.lease_min_left:
+                held.lose("lease lost: it could not be renewed before an effect")
+        return not held.lapsed()
+
+    async def _perform(self, c: Claimed, sig: AbortSignal, held: HeldLease) -> None:
         try:
             a = assignment_from_json(c.assignment)
         except ValueError as exc:
@@ -264,6 +310,9 @@ class Pool:
         # Only a non_idempotent tool's recovery depends on its start and its settle: it alone
         # waits for the disk (any other effect lost with its writes runs again).
         sync = not isinstance(a.body, ModelBody) and a.body.effect_class == "non_idempotent"
+        guarded = not isinstance(a.body, ModelBody) and a.body.effect_class != "read_only"
+        if guarded and not await self._ready(held):
+            return  # lost: the next holder of the key recovers it by its class
         if not c.started and not await self.ledger.start(
             c.effect_id, epoch=c.epoch, now=self.clock(), sync=sync, executor=self.id
         ):
@@ -279,7 +328,13 @@ class Pool:
         else:
             if tool is None:
                 self._progress.performing(a.key.run_id, c.effect_id)
-            outcome = await here.run(a, signal=sig)
+            elif guarded and not await self._ready(held):
+                return  # lost while the start was written: the next holder recovers it
+            here.leases[c.effect_id] = held
+            try:
+                outcome = await here.run(a, signal=sig)
+            finally:
+                here.leases.pop(c.effect_id, None)
         streamed = await self._progress.finish(a.key.run_id, c.effect_id)
         self._hook("before_settle", tool)
         if isinstance(outcome, ModelFailed) and outcome.code == "rate_limited":
@@ -326,14 +381,21 @@ class Pool:
     async def _beat(self) -> None:
         begun = self._claims_begun
         quiet = begun == self._claims_ended
+        sent = time.monotonic()  # the lease counts from the send, never from the answer
         held, cancelled = await self.ledger.heartbeat(
             self.id, self.queues, ttl=self.lease_ttl, now=self.clock()
         )
+        self._confirmed_at = sent
         for key, (_task, sig, c) in list(self._running.items()):
+            lease = self._leases.get(key)
             if key in cancelled:
                 sig.abort("the run asked to cancel this effect")
             elif key not in held and c.epoch and not sig.aborted:
-                sig.abort("this executor's lease lapsed and another took the effect over")
+                sig.abort(_TAKEN_OVER)
+                if lease is not None:
+                    lease.lose(_TAKEN_OVER)
+            if key in held and lease is not None:
+                lease.confirmed(sent)
         strays = held - self._running.keys()
         # Safe to give up: no claim was on the way while the ledger was read (no reply still
         # to come holds these keys), or the last beat found them too (a claim does not take
@@ -351,9 +413,12 @@ class Pool:
         while True:
             await asyncio.sleep(period)
             try:
-                await self._beat()
-            except StoreError as exc:
-                log.warning("executor heartbeat failed (will retry): %s", exc)
+                # Bounded: a heartbeat stuck on a dead connection must not hold up the next
+                # one (each key's own deadline fires regardless).
+                async with asyncio.timeout(period):
+                    await self._beat()
+            except (StoreError, TimeoutError) as exc:
+                log.warning("executor heartbeat failed (will retry): %r", exc)
 
     async def _shutdown(self) -> None:
         tasks = [t for t, _, _ in self._running.values()]

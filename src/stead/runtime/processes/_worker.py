@@ -37,6 +37,7 @@ leases so another worker continues them at once instead of after the lease lapse
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -44,12 +45,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from stead.errors import Conflict, Fenced, SchemaTooNew, SteadError, StoreError
+from stead.core.retention import Retention
+from stead.errors import Conflict, Fenced, SchemaTooNew, SteadError, StoreError, UserError
 from stead.runtime._closing import Closing
+from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, checks
 from stead.runtime.processes._signals import until_signalled
 from stead.store import Claim, ConversationStore, Store
+from stead.store.lifecycle import announce, retire
 
 log = logging.getLogger("stead.worker")
 
@@ -68,6 +72,7 @@ class Worker(Closing):
         grace: float = 30.0,
         approval_sweep: float = 10.0,
         clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
         **runtime_options: Any,
     ) -> None:
         # Checked before the runtime opens the store: a wrong argument leaves nothing open.
@@ -92,6 +97,11 @@ class Worker(Closing):
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._fingerprints: list[str] = []
+        if retention is not None and not isinstance(retention, Retention):
+            raise UserError(f"retention takes a stead.Retention, not {type(retention).__name__}")
+        self.pruner = None if retention is None else Pruner(self.store, retention, clock)
+        """Prunes finished runs in the background, a small batch at a time (``retention``)."""
 
     @property
     def active(self) -> int:
@@ -120,12 +130,16 @@ class Worker(Closing):
             self.concurrency,
             self.lease_ttl,
         )
+        self._fingerprints = [a.fingerprint for a in self.runtime.agents.values()]
+        await self._announce()
+        pruning = None if self.pruner is None else asyncio.create_task(self.pruner.run(self._stop))
         try:
             while not self._stop.is_set():
                 self._slot_freed.clear()
                 free = self.concurrency - len(self._active)
                 claims: list[Claim] = []
                 if free > 0:
+                    sent = time.monotonic()  # the leases claimed count from here
                     try:
                         claims = await self.store.claim_next(
                             owner=self.owner,
@@ -133,17 +147,23 @@ class Worker(Closing):
                             ttl=self.lease_ttl,
                             limit=free,
                             agents=agents,
+                            fingerprints=self._fingerprints,
                         )
                     except StoreError as exc:
                         log.warning("claiming failed (retrying): %s", exc)
                     for c in claims:
-                        self._start(c)
+                        self._start(c, sent)
                     if claims and len(claims) < free:
                         continue  # perhaps more arrived meanwhile; an empty claim ends this
                 await self._expire_approvals()
                 await self._idle(full=len(self._active) >= self.concurrency)
         finally:
+            if pruning is not None:
+                pruning.cancel()
+                await asyncio.gather(pruning, return_exceptions=True)
             await self._shutdown()
+            with contextlib.suppress(SteadError):  # else its versions lapse on their own
+                await retire(self.store, self.owner)
 
     async def _idle(self, *, full: bool) -> None:
         """Wait for a reason to claim again."""
@@ -167,6 +187,7 @@ class Worker(Closing):
             return
         self._next_sweep = now + self.approval_sweep
         await self._check_schema()
+        await self._announce()
         try:
             expired = await self.runtime.expire_approvals()
         except SteadError as exc:
@@ -190,6 +211,17 @@ class Worker(Closing):
             raise
         except StoreError as exc:
             log.warning("checking the store's schema failed (retrying later): %s", exc)
+
+    async def _announce(self) -> None:
+        """Say which agent versions this worker drives, for a while: ``stead runs list``
+        tells a run pinned to a version no live worker has."""
+        versions = [(a.name, a.fingerprint) for a in self.runtime.agents.values()]
+        try:
+            await announce(
+                self.store, self.owner, versions, until=self.clock() + 3 * self.approval_sweep
+            )
+        except SteadError as exc:
+            log.warning("announcing this worker's agent versions failed: %s", exc)
 
     async def _take_up_messages(self) -> None:
         """Create the runs of conversation messages whose sender died before creating them
@@ -215,7 +247,7 @@ class Worker(Closing):
             log.warning("waiting for work failed (retrying): %s", exc)
             await asyncio.sleep(self.poll_interval)
 
-    def _start(self, claim: Claim) -> None:
+    def _start(self, claim: Claim, sent: float) -> None:
         self.stats["claimed"] += 1
         if claim.previous_owner:
             self.stats["taken_over"] += 1
@@ -224,7 +256,7 @@ class Worker(Closing):
         # its next write, and the new one waits for it to stop, so one process never has
         # two drivers of one run (Runtime.run would refuse the second with LeaseHeld).
         previous = self._active.get(claim.run_id)
-        task = asyncio.ensure_future(self._drive(claim, previous))
+        task = asyncio.ensure_future(self._drive(claim, sent, previous))
         self._active[claim.run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -234,14 +266,16 @@ class Worker(Closing):
 
         task.add_done_callback(done)
 
-    async def _drive(self, claim: Claim, previous: asyncio.Task[None] | None = None) -> None:
+    async def _drive(
+        self, claim: Claim, sent: float, previous: asyncio.Task[None] | None = None
+    ) -> None:
         run_id = claim.run_id
         release = True
         outcome = "released"
         try:
             if previous is not None:
                 await asyncio.wait({previous})
-            view = await self.runtime.run(run_id, claim=claim)
+            view = await self.runtime.run(run_id, claim=claim, claimed_at=sent)
             outcome = view.status.value
         except Fenced as exc:
             outcome, release = "fenced", False

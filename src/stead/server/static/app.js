@@ -332,6 +332,20 @@ async function inboxPage() {
 
 // -- a run's page -------------------------------------------------------------------------
 
+/* "fork after this turn": a new run whose history is this run's through this turn, then a
+   new message (POST /runs/{id}/fork); nothing carried runs again. */
+function forkButton(runId, turn) {
+  if (!runId) return null;
+  return h("button", { class: "fork", "data-turn": turn, title: `a new run from turns 1-${turn + 1}, then a new message`, onclick: async () => {
+    const input = prompt(`Fork after turn ${turn + 1}: the new message`);
+    if (!input) return;
+    try {
+      const fork = await api(`/runs/${encodeURIComponent(runId)}/fork`, { method: "POST", body: { at_turn: turn, input } });
+      location.hash = `#/runs/${encodeURIComponent(fork.run_id)}`;
+    } catch (err) { toast(err.message); }
+  } }, "fork after this turn");
+}
+
 function describe(e, state) {
   const d = e.data;
   const at = h("span", { class: "at" }, `#${e.seq} · ${new Date(e.at * 1000).toLocaleTimeString()}`);
@@ -341,7 +355,12 @@ function describe(e, state) {
     case "run_created": return li("", "created", h("pre", {}, d.input));
     case "run_started": return li("", `started by ${d.owner} (epoch ${d.epoch})`);
     case "run_recovered": return li("recovery", `recovered: ${d.owner} took over from ${d.previous_owner || "a stopped worker"} (epoch ${d.epoch})`);
-    case "turn_started": return li("turn", `Turn ${d.turn_index + 1}`);
+    case "turn_started": return li("turn", `Turn ${d.turn_index + 1}`, forkButton(state.runId, d.turn_index));
+    case "run_forked": return li("recovery", "forked from ",
+      h("a", { class: "id", href: `#/runs/${encodeURIComponent(d.source_run_id)}` }, shortId(d.source_run_id)),
+      ` after turn ${d.at_turn + 1} (${d.carried_results} results carried` + (d.dropped_calls ? `, ${d.dropped_calls} in-flight calls not carried)` : ")"));
+    case "agent_recorded": return li("", `agent version ${d.fingerprint}${d.version ? ` (${d.version})` : ""}`);
+    case "agent_changed": return li("recovery", `agent changed: ${d.from_fingerprint}${d.from_version ? ` (${d.from_version})` : ""} → ${d.to_fingerprint}${d.to_version ? ` (${d.to_version})` : ""}`);
     case "turn_resumed": return li("recovery", `turn ${d.turn_index + 1} resumed after a restart`);
     case "notice_injected": return li("", `notice: ${d.reason}`, h("pre", {}, d.content));
     case "model_call_failed": return li("bad", `model call failed (attempt ${d.attempt}): ${d.code}`, d.message ? h("pre", {}, d.message) : null);
@@ -429,7 +448,7 @@ async function runPage(runId) {
   const live = h("div", { class: "live-text", id: "live-text", hidden: true });
   $main.replaceChildren(head, approvalsBox, h("h2", {}, "Path through the state machine"), diagramBox,
     h("h2", {}, "Timeline"), timeline, live);
-  const state = { effects: {}, liveTurn: null, liveGen: 0 };
+  const state = { effects: {}, liveTurn: null, liveGen: 0, runId };
 
   function render(r) {
     const buttons = [];

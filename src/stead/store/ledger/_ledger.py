@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from stead.core.ledger import LEDGER_KINDS, LedgerEvent, Phase
-from stead.errors import RunNotFound, StoreError
+from stead.errors import DispatchRejected, RunNotFound, StoreError
 from stead.store.ledger import _limits
 from stead.store.ledger._recovery import ending
 from stead.store.sql import Row, Session, SQLStore, Watcher
@@ -283,15 +283,24 @@ class Ledger:
         now: float,
     ) -> bool:
         """Accept the assignment (``key`` = effect, run, session ids), idempotent by key:
-        True if it is (now or already) accepted, False if the key is aborted."""
+        True if it is (now or already) accepted, False if the key is aborted.
+        ``DispatchRejected`` if the key was accepted with another assignment: a key names
+        one effect, and what was accepted under it is what its executor performs."""
         text = json.dumps(assignment, separators=(",", ":"), sort_keys=True)
         async with self._single(sync=True) as s:
             if await self._accept_new(s, key, kind, queue, text, now):
                 return True
             row = await s.one(
-                self._q("SELECT origin FROM ledger_keys WHERE effect_id = ?"), (key[0],)
+                self._q("SELECT origin, assignment FROM ledger_keys WHERE effect_id = ?"),
+                (key[0],),
             )
-        return row is not None and row[0] == "accepted"
+        if row is None or row[0] != "accepted":
+            return False
+        if row[1] != text:
+            raise DispatchRejected(
+                f"the ledger refuses effect {key[0]}: it was accepted with another assignment"
+            )
+        return True
 
     async def _accept_new(
         self, s: Session, key: tuple[str, str, str], kind: str, queue: str | None, text: str,

@@ -44,6 +44,14 @@ Sessions are made to give up a transaction left idle (``idle_in_transaction_sess
 so a worker frozen mid-transaction (SIGSTOP, a partition) cannot hold a run's row lock, and
 with it the run, for longer than that.
 
+Every statement of the pool is bounded in time, so that a worker notices a dead server or a
+partition while its leases are still valid, instead of hanging on an open connection: by the
+server (``statement_timeout``, ``lock_timeout``), and by the kernel on the client's side,
+where a partition is felt (``tcp_user_timeout``: sent bytes not acknowledged in time close
+the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). Each is
+shorter than a lease's default margin (a quarter of 30 s); a drive's own lease deadline
+(``stead._lease``) fires whatever a statement does.
+
 Leases compare times the workers pass in (``now``): keep the machines' clocks within a small
 fraction of the lease TTL of each other (NTP does).
 """
@@ -97,8 +105,14 @@ class PostgresStore(_sql.SQLStore):
         timeout: float = 30.0,
         poll_interval: float = 1.0,
         idle_in_transaction_timeout: float = 10.0,
+        statement_timeout: float = 5.0,
+        lock_timeout: float = 2.0,
+        network_timeout: float = 5.0,
         before_commit: _sql.BeforeCommit = _sql.crash_before_result,
     ) -> None:
+        """``statement_timeout`` and ``lock_timeout`` bound each statement of the pool at the
+        server; ``network_timeout`` bounds, at this end, a connection's unanswered bytes
+        (``tcp_user_timeout``), its idle silence (keepalives) and its connecting."""
         self.url = url
         self.before_commit = before_commit
         try:
@@ -112,6 +126,10 @@ class PostgresStore(_sql.SQLStore):
         """host:port/database, for messages (never the password)."""
         self._min, self._max, self._timeout = min_size, max_size, timeout
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
+        self._statement_ms = int(statement_timeout * 1000)
+        self._lock_ms = int(lock_timeout * 1000)
+        self._network = _network_options(network_timeout)
+        self._probe_s = max(2, int(self._timeout))
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
         self._gate = asyncio.Semaphore(max_size)
@@ -150,7 +168,7 @@ class PostgresStore(_sql.SQLStore):
                 min_size=self._min,
                 max_size=self._max,
                 timeout=self._timeout,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, **self._network},
                 configure=self._configure,
                 open=False,
                 name="stead",
@@ -167,11 +185,14 @@ class PostgresStore(_sql.SQLStore):
             return pool
 
     async def _configure(self, conn: Conn) -> None:
-        await conn.execute(
-            sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-                sql.Literal(self._idle_tx_ms)
+        for setting, ms in (
+            ("idle_in_transaction_session_timeout", self._idle_tx_ms),
+            ("statement_timeout", self._statement_ms),
+            ("lock_timeout", self._lock_ms),
+        ):
+            await conn.execute(
+                sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(ms))
             )
-        )
 
     def _migrate(self) -> None:
         """Apply missing migrations and learn the schema, on a connection of its own.
@@ -280,7 +301,7 @@ class PostgresStore(_sql.SQLStore):
         """
         try:
             probe = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=max(2, int(self._timeout))
+                self.url, autocommit=True, **{**self._network, "connect_timeout": self._probe_s}
             )
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL at {self.where} is unreachable: {exc}") from exc
@@ -418,7 +439,14 @@ class PostgresStore(_sql.SQLStore):
         return None if row is None else int(row[0])
 
     async def _claim_rows(
-        self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int,
+        agents: Sequence[str] | None,
+        fingerprints: Sequence[str] | None = None,
     ) -> list[_sql.Row]:
         # Synced, as ``claim``: each claim makes a new epoch. Concurrent claimers skip each
         # other's rows (SKIP LOCKED) instead of queueing on them.
@@ -429,6 +457,9 @@ class PostgresStore(_sql.SQLStore):
                 f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
                 " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
                 " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+                # a run pinned to another agent version is not ours (run_pins)
+                " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
+                " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
                 " ORDER BY updated_at LIMIT %(limit)s"
                 " FOR UPDATE SKIP LOCKED)"
                 " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
@@ -439,6 +470,8 @@ class PostgresStore(_sql.SQLStore):
                     "now": now,
                     "any_agent": agents is None,
                     "agents": list(agents or ()),
+                    "any_version": fingerprints is None,
+                    "versions": list(fingerprints or ()),
                     "limit": limit,
                     "owner": owner,
                     "until": now + ttl,
@@ -561,3 +594,18 @@ _PAYLOAD_BYTES = (
     " WHERE run_id = %(run)s)"
 )
 """A run's event data, snapshot and snapshot pieces, as stored (``payload_bytes``)."""
+
+
+def _network_options(seconds: float) -> dict[str, Any]:
+    """libpq's options bounding a connection at this end (seconds, whole; ms for the user
+    timeout): connecting, unanswered bytes, and an idle connection's silence (keepalives:
+    probed after ``seconds``, every second, given up after three unanswered probes)."""
+    whole = max(1, round(seconds))
+    return {
+        "connect_timeout": whole,
+        "tcp_user_timeout": int(seconds * 1000),
+        "keepalives": 1,
+        "keepalives_idle": whole,
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
+    }

@@ -6,6 +6,7 @@ Imports no dialect: ``stead.store.sqlite`` and ``stead.store.postgres`` complete
 
 from stead.store.sql._base import (
     CLAIMABLE,
+    PACK_AT,
     Claim,
     Duplicate,
     Loaded,
@@ -13,9 +14,15 @@ from stead.store.sql._base import (
     Store,
     StoredEvent,
     append_refusal,
+    created_row,
     decode_events,
+    decode_row,
     dumps,
+    event_row,
+    is_transient,
     known_key,
+    pack_data,
+    unpack_data,
 )
 from stead.store.sql._chat import ConversationEntry, ConversationStore
 from stead.store.sql._group import GroupCommit
@@ -41,6 +48,7 @@ from stead.store.sql._watch import _until_set as until_set
 __all__ = [
     "CLAIMABLE",
     "CLAIMABLE_SQL",
+    "PACK_AT",
     "RUN_COLUMNS",
     "Append",
     "BeforeCommit",
@@ -59,16 +67,22 @@ __all__ = [
     "Watcher",
     "append_refusal",
     "crash_before_result",
+    "created_row",
     "decode_events",
+    "decode_row",
     "dumps",
+    "event_row",
+    "is_transient",
     "known_key",
     "migrations",
     "pack",
+    "pack_data",
     "record",
     "result_recorded",
     "snapshot_of",
     "statements",
     "stop_task",
     "unarmed",
+    "unpack_data",
     "until_set",
 ]

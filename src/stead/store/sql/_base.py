@@ -135,6 +135,9 @@ class Claiming(TypedDict, total=False):
     """How many runs at most (1 by default)."""
     agents: Sequence[str] | None
     """Only runs of these agents; None (the default): any agent's."""
+    fingerprints: Sequence[str] | None
+    """The agent versions the claimer drives (``stead.core.versions``): a run pinned to
+    another version is skipped. None (the default): pins are not looked at."""
 
 
 class Store(Protocol):
@@ -436,3 +439,26 @@ def append_refusal(
 class Duplicate(Exception):
     """A unique index refused a write: the dialect's driver error, translated, so the shared
     code can say which guarantee it was (a run that exists, a result already recorded)."""
+
+
+_TRANSIENT_CAUSES = frozenset(
+    {"OperationalError", "InterfaceError", "PoolTimeout", "QueryCanceled", "LockNotAvailable"}
+)
+"""Driver errors a later try may not meet (by class name: psycopg's and sqlite3's
+``OperationalError``, a pool that gave no connection in time, a statement or lock timeout),
+so that neither driver is imported here."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a ``StoreError`` is the store being unreachable, busy or slow (a later try may
+    succeed) rather than what it holds being wrong (a corrupt row: every try meets it)."""
+    if isinstance(exc, CorruptEvent):
+        return False
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, OSError | TimeoutError):
+            return True
+        if {k.__name__ for k in type(cause).__mro__} & _TRANSIENT_CAUSES:
+            return True
+        cause = cause.__cause__
+    return False

@@ -344,10 +344,17 @@ class SQLStore(ChatRows):
         raise NotImplementedError
 
     async def _claim_rows(
-        self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int,
+        agents: Sequence[str] | None,
+        fingerprints: Sequence[str] | None = None,
     ) -> list[Row]:
         """Claim runs as ``claim_next`` says: (run_id, agent, status, new epoch, previous
-        owner) of each."""
+        owner) of each; with ``fingerprints``, none pinned to another version (``run_pins``)."""
         raise NotImplementedError
 
     # -- shared plumbing ------------------------------------------------------------------
@@ -556,7 +563,10 @@ class SQLStore(ChatRows):
         if limit < 1 or (agents is not None and not agents):
             return []
         owner, now, ttl = options["owner"], options["now"], options["ttl"]
-        rows = await self._claim_rows(owner=owner, now=now, ttl=ttl, limit=limit, agents=agents)
+        versions = options.get("fingerprints")
+        rows = await self._claim_rows(
+            owner=owner, now=now, ttl=ttl, limit=limit, agents=agents, fingerprints=versions
+        )
         return [
             Claim(run_id=r[0], agent=r[1], status=r[2], epoch=r[3], previous_owner=r[4])
             for r in rows

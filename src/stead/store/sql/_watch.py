@@ -78,6 +78,14 @@ class Watcher:
         self._known: dict[str, int] = {}
         """Last sequence of heard runs, from a read since they were heard and the notices
         after it: a waiter on a heard run needs no read of its own."""
+        self._closed = False
+        """Set by ``close``: a waiter still here then ends (``StoreError``), as does one
+        that comes later, instead of sleeping out its timeout on a watcher nobody feeds."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (a backend that polls on its own ends its waits)."""
+        return self._closed
 
     def watching(self, run_id: str) -> bool:
         """Whether anyone waits on ``run_id`` now."""
@@ -137,6 +145,8 @@ class Watcher:
         self._start_poller()
         try:
             while True:
+                if self._closed:
+                    raise StoreError(f"stopped waiting for {run_id}: the watcher was closed")
                 if w.woken.done():
                     w.woken = loop.create_future()
                 if w.seen is not None and w.seen > after_seq:
@@ -212,7 +222,13 @@ class Watcher:
                         w.wake()
 
     async def close(self) -> None:
-        """Stop the poller."""
+        """Stop the poller, and wake every waiter still registered: each ends."""
+        self._closed = True
+        for waiters in self._waiters.values():
+            for w in waiters:
+                w.wake()
+        for ev in self._claimable:
+            ev.set()
         await stop_task(self._poller)
         self._poller = None
 

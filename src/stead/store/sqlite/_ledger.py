@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from stead.errors import StoreError
 from stead.store.ledger import OPEN, SETTLE_MARK, Claimed, Ledger
 
 _MARK = f"SELECT {SETTLE_MARK}, position FROM ledger_keys WHERE effect_id = ?"
@@ -40,6 +41,8 @@ class SQLiteLedger(Ledger):
         deadline = loop.time() + max(0.0, timeout)
         step, seen = _FIRST, 0
         while True:
+            if self.watch.closed:  # each sleep is at most the poll interval
+                raise StoreError(f"stopped waiting for {effect_id}: the watcher was closed")
             async with self._reading() as s:
                 row = await s.one(_MARK, (effect_id,))
             if row is None:

@@ -404,9 +404,23 @@ class SQLiteStore(_sql.SQLStore):
         return None if row is None else int(row[0])
 
     async def _claim_rows(
-        self, *, owner: str, now: float, ttl: float, limit: int, agents: Sequence[str] | None
+        self,
+        *,
+        owner: str,
+        now: float,
+        ttl: float,
+        limit: int,
+        agents: Sequence[str] | None,
+        fingerprints: Sequence[str] | None = None,
     ) -> list[_sql.Row]:
         by_agent = "" if agents is None else f" AND agent IN ({', '.join('?' * len(agents))})"
+        if fingerprints is not None:  # a run pinned to another agent version is not ours
+            marks = ", ".join("?" * len(fingerprints)) or "NULL"
+            by_agent += (
+                " AND NOT EXISTS (SELECT 1 FROM run_pins p WHERE p.run_id = runs.run_id "
+                f"AND p.fingerprint NOT IN ({marks}))"
+            )
+        half = (*(agents or ()), *(fingerprints or ()))
         await self._writer_idle()
         # BEGIN IMMEDIATE holds SQLite's one write lock from the select to the updates: no
         # other process can claim (or append to) these rows in between. No fsync, as for
@@ -422,7 +436,7 @@ class SQLiteStore(_sql.SQLStore):
                 "AND (lease_expires_at IS NULL OR lease_expires_at <= ?) "
                 f"AND status IN ({_sql.CLAIMABLE_SQL}){by_agent} "
                 "ORDER BY updated_at LIMIT ?",
-                (*(agents or ()), now, *(agents or ()), limit),
+                (*half, now, *half, limit),
             ).fetchall()
             db.executemany(
                 "UPDATE runs SET epoch = ?, lease_owner = ?, lease_expires_at = ? WHERE run_id = ?",

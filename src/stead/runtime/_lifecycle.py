@@ -1,0 +1,287 @@
+"""A run's life after it is recorded, as ``Runtime`` methods: export and import
+(``stead.store.lifecycle``), pruning (``stead.store.lifecycle``, decided by
+``stead.core.retention``) and forking (``_fork``). docs/lifecycle.md is the user's page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from stead.core.builders import created_event, forked_event
+from stead.core.events import RunCreated
+from stead.core.fork import plan_fork
+from stead.core.retention import Retention
+from stead.errors import ImportFileError, SteadError, UserError
+from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.loop import hydrate
+from stead.store import Store
+from stead.store.lifecycle import (
+    Imported,
+    Judged,
+    create_fork,
+    delete,
+    export_lines,
+    judge,
+    parse,
+    payloads,
+    select_runs,
+    sql_store,
+    sweep_blobs,
+    vacuum,
+    write,
+)
+from stead.store.lifecycle import (
+    copy_store as copy_rows,
+)
+
+log = logging.getLogger("stead.retention")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pruned:
+    """What a prune found (``applied``: and deleted)."""
+
+    runs: list[tuple[str, str]]
+    """(run id, why) of each run that goes (went)."""
+    bytes: int
+    """Their event data as stored: about the space the store frees."""
+    blobs: int = 0
+    """Attachments deleted with them (no run left refers to them)."""
+    applied: bool = False
+
+
+class Lifecycle:
+    """``Runtime``'s export, import, prune and fork."""
+
+    store: Store
+    clock: Callable[[], float]
+    agents: dict[str, Any]
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_turn: int,
+        input: str,
+        agent: Any = None,
+        new_run_id: str | None = None,
+    ) -> RunView:
+        """A new queued run whose history is run ``run_id``'s up to the end of turn
+        ``at_turn``, then ``input`` (the new user message); driven by ``agent`` (an Agent or
+        the name of a registered one; the source's by default).
+
+        Nothing carried runs again: the source's results are the fork's history. A call of
+        that turn with no result in the source (in flight, waiting on a person) is not
+        carried (the fork reads an error result for it). The lineage is the fork's
+        ``run_forked`` event; a run of a conversation starts a branch of it (a conversation
+        of its own, whose first message is the fork). Written in one transaction."""
+        checks.identifier("run_id", run_id)
+        checks.text("the fork's input", input)
+        if new_run_id is not None:
+            checks.identifier("new_run_id", new_run_id)
+        stored = await hydrate(self.store, await self.store.read_events(run_id))
+        events = [e.event for e in stored]
+        plan = plan_fork(events, at_turn, run_id)
+        source = events[0]
+        assert isinstance(source, RunCreated)
+        if isinstance(agent, Agent):
+            self.register(agent)  # type: ignore[attr-defined]
+            name = agent.name
+        elif agent is None or isinstance(agent, str):
+            # By name, the agent need not be here: a worker that has it drives the fork.
+            name = agent or source.agent
+            if agent is not None:
+                checks.identifier("agent", agent)
+        else:
+            raise UserError(f"fork(agent=...) takes an Agent or a name, not {type(agent).__name__}")
+        rid = new_run_id or f"run_{uuid.uuid4().hex}"
+        branch = f"{source.session_id}/fork-{rid[-8:]}" if source.session_id else ""
+        created = created_event(
+            rid,
+            name,
+            input,
+            session_id=branch,
+            correlation_id=source.correlation_id,
+            config=source.config,
+            history=plan.history,
+        )
+        forked = forked_event(run_id, at_turn, plan)
+        await create_fork(self.store, created, forked, now=self.clock())
+        return await self.get(rid)  # type: ignore[attr-defined,no-any-return]
+
+    async def export(
+        self,
+        to: str | Path | IO[str],
+        *,
+        run_ids: Sequence[str] = (),
+        conversation: str | None = None,
+        since: float | None = None,
+        agent: str | None = None,
+    ) -> int:
+        """Write runs to ``to`` (a path or a text file) in the export format
+        (docs/lifecycle.md): those named, a conversation's, or every run created since
+        ``since`` and/or of ``agent`` (every run when nothing narrows it), with the runs
+        their history is read from. Returns how many runs were written."""
+        if isinstance(run_ids, str):
+            run_ids = [run_ids]
+        s = sql_store(self.store)
+        chosen = await select_runs(
+            s, run_ids=run_ids, conversation=conversation, since=since, agent=agent
+        )
+        if isinstance(to, str | Path):
+            # Written as it is read, a line at a time: the file may hold a whole store.
+            with open(to, "w", encoding="utf-8", newline="\n") as f:  # noqa: ASYNC230
+                await _write_to(f, export_lines(s, chosen))
+        else:
+            await _write_to(to, export_lines(s, chosen))
+        return len(chosen)
+
+    async def import_runs(
+        self, source: str | Path, *, new_ids: bool = False, skip_existing: bool = False
+    ) -> Imported:
+        """Import an export file (checked whole before anything is written; a problem is an
+        ``ImportFileError`` naming the file and line). A run id the store holds is a
+        ``Conflict`` unless ``new_ids`` (each run and conversation gets a new id) or
+        ``skip_existing`` (the runs the store holds are left as they are: how an import a
+        crash cut short is finished)."""
+        path = Path(source)
+        try:
+            with open(path, encoding="utf-8", newline="\n") as f:  # noqa: ASYNC230 (as above)
+                parsed = parse(str(path), f)
+        except FileNotFoundError:
+            raise UserError(f"no file {str(path)!r} to import") from None
+        except UnicodeDecodeError as exc:
+            raise ImportFileError(str(path), 0, f"not UTF-8 text ({exc.reason})") from None
+        return await write(
+            sql_store(self.store),
+            parsed,
+            new_ids=new_ids,
+            skip_existing=skip_existing,
+            now=self.clock(),
+        )
+
+    async def prune(
+        self,
+        policy: Retention,
+        *,
+        apply: bool = False,
+        vacuum_after: bool = False,
+        batch: int | None = None,
+    ) -> Pruned:
+        """The finished runs ``policy`` lets go (``stead.Retention``), and with ``apply``
+        delete them, ``batch`` (the policy's) a transaction. Never a run that is not finished,
+        that a worker holds, or that a kept run was made from. ``vacuum_after`` gives SQLite's
+        freed pages back to the file system."""
+        if not isinstance(policy, Retention):
+            raise UserError(f"prune takes a stead.Retention, not {type(policy).__name__}")
+        s = sql_store(self.store)
+        size = batch or policy.batch
+        runs: list[tuple[str, str]] = []
+        total = 0
+        blobs = 0
+        cursor: tuple[float, str] | None = None
+        while True:
+            judged, cursor = await judge(s, policy, now=self.clock(), limit=size, after=cursor)
+            if apply:
+                for i in range(0, len(judged), size):
+                    part = judged[i : i + size]
+                    sizes = await payloads(s, [j.verdict.run_id for j in part])
+                    gone, digests = await delete(s, part)
+                    blobs += await sweep_blobs(s, digests)
+                    why = {j.verdict.run_id: j.verdict.reason for j in part}
+                    runs += [(rid, why[rid]) for rid in gone]
+                    total += sum(sizes.get(rid, 0) for rid in gone)
+            else:
+                seen = {r for r, _ in runs}
+                fresh = [j for j in judged if j.verdict.run_id not in seen]
+                sizes = await payloads(s, [j.verdict.run_id for j in fresh])
+                runs += [(j.verdict.run_id, j.verdict.reason) for j in fresh]
+                total += sum(sizes.get(j.verdict.run_id, 0) for j in fresh)
+            if cursor is None:
+                break
+        if apply and vacuum_after:
+            await vacuum(s)
+        return Pruned(runs=runs, bytes=total, blobs=blobs, applied=apply)
+
+
+async def _write_to(f: IO[str], lines: Any) -> None:
+    async for line in lines:
+        f.write(line)
+
+
+async def copy_store(
+    source: str | Path | Store, target: str | Path | Store, *, now: float
+) -> Imported:
+    """Copy every run, conversation, blob and ledger row of one store into another (SQLite
+    to PostgreSQL or back), checked as an import is; the target must hold none of the
+    source's run ids."""
+    from stead.store import open_store
+
+    src = source if not isinstance(source, str | Path) else open_store(source, create=False)
+    dst = target if not isinstance(target, str | Path) else open_store(target)
+    try:
+        return await copy_rows(sql_store(src), sql_store(dst), now=now)
+    finally:
+        if src is not source:
+            await src.close()
+        if dst is not target:
+            await dst.close()
+
+
+class Pruner:
+    """A worker's background pruning, in a task of its own: a small batch, then a pause
+    (``policy.pause``) while there is more, else a look again after ``policy.interval``; the
+    worker's runs never wait for it beyond one batch's transaction."""
+
+    def __init__(self, store: Store, policy: Retention, clock: Callable[[], float]) -> None:
+        self.store = sql_store(store)
+        self.policy = policy
+        self.clock = clock
+        self.pruned = 0
+        self.longest = 0.0
+        """The longest batch's delete so far, seconds (what a run in flight may wait)."""
+        self._cursor: tuple[float, str] | None = None
+
+    async def step(self) -> int:
+        """Judge the next candidates and delete one batch of those that go; how many went."""
+        judged: list[Judged]
+        judged, self._cursor = await judge(
+            self.store,
+            self.policy,
+            now=self.clock(),
+            limit=self.policy.batch,
+            after=self._cursor,
+        )
+        part = judged[: self.policy.batch]
+        if not part:
+            return 0
+        began = time.perf_counter()
+        gone, digests = await delete(self.store, part)
+        self.longest = max(self.longest, time.perf_counter() - began)
+        await sweep_blobs(self.store, digests)
+        self.pruned += len(gone)
+        return len(gone)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Prune until ``stop`` is set; a failure is logged and tried again next time."""
+        while not stop.is_set():
+            try:
+                gone = await self.step()
+            except SteadError as exc:
+                log.warning("pruning failed (retrying later): %s", exc)
+                gone = 0
+            if gone:
+                log.info("pruned %d runs", gone)
+                with contextlib.suppress(TimeoutError):  # more may be waiting
+                    await asyncio.wait_for(stop.wait(), self.policy.pause)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.policy.interval)

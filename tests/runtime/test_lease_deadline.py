@@ -1,0 +1,103 @@
+"""A drive's local lease deadline: it fires the run's abort signal when no renewal was
+confirmed in time, before the lease lapses in the store, and not while renewals keep coming.
+
+The store is a real PostgreSQL, reached through a relay process (``_relay``) that the test
+freezes with SIGSTOP: every statement on the drive's connections then hangs as on a dead
+network (the kernel takes the bytes; no answer ever comes), the keeper's renewal with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from _relay import Relay
+
+import stead
+from stead._lease import LAPSED
+from stead.errors import Fenced
+from stead.store import open_store
+from stead.store.postgres import PostgresStore
+from stead.testing import Reply, ScriptedModel
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Watch:
+    """What the tool saw: that it started, and when and why its lease was lost."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.lost: list[tuple[float, str, bool]] = []
+
+
+def holding_agent() -> stead.Agent:
+    @stead.tool(effect="non_idempotent")
+    async def hold_on(ctx: stead.ToolContext[Watch]) -> str:
+        """Work until the lease is lost."""
+        ctx.deps.started.set()
+        reason = await ctx.lease_lost()
+        ctx.deps.lost.append((time.time(), reason, ctx.aborted))
+        return "stopped"
+
+    model = ScriptedModel([Reply(tool_calls=[("hold_on", {})]), "Done."])
+    return stead.Agent("holding", model, [hold_on], deps_type=Watch)
+
+
+async def test_a_renewal_stuck_on_a_dead_connection_fires_the_abort_before_the_lease_lapses(
+    pg_url: str,
+) -> None:
+    relay = Relay(pg_url)
+    through = PostgresStore(relay.url)
+    direct = open_store(pg_url)
+    watch = Watch()
+    agent = holding_agent()
+    try:
+        async with stead.Runtime(through, agents=[agent], lease_ttl=3, deps=watch) as rt:
+            run_id = await rt.start(agent, "hold on")
+            drive = asyncio.ensure_future(rt.run(run_id))
+            await asyncio.wait_for(watch.started.wait(), 60)
+            relay.signal(signal.SIGSTOP)  # from now on nothing the drive sends is answered
+            for _ in range(600):
+                if watch.lost or drive.done():
+                    break
+                await asyncio.sleep(0.05)
+            # The store's view while the drive is still cut off: its last confirmed renewal.
+            record = await direct.get_run(run_id)
+            relay.signal(signal.SIGCONT)
+            with pytest.raises(Fenced):
+                await asyncio.wait_for(drive, 60)
+        [(lost_at, reason, aborted)] = watch.lost
+        assert reason == LAPSED and aborted
+        # The abort fired while the store still counted the lease as the drive's: nobody
+        # could have taken the run over yet.
+        assert record.lease_owner == rt.owner and record.lease_expires_at is not None
+        assert lost_at < record.lease_expires_at
+    finally:
+        relay.stop()
+        await direct.close()
+
+
+async def test_a_lease_renewed_in_time_is_never_lost(tmp_path: Path) -> None:
+    """Renewals confirmed by the store move the deadline on: a tool that works for several
+    TTLs is not aborted."""
+    watch = Watch()
+
+    @stead.tool(effect="non_idempotent")
+    async def work_long(ctx: stead.ToolContext[Watch]) -> str:
+        """Work for three TTLs, then report whether the lease held."""
+        await asyncio.sleep(3.0)
+        ctx.deps.lost.append((time.time(), "", ctx.aborted))
+        return "worked"
+
+    model = ScriptedModel([Reply(tool_calls=[("work_long", {})]), "Done."])
+    agent = stead.Agent("long", model, [work_long], deps_type=Watch)
+    async with stead.Runtime(
+        f"sqlite:///{tmp_path / 'runs.db'}", agents=[agent], lease_ttl=1, deps=watch
+    ) as rt:
+        view = await rt.run(await rt.start(agent, "work"))
+    assert view.status.value == "completed"
+    assert [aborted for _, _, aborted in watch.lost] == [False]
