@@ -31,6 +31,9 @@ def test_public_api_is_pinned() -> None:
     assert set(stead.__all__) == {
         "AbortSignal",
         "Aborted",
+        "AmbiguousId",
+        "ExecutorError",
+        "SchemaTooNew",
         "Agent",
         "AssistantMessage",
         "Attachment",

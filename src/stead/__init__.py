@@ -15,10 +15,11 @@ The public names (``__all__``, one sorted list), by topic:
   ``Image``, ``Document``, ``Usage``
 - logging: ``configure_logging``, ``RunLogFilter``, ``redact``
 - errors, the tree drawn in ``stead.errors``: ``SteadError``, ``UserError``,
-  ``InvalidInput``, ``ApprovalError``, ``ImportFileError``, ``UnknownAgent``,
+  ``InvalidInput``, ``ApprovalError``, ``AmbiguousId``, ``ImportFileError``, ``UnknownAgent``,
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
-  ``LeaseHeld``, ``InvalidEvent``, ``CorruptEvent``, ``StoreError``, ``DispatchRejected``,
+  ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``, ``CorruptEvent``, ``SchemaTooNew``,
+  ``StoreError``, ``DispatchRejected``,
   ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
@@ -41,11 +42,13 @@ from stead.core.settings import ModelSettings
 from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
+    AmbiguousId,
     ApprovalError,
     Conflict,
     ConversationBusy,
     CorruptEvent,
     DispatchRejected,
+    ExecutorError,
     Fenced,
     IllegalTransition,
     ImportFileError,
@@ -56,6 +59,7 @@ from stead.errors import (
     ProviderHTTPError,
     ReplayDiverged,
     RunNotFound,
+    SchemaTooNew,
     SteadError,
     StoreError,
     UnknownAgent,
@@ -72,6 +76,7 @@ __all__ = [
     "AbortSignal",
     "Aborted",
     "Agent",
+    "AmbiguousId",
     "ApprovalError",
     "AssistantMessage",
     "Attachment",
@@ -82,6 +87,7 @@ __all__ = [
     "DispatchRejected",
     "Document",
     "Done",
+    "ExecutorError",
     "Fenced",
     "IllegalTransition",
     "Image",
@@ -103,6 +109,7 @@ __all__ = [
     "RunStatus",
     "RunView",
     "Runtime",
+    "SchemaTooNew",
     "SteadError",
     "StoreError",
     "Tool",

@@ -5,6 +5,7 @@
     │   ├── RunNotFound           no run with that id in this store
     │   ├── UnknownAgent          a run names an agent this process was not given
     │   ├── ApprovalError         no such pending approval, wrong token, second decision
+    │   ├── AmbiguousId           an id's start that is too short or names several ids
     │   ├── ImportFileError       an export file this stead cannot import (names file, line)
     │   └── InvalidInput          a run's input or settings the log cannot hold (also an
     │                             InvalidEvent)
@@ -16,8 +17,11 @@
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
+    ├── ExecutorError             an executor settled an effect with an outcome that cannot be
+    │                             read (names the key and the executor)
     ├── StoreError                the store failed or holds something it cannot read
-    │   └── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    │   ├── CorruptEvent          one event row cannot be decoded (names run and sequence)
+    │   └── SchemaTooNew          the store was migrated by a newer stead (names both versions)
     ├── DispatchRejected          an executor refused an assignment (names the executor and why)
     └── ProviderError             a model provider failed
         └── ProviderHTTPError     an HTTP status from the provider, with its stable code
@@ -71,6 +75,15 @@ class ConversationBusy(UserError):
 
 class ApprovalError(UserError):
     """A decision that does not match a pending approval (wrong call, token, or already decided)."""
+
+
+class AmbiguousId(UserError):
+    """The start of an id that names no one id: too short to mean something (an empty one
+    would name every run), or the start of several. ``candidates`` holds the ids it starts."""
+
+    def __init__(self, message: str, candidates: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
 
 
 class ImportFileError(UserError):
@@ -161,6 +174,22 @@ class Fenced(SteadError):
     """This worker's fencing epoch is stale: another owner took the run over."""
 
 
+class ExecutorError(SteadError):
+    """An executor (a ``stead executor`` process, an ``HttpExecutor``'s far side) settled an
+    effect with an outcome the runtime cannot read: a missing field, an unknown kind or
+    failure code, a value of the wrong type. Names the effect's key and the executor. The
+    step fails (counted like any step failure), and nothing is guessed about what happened."""
+
+    def __init__(self, run_id: str, effect_id: str, executor: str, detail: str) -> None:
+        super().__init__(
+            f"executor {executor} settled effect {effect_id} of run {run_id!r} with an "
+            f"outcome that cannot be read: {detail}"
+        )
+        self.run_id = run_id
+        self.effect_id = effect_id
+        self.executor = executor
+
+
 class StoreError(SteadError):
     """The store failed, or holds data it cannot interpret."""
 
@@ -172,6 +201,21 @@ class CorruptEvent(StoreError):
         super().__init__(f"corrupt event in run {run_id!r} at seq {seq}: {detail}")
         self.run_id = run_id
         self.seq = seq
+
+
+class SchemaTooNew(StoreError):
+    """The store's schema is newer than this stead knows: a newer stead migrated it, and rows
+    this one wrote could break what that one expects. Nothing was read or written; upgrade
+    stead where this ran. ``found`` and ``known`` are the two schema versions."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        super().__init__(
+            f"the store {where} has schema version {found}, newer than the {known} this stead "
+            "knows: a newer stead migrated it. Upgrade stead here (pip install -U stead) "
+            "before using this store; nothing was read or written"
+        )
+        self.found = found
+        self.known = known
 
 
 class DispatchRejected(SteadError):
@@ -243,11 +287,13 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Aborted",
+    "AmbiguousId",
     "ApprovalError",
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",
     "DispatchRejected",
+    "ExecutorError",
     "Fenced",
     "IllegalTransition",
     "InvalidEvent",
@@ -256,6 +302,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "RunNotFound",
+    "SchemaTooNew",
     "SteadError",
     "StoreError",
     "UnknownAgent",

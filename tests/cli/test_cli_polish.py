@@ -111,7 +111,7 @@ def test_a_unique_prefix_names_a_run_everywhere(
         ("runs", "watch", "run_aaaa"),
         ("cancel", "aaaa"),
         ("approve", "aaaa", "call_0_0"),
-        ("deny", "aa", "call_0_0", "--reason", "no"),
+        ("deny", "aaaa", "call_0_0", "--reason", "no"),
         ("resume", "aaaa", "--agents", "stead.demo._agent:agents"),
     ]
     for cmd in ambiguous:

@@ -18,6 +18,7 @@ import contextlib
 import io
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,24 @@ agents_specs = st.sampled_from(
     ]
 )
 statuses = st.one_of(st.sampled_from([s.value for s in RunStatus]), texts)
+numbers = st.one_of(
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats().map(repr),
+    st.sampled_from(["0", "-0", "1e999", "nan", "inf", "-inf", "0x10", "²", "١٢", "65536", ""]),
+    texts,
+)
+# The start of a run id as a person (or an unset $RUN) types it: empty, `run_`, a few hex
+# digits, or a real id cut anywhere.
+starts = st.one_of(
+    st.sampled_from(["", "run_", " ", "run"]),
+    st.text("0123456789abcdef", max_size=6),
+    st.tuples(st.integers(0, 3), st.integers(0, 36)).map(lambda t: f"<run{t[0]}>[:{t[1]}]"),
+)
+spans = st.one_of(
+    st.tuples(st.integers(0, 10**30), st.sampled_from("smhdw")).map(lambda t: f"{t[0]}{t[1]}"),
+    st.sampled_from(["1e400w", "0001-01-01", "9999-12-31T23:59", "²h", "nan"]),
+    texts,
+)
 
 
 def _cmd(*parts: Any) -> st.SearchStrategy[list[str]]:
@@ -138,6 +157,17 @@ commands = st.one_of(
     _cmd("decide", run_ids, call_ids, st.sampled_from(["happened", "not_happened", "skip", "x"])),
     _cmd("cancel", run_ids, "--reason", texts),
     _cmd("run", agents_specs, texts),
+    _cmd("cancel", starts),
+    _cmd("approve", starts, "<call>"),
+    _cmd("runs", "show", starts),
+    _cmd("runs", "list", "--limit", numbers, "--since", spans),
+    # Each ends before anything is served: a public host without a token, agents that do
+    # not load, no queues; so only the number's own check is tried.
+    _cmd("serve", "--port", numbers, "--host", "192.0.2.1"),
+    _cmd("serve", "--max-body", numbers, "--heartbeat", numbers, "--host", "192.0.2.1"),
+    _cmd("worker", "--agents", "fuzz_agents:missing", "--concurrency", numbers),
+    _cmd("worker", "--agents", "fuzz_agents:missing", "--poll", numbers, "--grace", numbers),
+    _cmd("executor", "--agents", "fuzz_agents:missing", "--port", numbers, "--lease-ttl", numbers),
     st.lists(words, max_size=4).filter(lambda a: not {"worker", "demo"} & set(a)),
 )
 store_flags = st.one_of(
@@ -157,7 +187,8 @@ def _resolve(argv: list[str], store: str) -> tuple[list[str], str | None]:
     out = ["--store", store]
     for a in argv:
         for i, rid in enumerate(RUNS):
-            a = a.replace(f"<run{i}>", rid)
+            cut = re.fullmatch(rf"<run{i}>\[:(\d+)\]", a)
+            a = rid[: int(cut.group(1))] if cut else a.replace(f"<run{i}>", rid)
         out.append(a.replace("<call>", CALLS[0]))
     return out, (str(copy) if copy else None)
 
@@ -199,12 +230,24 @@ def _try(argv: list[str], store: str) -> None:
     check(code in (0, 1, 2), f"{shown} exited {code!r}")
     check("Traceback (most recent call last)" not in err, f"{shown} printed a traceback")
     check(code != 2 or (out + err).strip(), f"{shown} exited 2 without a message")
-    if store in ("", "sqlite:///"):
+    if store in ("", "sqlite:///") and not out.startswith("usage:"):  # help opens no store
         check(code != 0, f"{shown}: an empty --store was accepted (a temporary database)", 8)
     if full[2:4] == ["runs", "list"] and "--status" in full:
         status = full[full.index("--status") + 1]
         if status not in {s.value for s in RunStatus}:
             check(code != 0, f"{shown}: --status {status!r} is no status, yet exit 0", 11)
+    command = full[2] if len(full) > 2 else ""
+    where = 4 if full[2:4] == ["runs", "show"] else 3 if command in ("cancel", "approve") else 0
+    if where and len(full) > where:
+        typed = full[where]
+        meant = [r for r in RUNS if r == typed or (len(typed.removeprefix("run_")) >= 4 and (
+            r.startswith(typed) or r.startswith(f"run_{typed}")))]  # fmt: skip
+        check(
+            code != 0 or len(meant) == 1,
+            f"{shown}: exit 0 for {typed!r}, which names {len(meant)} runs",
+        )
+    if command in ("serve", "worker", "executor"):
+        check(code == 2, f"{shown}: a server or worker was not refused ({code})")
     if code == 0 and full[2:4] in (["runs", "show"], ["runs", "events"]) and full[4] in RUNS:
         for word in ("[red]k[/red]", "[/]"):
             check(word in out, f"{shown}: the stored {word!r} is not printed verbatim", 10)
@@ -217,6 +260,8 @@ def _try(argv: list[str], store: str) -> None:
 @example(argv=["runs", "events", "<run1>"], store="<prepared>")
 @example(argv=["runs", "list", "--status", "bogus"], store="<prepared>")
 @example(argv=["runs", "list"], store="")
+@example(argv=["cancel", ""], store="<prepared>")
+@example(argv=["serve", "--port", "99999", "--host", "192.0.2.1"], store="<prepared>")
 @example(argv=["resume", "<run0>", "--agents", "fuzz_agents:broken"], store="<prepared>")
 @given(argv=commands, store=store_flags)
 def test_any_command_line_exits_cleanly_and_prints_run_text_as_text(

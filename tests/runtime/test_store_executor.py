@@ -160,7 +160,11 @@ async def test_attach_active_orphaned_terminal(store: Any, ledger: Ledger) -> No
     now[0] += 11
     assert (await ex.attachment(a.key), ex.attach(a.key)) == ("orphaned", "orphaned")
     await ledger.settle(
-        "e1", epoch=c.epoch, outcome={"kind": "tool_succeeded", "content": "x"}, now=now[0]
+        "e1",
+        epoch=c.epoch,
+        outcome={"kind": "tool_succeeded", "content": "x"},
+        now=now[0],
+        executor="x",
     )
     assert (await ex.attachment(a.key), ex.attach(a.key)) == ("terminal", "terminal")
     assert await ex.outcome(a.key) == ToolSucceeded(content="x")

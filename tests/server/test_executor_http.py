@@ -28,10 +28,10 @@ from stead.core.effects import (
 )
 from stead.core.events import EffectReconciled
 from stead.runtime import InProcessExecutor
+from stead.runtime.executors import outcome_from_json
 from stead.server._executor_http import (
     HttpExecutor,
     executor_app,
-    outcome_from_json,
     outcome_to_json,
     serve_executor,
 )

@@ -81,7 +81,7 @@ async def test_postgres_the_claim_and_a_safe_start_skip_the_flush(pg_url: str) -
             assert not await led.start("e1", epoch=1, now=T0, sync=False)  # it is started
             assert await led.start("e2", epoch=1, now=T0, sync=True)
             assert _take(notes) == [("e2", "started", "on")]
-            assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0)
+            assert await led.settle("e1", epoch=1, outcome={"kind": "x"}, now=T0, executor="x1")
             assert _take(notes) == [("e1", "settled", "on")]
             assert await led.acknowledge("e1", now=T0)  # the owner's, before its next call
             assert _take(notes) == [("e1", "acknowledged", "off")]
@@ -201,7 +201,7 @@ async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: s
             else:  # the second is heard from its first read: no LISTEN to wait for
                 await asyncio.sleep(0)
                 assert e in owner.watch._heard
-            assert await pool.settle(e, epoch=c.epoch, outcome={"kind": "x"}, now=T0)
+            assert await pool.settle(e, epoch=c.epoch, outcome={"kind": "x"}, now=T0, executor="x1")
             assert await asyncio.wait_for(waiting, 15) == 3
             assert owner.listener.listening(channel)  # kept for the run's next effect
     finally:
@@ -224,7 +224,9 @@ async def test_sqlite_a_waiter_sees_a_settle_before_the_poll_interval(tmp_path: 
 
         async def settle_soon() -> None:
             await asyncio.sleep(0.05)
-            assert await pool.settle("e1", epoch=c.epoch, outcome={"kind": "x"}, now=T0)
+            assert await pool.settle(
+                "e1", epoch=c.epoch, outcome={"kind": "x"}, now=T0, executor="x1"
+            )
 
         await settle_soon()
         # Well before the 30 s poll (and the 25 s round): the waiter read the key itself.

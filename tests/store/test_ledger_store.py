@@ -118,11 +118,13 @@ async def test_claim_start_settle_under_the_claims_epoch(ledger: Ledger) -> None
     assert (c.effect_id, c.epoch, c.restarted) == ("e1", 1, False)
     assert await ledger.claim("x", ["q"], limit=5, now=T0) == []  # held: not offered twice
     assert await ledger.start("e1", epoch=1, now=T0)
-    assert not await ledger.settle("e1", epoch=0, outcome={"kind": "cancelled"}, now=T0)
+    cancelled = {"kind": "cancelled"}
+    assert not await ledger.settle("e1", epoch=0, outcome=cancelled, now=T0, executor="x")
+    assert not await ledger.settle("e1", epoch=1, outcome=cancelled, now=T0, executor="y")
     assert await ledger.settle(
-        "e1", epoch=1, outcome={"kind": "tool_succeeded", "content": "ok"}, now=T0
+        "e1", epoch=1, outcome={"kind": "tool_succeeded", "content": "ok"}, now=T0, executor="x"
     )
-    assert not await ledger.settle("e1", epoch=1, outcome={"kind": "cancelled"}, now=T0)
+    assert not await ledger.settle("e1", epoch=1, outcome=cancelled, now=T0, executor="x")
     row = await ledger.read("e1", now=T0)
     assert row is not None and row.outcome == {"kind": "tool_succeeded", "content": "ok"}
     assert await consistent(ledger, "e1") == "settled"
@@ -149,10 +151,16 @@ async def test_a_lapsed_lease_is_taken_over_and_the_old_holder_is_fenced(ledger:
     assert cy.restarted and cy.epoch == cx.epoch + 2
     held, _ = await ledger.heartbeat("x", ["q"], ttl=10, now=later)  # x wakes up
     assert held == set()  # and learns it holds nothing
-    assert not await ledger.settle("e1", epoch=cx.epoch, outcome={"kind": "cancelled"}, now=later)
+    assert not await ledger.settle(
+        "e1", epoch=cx.epoch, outcome={"kind": "cancelled"}, now=later, executor="x"
+    )
     assert await ledger.start("e1", epoch=cy.epoch, now=later)
     assert await ledger.settle(
-        "e1", epoch=cy.epoch, outcome={"kind": "tool_succeeded", "content": "y"}, now=later
+        "e1",
+        epoch=cy.epoch,
+        outcome={"kind": "tool_succeeded", "content": "y"},
+        now=later,
+        executor="y",
     )
     kinds = [e.kind for e in await ledger.history("e1")]
     assert kinds == ["accepted", "claimed", "started", "restarted", "claimed", "started", "settled"]
@@ -228,7 +236,9 @@ async def test_a_waiter_sees_a_settle_by_another_connection(backend: Backend) ->
         assert await executor.start("e1", epoch=c.epoch, now=T0)
         await asyncio.sleep(0.2)  # four polls of the owner's watcher
         assert not waiting.done()
-        await executor.settle("e1", epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0)
+        await executor.settle(
+            "e1", epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0, executor="x"
+        )
         assert await asyncio.wait_for(waiting, 20) == 4
     finally:
         await owner.close()
@@ -253,8 +263,13 @@ async def test_a_queue_limit_holds_across_executors(backend: Backend) -> None:
         claimed = [c for cs in got for c in cs]
         assert len(claimed) == 2
         first = claimed[0]
+        holder = next(f"x{i}" for i, cs in enumerate(got) if first in cs)
         await leds[0].settle(
-            first.effect_id, epoch=first.epoch, outcome={"kind": "cancelled"}, now=T0
+            first.effect_id,
+            epoch=first.epoch,
+            outcome={"kind": "cancelled"},
+            now=T0,
+            executor=holder,
         )
         assert len(await leds[1].claim("x1", ["q"], limit=4, now=T0)) == 1
         assert await leds[2].claim("x2", ["q"], limit=4, now=T0) == []
@@ -291,7 +306,9 @@ async def test_a_racing_stale_settle_and_takeover_never_both_land(backend: Backe
             await zombie.start(k, epoch=c.epoch, now=T0)
             await other.heartbeat("o", ["q"], ttl=10, now=T0 + 11)
             settled, took = await asyncio.gather(
-                zombie.settle(k, epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0 + 11),
+                zombie.settle(
+                    k, epoch=c.epoch, outcome={"kind": "cancelled"}, now=T0 + 11, executor="z"
+                ),
                 other.claim("o", ["q"], limit=1, now=T0 + 11),
             )
             assert settled != bool(took), (k, settled, took)

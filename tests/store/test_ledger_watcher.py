@@ -124,7 +124,9 @@ async def test_postgres_every_settle_is_seen_through_a_killed_listen_connection(
                 await asyncio.sleep(0.01)
             content = {"kind": "tool_succeeded", "content": str(i)}
             c = claims[k.effect_id]
-            assert await executor.settle(k.effect_id, epoch=c.epoch, outcome=content, now=T0)
+            assert await executor.settle(
+                k.effect_id, epoch=c.epoch, outcome=content, now=T0, executor="x"
+            )
             got = await asyncio.wait_for(asyncio.gather(*waits[2 * i : 2 * i + 2]), 20)
             assert got == [ToolSucceeded(content=str(i))] * 2
         assert all(w.done() for w in waits)

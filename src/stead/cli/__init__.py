@@ -27,8 +27,8 @@
 
 The store comes from ``--store`` (before or after the command) or ``$STEAD_STORE`` (default
 ``sqlite:///stead.db``). Only ``run``, ``worker``, ``serve`` and ``demo`` create a SQLite file;
-every other command refuses one that does not exist. RUN is a run id or any unique start of
-one (``runs list`` shows 12 characters), with or without ``run_``.
+every other command refuses one that does not exist. RUN is a run id, or a start of one of at
+least 4 characters (``runs list`` shows 12), with or without ``run_``, that starts no other.
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def _store_after(parser: argparse.ArgumentParser) -> None:
             for child in {id(c): c for c in action.choices.values()}.values():
                 for positional in child._actions:
                     if positional.dest == "run_id" and positional.help is None:
-                        positional.help = "a run id or any unique start of one (runs list)"
+                        positional.help = (
+                            "a run id, or 4+ of its first characters that start no other"
+                        )
                 if not any(a.dest == "store" for a in child._actions):
                     child.add_argument(
                         "--store",

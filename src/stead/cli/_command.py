@@ -22,10 +22,9 @@ from typing import Any
 
 from rich.console import Console
 
-from stead.cli._ids import resolve
 from stead.cli._render import console
 from stead.errors import UserError
-from stead.runtime import Agent, Runtime, as_agent
+from stead.runtime import Agent, Runtime, as_agent, resolve_run_id
 from stead.store import open_store
 
 
@@ -102,7 +101,7 @@ def _on_runtime(fn: RuntimeFn, *, run_id: bool) -> RunFn:
 
         async def go(rt: Runtime) -> int:
             if run_id:
-                args.run_id = await resolve(rt.store, args.run_id)
+                args.run_id = await resolve_run_id(rt.store, args.run_id)
             return await fn(rt, args, out)
 
         return asyncio.run(with_runtime(args.store, agents, go))

@@ -17,6 +17,7 @@ from rich.text import Text
 from stead.cli._command import Command, runtime_command
 from stead.cli._render import plain, timeline
 from stead.core.effect_log import EffectRecord, effect_records
+from stead.core.id_prefix import choose
 from stead.errors import StoreError, UserError
 from stead.runtime import Runtime
 from stead.store import Placement, ledger_for, placements
@@ -37,7 +38,10 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def _show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
-    p.add_argument("effect_id", help="an effect id or any unique start of one")
+    p.add_argument(
+        "effect_id",
+        help="an effect id, or a start of one of at least 4 characters that starts no other",
+    )
     p.add_argument("--json", action="store_true", help="the effect as one JSON object")
 
 
@@ -114,14 +118,13 @@ def _json(r: EffectRecord, p: Placement | None = None) -> dict[str, Any]:
 async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     stored = await rt.events(args.run_id)
     records = effect_records((s.seq, s.event) for s in stored)
-    found = [r for r in records if r.effect_id.startswith(args.effect_id)]
-    if len(found) != 1:
-        what = "no effect" if not found else f"{len(found)} effects"
+    chosen = choose(args.effect_id, [r.effect_id for r in records], noun="effect")
+    if chosen is None:
         raise UserError(
-            f"{what} of run {args.run_id} start with {args.effect_id!r}: "
+            f"no effect of run {args.run_id} starts with {args.effect_id!r}: "
             "`stead effects list RUN` shows their ids"
         )
-    (r,) = found
+    r = next(r for r in records if r.effect_id == chosen)
     p = (await _placed(rt, args.run_id)).get(r.effect_id)
     if args.json:
         print(json.dumps(_json(r, p), ensure_ascii=False))

@@ -12,7 +12,15 @@ import asyncio
 import signal
 from typing import Any
 
-from stead.cli._args import add_process_options, positive, serving
+from stead.cli._args import (
+    DAY,
+    add_process_options,
+    add_token_options,
+    port,
+    positive,
+    serving,
+    token_specs,
+)
 from stead.cli._command import add_deps_option, command, load_deps, server_extra, url_of
 from stead.cli._worker import agents_to_serve, serve_until_signalled
 from stead.errors import UserError
@@ -30,9 +38,9 @@ def _arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("--queues", default=None, help="comma-separated queues to serve from the store")
     add_deps_option(e)
     e.add_argument("--agent", default=None, help="serve: the agent to serve, if --agents has more")
-    e.add_argument("--token", action="append", default=[], help="serve: NAME:SECRET, repeatable")
+    add_token_options(e, env=None, when="serve: ")
     e.add_argument("--host", default="127.0.0.1", help="serve: address to bind (default loopback)")
-    e.add_argument("--port", type=int, default=8100, help="serve: port (0: any free one)")
+    e.add_argument("--port", type=port, default=8100, help="serve: port (0: any free one)")
     e.add_argument("--concurrency", type=positive(int, 10_000), default=8, help="effects at once")
     e.add_argument(
         "--max-concurrent",
@@ -40,7 +48,7 @@ def _arguments(e: argparse.ArgumentParser) -> None:
         default=None,
         help="hold each queue to N effects at once across every executor (a model's limit)",
     )
-    e.add_argument("--poll", type=positive(float), default=0.5, help="seconds between polls")
+    e.add_argument("--poll", type=positive(float, DAY), default=0.5, help="seconds between polls")
     add_process_options(e, lease_ttl=15.0, lease_help="lease, seconds")
 
 
@@ -87,7 +95,7 @@ def _serve(args: argparse.Namespace, agents: list[Agent], deps: Any) -> int:
         agents = [a for a in agents if a.name == args.agent]
         if not agents:
             raise UserError(f"--agent {args.agent}: no agent of that name in --agents")
-    tokens = parse_tokens(args.token)
+    tokens = parse_tokens(token_specs(args, None))
 
     def ready(port: int) -> None:
         print(f"stead executor serve: {url_of(args.host, port)}", flush=True)

@@ -14,11 +14,10 @@ from rich.text import Text
 
 from stead.cli._args import positive
 from stead.cli._command import Command, command, runtime_command
-from stead.cli._ids import resolve
 from stead.cli._list import _SPAN, _UNIT, since
 from stead.core.retention import Retention
 from stead.errors import UserError
-from stead.runtime import Runtime
+from stead.runtime import Runtime, resolve_run_id
 from stead.store import open_store
 from stead.store.lifecycle import Imported
 
@@ -37,7 +36,7 @@ async def _export(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     is read from, their conversation messages, attachments and ledger rows), in stead's
     versioned export format, for ``stead runs import`` into any store. With no RUN and no
     option: every run of the store."""
-    run_ids = [await resolve(rt.store, r) for r in args.run_ids]
+    run_ids = [await resolve_run_id(rt.store, r) for r in args.run_ids]
     cutoff = since(args.since, time.time()) if args.since is not None else None
     options = {"conversation": args.conversation, "since": cutoff, "agent": args.agent}
     if args.output == "-":

@@ -23,7 +23,8 @@ from stead.cli._render import STATUS_STYLE, plain
 from stead.core.events import AssistantMessageRecorded
 from stead.core.fold import RunState, apply
 from stead.core.pricing import PRICES
-from stead.errors import RunNotFound, UserError
+from stead.core.states import RunStatus
+from stead.errors import IllegalTransition, RunNotFound, StoreError, UserError
 from stead.runtime import Runtime, RunView
 from stead.store import RunRecord
 
@@ -36,6 +37,18 @@ class Row:
     view: RunView
     state: RunState
     cost: float | None
+    damaged: str | None = None
+    """Why its log could not be read (a row that does not decode or does not follow from
+    the ones before it); its view is then empty and only the runs table's columns count."""
+
+
+def damaged_row(record: RunRecord, why: StoreError | IllegalTransition) -> Row:
+    """A run whose log cannot be folded, as one row of the list: the rest of the store is
+    still listed, and this run is marked, naming what is wrong (``stead runs show`` then
+    names the row)."""
+    state = RunState()  # a stand-in the list never shows (its status is DAMAGED)
+    state.run_id, state.agent, state.status = record.run_id, record.agent, RunStatus.FAILED
+    return Row(record=record, view=RunView.of(state), state=state, cost=None, damaged=str(why))
 
 
 async def load_row(rt: Runtime, record: RunRecord) -> Row:
@@ -73,8 +86,10 @@ async def conversation_records(
     return out
 
 
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.ASCII)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_LONGEST = 1000 * 366 * 86400.0
+"""The longest span ``--since`` takes (a float beyond it is a typo, or infinite)."""
 
 
 def since(text: str, now: float) -> float:
@@ -82,15 +97,18 @@ def since(text: str, now: float) -> float:
     date or time (``2026-11-30``, ``2026-11-30T18:00``; local time unless it names a zone)."""
     span = _SPAN.fullmatch(text.strip().lower())
     if span:
-        return now - float(span.group(1)) * _UNIT[span.group(2)]
+        seconds = float(span.group(1)) * _UNIT[span.group(2)]
+        if not seconds <= _LONGEST:  # NaN-safe; 1e400w is infinite
+            raise UserError(f"--since {text!r} reaches back more than 1000 years; pass less")
+        return now - seconds
     try:
         when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        return when.timestamp()
+    except (ValueError, OverflowError, OSError):
         raise UserError(
             f"--since {text!r} is neither a span (90s, 15m, 2h, 3d, 1w) nor an ISO date "
             "(2026-11-30, 2026-11-30T18:00)"
         ) from None
-    return when.timestamp()
 
 
 def span(seconds: float) -> str:
@@ -131,7 +149,7 @@ def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Ta
     column (a chosen one) is folded instead of cut, so it can still be copied."""
     now = time.time() if now is None else now
     fixed = {"run": 12, "status": 17, "age": 5, "took": 5, "turns": 5, "tokens": 6, "cost": 7}
-    statuses = [r.view.status.value for r in rows] or ["status"]
+    statuses = [_status(r) for r in rows] or ["status"]
     fixed["status"] = max(6, *(len(s) for s in statuses))
     # SIMPLE_HEAD puts a space between columns and each has one of padding on either side.
     agent = max(5, width - sum(fixed.values()) - 3 * len(fixed))
@@ -143,18 +161,22 @@ def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Ta
         table.add_column(name, justify="right", no_wrap=True, width=fixed[name])
     for row in rows:
         r, v = row.record, row.view
-        status = v.status.value
+        status = _status(row)
         table.add_row(
             Text(plain(short_id(r.run_id))),
             Text(plain(r.agent)),
-            Text(status, style=STATUS_STYLE.get(status, "")),
+            Text(status, style="bold red" if row.damaged else STATUS_STYLE.get(status, "")),
             span(now - r.created_at),
             span(r.updated_at - r.created_at),
-            str(v.turns),
-            count(v.usage.input_tokens + v.usage.output_tokens),
+            "?" if row.damaged else str(v.turns),
+            "?" if row.damaged else count(v.usage.input_tokens + v.usage.output_tokens),
             money(row.cost),
         )
     return table
+
+
+def _status(row: Row) -> str:
+    return "DAMAGED" if row.damaged else row.view.status.value
 
 
 def row_json(row: Row, now: float | None = None) -> dict[str, Any]:
@@ -162,6 +184,21 @@ def row_json(row: Row, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     r, v = row.record, row.view
     u = v.usage
+    if row.damaged:
+        return {
+            "run_id": r.run_id,
+            "short_id": short_id(r.run_id),
+            "agent": r.agent,
+            "status": r.status,
+            "damaged": row.damaged,
+            "session_id": r.session_id,
+            "correlation_id": r.correlation_id,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "age_s": now - r.created_at,
+            "duration_s": r.updated_at - r.created_at,
+            "events": r.last_seq,
+        }
     return {
         "run_id": r.run_id,
         "short_id": short_id(r.run_id),

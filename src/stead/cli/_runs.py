@@ -12,9 +12,10 @@ from rich.text import Text
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
 from stead.cli._lifecycle import RUNS_COMMANDS
-from stead.cli._render import summary, timeline
+from stead.cli._render import plain, summary, timeline
 from stead.core.event_codec import encode
 from stead.core.states import RunStatus
+from stead.errors import CorruptEvent, IllegalTransition
 from stead.runtime import Runtime
 
 STATUSES = [s.value for s in RunStatus]
@@ -41,7 +42,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     # Filtered by status, agent and activity, newest activity first.
     import time
 
-    from stead.cli._list import load_row, row_json, runs_table, since
+    from stead.cli._list import damaged_row, load_row, row_json, runs_table, since
 
     now = time.time()
     cutoff = since(args.since, now) if args.since is not None else None
@@ -55,13 +56,22 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         )
     if cutoff is not None:
         records = [r for r in records if r.updated_at >= cutoff][: args.limit]
-    rows = [await load_row(rt, r) for r in records]
+    rows = []
+    for r in records:
+        try:
+            rows.append(await load_row(rt, r))
+        except (CorruptEvent, IllegalTransition) as why:  # one damaged run hides no other
+            rows.append(damaged_row(r, why))
     if args.json:
         for row in rows:
             print(json.dumps(row_json(row, now), ensure_ascii=False))
     else:
         out.print(runs_table(rows, now, width=out.width))
         await _stranded(rt, now, out)
+    for row in rows:
+        if row.damaged:  # the list is whole; what it could not read is said, not hidden
+            err = Console(stderr=True, highlight=False, soft_wrap=True)
+            err.print(Text(f"damaged: {plain(row.damaged)}; `stead runs show RUN` names the row"))
     return 0
 
 

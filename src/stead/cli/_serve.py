@@ -5,47 +5,52 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 
-from stead.cli._args import LOG_FORMAT, add_claim_options, positive
+from stead.cli._args import (
+    DAY,
+    LOG_FORMAT,
+    add_claim_options,
+    add_token_options,
+    port,
+    positive,
+    token_specs,
+)
 from stead.cli._command import command, load_agents, server_extra, url_of
 from stead.errors import UserError
+
+TOKENS_ENV = "STEAD_SERVE_TOKENS"
 
 
 def _arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--agents", default=None, help="module:attr with the agents runs may start")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    s.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
-    s.add_argument(
-        "--token",
-        action="append",
-        default=[],
-        help="NAME:SECRET, repeatable; decisions record NAME (also $STEAD_SERVE_TOKENS, "
-        "comma-separated)",
-    )
+    s.add_argument("--port", type=port, default=8000, help="port (0: any free one)")
+    add_token_options(s, env=TOKENS_ENV)
     s.add_argument("--worker", action="store_true", help="drive runs in this process too")
     add_claim_options(s, concurrency=8, when="with --worker: ")
     s.add_argument(
-        "--max-body", type=positive(int), default=64 * 1024, help="largest request body, bytes"
+        "--max-body",
+        type=positive(int, 1 << 30),
+        default=64 * 1024,
+        help="largest request body, bytes",
     )
-    s.add_argument("--heartbeat", type=positive(float), default=15.0, help="SSE heartbeat, seconds")
+    s.add_argument(
+        "--heartbeat", type=positive(float, DAY), default=15.0, help="SSE heartbeat, seconds"
+    )
 
 
 @command("serve", "HTTP API, live stream and dashboard for the runs in the store", _arguments)
 def run_serve(args: argparse.Namespace) -> int:
     """Serve the API and the dashboard. Every route but /health needs Authorization: Bearer
-    TOKEN; without --token a random one is made (loopback only) and printed in the
-    dashboard's URL."""
+    TOKEN, from --token-file (NAME:SECRET lines) or $STEAD_SERVE_TOKENS; without one a
+    random token is made (loopback only) and printed in the dashboard's URL."""
     # Until SIGTERM/SIGINT; 0 after a clean shutdown.
     agents = load_agents(args.agents)
     with server_extra("stead serve"):
         from stead.server import check_bind, new_token, parse_tokens, serve_http
     if args.worker and not agents:
         raise UserError("--worker needs --agents module:attr naming the agents to drive")
-    specs = list(args.token)
-    env = os.environ.get("STEAD_SERVE_TOKENS", "")
-    specs += [s.strip() for s in env.split(",") if s.strip()]
-    tokens = parse_tokens(specs)
+    tokens = parse_tokens(token_specs(args, TOKENS_ENV))
     check_bind(args.host, tokens)
     made = None
     if not tokens:

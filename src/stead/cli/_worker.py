@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from stead.cli._args import LOG_FORMAT, add_claim_options, add_process_options, serving
+from stead.cli._args import LOG_FORMAT, add_claim_options, add_process_options, positive, serving
 from stead.cli._command import add_deps_option, command, load_agents, load_deps
 from stead.errors import UserError
 from stead.runtime import Agent, Worker, tune_gc
@@ -30,7 +30,9 @@ def _arguments(w: argparse.ArgumentParser) -> None:
         help="prune finished runs of a status older than this, in the background "
         "(completed=30d, failed=90d); repeat",
     )
-    w.add_argument("--max-runs", type=int, default=None, help="prune past this many per agent")
+    w.add_argument(
+        "--max-runs", type=positive(int, 10**9), default=None, help="prune past this many per agent"
+    )
 
 
 def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from stead.core.result_bound import DEFAULT_MAX_RESULT, check_max_result
 from stead.errors import UserError
 
 
@@ -86,6 +87,10 @@ class Limits:
     duration_counts_waiting: bool = True
     """Whether time waiting on a person (an approval, a question) counts against
     ``max_duration``; when not, each wait moves the deadline later by its length."""
+    max_tool_result: int = DEFAULT_MAX_RESULT
+    """Characters of a tool's result (or failure) a run keeps, for every tool of the agent
+    that sets no ``@tool(max_result=...)`` of its own; a longer one is cut, with a note the
+    model reads, before it is recorded (``stead.core.result_bound``)."""
 
     def __post_init__(self) -> None:
         _count("Limits", "max_turns", self.max_turns, 1)
@@ -112,6 +117,7 @@ class Limits:
             _seconds(
                 "Limits", "max_duration", self.max_duration, positive=True, hint=" (None: no limit)"
             )
+        check_max_result(self.max_tool_result, "Limits.max_tool_result")
         if not isinstance(self.duration_counts_waiting, bool):
             raise UserError(
                 "Limits.duration_counts_waiting takes True or False, "

@@ -24,9 +24,24 @@ CANCEL_GRACE = 2.0
 """Seconds a cancelled call gets to send its ``notifications/cancelled`` and wind down."""
 
 
-class ServerLost(SteadError):
+MAX_PAGES = 100
+"""``tools/list`` pages followed at most: a server whose cursor never ends is refused."""
+
+
+class MCPServerError(SteadError):
+    """An MCP server did something a client cannot go on with: it did not answer in its
+    time, its listing loops or does not fit the protocol, a tool's schema cannot be used.
+    The message names the server (and the tool)."""
+
+
+class ServerLost(MCPServerError):
     """The MCP server went away (exited, was killed, dropped the connection) mid-call: the
     call may or may not have happened. Recovered by the tool's effect class."""
+
+
+class ServerTimedOut(ServerLost):
+    """The MCP server did not connect (start, ``initialize``) or answer ``tools/list`` in its
+    time. A server that hangs is treated as one that is gone: tried again, then given up."""
 
 
 class Connection:
@@ -35,9 +50,22 @@ class Connection:
     ``factory`` builds an un-entered ``mcp.Client`` (a stdio one starts the server's process
     when entered, so a reconnect is a restart)."""
 
-    def __init__(self, factory: Callable[[], Any], *, what: str) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        *,
+        what: str,
+        connect_timeout: float = 30.0,
+        list_timeout: float = 30.0,
+        max_pages: int = MAX_PAGES,
+    ) -> None:
         self._factory = factory
         self.what = what
+        self.connect_timeout = connect_timeout
+        """Seconds to start (or reach) the server and finish ``initialize``."""
+        self.list_timeout = list_timeout
+        """Seconds each ``tools/list`` page may take."""
+        self.max_pages = max_pages
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._lost: asyncio.Future[None] | None = None
@@ -52,8 +80,19 @@ class Connection:
         ready: asyncio.Future[None] = loop.create_future()
         self._lost = loop.create_future()
         self._close = asyncio.Event()
-        self._task = loop.create_task(self._serve(ready, self._lost, self._close))
-        await ready
+        task = self._task = loop.create_task(self._serve(ready, self._lost, self._close))
+        done, _ = await asyncio.wait({ready}, timeout=self.connect_timeout)
+        if not done:
+            # A server that never answers initialize: its task is stuck inside the SDK's
+            # handshake, where a polite close is never read. Cancelled, not waited on.
+            self._task = None
+            task.cancel()
+            await asyncio.wait({task}, timeout=CANCEL_GRACE)
+            raise ServerTimedOut(
+                f"{self.what}: did not connect and answer initialize within "
+                f"{self.connect_timeout:g}s (connect_timeout)"
+            )
+        ready.result()
         self.generation += 1
 
     async def _serve(
@@ -100,15 +139,36 @@ class Connection:
                     await task
 
     async def list_tools(self) -> list[Any]:
-        """Every tool the server lists, following its pages."""
+        """Every tool the server lists, following its pages: each within ``list_timeout``,
+        at most ``max_pages`` of them, no cursor twice. ``MCPServerError`` naming the server
+        for a listing that does not end or does not fit the protocol."""
         tools: list[Any] = []
         cursor: str | None = None
-        while True:
-            page = await self._request(_lister(cursor), None)
+        seen: set[str] = set()
+        for _ in range(self.max_pages):
+            try:
+                page = await self._request(_lister(cursor), None, within=self.list_timeout)
+            except MCPServerError:
+                raise
+            except Exception as exc:  # the SDK's validation of a malformed answer, mostly
+                raise MCPServerError(
+                    f"{self.what}: its tools/list answer does not fit the protocol: "
+                    f"{_first_line(exc)}"
+                ) from exc
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
                 return tools
+            if cursor in seen:
+                raise MCPServerError(
+                    f"{self.what}: tools/list gave the cursor {_short(cursor)} a second time "
+                    "(a listing that would never end)"
+                )
+            seen.add(cursor)
+        raise MCPServerError(
+            f"{self.what}: tools/list had more than {self.max_pages} pages (max_pages); "
+            "a listing that long is refused"
+        )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], meta: dict[str, Any], signal: AbortSignal
@@ -117,13 +177,29 @@ class Connection:
         ``notifications/cancelled``), ``ServerLost`` when the server goes away."""
         return await self._request(lambda c: c.call_tool(name, arguments, meta=meta), signal)
 
-    async def _request(self, send: Callable[[Any], Any], signal: AbortSignal | None) -> Any:
+    async def _request(
+        self,
+        send: Callable[[Any], Any],
+        signal: AbortSignal | None,
+        *,
+        within: float | None = None,
+    ) -> Any:
         if not self.alive:
             raise ServerLost(f"{self.what}: not connected")
         assert self._lost is not None
         loop = asyncio.get_running_loop()
         call: asyncio.Task[Any] = loop.create_task(send(self._client))
         aborted: asyncio.Future[str] = loop.create_future()
+        if within is not None:
+            done, _ = await asyncio.wait(
+                {call, self._lost}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                call.cancel()  # the SDK sends notifications/cancelled
+                await asyncio.wait({call}, timeout=CANCEL_GRACE)
+                raise ServerTimedOut(
+                    f"{self.what}: did not answer tools/list within {within:g}s (list_timeout)"
+                )
         if signal is not None:
 
             def settle(reason: str) -> None:
@@ -157,6 +233,16 @@ def _lister(cursor: str | None) -> Callable[[Any], Any]:
         return client.list_tools(cursor=cursor)
 
     return send
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return first if len(first) <= 300 else first[:297] + "..."
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _is_transport_error(exc: BaseException) -> bool:

@@ -24,11 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from stead._signal import AbortSignal
 from stead.core.canonical import JSON, canonical_json, digest
 from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import EffectClass
-from stead.errors import UserError
-from stead.mcp._connection import ServerLost
+from stead.errors import Aborted, UserError
+from stead.mcp._connection import MCPServerError, ServerLost
 from stead.tools import (
     TOOL_NAME,
     ApprovalPolicy,
@@ -48,6 +49,10 @@ IDEMPOTENCY_META = "stead/idempotency_key"
 MAX_RESENDS = 2
 """How many times a read_only or idempotent_write call is sent again after its server went
 away mid-call (each time on a restarted or reconnected server) before it fails."""
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a ``tools/call`` may take unless ``MCPTools(timeout=..., timeouts=...)`` says
+otherwise: a server that never answers must not hold a run forever."""
 
 Recover = Callable[[int], Awaitable[None]]
 """Makes the connection again unless someone did since the given generation."""
@@ -83,6 +88,8 @@ class MCPTool(Tool[..., Any]):
         effect: EffectClass | None,
         reconcile: Reconciler | None,
         requires_approval: bool | ApprovalPolicy,
+        timeout: float,
+        max_result: int | None = None,
     ) -> None:
         what = f"MCP tool {listed.name!r} of {source.name!r}"
         effect = effect_from_annotations(listed.annotations) if effect is None else effect
@@ -111,14 +118,15 @@ class MCPTool(Tool[..., Any]):
         self._requires_approval = requires_approval
         # Not set by an MCP listing (Tool's own options, defaulted as @tool defaults them):
         self._queue: str | None = None
-        self._timeout: float | None = None
+        self._timeout: float | None = timeout
+        self._max_result = max_result
         self._retries = 0
         self._asks = None
         self._source = source
         self.definition: dict[str, Any] = {**definition_of(listed), "effect_class": effect}
         """What was listed, and the effect class it got: recorded with the run."""
         self._digest = digest({"name": name, **self.definition})
-        self._validator = _validator(schema)
+        self._validator = _validator(schema, f"MCP server {source.name!r}: tool {listed.name!r}")
 
     def __repr__(self) -> str:
         return f"<MCPTool {self._name!r} {self._effect} of {self._source.name!r}>"
@@ -135,7 +143,13 @@ class MCPTool(Tool[..., Any]):
             return raw_arguments, f"the arguments are not JSON ({exc}); send a JSON object"
         if not isinstance(value, dict):
             return raw_arguments, "the arguments must be a JSON object"
-        problems = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
+        try:
+            problems = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
+        except Exception as exc:  # a schema the listing check let through: not the model's fault
+            return raw_arguments, (
+                f"the arguments cannot be checked: the tool's schema is broken "
+                f"({type(exc).__name__}); do not call {self._name} again"
+            )
         if problems:
             where = "/".join(str(p) for p in problems[0].path) or "(the arguments)"
             return (
@@ -172,18 +186,60 @@ class MCPTool(Tool[..., Any]):
         conn = self._source.connection
         for _ in range(MAX_RESENDS + 1):
             generation = conn.generation
+            attempt, timer = self._bounded(ctx.signal)
             try:
                 if not conn.alive:
                     await self._source.recover(generation)  # not sent yet: safe for any class
                     generation = conn.generation
-                result = await conn.call_tool(self._remote_name, arguments, meta, ctx.signal)
+                result = await conn.call_tool(self._remote_name, arguments, meta, attempt)
             except ServerLost as exc:
                 await self._recover_quietly(generation)
                 if self._effect == "non_idempotent":
                     return ToolUnknown(reason=f"{exc}; it may or may not have happened")
                 continue
-            return _outcome(result)
+            except Aborted:
+                if ctx.signal.aborted or not attempt.aborted:
+                    raise  # the run's cancel, not this call's time limit
+                return self._timed_out()
+            except Exception as exc:  # an error the server sent, or an answer that is none
+                text = " ".join(str(exc).split())[:500]
+                return ToolFailed(
+                    failure=f"the MCP server {self._source.name!r} answered {self._remote_name} "
+                    f"with an error: {type(exc).__name__}: {text}"
+                )
+            finally:
+                timer.cancel()
+                ctx.signal.remove_callback(attempt.abort)
+            try:
+                return _outcome(result)
+            except Exception as exc:  # a result the SDK let through that is not one
+                return ToolFailed(
+                    failure=f"the MCP server {self._source.name!r} sent a result that cannot "
+                    f"be read ({type(exc).__name__})"
+                )
         return ToolFailed(failure=f"the MCP server {self._source.name!r} kept going away")
+
+    def _bounded(self, run: AbortSignal) -> tuple[AbortSignal, asyncio.TimerHandle]:
+        """A signal for one attempt: aborted by the run's (a cancel) or by the time limit."""
+        attempt = AbortSignal()
+        run.add_callback(attempt.abort)
+        limit = self._timeout if self._timeout is not None else DEFAULT_TIMEOUT
+        why = f"timed out: the MCP server did not answer within {limit:g}s"
+        timer = asyncio.get_running_loop().call_later(limit, attempt.abort, why)
+        return attempt, timer
+
+    def _timed_out(self) -> ToolFailed | ToolUnknown:
+        """A call past its time limit; the SDK has sent ``notifications/cancelled``. A
+        ``non_idempotent`` call may have happened on the server all the same: it stays in
+        flight for its reconcile function or a person, as after a crash."""
+        limit = self._timeout if self._timeout is not None else DEFAULT_TIMEOUT
+        why = (
+            f"the MCP server {self._source.name!r} did not answer {self._remote_name} within "
+            f"{limit:g}s (its timeout); the call was cancelled"
+        )
+        if self._effect == "non_idempotent":
+            return ToolUnknown(reason=f"{why}; it may or may not have happened")
+        return ToolFailed(failure=f"timed out: {why}")
 
     async def _recover_quietly(self, generation: int) -> None:
         try:
@@ -194,7 +250,10 @@ class MCPTool(Tool[..., Any]):
             raise
 
 
-def _validator(schema: dict[str, Any]) -> Any:
+def _validator(schema: dict[str, Any], what: str) -> Any:
+    """The validator of a listed input schema. Every ``$ref`` in it must resolve within the
+    schema, now: one that does not would fail each call's check instead (and a remote one
+    is never fetched). ``MCPServerError`` naming the tool otherwise."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -203,7 +262,35 @@ def _validator(schema: dict[str, Any]) -> Any:
     except jsonschema.SchemaError:
         cls = jsonschema.Draft202012Validator
         return cls({"type": "object"})
-    return cls(schema)
+    except Exception as exc:  # a schema too deep, a $schema that is not text, ...
+        raise MCPServerError(f"{what}: its input schema cannot be used: {exc!s:.200}") from exc
+    validator = cls(schema)
+    for ref in _refs(schema):
+        try:
+            validator._resolver.lookup(ref)
+        except Exception as exc:
+            raise MCPServerError(
+                f"{what}: its input schema refers to {ref!r}, which does not resolve within "
+                "it; the server's tools are refused until it lists a schema that does"
+            ) from exc
+    return validator
+
+
+def _refs(schema: Any, depth: int = 0) -> list[str]:
+    """Every ``$ref`` (and ``$dynamicRef``) string in a schema."""
+    if depth > 64:
+        return []
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                found.append(value)
+            else:
+                found.extend(_refs(value, depth + 1))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(_refs(value, depth + 1))
+    return found
 
 
 def _outcome(result: Any) -> ToolSucceeded | ToolFailed:

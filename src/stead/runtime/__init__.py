@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
@@ -39,6 +40,7 @@ __all__ = [
     "as_agent",
     "copy_store",
     "register_adapter",
+    "resolve_run_id",
     "serve_pool",
     "serve_worker",
     "tune_gc",  # for a process with many runs in flight

@@ -25,6 +25,7 @@ __all__ = [
 # executor endpoints ``stead executor serve`` runs.
 from stead.server._executor_http import serve_executor as serve_executor
 from stead.server._security import new_token as new_token
+from stead.server._security import read_token_file as read_token_file
 
 
 def __getattr__(name: str) -> Any:

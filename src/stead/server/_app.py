@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any, Final
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -40,6 +41,7 @@ from stead.errors import (
 from stead.runtime import Runtime
 from stead.server import _answer, _read, _steer
 from stead.server._deps import Unauthorized
+from stead.server._errors import SafeJSON, invalid_request
 from stead.server._models import ErrorOut
 from stead.server._security import BodyLimit
 
@@ -67,6 +69,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "no such run"),
         (409, "no such pending approval, or the run changed under the request"),
         (413, "request body too large"),
+        (422, "a request that does not fit its schema (where and what, never the input)"),
         (503, "the store failed; try again"),
     )
 }
@@ -103,6 +106,7 @@ def create_app(
     app.state.heartbeat = heartbeat
     app.add_exception_handler(Unauthorized, _unauthorized)
     app.add_exception_handler(SteadError, _stead_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, invalid_request)
     for router in ROUTERS:
         app.include_router(router)
 
@@ -128,4 +132,4 @@ async def _stead_error(request: Request, exc: SteadError) -> JSONResponse:
     code = status_of(exc)
     if code >= 500:
         log.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=code)
+    return SafeJSON({"error": type(exc).__name__, "detail": str(exc)}, status_code=code)

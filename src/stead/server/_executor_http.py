@@ -44,7 +44,7 @@ from stead.core.progress import Cursor, ProgressSink, ProgressWindow
 from stead.errors import DispatchRejected, UserError
 from stead.runtime import Agent, Executor, InProcessExecutor
 from stead.runtime.agent import check_deps
-from stead.runtime.executors import far_sink, outcome_from_json, outcome_to_json
+from stead.runtime.executors import far_sink, outcome_to_json, read_outcome
 from stead.server._security import check_bind, who
 
 # -- the server ----------------------------------------------------------------------------
@@ -230,7 +230,11 @@ class HttpExecutor:
         while True:
             r = await self._send("GET", self._path(key) + "/outcome")
             if r.status_code == 200:
-                return outcome_from_json(r.json())
+                try:
+                    body = r.json()
+                except ValueError:
+                    body = None  # not JSON at all: as malformed as any other non-outcome
+                return read_outcome(body, key, repr(str(self._client.base_url)))
             if r.status_code == 410:
                 return Cancelled(reason="the effect was aborted before it started")
             if r.status_code == 404:
@@ -325,7 +329,9 @@ async def serve_executor(
     (agent,) = executors.values()
     check_deps(agent, deps)
     window = ProgressWindow()
-    executor = InProcessExecutor(agent.model, agent.registry, window, deps=deps)
+    executor = InProcessExecutor(
+        agent.model, agent.registry, window, deps=deps, max_result=agent.limits.max_tool_result
+    )
     app = executor_app(executor, tokens, window)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _Server(config)  # no signal handling of its own: ``stop`` ends it

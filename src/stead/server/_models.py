@@ -1,26 +1,64 @@
 """Typed request and response bodies of the HTTP API (the OpenAPI document is made of these).
 
-Every string a caller sends is bounded and free of NUL characters (PostgreSQL refuses them
-in text and JSON): a request that does not fit is a 422 naming the field, never a 500.
+Every string a caller sends is bounded, free of NUL characters (PostgreSQL refuses them
+in text and JSON) and valid Unicode (JSON's ``"\ud800"`` escape is a lone surrogate UTF-8
+cannot hold); edited arguments are plain JSON (finite numbers a store can hold, nested not
+too deep): a request that does not fit is a 422 naming the field, never a 500.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from stead.core.states import RunStatus
 
+MAX_INT = 2**63 - 1
+"""The largest integer either store holds (SQLite INTEGER, PostgreSQL BIGINT)."""
+
+_DEPTH = 32
+"""How deeply edited arguments may nest."""
+
 
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
     return value
+
+
+def _plain_json(value: Any, depth: int = 0) -> Any:
+    """Edited arguments as plain JSON: no NaN or infinity (a JSON parser that takes them is
+    lenient, the log is not), integers a store holds, valid text, a bounded depth."""
+    if depth > _DEPTH:
+        raise ValueError(f"must not nest deeper than {_DEPTH} levels")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return _no_nul(value)
+    if isinstance(value, int):
+        if not -MAX_INT - 1 <= value <= MAX_INT:
+            raise ValueError("must hold only integers of at most 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("must hold only finite numbers (not NaN or Infinity)")
+        return value
+    if isinstance(value, list):
+        return [_plain_json(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {_no_nul(k): _plain_json(v, depth + 1) for k, v in value.items()}
+    raise ValueError(f"must hold only JSON values, not {type(value).__name__}")
 
 
 Text = Annotated[str, Field(max_length=100_000), AfterValidator(_no_nul)]
 Short = Annotated[str, Field(max_length=2_000), AfterValidator(_no_nul)]
+Arguments = Annotated[dict[str, Any], AfterValidator(_plain_json)]
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 
 
@@ -41,7 +79,7 @@ class CreateRun(_Body):
 class Approve(_Body):
     """Approve a gated call, optionally with edited arguments (checked against its schema)."""
 
-    arguments: dict[str, Any] | None = None
+    arguments: Arguments | None = None
     reason: Short = ""
     token: Short | None = None
 
@@ -116,6 +154,9 @@ class RunSummary(BaseModel):
     usage: UsageOut
     cost_usd: float | None
     leased_by: str | None
+    damaged: str | None = None
+    """Why the run's log cannot be read (its other fields then come from the runs table
+    alone); null for every sound run."""
 
 
 class RunDetail(RunSummary):
@@ -183,11 +224,22 @@ class StatesOut(BaseModel):
     mermaid: str
 
 
+class Problem(BaseModel):
+    """One thing wrong with a request: where (``body``, ``query``, ``header``, then the
+    field) and what; never the value sent."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
 class ErrorOut(BaseModel):
-    """Every 4xx the API returns on purpose: the error's type and its message."""
+    """Every 4xx the API returns on purpose: the error's type and its message (and, for a
+    request that does not fit its schema, each problem)."""
 
     error: str
     detail: str
+    problems: list[Problem] | None = None
 
 
 class Health(BaseModel):

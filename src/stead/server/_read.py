@@ -3,6 +3,7 @@ live stream), their conversation, and the approvals inbox."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -10,10 +11,11 @@ from fastapi.responses import StreamingResponse
 
 from stead.core.messages import message_to_json
 from stead.core.states import FINISHED, TRANSITIONS, RunStatus, mermaid
-from stead.errors import UserError
+from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.server import _shape as shape
 from stead.server._deps import Caller, Rt, RunPath
 from stead.server._models import (
+    MAX_INT,
     AgentOut,
     ApprovalOut,
     EventOut,
@@ -26,6 +28,7 @@ from stead.server._models import (
 )
 
 router = APIRouter()
+log = logging.getLogger("stead.server")
 
 
 @router.get("/health", response_model=Health, tags=["meta"])
@@ -106,17 +109,23 @@ async def events(
     _: Caller,
     rt: Rt,
     request: Request,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
 ) -> Any:
     """The run's log after ``after``. With ``Accept: text/event-stream``: a live stream
     of durable events (``id`` = seq; reconnect with ``Last-Event-ID``), provisional text
-    (``event: progress``) and heartbeats, ending after a finished run's last event."""
+    (``event: progress``) and heartbeats, ending after a finished run's last event. An
+    ``after`` or ``Last-Event-ID`` beyond the run's last event is a 400: it was not given
+    by this run's log."""
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise UserError("Last-Event-ID must be the seq of the last event received")
-        after = int(last_event_id)
+        after = shape.last_event_id(last_event_id)
     record = await rt.store.get_run(run_id)
+    if after > record.last_seq:
+        given = "Last-Event-ID" if last_event_id is not None else "after"
+        raise UserError(
+            f"{given} {after} is beyond the run's log (its last event is {record.last_seq}); "
+            "reconnect without it to read the log from the start"
+        )
     table = shape.prices(rt, record.agent)
     if "text/event-stream" not in request.headers.get("accept", ""):
         return [shape.event(e, table) for e in await rt.events(run_id, after)]
@@ -146,5 +155,10 @@ async def approvals(
     records = await rt.list_runs(status=RunStatus.AWAITING_APPROVAL, agent=agent, limit=500)
     out: list[ApprovalOut] = []
     for r in reversed(records):
-        out.extend(shape.approvals(rt, await rt.state(r.run_id)))
+        try:
+            state = await rt.state(r.run_id)
+        except (CorruptEvent, IllegalTransition) as why:  # the list shows it, marked damaged
+            log.warning("inbox: run %s is left out, its log cannot be read: %s", r.run_id, why)
+            continue
+        out.extend(shape.approvals(rt, state))
     return out

@@ -42,6 +42,23 @@ def parse_tokens(specs: list[str]) -> dict[str, str]:
     return tokens
 
 
+def read_token_file(path: str) -> list[str]:
+    """The ``NAME:SECRET`` specs of a token file: one a line; blank lines and lines that
+    start with ``#`` are skipped. A file nobody else may read keeps the secrets off the
+    command line, where every local user sees them (``ps``, ``/proc/PID/cmdline``)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 20)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"--token-file {path!r} cannot be read: {reason}") from None
+    specs = [ln.strip() for ln in text.splitlines()]
+    specs = [ln for ln in specs if ln and not ln.startswith("#")]
+    if not specs:
+        raise UserError(f"--token-file {path!r} holds no token; write NAME:SECRET lines in it")
+    return specs
+
+
 def new_token() -> str:
     """A fresh random secret for a loopback server started without one."""
     return secrets.token_urlsafe(24)
@@ -62,7 +79,8 @@ def check_bind(host: str, tokens: Mapping[str, str]) -> None:
     if not is_loopback(host) and not tokens:
         raise UserError(
             f"refusing to listen on {host} without a token: anyone who can reach it could "
-            "steer your runs; pass --token NAME:SECRET (or $STEAD_SERVE_TOKENS), or bind "
+            "steer your runs; pass --token-file FILE (NAME:SECRET lines) or set "
+            "$STEAD_SERVE_TOKENS, or bind "
             "127.0.0.1"
         )
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -16,9 +18,16 @@ from stead.core.messages import Usage
 from stead.core.pricing import PriceTable
 from stead.core.progress import ProgressRead
 from stead.core.states import RunStatus
-from stead.errors import UserError
+from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.runtime import Runtime, RunView
-from stead.server._models import ApprovalOut, EventOut, RunDetail, RunSummary, UsageOut
+from stead.server._models import (
+    MAX_INT,
+    ApprovalOut,
+    EventOut,
+    RunDetail,
+    RunSummary,
+    UsageOut,
+)
 from stead.store import RunRecord, StoredEvent
 
 _DEFAULT_PRICES = PriceTable()
@@ -38,8 +47,27 @@ def _cost(rt: Runtime, agent: str, usage: Usage) -> float | None:
 
 
 async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
-    """A run as a row of the list."""
-    view = await rt.get(record.run_id)
+    """A run as a row of the list. A run whose log cannot be read (a row that does not
+    decode or does not follow from the ones before it) is listed all the same, from its
+    runs row, marked ``damaged`` with what is wrong: one damaged run hides no other."""
+    try:
+        view = await rt.get(record.run_id)
+    except (CorruptEvent, IllegalTransition) as why:
+        return RunSummary(
+            run_id=record.run_id,
+            agent=record.agent,
+            status=RunStatus(record.status),
+            session_id=record.session_id,
+            correlation_id=record.correlation_id,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            seq=record.last_seq,
+            turns=0,
+            usage=UsageOut(input_tokens=0, output_tokens=0),
+            cost_usd=None,
+            leased_by=None,
+            damaged=str(why),
+        )
     return RunSummary(**_summary_fields(rt, record, view))
 
 
@@ -163,9 +191,39 @@ def decode_cursor(cursor: str | None) -> tuple[float, str] | None:
         return None
     try:
         updated, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return float(updated), str(run_id)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        if not isinstance(run_id, str) or isinstance(updated, bool):
+            raise TypeError("not a cursor")
+        when = float(updated)
+        run_id.encode("utf-8")
+        if not math.isfinite(when):
+            raise ValueError("not a time")
+        return when, run_id
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+        binascii.Error,
+        UnicodeError,
+        RecursionError,
+    ) as exc:
         raise UserError("cursor is not one this server gave; start again without it") from exc
+
+
+_SEQ = re.compile(r"[0-9]{1,19}")
+"""A sequence number as a header carries it: ASCII digits (``str.isdigit`` takes ``²``,
+which ``int`` refuses), at most as many as the largest a store holds."""
+
+
+def last_event_id(header: str) -> int:
+    """A ``Last-Event-ID`` header as the seq it names; ``UserError`` (400) for anything but
+    the ASCII digits of a seq a store can hold."""
+    text = header.strip()
+    if not _SEQ.fullmatch(text) or int(text) > MAX_INT:
+        raise UserError(
+            "Last-Event-ID must be the seq of the last event received (ASCII digits, at most "
+            f"{MAX_INT})"
+        )
+    return int(text)
 
 
 def encode_cursor(record: RunRecord) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from stead.core.canonical import canonical_json, digest
 from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import EffectClass
+from stead.core.result_bound import check_max_result
 from stead.errors import UserError
 from stead.tools._bounded import ToolTimedOut, run_bounded
 from stead.tools._context import ToolContext
@@ -31,8 +32,9 @@ class SchemaTool(Tool[..., Any]):
     """A tool given by name, description and JSON schema, performed by ``call``.
 
     The options are ``@tool``'s and are checked the same way (``effect``, ``reconcile``,
-    ``requires_approval``, ``queue``, ``timeout``, ``retries``); ``reconcile`` is called as a
-    ``@tool``'s is: with the arguments it names and a ``ToolContext``.
+    ``requires_approval``, ``queue``, ``timeout``, ``retries``, ``max_result``);
+    ``reconcile`` is called as a ``@tool``'s is: with the arguments it names and a
+    ``ToolContext``.
     """
 
     def __init__(
@@ -48,12 +50,15 @@ class SchemaTool(Tool[..., Any]):
         queue: str | None = None,
         timeout: float | None = None,
         retries: int = 0,
+        max_result: int | None = None,
         what: str = "",
     ) -> None:
         what = what or f"tool {name!r}"
         effect = _check_spec(
             effect, reconcile, requires_approval, queue, timeout, retries, NO_QUESTION, what
         )
+        if max_result is not None:
+            check_max_result(max_result, f"{what}: max_result")
         if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise UserError(
                 f"{what}: its name is not one model providers accept (1-64 letters, digits, "
@@ -78,6 +83,7 @@ class SchemaTool(Tool[..., Any]):
         self._requires_approval = requires_approval
         self._queue = queue
         self._timeout = timeout
+        self._max_result = max_result
         self._retries = retries
         self._asks = None
         self._digest = digest(

@@ -23,6 +23,7 @@ from stead.core.decide import ToolSpec
 from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
 from stead.core.events import EFFECT_CLASSES, EffectClass
 from stead.core.messages import ToolSchema
+from stead.core.result_bound import check_max_result
 from stead.errors import UserError
 from stead.tools._answer import AnswerSpec
 from stead.tools._arguments import ArgumentParser, InvalidArguments
@@ -145,6 +146,7 @@ class ToolOptions(TypedDict, total=False):
     timeout: float | None
     retries: int
     asks: Any
+    max_result: int | None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -167,6 +169,10 @@ class Tool(Generic[P, R]):
     of what a run recorded (``definition_digest``), so it is not changed in place.
     """
 
+    _max_result: int | None = None
+    """Unless a constructor sets it: a tool made another way (a subclass of its own) keeps
+    the agent's bound."""
+
     def __init__(
         self,
         fn: Callable[P, R],
@@ -180,6 +186,7 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         retries: int = 0,
         asks: Any = NO_QUESTION,
+        max_result: int | None = None,
     ) -> None:
         """See ``tool``."""
         if isinstance(fn, Tool):
@@ -195,6 +202,8 @@ class Tool(Generic[P, R]):
         effect = _check_spec(
             effect, reconcile, requires_approval, queue, timeout, retries, asks, what
         )
+        if max_result is not None:
+            check_max_result(max_result, f"{what}: max_result")
         name = fn.__name__ if name is None else name
         if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise UserError(
@@ -213,6 +222,7 @@ class Tool(Generic[P, R]):
         self._requires_approval = requires_approval
         self._queue = queue
         self._timeout: float | None = timeout
+        self._max_result = max_result
         self._retries = retries
         self._asks = None if asks is NO_QUESTION else AnswerSpec(asks, what)
         self._shape = shape
@@ -262,6 +272,11 @@ class Tool(Generic[P, R]):
         "_timeout",
         "Seconds one attempt may take before it is aborted through its signal (None: no "
         "limit); a timed-out attempt is a failure, retried like any other.",
+    )
+    max_result = Fixed[int | None](
+        "_max_result",
+        "Characters of a result a run keeps (None: the agent's Limits.max_tool_result); a "
+        "longer one is cut with a note the model reads.",
     )
     retries = Fixed[int](
         "_retries",
@@ -413,6 +428,7 @@ def tool(
     timeout: float | None = None,
     retries: int = 0,
     asks: Any = NO_QUESTION,
+    max_result: int | None = None,
 ) -> Tool[P, R]: ...
 
 
@@ -428,6 +444,7 @@ def tool(
     timeout: float | None = None,
     retries: int = 0,
     asks: Any = NO_QUESTION,
+    max_result: int | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -446,6 +463,10 @@ def tool(
     ``retries`` runs a failed attempt again with backoff, each failure recorded
     (``tool_attempt_failed``); a ``non_idempotent`` tool needs a ``reconcile`` function for
     that, asked before every retry whether the failed attempt took effect.
+
+    ``max_result`` bounds the characters of its result a run keeps (the agent's
+    ``Limits.max_tool_result``, 1,000,000, when None): a longer one is cut, with a note the
+    model reads, before it is recorded (``stead.core.result_bound``).
 
     ``asks`` makes a question for a person (LangGraph's ``interrupt()``): the function's
     return value is the question, the run waits in ``awaiting_approval``, and the answer,
@@ -476,6 +497,8 @@ def tool(
         options.get("asks", NO_QUESTION),
         "@tool(...)",
     )
+    if options.get("max_result") is not None:
+        check_max_result(options["max_result"], "@tool(...): max_result")
     return decorate
 
 

@@ -511,7 +511,9 @@ def _check_decision(
             f"(status {state.status.value if state.status else None}, pending: {waiting}); "
             "it may already be decided"
         )
-    if token is not None and not hmac.compare_digest(token.encode(), pending.token.encode()):
+    if token is not None and not hmac.compare_digest(
+        token.encode("utf-8", "surrogatepass"), pending.token.encode("utf-8", "surrogatepass")
+    ):
         raise ApprovalError("the resume token does not match the pending approval")
     if now is not None and pending.deadline is not None and now > pending.deadline:
         raise ApprovalError("the approval's deadline has passed; the run times out instead")

@@ -9,6 +9,7 @@ from stead.runtime.executors._store_executor import (
     StoreExecutor,
     outcome_from_json,
     outcome_to_json,
+    read_outcome,
     routed,
 )
 
@@ -20,6 +21,7 @@ __all__ = [
     "far_sink",
     "outcome_from_json",
     "outcome_to_json",
+    "read_outcome",
     "routed",
     "tool_context",
 ]

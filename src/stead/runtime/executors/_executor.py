@@ -28,6 +28,7 @@ from stead.core.effects import (
 from stead.core.ledger import Attachment
 from stead.core.messages import ToolSchema, message_from_json
 from stead.core.progress import ProgressSink
+from stead.core.result_bound import DEFAULT_MAX_RESULT, bound_outcome
 from stead.core.settings import ModelSettings
 from stead.errors import Aborted, DispatchRejected, ProviderError, ReplayDiverged
 from stead.providers import ModelCall, ModelProvider, ModelRequest, failure_code
@@ -113,8 +114,11 @@ class InProcessExecutor:
         *,
         cancel_grace: float = 5.0,
         deps: Any = None,
+        max_result: int = DEFAULT_MAX_RESULT,
     ) -> None:
         self._cancel_grace = cancel_grace
+        self._max_result = max_result
+        """Characters of a tool's result kept when the tool sets no bound of its own."""
         self.deps = deps
         """``ctx.deps`` of the tools this executor runs (the Runtime's, never recorded)."""
         self.lease: HeldLease | None = None
@@ -308,7 +312,10 @@ class InProcessExecutor:
             ctx = tool_context(
                 run_id, call, tool.name, attempt, signal, self._cancel_grace, self.deps, held
             )
-            return await tool.invoke(arguments, ctx)
+            outcome = await tool.invoke(arguments, ctx)
+            # Cut here, where every executor's tool outcome is made, so no store, ledger or
+            # model ever holds more of it than the bound.
+            return bound_outcome(outcome, tool.max_result or self._max_result)
         except (Aborted, asyncio.CancelledError) as exc:
             return _cancelled(exc, signal)
         except ReplayDiverged:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,10 +40,11 @@ from stead.core.effects import (
     ToolUnknown,
     assignment_to_json,
 )
+from stead.core.failures import MODEL_FAILURE_CODES
 from stead.core.ledger import Attachment, attachment_of
 from stead.core.messages import AssistantMessage, Usage, message_from_json, message_to_json
 from stead.core.progress import ProgressSink
-from stead.errors import StoreError
+from stead.errors import ExecutorError, StoreError
 from stead.providers import ModelResponse
 from stead.runtime.executors._executor import Executor, InProcessExecutor
 from stead.runtime.executors._far_progress import Follower, far_sink
@@ -99,37 +101,69 @@ def outcome_from_json(d: Any) -> Outcome:
         raise ValueError(f"outcome {d['kind']!r} does not match its kind: {sorted(extra)}")
     try:
         return _outcome(d)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"malformed outcome: {exc!r}") from exc
+    except KeyError as exc:
+        raise ValueError(f"outcome {d['kind']!r} has no {exc.args[0]!r}") from exc
+    except (TypeError, AttributeError, RecursionError) as exc:
+        raise ValueError(f"malformed outcome {d['kind']!r}: {exc}") from exc
+
+
+def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    """``d[name]`` of exactly this type (no coercion: a number where text belongs is damage,
+    not something to paper over); ``default`` when it is absent and one is given."""
+    if name not in d and default is not ...:
+        return default
+    value = d[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+        raise ValueError(f"its {name!r} is {type(value).__name__}, not {_names(kind)}")
+    return value
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
 
 
 def _outcome(d: dict[str, Any]) -> Outcome:
     kind = d["kind"]
     if kind == "model_succeeded":
-        message = message_from_json(d["message"])
+        message = message_from_json(_field(d, "message", dict))
         if not isinstance(message, AssistantMessage):
             raise ValueError("a model outcome carries an assistant message")
-        usage = Usage.from_json(d.get("usage") or {})
+        usage = Usage.from_json(_field(d, "usage", dict, {}))
         return ModelSucceeded(
-            response=ModelResponse(message=message, usage=usage, model=str(d.get("model", "")))
+            response=ModelResponse(message=message, usage=usage, model=_field(d, "model", str, ""))
         )
     if kind == "model_failed":
-        usage_json = d.get("usage")
+        code = _field(d, "code", str)
+        if code not in MODEL_FAILURE_CODES:
+            raise ValueError(f"its code {code[:60]!r} is no model failure code stead knows")
+        retry_after = _field(d, "retry_after", (int, float, type(None)), None)
+        if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
+            raise ValueError(f"its retry_after {retry_after!r} is not a number of seconds")
+        usage_json = _field(d, "usage", (dict, type(None)), None)
         return ModelFailed(
-            code=str(d["code"]),
-            message=str(d.get("message", "")),
-            retry_after=d.get("retry_after"),
+            code=code,
+            message=_field(d, "message", str, ""),
+            retry_after=retry_after,
             usage=None if usage_json is None else Usage.from_json(usage_json),
         )
     if kind == "tool_succeeded":
-        return ToolSucceeded(content=str(d["content"]))
+        return ToolSucceeded(content=_field(d, "content", str))
     if kind == "tool_failed":
-        return ToolFailed(failure=str(d["failure"]), retry=bool(d.get("retry", False)))
+        return ToolFailed(failure=_field(d, "failure", str), retry=_field(d, "retry", bool, False))
     if kind == "tool_unknown":
-        return ToolUnknown(reason=str(d.get("reason", "")))
+        return ToolUnknown(reason=_field(d, "reason", str, ""))
     if kind == "cancelled":
-        return Cancelled(reason=str(d.get("reason", "")))
-    raise ValueError(f"unknown outcome kind {kind!r}")
+        return Cancelled(reason=_field(d, "reason", str, ""))
+    raise ValueError(f"unknown outcome kind {kind[:60]!r}")
+
+
+def read_outcome(d: Any, key: AssignmentKey, executor: str) -> Outcome:
+    """``outcome_from_json`` of what ``executor`` settled ``key`` with; ``ExecutorError``
+    naming both for anything that is not an outcome."""
+    try:
+        return outcome_from_json(d)
+    except ValueError as exc:
+        raise ExecutorError(key.run_id, key.effect_id, executor, str(exc)[:500]) from exc
 
 
 def _forget(reads: dict[str, Any], key: str, _: object) -> None:
@@ -248,12 +282,7 @@ class StoreExecutor:
             return Cancelled(reason="the effect was aborted before it started")
         if row.outcome is None:  # a settled key always has one
             raise StoreError(f"effect {key.effect_id} is {row.phase} without an outcome")
-        try:
-            return outcome_from_json(row.outcome)
-        except ValueError as exc:
-            raise StoreError(
-                f"effect {key.effect_id}: the ledger's outcome cannot be read: {exc}"
-            ) from exc
+        return read_outcome(row.outcome, key, repr(row.executor or "(none)"))
 
     async def attachment(self, key: AssignmentKey) -> Attachment:
         """``attach``, read from the store now (active / orphaned / terminal / missing /

@@ -143,7 +143,7 @@ class Pool:
             here = InProcessExecutor(
                 agent.model, agent.registry, self._progress,
                 cancel_grace=agent.limits.cancel_grace,
-                deps=deps,
+                deps=deps, max_result=agent.limits.max_tool_result,
             )  # fmt: skip
             for t in agent.registry:
                 self._tools.setdefault(t.name, here)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from stead.core.retention import Retention
-from stead.errors import Conflict, Fenced, SteadError, StoreError, UserError
+from stead.errors import Conflict, Fenced, SchemaTooNew, SteadError, StoreError, UserError
 from stead.runtime._closing import Closing
 from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
@@ -186,6 +186,7 @@ class Worker(Closing):
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.approval_sweep
+        await self._check_schema()
         await self._announce()
         try:
             expired = await self.runtime.expire_approvals()
@@ -196,6 +197,20 @@ class Worker(Closing):
             self.stats["approvals_expired"] += len(expired)
             log.info("timed out %d runs whose approval deadline passed", len(expired))
         await self._take_up_messages()
+
+    async def _check_schema(self) -> None:
+        """Stop (``SchemaTooNew`` out of ``run``) once a newer stead has migrated the store
+        under this worker: rows it wrote now could break what that one expects."""
+        check = getattr(self.store, "check_schema", None)
+        if check is None:
+            return  # a store of another kind: it has no migrations to outrun
+        try:
+            await check()
+        except SchemaTooNew:
+            log.error("a newer stead migrated the store; this worker stops claiming")
+            raise
+        except StoreError as exc:
+            log.warning("checking the store's schema failed (retrying later): %s", exc)
 
     async def _announce(self) -> None:
         """Say which agent versions this worker drives, for a while: ``stead runs list``

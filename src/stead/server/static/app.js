@@ -155,7 +155,9 @@ async function runsPage(params) {
     const now = Date.now() / 1000;
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
       h("td", { "data-label": "Run" }, h("a", { class: "id", href: `#/runs/${encodeURIComponent(r.run_id)}`, title: r.run_id }, shortId(r.run_id))),
-      h("td", { "data-label": "Status" }, badge(r.status)),
+      h("td", { "data-label": "Status" }, r.damaged
+        ? h("span", { class: "badge s-damaged", title: r.damaged }, "damaged")
+        : badge(r.status)),
       h("td", { "data-label": "Agent" }, r.agent),
       h("td", { "data-label": "Conversation" }, r.session_id || "—"),
       h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),

@@ -352,13 +352,15 @@ class Ledger:
         epoch: int,
         outcome: dict[str, Any],
         now: float,
-        executor: str | None = None,
+        executor: str,
         sync: bool = True,
     ) -> bool:
-        """Settle under ``epoch``: False (nothing written) when the epoch is stale or the key
-        settled already; the check is the update's own ``WHERE``. ``executor``: the holder,
-        checked with the epoch (``_held``). ``sync=False`` (all but a non_idempotent tool,
-        as for ``start``): a crash that loses it leaves the key held with no task running
+        """Settle under ``epoch``: False (nothing written) when the epoch is stale, the key
+        settled already, or ``executor`` is not its holder; the check is the update's own
+        ``WHERE``. The holder is always named and checked with the epoch (``_held``): an
+        epoch is a number anyone who read the key knows, so alone it proves nothing.
+        ``sync=False`` (all but a non_idempotent tool, as for ``start``):
+        a crash that loses it leaves the key held with no task running
         it, which its live holder's heartbeat restarts (``_strays``) and a dead one's
         successor takes over, and the effect runs again; the run's own synced record of
         the outcome flushes the settle before it (one log)."""

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Protocol, Unpack
 
 from stead import _crash
 from stead.core.events import Event, RunCreated
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, UserError
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, SchemaTooNew, UserError
 from stead.store.sql._base import (
     CLAIMABLE,
     Claim,
@@ -214,6 +214,8 @@ class SQLStore(ChatRows):
 
     dialect: ClassVar[str]
     """The folder of its migrations."""
+    where: str
+    """The store as messages name it (a file, a server and database; never a password)."""
     PARAM: ClassVar[str] = "?"
     DATA: ClassVar[str] = "e.data"
     STATE: ClassVar[str] = "s.state"
@@ -366,8 +368,13 @@ class SQLStore(ChatRows):
             (),
         )
         done = {r[0] for r in execute("SELECT version FROM schema_migrations", ())}
+        known = migrations(self.dialect)
+        newest = known[-1][0]
+        if done and max(done) > newest:
+            # Migrated by a newer stead: refused before this code reads or writes a row.
+            raise SchemaTooNew(self.where, max(done), newest)
         insert = "INSERT INTO schema_migrations (version, name) VALUES (?, ?)"
-        for version, name, sql in migrations(self.dialect):
+        for version, name, sql in known:
             if version not in done:
                 for statement in statements(sql):
                     execute(statement, ())
@@ -482,6 +489,16 @@ class SQLStore(ChatRows):
         known_key(run_id)
         async with self._reading() as s:
             return await self._row(s, run_id)
+
+    async def check_schema(self) -> None:
+        """``SchemaTooNew`` when a newer stead has migrated the store since this one opened
+        it: a process that outlives an upgrade (a worker) asks now and then, and stops."""
+        newest = migrations(self.dialect)[-1][0]
+        async with self._reading() as s:
+            row = await s.one("SELECT max(version) FROM schema_migrations", ())
+        found = row[0] if row is not None and row[0] is not None else 0
+        if found > newest:
+            raise SchemaTooNew(self.where, found, newest)
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         """See ``Store.list_runs``."""

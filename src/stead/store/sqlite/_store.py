@@ -203,6 +203,8 @@ class SQLiteStore(_sql.SQLStore):
         as ``stead runs list`` pointed at a mistyped path gets an error naming the file, not
         an empty store it just created."""
         self.path = os.fspath(path)
+        self.where = repr(self.path)
+        """The store as messages name it."""
         if self.path in ("", ":memory:"):  # both are a database no other connection sees
             raise UserError(
                 f"stead needs a file (several processes share it), not {self.path!r}; "
