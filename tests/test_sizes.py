@@ -27,3 +27,15 @@ def test_no_core_function_is_over_80_lines() -> None:
                 if lines > 80:
                     long[f"{p.relative_to(SRC)}:{node.name}"] = lines
     assert long == {}
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports a test directory's modules by their bare names (no packages under
+    tests/), so two files of one name in two directories collide: the second is refused at
+    collection ("import file mismatch") or imports the other's helpers."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, list[str]] = {}
+    for p in tests.rglob("*.py"):
+        if p.name != "conftest.py" and "fixtures" not in p.parts:
+            seen.setdefault(p.name, []).append(str(p.relative_to(tests)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

@@ -42,3 +42,18 @@ class PgSession:
     async def run(self, query: str, params: Sequence[Any] = ()) -> int:
         cur = await self._conn.execute(query, params)
         return cur.rowcount
+
+
+def network_options(seconds: float) -> dict[str, Any]:
+    """libpq's options bounding a connection at this end (seconds, whole; ms for the user
+    timeout): connecting, unanswered bytes, and an idle connection's silence (keepalives:
+    probed after ``seconds``, every second, given up after three unanswered probes)."""
+    whole = max(1, round(seconds))
+    return {
+        "connect_timeout": whole,
+        "tcp_user_timeout": int(seconds * 1000),
+        "keepalives": 1,
+        "keepalives_idle": whole,
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
+    }

@@ -74,7 +74,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from stead.errors import StoreError
 from stead.store import sql as _sql
 from stead.store.postgres import _append, _batch, _chunks, _load
-from stead.store.postgres._conn import LINGER, Conn, PgSession, channel
+from stead.store.postgres._conn import LINGER, Conn, PgSession, channel, network_options
 from stead.store.postgres._ledger import PostgresLedger
 from stead.store.postgres._listen import Listener
 from stead.store.sql import Loaded, Watcher, known_key
@@ -128,7 +128,7 @@ class PostgresStore(_sql.SQLStore):
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._statement_ms = int(statement_timeout * 1000)
         self._lock_ms = int(lock_timeout * 1000)
-        self._network = _network_options(network_timeout)
+        self._network = network_options(network_timeout)
         self._probe_s = max(2, int(self._timeout))
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
@@ -594,18 +594,3 @@ _PAYLOAD_BYTES = (
     " WHERE run_id = %(run)s)"
 )
 """A run's event data, snapshot and snapshot pieces, as stored (``payload_bytes``)."""
-
-
-def _network_options(seconds: float) -> dict[str, Any]:
-    """libpq's options bounding a connection at this end (seconds, whole; ms for the user
-    timeout): connecting, unanswered bytes, and an idle connection's silence (keepalives:
-    probed after ``seconds``, every second, given up after three unanswered probes)."""
-    whole = max(1, round(seconds))
-    return {
-        "connect_timeout": whole,
-        "tcp_user_timeout": int(seconds * 1000),
-        "keepalives": 1,
-        "keepalives_idle": whole,
-        "keepalives_interval": 1,
-        "keepalives_count": 3,
-    }
