@@ -75,4 +75,5 @@ sdk_agent = Agent(
 agent = sa.durable(
     sdk_agent,
     tools={"send_message": {"effect": "non_idempotent", "reconcile": find_sent}},
+    durability="effects" if os.environ.get("STEAD_DURABILITY") == "effects" else "strict",
 )
