@@ -75,4 +75,6 @@ graph = create_agent(
     name="support",
     middleware=[sl.SteadMiddleware()],
 )
-agent = sl.durable(graph)
+agent = sl.durable(
+    graph, durability="effects" if os.environ.get("STEAD_DURABILITY") == "effects" else "strict"
+)
