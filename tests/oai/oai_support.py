@@ -64,16 +64,22 @@ def model() -> OpenAIChatCompletionsModel:
     return OpenAIChatCompletionsModel("gpt-4.1", openai_client=client)
 
 
-sdk_agent = Agent(
-    name="support",
-    instructions="You help customers.",
-    model=model(),
-    tools=[find_customer, send_message],
-)
+def build(**options: Any) -> stead.Agent:
+    """The agent (its model read from the environment now); ``options`` for ``durable``."""
+    sdk_agent = Agent(
+        name="support",
+        instructions="You help customers.",
+        model=model(),
+        tools=[find_customer, send_message],
+    )
+    # send_message's settings by name, beside find_customer's decorator: both ways work.
+    mode = "effects" if os.environ.get("STEAD_DURABILITY") == "effects" else "strict"
+    return sa.durable(
+        sdk_agent,
+        tools={"send_message": {"effect": "non_idempotent", "reconcile": find_sent}},
+        durability=mode,
+        **options,
+    )
 
-# send_message's settings by name, beside find_customer's decorator: both ways work.
-agent = sa.durable(
-    sdk_agent,
-    tools={"send_message": {"effect": "non_idempotent", "reconcile": find_sent}},
-    durability="effects" if os.environ.get("STEAD_DURABILITY") == "effects" else "strict",
-)
+
+agent = build()
