@@ -180,3 +180,17 @@ def test_an_agent_without_the_middleware_or_a_name_is_refused(server: WireServer
     ping.metadata = {"stead": {"efect": "read_only"}}
     with pytest.raises(UserError, match="'efect'"):
         sl.durable(create_agent(model, [ping], name="pinger"))
+
+
+async def test_an_agent_built_without_the_middleware_fails_saying_so(
+    server: WireServer, tmp_path: Path
+) -> None:
+    model = ChatOpenAI(
+        model="gpt-4.1", api_key="sk-test", base_url=server.url + "/v1", streaming=True
+    )
+    agent = sl.durable(create_agent(model, [], name="bare"))
+    server.push(openai_stream("Hello."))
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+        view = await rt.run(await rt.start(agent, "Hi"))
+    assert view.status is RunStatus.FAILED
+    assert "middleware=[stead.langchain.SteadMiddleware()]" in str(view.error)

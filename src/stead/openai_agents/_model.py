@@ -50,19 +50,10 @@ class JournaledModel(Model):
 
         return response_of(await journal.model(body))
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        """A streamed request (``Runner.run_streamed``): the live deltas go to the run's
-        progress as the run loop performs it; the SDK is given the recorded reply whole."""
-        if current_journal() is None:
-            async for event in self.inner.stream_response(*args, **kwargs):
-                yield event
-            return
-        response = await self.get_response(*args, **kwargs)
-        yield ResponseCompletedEvent(
-            type="response.completed",
-            sequence_number=0,
-            response=_response(response),
-        )
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """The wrapped model's stream, unjournaled: a stead run asks for its turns through
+        ``get_response`` (``Runner.run``), which streams from the provider itself."""
+        return self.inner.stream_response(*args, **kwargs)
 
     async def _streamed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SdkResponse:
         sink = current_progress()
@@ -164,19 +155,6 @@ def response_of(recorded: AssistantMessageRecorded) -> SdkResponse:
         output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
     )
     return SdkResponse(output=output, usage=usage, response_id=None)
-
-
-def _response(response: SdkResponse) -> Response:
-    return Response(
-        id=response.response_id or "resp_stead",
-        created_at=0,
-        model="stead",
-        object="response",
-        output=response.output,
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=[],
-    )
 
 
 def same_json(recorded: str, now: str) -> bool:
