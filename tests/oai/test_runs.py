@@ -233,3 +233,34 @@ def test_settings_name_a_tool_of_the_agent(llm: Any) -> None:
         sa.durable(sdk, tools={"pong": {"effect": "read_only"}})
     with pytest.raises(UserError, match="give it a model object"):
         sa.durable(Agent(name="pinger", model="gpt-4.1"))
+
+
+async def test_a_run_longer_than_the_sdks_turn_cap_is_bounded_by_steads_limits(
+    tmp_path: Path,
+) -> None:
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    @sa.effect("read_only")
+    @function_tool
+    def step(n: int) -> str:
+        """Take a step."""
+        return f"step {n}"
+
+    turns = 12  # past the SDK's own default cap of 10 turns a Runner.run
+    script = [[function_call("step", {"n": i}, call_id=f"call_{i}")] for i in range(turns)]
+    model = ScriptedModel([*script, [assistant_message("walked")]])
+    agent = sa.durable(Agent(name="walker", model=model, tools=[step]))
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+        view = await rt.run(await rt.start(agent, "Walk"))
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == "walked" and view.turns == turns + 1
+
+    capped = sa.durable(
+        Agent(name="walker2", model=ScriptedModel(script), tools=[step]),
+        limits=stead.Limits(max_turns=3),
+    )
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r2.db'}", agents=[capped]) as rt:
+        view = await rt.run(await rt.start(capped, "Walk"))
+    # stead's limit ends it, as it ends a native text agent's run: completed at max_turns.
+    assert view.status is RunStatus.COMPLETED
+    assert view.stop_reason == "max_turns" and view.turns == 3

@@ -30,6 +30,7 @@ from stead.runtime import Agent
 from stead.tools import Reconciler, Tool, serialize_result
 
 _KEY = "_stead_settings"
+_SDK_TURNS = 1_000_000
 _OPTIONS = ("effect", "reconcile", "timeout", "retries")
 
 
@@ -142,12 +143,16 @@ def durable(
 
     async def launch(journal: Journal) -> object:
         config = RunConfig(tracing_disabled=True, workflow_name=label)
-        result = await Runner.run(journal_agent, journal.state.input, run_config=config)
+        # The run's own limits (stead.Limits: max_turns, budgets) bound it, counted from the
+        # log across crashes; the SDK's per-call turn cap would end a long run on its own.
+        result = await Runner.run(
+            journal_agent, journal.state.input, run_config=config, max_turns=_SDK_TURNS
+        )
         while result.interruptions:
             state = result.to_state()
             for item in result.interruptions:
                 await _decide(journal, state, item)
-            result = await Runner.run(journal_agent, state, run_config=config)
+            result = await Runner.run(journal_agent, state, run_config=config, max_turns=_SDK_TURNS)
         return result.final_output
 
     journal_agent = journaled
