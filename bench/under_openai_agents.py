@@ -10,7 +10,7 @@ ask for one call of a tool that does nothing, then a final answer: 21 steps a ru
 to back in one process: plain ``Runner.run`` (not durable), and through
 ``stead.openai_agents.durable`` on SQLite in the ``strict`` and ``effects`` durability
 modes. The figure is the median over rounds of (batch time / runs / 21); "added" is that
-minus plain's. The seed scenario's deliveries are the tests' (``tests/oai/test_seed.py``);
+minus plain's. The seed scenario's deliveries are the tests' (``tests/oai/test_oai_seed.py``);
 the same scenario under DBOS's OpenAI Agents integration is not measured here.
 """
 
