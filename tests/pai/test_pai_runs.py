@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from _agents import agent as make_agent
+from _pai_agents import agent as make_agent
 from pydantic import BaseModel
 from pydantic_ai import ApprovalRequired, ModelRetry
 from pydantic_ai.capabilities import AbstractCapability
