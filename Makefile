@@ -19,7 +19,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare pydantic-ai-bench concurrent clean serve-demo chromium screenshots
+.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare pydantic-ai-bench openai-agents-bench concurrent clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -117,6 +117,10 @@ compare: $(STAMP)
 pydantic-ai-bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[compare]'
 	$(BIN)/python bench/under_pydantic_ai.py
+
+# An Agents SDK agent plain and through stead.openai_agents: the time per durable step.
+openai-agents-bench: $(STAMP)
+	$(BIN)/python bench/under_openai_agents.py
 
 # Many runs in flight in one process, beside LangGraph and DBOS (installs the `compare` extra).
 concurrent: $(STAMP)

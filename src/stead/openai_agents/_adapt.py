@@ -1,0 +1,217 @@
+"""An ``agents.Agent`` as the ``stead.Agent`` that stands for it (``durable``).
+
+The stead agent's tools are ``stead.foreign`` tools with the effect class, reconcile,
+timeout and approval of each SDK function tool; its runs launch the SDK's own ``Runner`` on a
+copy of the agent whose model is journaled (``JournaledModel``) and whose function tools hand
+each invocation to the journal: intent in the log before the tool runs, the result recorded
+by call id, the SDK given back only what the log recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict, TypeVar
+
+from agents import Agent as SdkAgent
+from agents import FunctionTool, Model, RunConfig, Runner
+from agents.items import ToolApprovalItem
+from agents.tool_context import ToolContext as SdkToolContext
+
+from stead.core.durability import Durability
+from stead.core.effects import ToolFailed, ToolSucceeded
+from stead.core.events import EffectClass, ToolResultRecorded
+from stead.core.limits import Budget, Limits
+from stead.core.pricing import PriceTable
+from stead.errors import UserError
+from stead.foreign import Journal, current_journal, foreign_agent, foreign_tool
+from stead.openai_agents._model import JournaledModel, same_json
+from stead.runtime import Agent
+from stead.tools import Reconciler, Tool, serialize_result
+
+_KEY = "_stead_settings"
+_SDK_TURNS = 1_000_000
+_OPTIONS = ("effect", "reconcile", "timeout", "retries")
+
+
+class ToolSettings(TypedDict, total=False):
+    """How stead runs and recovers one SDK tool (every key optional)."""
+
+    effect: EffectClass
+    """``read_only``, ``idempotent_write`` or ``non_idempotent`` (the default)."""
+    reconcile: Reconciler
+    """Asked whether a ``non_idempotent`` call in flight when its worker died happened."""
+    timeout: float
+    retries: int
+
+
+F = TypeVar("F", bound=FunctionTool)
+
+
+def effect(
+    effect: EffectClass,
+    *,
+    reconcile: Reconciler | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> Callable[[F], F]:
+    """Give an SDK function tool its stead settings; put it above ``@function_tool``::
+
+    @stead.openai_agents.effect("non_idempotent", reconcile=find_sent)
+    @function_tool
+    def send_message(to: str, text: str) -> str: ...
+    """
+    settings: ToolSettings = {"effect": effect}
+    if reconcile is not None:
+        settings["reconcile"] = reconcile
+    if timeout is not None:
+        settings["timeout"] = timeout
+    if retries is not None:
+        settings["retries"] = retries
+
+    def mark(tool: F) -> F:
+        if not isinstance(tool, FunctionTool):
+            raise UserError(
+                "stead.openai_agents.effect(...) goes above @function_tool, on the tool it makes"
+            )
+        setattr(tool, _KEY, settings)
+        return tool
+
+    return mark
+
+
+def durable(
+    agent: SdkAgent[Any],
+    *,
+    tools: Mapping[str, ToolSettings] | None = None,
+    name: str | None = None,
+    limits: Limits | None = None,
+    budget: Budget | None = None,
+    prices: PriceTable | None = None,
+    durability: Durability = "strict",
+) -> Agent:
+    """The ``stead.Agent`` for an Agents SDK agent: give it to ``stead.Runtime(agents=[...])``
+    or name it to the CLI (``module:attribute``). ``tools`` maps a tool's name to its
+    settings, for tools without ``@effect``; a tool given neither is ``non_idempotent``.
+    ``limits``, ``budget``, ``prices`` and ``durability`` are a ``stead.Agent``'s."""
+    given = dict(tools or {})
+    label = name or agent.name
+    if not label:
+        raise UserError("an Agents SDK agent run by stead needs a name: Agent(name='...')")
+    if agent.handoffs:
+        raise UserError(
+            f"Agents SDK agent {label!r}: handoffs are not supported under stead yet; give "
+            "the other agents to this one as tools (agent.as_tool) or run them as their own runs"
+        )
+    model = agent.model
+    if not isinstance(model, Model):
+        raise UserError(
+            f"Agents SDK agent {label!r}: give it a model object "
+            "(OpenAIChatCompletionsModel / OpenAIResponsesModel with its AsyncOpenAI client), "
+            f"not {model!r}; stead wraps that model to journal each request"
+        )
+    model_name = str(getattr(model, "model", "") or type(model).__name__)
+    stead_tools: list[Tool[..., Any]] = []
+    wrapped: list[Any] = []
+    for tool in agent.tools:
+        if not isinstance(tool, FunctionTool):
+            raise UserError(
+                f"Agents SDK agent {label!r}: {type(tool).__name__} tools are not supported "
+                "under stead yet; give the agent function tools (@function_tool)"
+            )
+        settings = _settings(label, tool, given.pop(tool.name, None))
+        stead_tools.append(
+            foreign_tool(
+                tool.name,
+                tool.params_json_schema,
+                description=tool.description,
+                effect=settings.get("effect", "non_idempotent"),
+                reconcile=settings.get("reconcile"),
+                requires_approval=tool.needs_approval is not False,
+                timeout=settings.get("timeout", tool.timeout_seconds),
+                retries=settings.get("retries", 0),
+                what=f"Agents SDK agent {label!r}, tool {tool.name!r}",
+            )
+        )
+        wrapped.append(_journaled_tool(tool))
+    if given:
+        raise UserError(
+            f"Agents SDK agent {label!r}: tools={sorted(given)} names no tool of the agent "
+            f"(it has {sorted(t.name for t in agent.tools)})"
+        )
+    journaled = agent.clone(model=JournaledModel(model, model_name), tools=wrapped)
+
+    async def launch(journal: Journal) -> object:
+        config = RunConfig(tracing_disabled=True, workflow_name=label)
+        # The run's own limits (stead.Limits: max_turns, budgets) bound it, counted from the
+        # log across crashes; the SDK's per-call turn cap would end a long run on its own.
+        result = await Runner.run(
+            journal_agent, journal.state.input, run_config=config, max_turns=_SDK_TURNS
+        )
+        while result.interruptions:
+            state = result.to_state()
+            for item in result.interruptions:
+                await _decide(journal, state, item)
+            result = await Runner.run(journal_agent, state, run_config=config, max_turns=_SDK_TURNS)
+        return result.final_output
+
+    journal_agent = journaled
+    return foreign_agent(
+        label,
+        model_name,
+        stead_tools,
+        launch,
+        limits=limits,
+        budget=budget,
+        prices=prices,
+        durability=durability,
+    )
+
+
+async def _decide(journal: Journal, state: Any, item: ToolApprovalItem) -> None:
+    """The run's decision on a call the SDK paused on (``needs_approval``)."""
+    call_id = getattr(item.raw_item, "call_id", None)
+    if not isinstance(call_id, str):
+        raise UserError(f"the Agents SDK paused on {item.raw_item!r}, which has no call id")
+    got = await journal.decision(call_id)
+    if isinstance(got, ToolResultRecorded):
+        state.reject(item, rejection_message=got.content)
+    else:
+        state.approve(item)
+
+
+def _settings(agent: str, tool: FunctionTool, mapped: ToolSettings | None) -> ToolSettings:
+    marked: ToolSettings | None = getattr(tool, _KEY, None)
+    what = f"Agents SDK agent {agent!r}, tool {tool.name!r}"
+    if marked is not None and mapped is not None:
+        raise UserError(f"{what}: settings given both by @effect and in tools=; give them once")
+    settings = marked or mapped or ToolSettings()
+    unknown = sorted(set(settings) - set(_OPTIONS))
+    if unknown:
+        raise UserError(f"{what}: unknown settings {unknown}; it takes {', '.join(_OPTIONS)}")
+    return settings
+
+
+def _journaled_tool(tool: FunctionTool) -> FunctionTool:
+    """``tool`` with each invocation handed to the drive's journal (unchanged outside one)."""
+    invoke = tool.on_invoke_tool
+
+    async def on_invoke(ctx: SdkToolContext[Any], arguments: str) -> Any:
+        journal = current_journal()
+        if journal is None:
+            return await invoke(ctx, arguments)
+
+        async def body() -> ToolSucceeded | ToolFailed:
+            try:
+                out = await invoke(ctx, arguments)
+            except Exception as exc:  # the SDK's failure_error_function=None lets it out
+                return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
+            return ToolSucceeded(content=serialize_result(out))
+
+        recorded = await journal.tool(
+            ctx.tool_call_id, tool.name, lambda rec: same_json(rec, arguments), body
+        )
+        return recorded.content
+
+    copy = dataclasses.replace(tool, on_invoke_tool=on_invoke)
+    return copy

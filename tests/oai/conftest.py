@@ -1,0 +1,12 @@
+"""The OpenAI Agents SDK integration's tests. Each module skips itself (``importorskip``
+before its imports) when the openai-agents extra is not installed; a skip here, in a
+conftest, would stop the whole run instead."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "providers"))  # the suite's wire server and shapes
