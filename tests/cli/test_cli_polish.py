@@ -256,9 +256,21 @@ def _worker(store: str, *args: str) -> str:
     return done.stdout.strip()
 
 
+# A shell gives the command in the terminal's foreground Ctrl-C's default action, whatever its
+# own: a test run started in the background (``make test &``) ignores SIGINT, and Python keeps an
+# inherited ignore (so asyncio.run leaves SIGINT alone). The watcher starts as that foreground
+# command would.
+FOREGROUND = [
+    sys.executable,
+    "-c",
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from stead.cli import main; sys.exit(main())",
+]
+
+
 def _watcher(store: str, rid: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*STEAD, "--store", store, "runs", "watch", rid],
+        [*FOREGROUND, "--store", store, "runs", "watch", rid],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -191,9 +191,12 @@ class WireServer:
     def _wait(self, h: BaseHTTPRequestHandler, reply: Reply) -> bool:
         """Hold the stream; False if the client went away meanwhile."""
         sock: socket.socket = h.connection
+        # poll(), not select(): select() refuses a descriptor above 1023, and a test process
+        # that has opened many files and sockets before this one gets such descriptors.
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
         while not reply.release.is_set() and not self._stopping.is_set():
-            readable, _, _ = select.select([sock], [], [], 0.02)
-            if readable:
+            if poller.poll(20):
                 try:
                     data = sock.recv(1, socket.MSG_PEEK)
                 except OSError:

@@ -162,11 +162,14 @@ def test_watch_streamed_text_arrive(stack: Stack, page: object) -> None:
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
     live = page.locator("#live-text")  # type: ignore[attr-defined]
     live.wait_for(state="visible")
-    first = live.inner_text()
-    page.wait_for_function(  # type: ignore[attr-defined]
-        "n => document.getElementById('live-text').textContent.length > n", arg=len(first)
-    )
-    later = live.inner_text()
+    first = live.text_content()
+    # The grown text as the page held it when it grew: read again afterwards, the preview may
+    # already be gone (its reply recorded, the box emptied).
+    later = page.wait_for_function(  # type: ignore[attr-defined]
+        "n => { const t = document.getElementById('live-text').textContent;"
+        " return t.length > n ? t : false; }",
+        arg=len(first),
+    ).json_value()
     # A preview of one of the model's replies: a page that a loaded machine shows late may
     # first see the second call's (its text then grows from there).
     assert any(reply.startswith(later) for reply in STREAM_REPLIES), later
