@@ -158,7 +158,7 @@ async def test_a_batch_on_its_way_as_the_call_ends_is_written_not_cancelled(pg_u
     )
     waiting = (
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE '%ledger_progress%'"
+        "AND query LIKE '%ledger_progress%' AND datname = current_database()"
     )
     try:
         await _progress.publish(ledger, "warm", 0, ["x"], now=0.0)  # the tables are there

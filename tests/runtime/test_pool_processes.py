@@ -283,6 +283,7 @@ async def test_completions_survive_a_killed_listen_connection(
                 row = conn.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                     "WHERE application_name = 'stead-listen' AND pid <> pg_backend_pid()"
+                    " AND datname = current_database()"
                 ).fetchone()
                 kills += row[0] if row else 0
                 await asyncio.wait(waits, timeout=0.1)

@@ -92,6 +92,7 @@ def _terminate_listeners(url: str) -> int:
         row = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = 'stead-listen' AND pid <> pg_backend_pid()"
+            " AND datname = current_database()"
         ).fetchone()
     return int(row[0]) if row else 0
 

@@ -316,7 +316,10 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
     connection is killed, and after it reconnected by itself."""
     from stead.store.postgres import PostgresStore
 
-    listeners = "SELECT pid FROM pg_stat_activity WHERE application_name = 'stead-listen'"
+    listeners = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'stead-listen'"
+        " AND datname = current_database()"  # the run's server is shared by the xdist workers
+    )
     async with postgres_backend(pg_url) as b:
         watcher, writer = b.open(poll_interval=3600.0), b.open()
         assert isinstance(watcher, PostgresStore)
