@@ -18,7 +18,7 @@ from _pool_scenario import QUEUE, agent, charge, index_doc
 
 import stead
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
-from stead.errors import ExecutorError, StoreError
+from stead.errors import ExecutorError
 from stead.runtime import Pool, StoreExecutor
 from stead.runtime.executors import outcome_to_json
 from stead.store import open_store
@@ -336,7 +336,7 @@ async def test_an_outcome_the_ledger_holds_that_cannot_be_read_fails_after_one_r
         assert await ex.dispatch(a, signal=stead.AbortSignal())
         await _settle_as_an_executor(url, "e-garbled", {"kind": "tool_succeeded", "size": 3})
         with pytest.raises(
-            ExecutorError, match="'ex-far' settled effect e-garbled .* cannot be read"
+            ExecutorError, match=r"'ex-far' settled effect e-garbled .* cannot be read"
         ):
             await asyncio.wait_for(ex.outcome(a.key), 10)
     finally:
