@@ -309,7 +309,7 @@ def pg_url(postgres_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def crashable_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server of this session's own that tests may SIGKILL and start again.
+    """A PostgreSQL server of the test run's own that tests may SIGKILL and start again.
 
     Durable (fsync and synchronous commit on): a crash must lose no synced commit, as in
     production. Started from the local binaries even when ``STEAD_TEST_POSTGRES_URL`` is set.

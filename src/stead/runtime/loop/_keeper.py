@@ -148,7 +148,7 @@ class Keeper:
 
     async def _watch(self, held: list[_Held]) -> None:
         """One look for a cancel request another process appended, for every run at once (one
-        read of their last sequences). Our own appends advance the session before the store,
+        read of their last sequences). Our own appends advance the OwnedRun before the store,
         so they never count: only another writer's do."""
         store = self._host.store
         seen = [max(h.seen, h.session.durable_seq) for h in held]
