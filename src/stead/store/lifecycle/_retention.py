@@ -211,7 +211,8 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
             head = await s.one(
                 q(
                     store,
-                    "SELECT r.run_no, e.kind, e.version, e.data, m.input FROM runs r "
+                    "SELECT r.run_no, e.kind, e.version, e.data, m.input, m.conversation_id "
+                    "FROM runs r "
                     "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq = 1 "
                     "LEFT JOIN conversation_messages m ON m.run_id = r.run_id WHERE r.run_id = ?",
                 ),
@@ -219,6 +220,10 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
             )
             if head is None:
                 continue
+            if head[5] is not None and store.CONVERSATION_LOCK is not None:
+                # A message sent to the conversation now commits before this guard reads
+                # (and so keeps the run it needs) or waits until the delete has committed.
+                await s.one(q(store, store.CONVERSATION_LOCK), (head[5],))
             if await s.run(q(store, _GUARDED_DELETE), (rid, j.status, j.last_seq, rid, rid)) != 1:
                 continue
             if head[3] is not None:
