@@ -4,6 +4,8 @@ error result for each call left in flight, and a refusal for a turn the run neve
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stead.core.events import (
     AssistantMessageRecorded,
@@ -13,7 +15,7 @@ from stead.core.events import (
     ToolResultRecorded,
     TurnStarted,
 )
-from stead.core.fork import last_turn, plan_fork
+from stead.core.fork import ForkPlan, last_turn, plan_fork, start_with
 from stead.core.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from stead.errors import UserError
 
@@ -80,3 +82,47 @@ def test_a_turn_the_run_never_reached_is_refused(at: object) -> None:
         plan_fork(LOG, at, "src")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="no turn yet"):
         plan_fork(LOG[:2], 0, "src")  # type: ignore[arg-type]
+
+
+_CALL_IDS = st.sampled_from(["a", "b", "c"])
+_GIVEN = st.lists(
+    st.one_of(
+        st.builds(
+            lambda ids: AssistantMessage(
+                tool_calls=tuple(ToolCall(id=i, name="lookup", arguments="{}") for i in ids),
+                stop_reason="tool_use",
+            ),
+            st.lists(_CALL_IDS, max_size=2),
+        ),
+        st.builds(
+            lambda i: ToolResultMessage(tool_call_id=i, name="lookup", content="r"),
+            _CALL_IDS,
+        ),
+        st.builds(lambda t: UserMessage(content=t), st.text(max_size=3)),
+        st.text(max_size=3),
+    ),
+    max_size=6,
+)
+
+
+@given(_GIVEN)
+def test_given_messages_are_taken_only_when_every_call_keeps_exactly_one_result(
+    given: list[object],
+) -> None:
+    """Whatever is given, ``start_with`` refuses it or returns a history in which every call
+    has exactly one result, no id is called twice, and no result answers nothing."""
+    plan = ForkPlan(history=(UserMessage(content="x"),), carried_results=0, dropped_calls=())
+    try:
+        start = start_with(plan, given)
+    except UserError:
+        return
+    assert isinstance(given[-1], UserMessage | str)
+    called: list[str] = []
+    answered: list[str] = []
+    for m in start.history:
+        if isinstance(m, AssistantMessage):
+            assert set(called) == set(answered), "a reply before every call had its result"
+            called += [c.id for c in m.tool_calls]
+        elif isinstance(m, ToolResultMessage):
+            answered.append(m.tool_call_id)
+    assert len(called) == len(set(called)) and sorted(called) == sorted(answered)

@@ -18,7 +18,12 @@ from _crash_harness import KILLED, finish
 import stead
 from stead.cli import main
 from stead.core.events import RunForked, ToolCallRequested
-from stead.core.messages import ToolResultMessage
+from stead.core.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from stead.testing import Reply, ScriptedModel, assert_valid_history
 
 CHILD = Path(__file__).parent / "lifecycle_child.py"
@@ -135,6 +140,76 @@ async def test_a_fork_of_a_conversation_run_starts_a_branch(url: str) -> None:
         ]
 
 
+async def test_a_fork_goes_on_with_given_messages_and_reruns_none_of_them(url: str) -> None:
+    """messages=: a different reply of the model (with its call and result) and the user's
+    answer to it; the given call is history, not work: the lookup does not run for it."""
+    agent = support()
+    async with stead.Runtime(url, agents=[agent]) as rt:
+        source = await rt.run(await rt.start(agent, "check orders"))
+        given = [
+            AssistantMessage(
+                text="let me check 9",
+                tool_calls=(ToolCall(id="given-1", name="lookup", arguments='{"order_id":9}'),),
+                stop_reason="tool_use",
+            ),
+            ToolResultMessage(tool_call_id="given-1", name="lookup", content="cancelled"),
+            UserMessage(content="and order 2?"),
+        ]
+        fork = await rt.fork(source.run_id, at_turn=0, messages=given)
+        done = await rt.run(fork.run_id)
+        assert done.status.value == "completed" and done.output == "done"
+        # the scripted model answers by how many replies it has read: the fork's one turn
+        # after the given reply asks for order 2; order 9 (a given call) never runs
+        assert RAN == [0, 1, 2, 2]
+        users = [m.content for m in done.messages if isinstance(m, UserMessage)]
+        assert users == ["check orders", "and order 2?"]
+        assert [m.content for m in done.messages if isinstance(m, ToolResultMessage)][1] == (
+            "cancelled"
+        )
+        assert_valid_history(await rt.state(done.run_id))
+
+
+async def test_fork_messages_that_would_break_the_history_are_refused(url: str) -> None:
+    agent = support()
+    call = AssistantMessage(
+        tool_calls=(ToolCall(id="c-9", name="lookup", arguments="{}"),), stop_reason="tool_use"
+    )
+    answer = ToolResultMessage(tool_call_id="c-9", name="lookup", content="x")
+    bad: list[tuple[Any, str]] = [
+        ([], "is empty"),
+        ("just text", "list of messages"),
+        ([call], "the last must be a user message"),
+        ([call, "next"], "before the results of calls"),
+        ([answer, "next"], "no earlier assistant message"),
+        ([call, answer, answer, "next"], "no earlier assistant message"),
+        ([call, answer, call, answer, "next"], "repeats tool call id"),
+        ([42], "give a stead message"),
+        ([UserMessage(content=7)], "messages\\[0\\]"),  # type: ignore[arg-type]
+        ([UserMessage(content="\ud800")], "surrogate"),
+    ]
+    async with stead.Runtime(url, agents=[agent]) as rt:
+        rid = (await rt.run(await rt.start(agent, "x"))).run_id
+        first = (await rt.get(rid)).messages[1]
+        assert isinstance(first, AssistantMessage)
+        again = AssistantMessage(tool_calls=first.tool_calls, stop_reason="tool_use")
+        bad.append(([again, "next"], "repeats tool call id"))
+        for messages, says in bad:
+            with pytest.raises(stead.UserError, match=says):
+                await rt.fork(rid, at_turn=1, messages=messages)
+        with pytest.raises(stead.UserError, match="one of them"):
+            await rt.fork(rid, at_turn=1, input="y", messages=["y"])
+        with pytest.raises(stead.UserError, match="one of them"):
+            await rt.fork(rid, at_turn=1)
+        unstored = stead.Attachment(
+            kind="image", digest="sha256:" + "0" * 64, media_type="image/png"
+        )
+        with pytest.raises(stead.UserError, match="does not hold"):
+            await rt.fork(
+                rid, at_turn=1, messages=[UserMessage(content="see", attachments=(unstored,))]
+            )
+        assert len(await rt.list_runs()) == 1
+
+
 async def test_a_fork_at_a_turn_the_run_never_reached_is_refused(url: str) -> None:
     agent = support()
     async with stead.Runtime(url, agents=[agent]) as rt:
@@ -206,3 +281,27 @@ def test_the_cli_forks_and_shows_the_lineage(
     assert f"from {rid} at turn 0" in shown and "results carried" in shown
     assert main(["--store", url, "runs", "fork", rid, "--at-turn", "9", "--input", "y"]) == 2
     assert "turns 0 to 3" in capsys.readouterr().err
+    given = tmp_path / "given.json"
+    given.write_text(
+        '[{"role": "assistant", "text": "seen"}, {"role": "user", "content": "go on"}]',
+        encoding="utf-8",
+    )
+    assert (
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--messages", str(given)]) == 0
+    )
+    other = capsys.readouterr().out.strip()
+
+    async def last_input() -> str:
+        async with stead.Runtime(url, agents=[support()]) as rt:
+            created = (await rt.events(other))[0].event
+            return str(getattr(created, "input", ""))
+
+    assert asyncio.run(last_input()) == "go on"
+    given.write_text('{"role": "user"}', encoding="utf-8")
+    assert (
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--messages", str(given)]) == 2
+    )
+    assert "JSON list of messages" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: one of --input and --messages is required
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "0"])
+    assert "--input" in capsys.readouterr().err

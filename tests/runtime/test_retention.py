@@ -294,3 +294,24 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
                 sum(1 for e in await rt.events(rid) if e.event.kind == "tool_call_requested") == 3
             )
         assert (await rt.get(waiting)).status.value == "awaiting_approval"
+
+
+async def test_a_cap_pages_past_the_runs_it_keeps_for_their_dependents(url: str) -> None:
+    """max_runs=2, two runs a transaction: the newest runs over the cap are sources of
+    forks (kept), and every older one over the cap still goes in the same prune."""
+    agent = stead.Agent("capped", ScriptedModel([Reply(text="done")] * 20), [])
+    async with stead.Runtime(url, agents=[agent]) as rt:
+        made = [(await rt.run(await rt.start(agent, f"n{i}"))).run_id for i in range(8)]
+        for source in made[4:6]:  # the two newest over the cap: a queued fork each
+            await rt.fork(source, at_turn=0, input="again")
+        policy = Retention(max_runs=2, batch=2)
+        seen = await rt.prune(policy)
+        assert sorted(rid for rid, _ in seen.runs) == sorted(made[:4])
+        why = dict(seen.runs)
+        assert why[made[0]] == "7 newer finished runs of capped, kept 2"
+        assert why[made[3]] == "4 newer finished runs of capped, kept 2"
+        done = await rt.prune(policy, apply=True)
+        assert sorted(rid for rid, _ in done.runs) == sorted(made[:4])
+        left = {r.run_id for r in await rt.list_runs(limit=100)}
+        assert set(made[4:]) <= left and not set(made[:4]) & left
+        assert (await rt.prune(policy)).runs == []

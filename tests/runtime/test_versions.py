@@ -8,6 +8,7 @@ the run in every policy."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,6 +193,18 @@ async def test_two_workers_of_different_versions_on_postgres_each_drive_only_the
             for r in runs["v1"]:
                 assert f"{r} waits for agent refunds at {prints['v1']}" in text, text
             assert prints["v2"] not in text
+            as_json = await asyncio.to_thread(
+                subprocess.run,
+                [STEAD, "--store", pg_url, "runs", "list", "--json"],
+                capture_output=True,
+                text=True,
+            )
+            waits = {
+                row["run_id"]: row.get("waits_for_version")
+                for row in map(json.loads, as_json.stdout.splitlines())
+            }
+            assert all(waits[r] == prints["v1"] for r in runs["v1"]), waits
+            assert not any(waits[r] for r in runs["v2"]), waits
             w1 = worker("v1")
             try:
                 await until(lambda: finished(runs["v1"]), "worker v1 to finish the v1 runs")

@@ -149,6 +149,21 @@ def test_a_run_forked_over_http_carries_its_history_and_names_its_source(
     assert roles[:4] == ["user", "assistant", "tool", "user"]  # carried, then the new input
     bad = api.post(f"/runs/{source['run_id']}/fork", json={"at_turn": 9, "input": "x"})
     assert bad.status_code == 400 and "turns 0 to" in bad.text
+    given = [
+        {"role": "assistant", "text": "Order 7 is late."},
+        {"role": "user", "content": "And order 8?"},
+    ]
+    r = api.post(f"/runs/{source['run_id']}/fork", json={"at_turn": 0, "messages": given})
+    assert r.status_code == 201, r.text
+    said = [m["data"].get("text") for m in api.get(f"/runs/{r.json()['run_id']}/messages").json()]
+    assert "Order 7 is late." in said  # the given reply is the fork's history
+    for body, says in [
+        ({"at_turn": 0, "messages": [{"role": "assistant", "text": "x"}]}, "user message"),
+        ({"at_turn": 0, "messages": [{"role": "user"}]}, "messages[0]"),
+        ({"at_turn": 0}, "one of them"),
+    ]:
+        bad = api.post(f"/runs/{source['run_id']}/fork", json=body)
+        assert bad.status_code == 400 and says in bad.text, (body, bad.text)
 
 
 def test_a_structured_answer_is_the_run_details_data(api: httpx.Client) -> None:

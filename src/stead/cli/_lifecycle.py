@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
@@ -15,6 +16,7 @@ from rich.text import Text
 from stead.cli._args import positive
 from stead.cli._command import Command, command, runtime_command
 from stead.cli._list import _SPAN, _UNIT, since
+from stead.core.fork import decode_messages
 from stead.core.retention import Retention
 from stead.errors import UserError
 from stead.runtime import Runtime, resolve_run_id
@@ -154,7 +156,14 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 def _fork_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
     p.add_argument("--at-turn", required=True, help="the source's last turn to carry (from 0)")
-    p.add_argument("--input", required=True, help="the new user message after that turn")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--input", help="the new user message after that turn")
+    given.add_argument(
+        "--messages",
+        metavar="FILE",
+        help="a JSON list of messages to go on with instead (the last a user message; "
+        "docs/lifecycle.md)",
+    )
     p.add_argument("--agent", default=None, help="the agent that drives the fork (by name)")
 
 
@@ -169,7 +178,19 @@ async def _fork(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         raise UserError(
             f"--at-turn takes a turn number (0, 1, ...), not {args.at_turn!r}"
         ) from None
-    view = await rt.fork(args.run_id, at_turn=turn, input=args.input, agent=args.agent)
+    messages = None
+    if args.messages is not None:
+        try:
+            text = await asyncio.to_thread(Path(args.messages).read_text, encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read --messages {args.messages!r}: {exc}") from None
+        try:
+            messages = decode_messages(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--messages {args.messages!r} is not JSON: {exc}") from None
+    view = await rt.fork(
+        args.run_id, at_turn=turn, input=args.input, messages=messages, agent=args.agent
+    )
     out.print(Text(view.run_id))
     return 0
 

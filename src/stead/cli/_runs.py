@@ -63,8 +63,14 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         except (CorruptEvent, IllegalTransition) as why:  # one damaged run hides no other
             rows.append(damaged_row(r, why))
     if args.json:
+        from stead.store.lifecycle import stranded
+
+        waits = {s.run_id: s.fingerprint for s in await stranded(rt.store, now=now)}
         for row in rows:
-            print(json.dumps(row_json(row, now), ensure_ascii=False))
+            shown = row_json(row, now)
+            if row.record.run_id in waits:  # pinned to a version no live worker has
+                shown["waits_for_version"] = waits[row.record.run_id]
+            print(json.dumps(shown, ensure_ascii=False))
     else:
         out.print(runs_table(rows, now, width=out.width))
         await _stranded(rt, now, out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -17,7 +18,14 @@ from typing import IO, Any
 
 from stead.core.builders import created_event, forked_event
 from stead.core.events import RunCreated
-from stead.core.fork import plan_fork
+from stead.core.fork import ForkStart, plan_fork, start_with
+from stead.core.messages import (
+    Attachment,
+    Message,
+    UserMessage,
+    message_from_json,
+    message_to_json,
+)
 from stead.core.retention import Retention
 from stead.errors import ImportFileError, SteadError, UserError
 from stead.runtime.agent import Agent, RunView, checks
@@ -70,13 +78,16 @@ class Lifecycle:
         run_id: str,
         *,
         at_turn: int,
-        input: str,
+        input: str | None = None,
+        messages: Sequence[Message | str] | None = None,
         agent: Any = None,
         new_run_id: str | None = None,
     ) -> RunView:
         """A new queued run whose history is run ``run_id``'s up to the end of turn
-        ``at_turn``, then ``input`` (the new user message); driven by ``agent`` (an Agent or
-        the name of a registered one; the source's by default).
+        ``at_turn``, then ``input`` (the new user message), or then ``messages`` (stead
+        messages or strings, the last a user message: e.g. a different reply of the model
+        and the user's answer to it); driven by ``agent`` (an Agent or the name of a
+        registered one; the source's by default).
 
         Nothing carried runs again: the source's results are the fork's history. A call of
         that turn with no result in the source (in flight, waiting on a person) is not
@@ -84,12 +95,28 @@ class Lifecycle:
         ``run_forked`` event; a run of a conversation starts a branch of it (a conversation
         of its own, whose first message is the fork). Written in one transaction."""
         checks.identifier("run_id", run_id)
-        checks.text("the fork's input", input)
+        if (input is None) == (messages is None):
+            raise UserError(
+                "fork takes input=... (a new user message) or messages=..., one of them"
+            )
+        if input is not None:
+            checks.text("the fork's input", input)
         if new_run_id is not None:
             checks.identifier("new_run_id", new_run_id)
         stored = await hydrate(self.store, await self.store.read_events(run_id))
         events = [e.event for e in stored]
         plan = plan_fork(events, at_turn, run_id)
+        if messages is None:
+            assert input is not None
+            start = ForkStart(history=plan.history, input=input, attachments=())
+        else:
+            start = start_with(plan, messages)
+            given = start.history[len(plan.history) :]
+            for i, m in enumerate(
+                (*given, UserMessage(content=start.input, attachments=start.attachments))
+            ):
+                _storable(f"fork messages[{i}]", m)
+            await self._check_blobs(given, start.attachments)
         source = events[0]
         assert isinstance(source, RunCreated)
         if isinstance(agent, Agent):
@@ -107,15 +134,32 @@ class Lifecycle:
         created = created_event(
             rid,
             name,
-            input,
+            start.input,
             session_id=branch,
             correlation_id=source.correlation_id,
             config=source.config,
-            history=plan.history,
+            history=start.history,
+            attachments=start.attachments,
         )
         forked = forked_event(run_id, at_turn, plan)
         await create_fork(self.store, created, forked, now=self.clock())
         return await self.get(rid)  # type: ignore[attr-defined,no-any-return]
+
+    async def _check_blobs(
+        self, given: Sequence[Message], attachments: Sequence[Attachment]
+    ) -> None:
+        """Every attachment a fork's given messages name is stored already (a fork sends no
+        new bytes: it names what its source's messages or an earlier upload stored)."""
+        named = {a.digest for a in attachments}
+        for m in given:
+            if isinstance(m, UserMessage):
+                named |= {a.digest for a in m.attachments}
+        if named:
+            missing = named - set(await sql_store(self.store).get_blobs(named))
+            if missing:
+                raise UserError(
+                    f"fork messages name attachments this store does not hold: {sorted(missing)}"
+                )
 
     async def export(
         self,
@@ -285,3 +329,16 @@ class Pruner:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.policy.interval)
+
+
+def _storable(what: str, m: Message) -> None:
+    """A message the store can write and read back as it was: its JSON decodes to it (a
+    field of the wrong type is refused, not coerced) and its text is UTF-8."""
+    try:
+        data = message_to_json(m)
+        back = message_from_json(data)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise UserError(f"{what} is not a message stead can store: {exc}") from None
+    if back != m:
+        raise UserError(f"{what} does not read back as given: check its field types")
+    checks.text(what, json.dumps(data, ensure_ascii=False))

@@ -101,10 +101,13 @@ class Answer(_Body):
 
 
 class Fork(_Body):
-    """Fork a run after one of its turns: its history through that turn, then ``input``."""
+    """Fork a run after one of its turns: its history through that turn, then ``input``
+    (a new user message) or ``messages`` (messages as the export format writes them, the
+    last a user message): one of the two."""
 
     at_turn: int = Field(ge=0)
-    input: Text
+    input: Text | None = None
+    messages: list[Arguments] | None = Field(default=None, min_length=1, max_length=1_000)
     agent: Short | None = None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from stead.core.fork import decode_messages
 from stead.server import _shape as shape
 from stead.server._deps import Caller, CallPath, Rt, RunPath
 from stead.server._models import Answer, Approve, CreateRun, Deny, Fork, RunDetail, Steer
@@ -90,5 +91,8 @@ async def fork(run_id: RunPath, body: Fork, _: Caller, rt: Rt) -> RunDetail:
     """Queue a new run whose history is this run's through turn ``at_turn``, then
     ``input``: nothing carried runs again, a call in flight at that turn is not carried
     (docs/lifecycle.md). Returns the fork; a worker drives it."""
-    view = await rt.fork(run_id, at_turn=body.at_turn, input=body.input, agent=body.agent)
+    messages = None if body.messages is None else decode_messages(body.messages)
+    view = await rt.fork(
+        run_id, at_turn=body.at_turn, input=body.input, messages=messages, agent=body.agent
+    )
     return await shape.detail(rt, view.run_id)

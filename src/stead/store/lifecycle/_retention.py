@@ -53,40 +53,36 @@ async def judge(
     found: dict[str, tuple[Any, ...]] = {}
     cursor = after or (float("-inf"), "")
     last: tuple[float, str] | None = None
+    page = "(updated_at > ? OR (updated_at = ? AND run_id > ?)) ORDER BY updated_at, run_id LIMIT ?"
     async with store._reading() as s:
         keep = policy.shortest_keep()
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for status, seconds in sorted(keep.items()):
-            rows += await s.all(
-                q(
-                    store,
-                    f"SELECT {_COLUMNS} FROM runs WHERE lease_owner IS NULL AND status = ? "
-                    "AND updated_at <= ? AND (updated_at > ? OR (updated_at = ? AND run_id > ?)) "
-                    "ORDER BY updated_at, run_id LIMIT ?",
-                ),
-                (status, now - seconds, cursor[0], cursor[0], cursor[1], limit),
-            )
-        rows.sort(key=lambda r: (r[3], r[0]))
-        rows = rows[:limit]
-        if len(rows) == limit:
-            last = (rows[-1][3], rows[-1][0])
-        for r in rows:
-            found[r[0]] = (*r, 0)
+            rows += [
+                (*r, 0)
+                for r in await s.all(
+                    q(
+                        store,
+                        f"SELECT {_COLUMNS} FROM runs WHERE lease_owner IS NULL AND status = ? "
+                        f"AND updated_at <= ? AND {page}",
+                    ),
+                    (status, now - seconds, cursor[0], cursor[0], cursor[1], limit),
+                )
+            ]
         if policy.capped():
             for (agent,) in await s.all("SELECT DISTINCT agent FROM runs"):
                 cap = policy.for_agent(agent).max_runs
-                if cap is None:
-                    continue
-                over = await s.all(
-                    q(
-                        store,
-                        f"SELECT {_COLUMNS} FROM runs WHERE agent = ? AND status IN "
-                        f"({_FINISHED_SQL}) ORDER BY updated_at DESC, run_id DESC LIMIT ? OFFSET ?",
-                    ),
-                    (agent, limit, cap),
-                )
-                for i, r in enumerate(over):
-                    found.setdefault(r[0], (*r, cap + i))
+                if cap is not None:
+                    rows += await _over_cap(store, s, agent, cap, cursor, limit)
+        # The next ``limit`` candidates of every query, merged: a pass pages through them
+        # all (a run kept for its dependents does not hold the ones after it back).
+        for r in sorted(rows, key=lambda r: (r[3], r[0], -r[6])):
+            if r[0] not in found:
+                found[r[0]] = r
+        if len(found) >= limit:
+            kept = sorted(found.values(), key=lambda r: (r[3], r[0]))[:limit]
+            found = {r[0]: r for r in kept}
+            last = (kept[-1][3], kept[-1][0])
         dependents: dict[str, tuple[str, ...]] = {}
         todo = list(found)
         while todo and len(found) < limit * 8:
@@ -137,6 +133,46 @@ async def judge(
     for v in verdicts:
         place(v.run_id)
     return ordered, last
+
+
+async def _over_cap(
+    store: SQLStore, s: Any, agent: str, cap: int, cursor: tuple[float, str], limit: int
+) -> list[tuple[Any, ...]]:
+    """The oldest ``limit`` finished runs of ``agent`` after ``cursor`` that are not among its
+    ``cap`` newest, each with how many finished runs of the agent are newer."""
+    finished = f"agent = ? AND status IN ({_FINISHED_SQL})"
+    edge = await s.one(
+        q(
+            store,
+            f"SELECT updated_at, run_id FROM runs WHERE {finished} "
+            "ORDER BY updated_at DESC, run_id DESC LIMIT 1 OFFSET ?",
+        ),
+        (agent, cap),
+    )
+    if edge is None:
+        return []
+    rows = await s.all(
+        q(
+            store,
+            f"SELECT {_COLUMNS} FROM runs WHERE {finished} "
+            "AND (updated_at < ? OR (updated_at = ? AND run_id <= ?)) "
+            "AND (updated_at > ? OR (updated_at = ? AND run_id > ?)) "
+            "ORDER BY updated_at, run_id LIMIT ?",
+        ),
+        (agent, edge[0], edge[0], edge[1], cursor[0], cursor[0], cursor[1], limit),
+    )
+    if not rows:
+        return []
+    newer = await s.one(
+        q(
+            store,
+            f"SELECT COUNT(*) FROM runs WHERE {finished} "
+            "AND (updated_at > ? OR (updated_at = ? AND run_id > ?))",
+        ),
+        (agent, rows[0][3], rows[0][3], rows[0][0]),
+    )
+    first = int(newer[0]) if newer else cap
+    return [(*r, first - i) for i, r in enumerate(rows)]
 
 
 def _marks(n: int) -> str:
@@ -211,7 +247,8 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
             head = await s.one(
                 q(
                     store,
-                    "SELECT r.run_no, e.kind, e.version, e.data, m.input FROM runs r "
+                    "SELECT r.run_no, e.kind, e.version, e.data, m.input, m.conversation_id "
+                    "FROM runs r "
                     "LEFT JOIN events e ON e.run_no = r.run_no AND e.seq = 1 "
                     "LEFT JOIN conversation_messages m ON m.run_id = r.run_id WHERE r.run_id = ?",
                 ),
@@ -219,6 +256,10 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
             )
             if head is None:
                 continue
+            if head[5] is not None and store.CONVERSATION_LOCK is not None:
+                # A message sent to the conversation now commits before this guard reads
+                # (and so keeps the run it needs) or waits until the delete has committed.
+                await s.one(q(store, store.CONVERSATION_LOCK), (head[5],))
             if await s.run(q(store, _GUARDED_DELETE), (rid, j.status, j.last_seq, rid, rid)) != 1:
                 continue
             if head[3] is not None:

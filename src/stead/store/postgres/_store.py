@@ -82,6 +82,7 @@ from stead.store.sql import Loaded, Watcher, known_key
 log = logging.getLogger("stead.store")
 
 _MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
+_CONVERSATIONS = 0x436F6E76  # "Conv": the advisory locks of conversations (a key each)
 _UNSYNCED = _append.UNSYNCED
 
 
@@ -91,6 +92,7 @@ class PostgresStore(_sql.SQLStore):
     dialect = "postgres"
     GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/sql/_group.py)
     PARAM = "%s"
+    CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""

@@ -124,6 +124,11 @@ class ChatRows:
     """``ConversationStore`` over the shared SQL session (mixed into both SQL stores)."""
 
     PARAM: ClassVar[str]
+    CONVERSATION_LOCK: ClassVar[str | None] = None
+    """A statement that takes a lock on one conversation (its id the parameter) until the
+    transaction ends, where writers do not queue on one lock already (PostgreSQL). A new
+    message and the prune of the conversation's last run take it, so the prune's check that
+    no message came after the run sees every message that commits before its delete."""
 
     def _reading(self) -> AbstractAsyncContextManager[Any]:
         raise NotImplementedError
@@ -159,6 +164,8 @@ class ChatRows:
                 return _entry(row), False
             try:
                 async with self._writing() as s:
+                    if self.CONVERSATION_LOCK is not None:
+                        await s.one(self._q(self.CONVERSATION_LOCK), (conversation_id,))
                     params = (conversation_id, message_id, run_id, agent, text, message["now"])
                     await s.run(insert, (*params, conversation_id))
                     row = await s.one(by_id, (conversation_id, message_id))
