@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _wait import until
 from wire_server import WireServer
 from wire_shapes import openai_stream
 
 import stead
+from _wait import until
 from stead.store import open_store
 
 HERE = Path(__file__).parent
