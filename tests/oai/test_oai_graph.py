@@ -92,7 +92,7 @@ def test_tools_of_the_agents_handed_to_are_one_set(llm: Any) -> None:
 
 def test_hosted_tools_are_refused_saying_why(llm: Any) -> None:
     helper = Agent(name="helper", model=llm, tools=[WebSearchTool()])
-    with pytest.raises(UserError, match="WebSearchTool tools are not supported.*hosted tools"):
+    with pytest.raises(UserError, match=r"WebSearchTool tools are not supported.*hosted tools"):
         sa.durable(Agent(name="triage", model=llm, handoffs=[helper]))
 
 
