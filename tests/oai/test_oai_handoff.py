@@ -1,7 +1,7 @@
 """A handoff within one stead run: the triage agent hands the customer to the support agent,
-whose tool sends the message; the process is SIGKILLed after the delivery and before its
-result is recorded; ``stead resume`` goes on with the support agent, its send reconciled by
-the effect class given for it, delivered once."""
+whose tool sends the message; the ``stead run`` process is SIGKILLed after the delivery and
+before its result is recorded; a resume in another process goes on with the support agent,
+its send reconciled by the effect class given for it, delivered once."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from oai_handoff_support import SUPPORT, TRIAGE
 from wire_server import Seen, WireServer
 from wire_shapes import openai_stream
 
+import stead
 from stead.store import open_store
 
 HANDOFF = "call_h1"
@@ -42,7 +43,7 @@ async def _log(store: str) -> tuple[str, list[Any]]:
 
 
 def test_killed_after_the_handed_to_agents_delivery_resumes_on_that_agent(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     ledger = tmp_path / "deliveries.jsonl"
@@ -66,11 +67,19 @@ def test_killed_after_the_handed_to_agents_delivery_resumes_on_that_agent(
         assert len(server.requests) == 2
         run_id, _ = asyncio.run(_log(store))
 
-        done = stead_cli(
-            "--store", store, "resume", run_id, "--agents", "oai_handoff_support:agent", env=e
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "completed" in done.stdout, done.stdout
+        # A fresh process of its own resumes it: this one, its agents built on this server.
+        monkeypatch.setenv("OAI_BASE_URL", server.url)
+        monkeypatch.setenv("STEAD_TEST_LEDGER", str(ledger))
+        import oai_handoff_support
+
+        agent = oai_handoff_support.build()
+
+        async def resume() -> stead.RunView:
+            async with stead.Runtime(store, agents=[agent]) as rt:
+                return await rt.resume(run_id)
+
+        view = asyncio.run(resume())
+        assert view.status.value == "completed", view.error
 
     assert len(deliveries(ledger)) == 1, "delivered once"
     first, second, last = server.requests

@@ -1,6 +1,7 @@
-"""A follow-up in a conversation, in another process: the SDK's ``Runner`` of the second run
-reads the first run's turn through the session stead gives it (``SteadSession``, from the
-log), so the model is sent the earlier exchange before the new message."""
+"""A follow-up in a conversation, in another process: the first message is answered by a
+child process that then exits; the SDK's ``Runner`` of the follow-up's run, here, reads that
+turn through the session stead gives it (``SteadSession``, from the log), so the model is sent
+the earlier exchange before the new message."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +18,12 @@ from _oai_scripts import HERE, env
 from wire_server import WireServer
 from wire_shapes import openai_stream
 
+import stead
 import stead.openai_agents as sa
 from stead.core.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 
-def _send(e: dict[str, str], text: str) -> str:
+def _send_elsewhere(e: dict[str, str], text: str) -> str:
     done = subprocess.run(
         [sys.executable, str(HERE / "oai_session_child.py"), "conv_ada", text],
         capture_output=True,
@@ -34,13 +37,25 @@ def _send(e: dict[str, str], text: str) -> str:
     return done.stdout
 
 
-def test_a_follow_up_in_another_process_sees_the_earlier_turn(tmp_path: Path) -> None:
+def test_a_follow_up_in_another_process_sees_the_earlier_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
     with WireServer() as server:
         server.push(openai_stream("Noted, Ada."), openai_stream("Your name is Ada."))
-        e = env(server.url, tmp_path / "deliveries.jsonl")
-        e["STEAD_TEST_STORE"] = f"sqlite:///{tmp_path / 'runs.db'}"
-        assert _send(e, "My name is Ada.").startswith("completed Noted, Ada.")
-        assert _send(e, "What is my name?").startswith("completed Your name is Ada.")
+        e = env(server.url, tmp_path / "deliveries.jsonl", STEAD_TEST_STORE=store)
+        assert _send_elsewhere(e, "My name is Ada.").startswith("completed Noted, Ada.")
+        monkeypatch.setenv("OAI_BASE_URL", server.url)
+        import oai_support
+
+        agent = oai_support.build()  # its model on this test's server
+
+        async def follow_up() -> stead.RunView:
+            async with stead.Runtime(store, agents=[agent]) as rt:
+                return await rt.send("conv_ada", "What is my name?")
+
+        view = asyncio.run(follow_up())
+    assert (view.status.value, view.output) == ("completed", "Your name is Ada.")
     first, follow_up = server.requests
     said = [(m["role"], m["content"]) for m in follow_up.body["messages"] if m["role"] != "system"]
     assert said == [
