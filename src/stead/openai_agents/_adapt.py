@@ -4,7 +4,9 @@ The stead agent's tools are ``stead.foreign`` tools with the effect class, recon
 timeout and approval of each SDK function tool; its runs launch the SDK's own ``Runner`` on a
 copy of the agent whose model is journaled (``JournaledModel``) and whose function tools hand
 each invocation to the journal: intent in the log before the tool runs, the result recorded
-by call id, the SDK given back only what the log recorded.
+by call id, the SDK given back only what the log recorded. Every agent reachable by handoff
+is copied alike (``_handoffs``), and the SDK reads the conversation before the run's input
+from a ``SteadSession`` over the log.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def durable(
                 f"OpenAIResponsesModel with its AsyncOpenAI client), not {model!r}; stead wraps "
                 "that model to journal each request"
             )
-        model_name = model_name or str(getattr(model, "model", "") or type(model).__name__)
+        model_name = model_name or _model_name(model)
         for tool in sdk_agent.tools:
             if not isinstance(tool, FunctionTool):
                 raise UserError(
@@ -156,7 +158,7 @@ def durable(
     journal_agent = journaled_graph(
         graph,
         lambda a: a.clone(
-            model=JournaledModel(cast(Model, a.model), model_name),
+            model=JournaledModel(cast(Model, a.model), _model_name(cast(Model, a.model))),
             tools=[wrapped[id(t)] for t in a.tools],
         ),
     )
@@ -194,6 +196,10 @@ def durable(
         prices=prices,
         durability=durability,
     )
+
+
+def _model_name(model: Model) -> str:
+    return str(getattr(model, "model", "") or type(model).__name__)
 
 
 async def _decide(journal: Journal, state: Any, item: ToolApprovalItem) -> None:
