@@ -1,4 +1,4 @@
-"""Send one message to a conversation of the seed scenario's agent, then exit:
+"""Send one message to a conversation of the triage agent, then exit:
 ``python oai_session_child.py CONVERSATION TEXT`` with the store in ``STEAD_TEST_STORE``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from oai_support import agent
+from oai_handoff_support import agent
 
 import stead
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from _oai_scripts import MESSAGE, SENT, deliveries, env, stead_cli
 from oai_handoff_support import SUPPORT, TRIAGE
+from openai import AsyncOpenAI
 from wire_server import Seen, WireServer
 from wire_shapes import openai_stream
 
@@ -68,15 +69,17 @@ def test_killed_after_the_handed_to_agents_delivery_resumes_on_that_agent(
         run_id, _ = asyncio.run(_log(store))
 
         # A fresh process of its own resumes it: this one, its agents built on this server.
-        monkeypatch.setenv("OAI_BASE_URL", server.url)
         monkeypatch.setenv("STEAD_TEST_LEDGER", str(ledger))
         import oai_handoff_support
 
-        agent = oai_handoff_support.build()
-
         async def resume() -> stead.RunView:
-            async with stead.Runtime(store, agents=[agent]) as rt:
-                return await rt.resume(run_id)
+            client = AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+            try:
+                agent = oai_handoff_support.build(client)
+                async with stead.Runtime(store, agents=[agent]) as rt:
+                    return await rt.resume(run_id)
+            finally:
+                await client.close()
 
         view = asyncio.run(resume())
         assert view.status.value == "completed", view.error

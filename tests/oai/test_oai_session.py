@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from _oai_scripts import HERE, env
+from openai import AsyncOpenAI
 from wire_server import WireServer
 from wire_shapes import openai_stream
 
@@ -37,22 +38,22 @@ def _send_elsewhere(e: dict[str, str], text: str) -> str:
     return done.stdout
 
 
-def test_a_follow_up_in_another_process_sees_the_earlier_turn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_follow_up_in_another_process_sees_the_earlier_turn(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     with WireServer() as server:
         server.push(openai_stream("Noted, Ada."), openai_stream("Your name is Ada."))
         e = env(server.url, tmp_path / "deliveries.jsonl", STEAD_TEST_STORE=store)
         assert _send_elsewhere(e, "My name is Ada.").startswith("completed Noted, Ada.")
-        monkeypatch.setenv("OAI_BASE_URL", server.url)
-        import oai_support
-
-        agent = oai_support.build()  # its model on this test's server
+        import oai_handoff_support
 
         async def follow_up() -> stead.RunView:
-            async with stead.Runtime(store, agents=[agent]) as rt:
-                return await rt.send("conv_ada", "What is my name?")
+            client = AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+            try:
+                agent = oai_handoff_support.build(client)
+                async with stead.Runtime(store, agents=[agent]) as rt:
+                    return await rt.send("conv_ada", "What is my name?")
+            finally:
+                await client.close()
 
         view = asyncio.run(follow_up())
     assert (view.status.value, view.output) == ("completed", "Your name is Ada.")
