@@ -118,8 +118,10 @@ pydantic-ai-bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[compare]'
 	$(BIN)/python bench/under_pydantic_ai.py
 
-# An Agents SDK agent plain and through stead.openai_agents: the time per durable step.
+# An Agents SDK agent under DBOS's OpenAI Agents integration and under stead.openai_agents: the
+# seed scenario's deliveries and the time per durable step (installs the `compare` extra).
 openai-agents-bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[compare]'
 	$(BIN)/python bench/under_openai_agents.py
 
 # Many runs in flight in one process, beside LangGraph and DBOS (installs the `compare` extra).

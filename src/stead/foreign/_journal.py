@@ -42,8 +42,10 @@ from stead.core.events import (
     ToolResultRecorded,
 )
 from stead.core.fold import RunState
+from stead.core.messages import Message
 from stead.errors import ReplayDiverged, UserError
 from stead.runtime import DriveStart, Executor
+from stead.runtime.loop import hydrate
 from stead.tools import ToolContext
 
 log = logging.getLogger("stead.foreign")
@@ -101,6 +103,7 @@ class Journal:
         self.run_id = start.owned.state.run_id
         self.deps = start.deps
         self._launch = launch
+        self._log = start.log
         self.turns: dict[int, AssistantMessageRecorded] = {}
         self.requested: dict[str, ToolCallRequested] = {}
         self.results: dict[str, ToolResultRecorded] = {}
@@ -134,6 +137,13 @@ class Journal:
                 self.decided[e.tool_call_id] = e
             elif type(e) is RunCreated:
                 self.created = e
+
+    async def history(self) -> tuple[Message, ...]:
+        """The conversation before the run's input (the messages of the runs before it in
+        its conversation, ``Runtime.send``), read whole from the store."""
+        whole = await hydrate(self.session.store, self._log[:1])
+        first = whole[0].event if whole else None
+        return first.history if isinstance(first, RunCreated) else ()
 
     def committed(self, events: Sequence[Event]) -> None:
         self._learn(events)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from stead.core.durability import Durability
 from stead.core.events import EffectClass
 from stead.core.limits import Budget, Limits
+from stead.core.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from stead.core.pricing import PriceTable
 from stead.errors import UserError
 from stead.foreign import Journal, foreign_agent, foreign_tool
@@ -81,7 +83,9 @@ def durable(
     async def launch(journal: Journal) -> object:
         seen: list[bool] = []
         SEEN.set(seen)
-        state = await graph.ainvoke({"messages": [HumanMessage(journal.state.input)]})
+        # The conversation before the run's input (Runtime.send), read from the log.
+        earlier = messages_of(await journal.history())
+        state = await graph.ainvoke({"messages": [*earlier, HumanMessage(journal.state.input)]})
         if not seen:
             raise UserError(
                 f"LangChain agent {label!r} made its model calls without stead's middleware: "
@@ -99,6 +103,27 @@ def durable(
         prices=prices,
         durability=durability,
     )
+
+
+def messages_of(history: Iterable[Message]) -> list[BaseMessage]:
+    """Stead's messages as LangChain's: each tool call and its result under its call id
+    (notices, to one run alone, are left out)."""
+    out: list[BaseMessage] = []
+    for m in history:
+        if isinstance(m, UserMessage):
+            out.append(HumanMessage(m.content))
+        elif isinstance(m, AssistantMessage):
+            calls = [
+                ToolCall(id=c.id, name=c.name, args=json.loads(c.arguments or "{}"))
+                for c in m.tool_calls
+            ]
+            out.append(AIMessage(content=m.text, tool_calls=calls))
+        elif isinstance(m, ToolResultMessage):
+            status = "error" if m.is_error else "success"
+            out.append(
+                ToolMessage(m.content, tool_call_id=m.tool_call_id, name=m.name, status=status)
+            )
+    return out
 
 
 def _tool(agent: str, tool: BaseTool) -> Tool[..., Any]:

@@ -15,16 +15,20 @@ import contextvars
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
+from langchain_core.tracers.context import register_configure_hook
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from stead.core.effects import ToolFailed, ToolSucceeded
 from stead.core.events import AssistantMessageRecorded
 from stead.core.messages import AssistantMessage, ToolCall, Usage
-from stead.foreign import current_journal
+from stead.foreign import current_journal, current_progress
 from stead.providers import ModelResponse as SteadResponse
 from stead.tools import serialize_result
 
@@ -32,6 +36,35 @@ SEEN: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
     "stead.langchain.seen", default=None
 )
 """Set by a launch: the middleware notes here that it journaled a model call."""
+
+
+class _Deltas(AsyncCallbackHandler):
+    """Hands a streamed model call's text deltas to the run's live progress."""
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+
+    async def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        text = token if isinstance(token, str) else "".join(t for t in token if isinstance(t, str))
+        if text:
+            self.sink(text)
+
+
+_DELTAS: contextvars.ContextVar[_Deltas | None] = contextvars.ContextVar(
+    "stead.langchain.deltas", default=None
+)
+# LangChain adds the handler in this variable to every run configured while it is set: the
+# model call a body performs (in a task of its own, so the setting stays with that call).
+register_configure_hook(_DELTAS, inheritable=True)
 
 
 class SteadMiddleware(AgentMiddleware):
@@ -54,6 +87,9 @@ class SteadMiddleware(AgentMiddleware):
         )
 
         async def body() -> SteadResponse:
+            sink = current_progress()
+            if sink is not None:  # a model that streams sends its deltas on the way
+                _DELTAS.set(_Deltas(sink))
             response = await handler(request)
             replies = [m for m in response.result if isinstance(m, AIMessage)]
             return reply_of(replies[-1] if replies else AIMessage(content=""), model_name)

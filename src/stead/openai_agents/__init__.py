@@ -30,9 +30,10 @@ from stead.errors import UserError
 from stead.foreign import current_tool_context
 from stead.openai_agents._adapt import ToolSettings, durable, effect
 from stead.openai_agents._model import JournaledModel
+from stead.openai_agents._session import SteadSession
 from stead.tools import ToolContext
 
-__all__ = ["JournaledModel", "ToolSettings", "durable", "effect", "tool_context"]
+__all__ = ["JournaledModel", "SteadSession", "ToolSettings", "durable", "effect", "tool_context"]
 
 del _agents
 

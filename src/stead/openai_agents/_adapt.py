@@ -4,14 +4,16 @@ The stead agent's tools are ``stead.foreign`` tools with the effect class, recon
 timeout and approval of each SDK function tool; its runs launch the SDK's own ``Runner`` on a
 copy of the agent whose model is journaled (``JournaledModel``) and whose function tools hand
 each invocation to the journal: intent in the log before the tool runs, the result recorded
-by call id, the SDK given back only what the log recorded.
+by call id, the SDK given back only what the log recorded. Every agent reachable by handoff
+is copied alike (``_handoffs``), and the SDK reads the conversation before the run's input
+from a ``SteadSession`` over the log.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar, cast
 
 from agents import Agent as SdkAgent
 from agents import FunctionTool, Model, RunConfig, Runner
@@ -25,7 +27,9 @@ from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
 from stead.errors import UserError
 from stead.foreign import Journal, current_journal, foreign_agent, foreign_tool
+from stead.openai_agents._handoffs import handoff_tools, journaled_graph, reachable
 from stead.openai_agents._model import JournaledModel, same_json
+from stead.openai_agents._session import SteadSession
 from stead.runtime import Agent
 from stead.tools import Reconciler, Tool, serialize_result
 
@@ -98,64 +102,90 @@ def durable(
     label = name or agent.name
     if not label:
         raise UserError("an Agents SDK agent run by stead needs a name: Agent(name='...')")
-    if agent.handoffs:
-        raise UserError(
-            f"Agents SDK agent {label!r}: handoffs are not supported under stead yet; give "
-            "the other agents to this one as tools (agent.as_tool) or run them as their own runs"
-        )
-    model = agent.model
-    if not isinstance(model, Model):
-        raise UserError(
-            f"Agents SDK agent {label!r}: give it a model object "
-            "(OpenAIChatCompletionsModel / OpenAIResponsesModel with its AsyncOpenAI client), "
-            f"not {model!r}; stead wraps that model to journal each request"
-        )
-    model_name = str(getattr(model, "model", "") or type(model).__name__)
+    graph = reachable(agent, label)
+    model_name = ""
     stead_tools: list[Tool[..., Any]] = []
-    wrapped: list[Any] = []
-    for tool in agent.tools:
-        if not isinstance(tool, FunctionTool):
+    by_name: dict[str, FunctionTool] = {}
+    wrapped: dict[int, FunctionTool] = {}
+    for sdk_agent, _ in graph:
+        what = f"Agents SDK agent {sdk_agent.name!r}"
+        model = sdk_agent.model
+        if not isinstance(model, Model):
             raise UserError(
-                f"Agents SDK agent {label!r}: {type(tool).__name__} tools are not supported "
-                "under stead yet; give the agent function tools (@function_tool)"
+                f"{what}: give it a model object (OpenAIChatCompletionsModel / "
+                f"OpenAIResponsesModel with its AsyncOpenAI client), not {model!r}; stead wraps "
+                "that model to journal each request"
             )
-        settings = _settings(label, tool, given.pop(tool.name, None))
-        stead_tools.append(
-            foreign_tool(
-                tool.name,
-                tool.params_json_schema,
-                description=tool.description,
-                effect=settings.get("effect", "non_idempotent"),
-                reconcile=settings.get("reconcile"),
-                requires_approval=tool.needs_approval is not False,
-                timeout=settings.get("timeout", tool.timeout_seconds),
-                retries=settings.get("retries", 0),
-                what=f"Agents SDK agent {label!r}, tool {tool.name!r}",
+        model_name = model_name or _model_name(model)
+        for tool in sdk_agent.tools:
+            if not isinstance(tool, FunctionTool):
+                raise UserError(
+                    f"{what}: {type(tool).__name__} tools are not supported under stead; "
+                    "hosted tools run at the provider, where stead cannot write their intent "
+                    "first or recover them by effect class; give the agent function tools "
+                    "(@function_tool)"
+                )
+            seen = by_name.get(tool.name)
+            if seen is tool:
+                continue
+            if seen is not None:
+                raise UserError(
+                    f"{what}: two different tools are named {tool.name!r} among the agents "
+                    f"{label!r} can hand off to; a run's tools are one set, so name them apart"
+                )
+            by_name[tool.name] = tool
+            settings = _settings(sdk_agent.name, tool, given.pop(tool.name, None))
+            stead_tools.append(
+                foreign_tool(
+                    tool.name,
+                    tool.params_json_schema,
+                    description=tool.description,
+                    effect=settings.get("effect", "non_idempotent"),
+                    reconcile=settings.get("reconcile"),
+                    requires_approval=tool.needs_approval is not False,
+                    timeout=settings.get("timeout", tool.timeout_seconds),
+                    retries=settings.get("retries", 0),
+                    what=f"{what}, tool {tool.name!r}",
+                )
             )
-        )
-        wrapped.append(_journaled_tool(tool))
+            wrapped[id(tool)] = _journaled_tool(tool)
     if given:
         raise UserError(
             f"Agents SDK agent {label!r}: tools={sorted(given)} names no tool of the agent "
-            f"(it has {sorted(t.name for t in agent.tools)})"
+            f"or of an agent it hands off to (they have {sorted(by_name)})"
         )
-    journaled = agent.clone(model=JournaledModel(model, model_name), tools=wrapped)
+    stead_tools.extend(handoff_tools(graph, set(by_name)))
+    journal_agent = journaled_graph(
+        graph,
+        lambda a: a.clone(
+            model=JournaledModel(cast(Model, a.model), _model_name(cast(Model, a.model))),
+            tools=[wrapped[id(t)] for t in a.tools],
+        ),
+    )
 
     async def launch(journal: Journal) -> object:
         config = RunConfig(tracing_disabled=True, workflow_name=label)
+        # The SDK reads the conversation before the run's input (Runtime.send) from a
+        # session over the log; the run loop records the run's own items.
+        session = SteadSession(journal.state.session_id or journal.run_id, await journal.history())
         # The run's own limits (stead.Limits: max_turns, budgets) bound it, counted from the
         # log across crashes; the SDK's per-call turn cap would end a long run on its own.
         result = await Runner.run(
-            journal_agent, journal.state.input, run_config=config, max_turns=_SDK_TURNS
+            journal_agent,
+            journal.state.input,
+            run_config=config,
+            max_turns=_SDK_TURNS,
+            session=session,
         )
         while result.interruptions:
             state = result.to_state()
             for item in result.interruptions:
                 await _decide(journal, state, item)
-            result = await Runner.run(journal_agent, state, run_config=config, max_turns=_SDK_TURNS)
+            result = await Runner.run(
+                journal_agent, state, run_config=config, max_turns=_SDK_TURNS, session=session
+            )
         return result.final_output
 
-    journal_agent = journaled
     return foreign_agent(
         label,
         model_name,
@@ -166,6 +196,10 @@ def durable(
         prices=prices,
         durability=durability,
     )
+
+
+def _model_name(model: Model) -> str:
+    return str(getattr(model, "model", "") or type(model).__name__)
 
 
 async def _decide(journal: Journal, state: Any, item: ToolApprovalItem) -> None:
