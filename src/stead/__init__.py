@@ -19,7 +19,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``, ``CorruptEvent``, ``SchemaTooNew``,
-  ``StoreError``, ``DispatchRejected``,
+  ``StoreError``, ``DispatchRejected``, ``WaitTimeout``,
   ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
@@ -65,6 +65,7 @@ from stead.errors import (
     UnknownAgent,
     UnknownConversation,
     UserError,
+    WaitTimeout,
 )
 from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
 from stead.runtime.agent import Document, Image, TurnCost
@@ -122,6 +123,7 @@ __all__ = [
     "Usage",
     "UserError",
     "UserMessage",
+    "WaitTimeout",
     "__version__",
     "configure_logging",
     "question_tool",

@@ -5,7 +5,8 @@ lease (bumping its fencing epoch), drives it until it finishes or waits on a per
 releases the lease. A process that finds a run whose owner died on this machine takes it over
 at once; otherwise it waits for the lease to lapse. The methods live by concern: driving in
 ``_drive.py``, steering (decisions, cancels, requeues, timeouts) in ``_steer.py``, following
-and paging in ``_follow.py``.
+and paging in ``_follow.py``, conversations in ``_conversation.py``, waiting for a run another
+process drives in ``_waiting.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from stead.runtime._conversation import Conversations
 from stead.runtime._follow import Following
 from stead.runtime._lifecycle import Lifecycle
 from stead.runtime._steer import Steering
+from stead.runtime._waiting import Waiting
 from stead.runtime.agent import (
     Agent,
     Answering,
@@ -69,7 +71,7 @@ from stead.store import Ledger, Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Waiting, Answering, Lifecycle, Closing):
     """Start, drive and steer durable runs."""
 
     def __init__(
