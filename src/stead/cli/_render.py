@@ -16,12 +16,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stead.cli._hints import Hints
 from stead.core import events as ev
 from stead.core.canonical import digest
 from stead.core.event_codec import encode
 from stead.core.events import Event
 from stead.core.states import RunStatus
-from stead.runtime import RunView
+from stead.runtime import PendingApproval, RunView
 from stead.store import RunRecord, StoredEvent
 
 STATUS_STYLE: dict[str, str] = {
@@ -327,9 +328,11 @@ def runs_table(records: Sequence[RunRecord]) -> Table:
     return table
 
 
-def summary(view: RunView) -> Text:
-    """One line: status, output or error, usage, pending approvals."""
-    t = Text()
+def summary(view: RunView, hints: Hints | None = None) -> Text:
+    """One line: status, output or error, usage; then each call waiting on a person, with
+    the command that decides it (``hints``: what that command repeats of this one)."""
+    hints = hints or Hints()
+    t = Text(no_wrap=True, overflow="ignore")  # a command a person copies stays on its line
     t.append(view.status.value, style=STATUS_STYLE.get(view.status.value, ""))
     if view.output:
         t.append(f"  {_short(view.output)}")
@@ -338,26 +341,36 @@ def summary(view: RunView) -> Text:
             f"  {view.error.get('code')}: {_short(str(view.error.get('message', '')))}", style="red"
         )
     u = view.usage
-    t.append(
-        f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
-    )
+    turns = "1 turn" if view.turns == 1 else f"{view.turns} turns"
+    t.append(f"  [{turns}, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim")
     for a in view.approvals:
-        if a.reason == "question":
-            asked = _short(str(a.payload.get("question", "")))
-            t.append(
-                plain(f"\n  question for a person: call {a.tool_call_id} ({a.tool}): {asked}")
-                + plain(f"  (stead answer {view.run_id} {a.tool_call_id} VALUE)"),
-                style="yellow",
-            )
-            continue
-        t.append(
-            plain(
-                f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
-                f" token {a.token}"
-            ),
-            style="yellow",
-        )
+        t.append(plain(f"\n  {_waiting_line(view, a, hints)}"), style="yellow")
     return t
+
+
+def _waiting_line(view: RunView, a: PendingApproval, hints: Hints) -> str:
+    """A call waiting on a person, in words, and the command that settles it."""
+    rid, call = view.run_id, a.tool_call_id
+    if a.reason == "question":
+        asked = _short(str(a.payload.get("question", "")))
+        command = hints.answer(rid, call, a.payload.get("answer_schema"))
+        how = (
+            f"answer: `{command}`"
+            if command is not None
+            else "answer it with stead answer, giving --agents your module:attr of its agent"
+        )
+        return f"question for a person (call {call}): {asked}\n    {how}"
+    if a.reason == "outcome_unknown":
+        return (
+            f"call {call} ({a.tool}) may or may not have happened: a person says which\n"
+            f"    did not happen (run it again): `{hints.decide(rid, call, a.token)}`\n"
+            "    or say happened (with --result) or skip instead of not_happened"
+        )
+    return (
+        f"call {call} ({a.tool}) waits for approval\n"
+        f"    approve: `{hints.approve(rid, call, a.token)}`\n"
+        f"    deny: `{hints.deny(rid, call, a.token)}`"
+    )
 
 
 class _Console(Console):

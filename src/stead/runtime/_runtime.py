@@ -98,7 +98,9 @@ class Runtime(Driving, Steering, Following, Conversations, Waiting, Answering, L
         ``crash`` is called at every named crash point a drive or a steering call reaches
         (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing).
         ``deps`` are this process's live objects for tools (``ctx.deps``): never recorded,
-        checked against each agent's ``deps_type``.
+        checked against each agent's ``deps_type``. Without deps, an agent with a
+        ``deps_type`` is still taken: its runs can be read, answered and decided here, and
+        driving one is refused (``UserError``) before anything is written.
         ``recovery`` says how a takeover treats the effects a dead owner left in flight
         (``stead.RecoveryPolicy``: dispose by default).
         ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing.
@@ -187,7 +189,8 @@ class Runtime(Driving, Steering, Following, Conversations, Waiting, Answering, L
             raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
-        check_deps(agent, self.deps)
+        if self.deps is not None:  # without any, only driving its runs needs them
+            check_deps(agent, self.deps)
         self.agents[agent.name] = agent
 
     async def close(self) -> None:

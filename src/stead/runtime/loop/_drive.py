@@ -38,7 +38,7 @@ from stead.errors import (
     LeaseHeld,
     SteadError,
 )
-from stead.runtime.agent import Agent, RunView
+from stead.runtime.agent import Agent, RunView, check_deps
 from stead.runtime.executors import Executor, InProcessExecutor
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._fresh import FreshRuns
@@ -184,6 +184,7 @@ class Driving:
             if not self._has_work_while_waiting(state, record.agent):
                 return RunView.of(state, self.agents)
         agent = self._agent_named(record.agent, run_id)
+        check_deps(agent, getattr(self, "deps", None))  # before the lease: nothing written
         # Checked and marked with no await in between: of two concurrent calls, one drives.
         if run_id in self._driving:
             raise LeaseHeld(
