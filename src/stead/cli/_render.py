@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stead.cli._hints import Hints
+from stead.cli._ids import short_id
 from stead.core import events as ev
 from stead.core.canonical import digest
 from stead.core.event_codec import encode
@@ -357,7 +358,8 @@ def _waiting_line(view: RunView, a: PendingApproval, hints: Hints) -> str:
         how = (
             f"answer: `{command}`"
             if command is not None
-            else "answer it with stead answer, giving --agents your module:attr of its agent"
+            else f"answer it: stead answer {short_id(rid)} {call} ANSWER --agents MODULE:ATTR "
+            "(the module:attr of your agents)"
         )
         return f"question for a person (call {call}): {asked}\n    {how}"
     if a.reason == "outcome_unknown":
@@ -379,6 +381,13 @@ class _Console(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError(32, "Broken pipe")
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """A ``Text`` made ``no_wrap`` (a line with a command to copy) is printed whole, past
+        the terminal's width, not broken into lines (rich wraps it otherwise)."""
+        if any(isinstance(o, Text) and o.no_wrap for o in objects):
+            options.setdefault("soft_wrap", True)
+        super().print(*objects, **options)
 
 
 def console() -> Console:
