@@ -159,7 +159,8 @@ def test_approve_from_the_cli_and_see_it_in_the_timeline(tmp_path: Path) -> None
     )
     assert first.stdout.strip() == "awaiting_approval", first.stderr
     shown = stead_cli("--store", store, "runs", "show", "run_cli_refund", env=env)
-    assert "approval?" in shown.stdout and "call call_0_0 (refund) waits for approval" in shown.stdout
+    assert "approval?" in shown.stdout
+    assert "call call_0_0 (refund) waits for approval" in shown.stdout
     bad = stead_cli(
         "--store", store, "approve", "run_cli_refund", "call_0_0", "--args", "{not json", env=env
     )
