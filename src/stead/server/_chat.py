@@ -22,7 +22,7 @@ from stead.core.states import RunStatus
 from stead.errors import RunNotFound, WaitTimeout
 from stead.runtime import Runtime
 from stead.server import _shape as shape
-from stead.server._deps import Caller, Rt, RunPath
+from stead.server._deps import Caller, RawRunPath, Rt
 from stead.server._models import RunDetail, RunId, Short, Text, _Body
 from stead.store import ConversationEntry
 
@@ -107,7 +107,7 @@ async def get_conversation(conversation: ConversationPath, _: Caller, rt: Rt) ->
     responses={204: {"description": "the timeout passed first: ask again"}},
 )
 async def wait(
-    run_id: RunPath,
+    run_id: RawRunPath,
     _: Caller,
     rt: Rt,
     timeout: Annotated[float, Query(ge=0, le=LONGEST_WAIT)] = 25.0,  # noqa: ASYNC109
