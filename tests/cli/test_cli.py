@@ -58,7 +58,7 @@ def test_runs_list_show_events(tmp_path: Path) -> None:
     assert listed.returncode == 0 and rid in listed.stdout and "completed" in listed.stdout
     shown = stead_cli("--store", store, "runs", "show", rid)
     assert shown.returncode == 0, shown.stderr
-    for word in ("created", "started", "turn 0", "assistant", "completed", "hello there"):
+    for word in ("created", "started", "turn 1", "assistant", "completed", "hello there"):
         assert word in shown.stdout
     raw = stead_cli("--store", store, "runs", "events", rid, "--json")
     lines = raw.stdout.strip().splitlines()

@@ -291,7 +291,7 @@ def test_watch_follows_a_run_another_process_drives(tmp_path: Path) -> None:
         watcher.kill()
         watcher.communicate()
     assert watcher.returncode == 0, err
-    for word in ("started", "turn 0", "intent", "refund", "result", "turn 1", "all done"):
+    for word in ("started", "turn 1", "intent", "refund", "result", "turn 2", "all done"):
         assert word in out, word
     assert out.rstrip().splitlines()[-1].startswith("completed")
 
