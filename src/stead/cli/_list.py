@@ -173,7 +173,7 @@ def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Ta
             "?" if row.damaged else count(v.usage.input_tokens + v.usage.output_tokens)
         )
         cells["cost"].append(money(row.cost))
-    widths = {name: max(len(name), *(len(c) for c in cells[name])) for name in DROPPED_FIRST}
+    widths = {name: max([len(name), *(len(c) for c in cells[name])]) for name in DROPPED_FIRST}
     statuses = [_status(r) for r in rows] or ["status"]
     fixed = {"run": 12, "status": max(6, *(len(s) for s in statuses))}
     shown = ["age", "took", "turns", "tokens", "cost"]
