@@ -407,7 +407,7 @@ def summary(view: RunView, hints: Hints | None = None) -> Lines:
     t.append(view.status.value, style=STATUS_STYLE.get(view.status.value, ""))
     if view.output:
         t.append(f"  {_short(view.output)}")
-    if view.error:
+    if view.error and view.status is not RunStatus.COMPLETED:  # a resumed run's old failure
         t.append(
             f"  {view.error.get('code')}: {_short(str(view.error.get('message', '')))}", style="red"
         )
