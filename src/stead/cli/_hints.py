@@ -65,18 +65,24 @@ class Hints:
         return self.command("answer", short_id(run_id), call_id, _example(schema), agents=True)
 
     def approve(self, run_id: str, call_id: str, token: str) -> str:
-        return self.command("approve", short_id(run_id), call_id, "--token", token, agents=True)
+        return self.command("approve", short_id(run_id), call_id, _token(token), agents=True)
 
     def deny(self, run_id: str, call_id: str, token: str) -> str:
-        words = ("deny", short_id(run_id), call_id, "--token", token, "--reason", "not now")
+        words = ("deny", short_id(run_id), call_id, _token(token), "--reason", "not now")
         return self.command(*words, agents=True)
 
     def decide(self, run_id: str, call_id: str, token: str) -> str:
-        words = ("decide", short_id(run_id), call_id, "not_happened", "--token", token)
+        words = ("decide", short_id(run_id), call_id, "not_happened", _token(token))
         return self.command(*words, agents=True)
 
     def watch(self, run_id: str) -> str:
         return self.command("runs", "watch", short_id(run_id))
+
+
+def _token(token: str) -> str:
+    """``--token=TOKEN`` as one word: a token may start with ``-`` (it is URL-safe base64),
+    which argparse would read as an option after a separate ``--token``."""
+    return f"--token={token}"
 
 
 def _example(schema: Any) -> str:
