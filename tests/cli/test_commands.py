@@ -69,6 +69,9 @@ def test_each_command_parses_to_its_own_function(path: tuple[str, ...]) -> None:
         if a.required and a.option_strings
         for o in (a.option_strings[0], "x")
     ]
+    for group in probe._mutually_exclusive_groups:  # one of them is required: the first
+        if group.required:
+            argv += [group._group_actions[0].option_strings[0], "x"]
     args = parser.parse_args(argv)
     assert args.handler is command.run
 

@@ -274,20 +274,22 @@ def test_the_cli_forks_and_shows_the_lineage(
             return (await rt.run(await rt.start(agent, "x"))).run_id
 
     rid = asyncio.run(source())
-    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--input", "y"]) == 0
+    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "1", "--input", "y"]) == 0
     fork = capsys.readouterr().out.strip()
     assert main(["--store", url, "runs", "show", fork]) == 0
     shown = " ".join(capsys.readouterr().out.split())
-    assert f"from {rid} at turn 0" in shown and "results carried" in shown
+    assert f"from {rid} after turn 1" in shown and "results carried" in shown
+    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--input", "y"]) == 2
+    assert "counts turns from 1" in capsys.readouterr().err
     assert main(["--store", url, "runs", "fork", rid, "--at-turn", "9", "--input", "y"]) == 2
-    assert "turns 0 to 3" in capsys.readouterr().err
+    assert "has turns 1 to 4; --at-turn" in capsys.readouterr().err
     given = tmp_path / "given.json"
     given.write_text(
         '[{"role": "assistant", "text": "seen"}, {"role": "user", "content": "go on"}]',
         encoding="utf-8",
     )
     assert (
-        main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--messages", str(given)]) == 0
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "1", "--messages", str(given)]) == 0
     )
     other = capsys.readouterr().out.strip()
 
@@ -299,9 +301,9 @@ def test_the_cli_forks_and_shows_the_lineage(
     assert asyncio.run(last_input()) == "go on"
     given.write_text('{"role": "user"}', encoding="utf-8")
     assert (
-        main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--messages", str(given)]) == 2
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "1", "--messages", str(given)]) == 2
     )
     assert "JSON list of messages" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: one of --input and --messages is required
-        main(["--store", url, "runs", "fork", rid, "--at-turn", "0"])
+        main(["--store", url, "runs", "fork", rid, "--at-turn", "1"])
     assert "--input" in capsys.readouterr().err

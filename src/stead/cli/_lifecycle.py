@@ -16,7 +16,7 @@ from rich.text import Text
 from stead.cli._args import positive
 from stead.cli._command import Command, command, runtime_command
 from stead.cli._list import _SPAN, _UNIT, since
-from stead.core.fork import decode_messages
+from stead.core.fork import TurnNotReached, decode_messages
 from stead.core.retention import Retention
 from stead.errors import UserError
 from stead.runtime import Runtime, resolve_run_id
@@ -155,7 +155,11 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 
 def _fork_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
-    p.add_argument("--at-turn", required=True, help="the source's last turn to carry (from 0)")
+    p.add_argument(
+        "--at-turn",
+        required=True,
+        help="the source's last turn to carry, numbered from 1 as `stead runs show` numbers them",
+    )
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--input", help="the new user message after that turn")
     given.add_argument(
@@ -176,8 +180,10 @@ async def _fork(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         turn = int(args.at_turn)
     except ValueError:
         raise UserError(
-            f"--at-turn takes a turn number (0, 1, ...), not {args.at_turn!r}"
+            f"--at-turn takes a turn number (1, 2, ...), not {args.at_turn!r}"
         ) from None
+    if turn < 1:
+        raise UserError(f"--at-turn counts turns from 1, as `stead runs show` does, not {turn}")
     messages = None
     if args.messages is not None:
         try:
@@ -188,9 +194,13 @@ async def _fork(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
             messages = decode_messages(json.loads(text))
         except json.JSONDecodeError as exc:
             raise UserError(f"--messages {args.messages!r} is not JSON: {exc}") from None
-    view = await rt.fork(
-        args.run_id, at_turn=turn, input=args.input, messages=messages, agent=args.agent
-    )
+    try:
+        view = await rt.fork(
+            args.run_id, at_turn=turn - 1, input=args.input, messages=messages, agent=args.agent
+        )
+    except TurnNotReached as exc:  # said in the numbers `stead runs show` uses
+        reached = f"turns 1 to {exc.last + 1}" if exc.last >= 0 else "no turn yet"
+        raise UserError(f"run {exc.run_id} has {reached}; --at-turn takes one of those") from None
     out.print(Text(view.run_id))
     return 0
 

@@ -52,14 +52,27 @@ def last_turn(events: Sequence[Event]) -> int:
     return max(turns, default=-1)
 
 
+class TurnNotReached(UserError):
+    """A fork at a turn the source run never reached; ``last`` is its last turn (from 0;
+    -1: none), so a face that numbers turns otherwise can say it in its own numbers."""
+
+    def __init__(self, message: str, *, run_id: str, last: int) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.last = last
+
+
 def plan_fork(events: Sequence[Event], at_turn: int, source_run_id: str) -> ForkPlan:
     """The fork of a log (``run_created`` with its whole history first) at the end of turn
-    ``at_turn``. ``UserError`` for a turn the log never reached."""
+    ``at_turn``. ``TurnNotReached`` for a turn the log never reached."""
     top = last_turn(events)
     if isinstance(at_turn, bool) or not isinstance(at_turn, int) or not 0 <= at_turn <= top:
         reached = f"turns 0 to {top}" if top >= 0 else "no turn yet"
-        raise UserError(
-            f"run {source_run_id} has {reached}; fork it at one of those (at_turn={at_turn!r})"
+        raise TurnNotReached(
+            f"run {source_run_id} has {reached}; fork it at one of those (at_turn={at_turn!r}; "
+            "at_turn counts from 0, the timeline's turn 1 is at_turn 0)",
+            run_id=source_run_id,
+            last=top,
         )
     prefix = []
     for e in events:
