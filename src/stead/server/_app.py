@@ -39,7 +39,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Runtime
-from stead.server import _answer, _read, _steer
+from stead.server import _answer, _browse, _read, _steer
 from stead.server._deps import Unauthorized
 from stead.server._errors import SafeJSON, invalid_request
 from stead.server._models import ErrorOut
@@ -47,7 +47,12 @@ from stead.server._security import BodyLimit
 
 log = logging.getLogger("stead.server")
 
-ROUTERS: Final[tuple[APIRouter, ...]] = (_read.router, _steer.router, _answer.router)
+ROUTERS: Final[tuple[APIRouter, ...]] = (
+    _read.router,
+    _browse.router,
+    _steer.router,
+    _answer.router,
+)
 """The API's routes, by module, in the order the OpenAPI document lists them."""
 
 _STATUS: list[tuple[type[SteadError], int]] = [
