@@ -23,7 +23,7 @@ function h(tag, attrs, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -245,7 +245,7 @@ async function runsPage(params) {
       h("td", { "data-label": "Agent" }, r.agent),
       h("td", { class: "texts" }, h("div", { class: "in" }, r.input_preview || "—"),
         r.output_preview ? h("div", { class: "out" }, "→ ", r.output_preview) : null),
-      h("td", { "data-label": "Conversation" }, r.session_id || "—"),
+      h("td", { "data-label": "Conversation" }, r.session_id ? h("a", { href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
       h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),
       h("td", { "data-label": "Duration", class: "num" }, ago(r.updated_at - r.created_at)),
       h("td", { "data-label": "Turns", class: "num" }, num(r.turns)),
@@ -464,7 +464,7 @@ function describe(e, state) {
         let fields = {};
         try { fields = JSON.parse(d.arguments); } catch { fields = { answer: d.arguments }; }
         return li("done output", "the typed answer", h("dl", { class: "kv" },
-          Object.entries(fields).map(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "string" ? v : JSON.stringify(v))])));
+          Object.entries(fields).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "string" ? v : JSON.stringify(v))])));
       }
       const item = li(d.rejection ? "bad" : "", `call ${d.name}`, " ", effect(d.effect_class),
         d.requires_approval ? h("span", { class: "badge s-awaiting_approval" }, "needs approval") : null,
@@ -479,7 +479,7 @@ function describe(e, state) {
       if (state.kinds[d.tool_call_id] === "question") {
         let said = d.content;
         try { const v = JSON.parse(d.content); said = typeof v === "string" ? v : JSON.stringify(v); } catch { /* as given */ }
-        return li(d.is_error ? "bad" : "person", "answer: ", h("span", { class: "said" }, said));
+        return li(d.is_error ? "bad" : "person", `answer: ${said}`);
       }
       return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
         h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
@@ -559,7 +559,9 @@ async function runPage(runId) {
   const jump = h("input", { id: "jump", type: "number", min: 1, placeholder: "turn", "aria-label": "turn number", size: 5 });
   const jumpForm = h("form", { class: "jump", onsubmit: (ev) => { ev.preventDefault(); openTurn(Number(jump.value)); } },
     h("label", {}, "Jump to turn", jump), h("button", { type: "submit" }, "Go"));
-  $main.replaceChildren(head, live, approvalsBox, h("h2", {}, "Timeline"), jumpForm, timeline,
+  const earlier = h("div", {});
+  earlierMessages(runId, run.session_id, earlier);
+  $main.replaceChildren(head, live, approvalsBox, earlier, h("h2", {}, "Timeline"), jumpForm, timeline,
     h("h2", {}, "Path through the state machine"), diagramBox);
   const state = { effects: {}, kinds: {}, calls: {}, liveTurn: null, liveGen: 0, runId };
 
@@ -575,7 +577,7 @@ async function runPage(runId) {
       h("h1", {}, h("span", { class: "id" }, r.run_id), " ", h("span", { id: "run-status" }, badge(r.status))),
       h("div", { class: "card" }, h("dl", { class: "kv" },
         h("dt", {}, "agent"), h("dd", {}, r.agent),
-        h("dt", {}, "conversation"), h("dd", {}, r.session_id || "—"),
+        h("dt", {}, "conversation"), h("dd", {}, r.session_id ? h("a", { id: "run-chat", href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
         h("dt", {}, "created"), h("dd", {}, `${when(r.created_at)} (${ago(Date.now() / 1000 - r.created_at)} ago)`),
         h("dt", {}, "duration"), h("dd", {}, ago(r.updated_at - r.created_at)),
         r.waiting_s != null ? [h("dt", {}, "waiting on you"), h("dd", {}, ago(r.waiting_s))] : null,
@@ -668,6 +670,81 @@ async function runPage(runId) {
   start();
 }
 
+// -- a conversation -----------------------------------------------------------------------
+
+function chatBubble(m) {
+  const answer = m.data != null ? JSON.stringify(m.data, null, 2) : m.output;
+  const state = m.status === null ? "waits for the message before it"
+    : m.status === "awaiting_approval" ? "waits on you" : FINISHED.has(m.status) && answer === null ? m.status.replaceAll("_", " ") : "answering…";
+  return h("li", { class: "chat-turn", "data-run": m.run_id, "data-position": m.position },
+    h("div", { class: "bubble user" }, m.text),
+    h("div", { class: "bubble agent" + (answer === null ? " pending" : "") },
+      answer !== null ? answer : h("span", { class: "muted" }, state), " ",
+      h("a", { class: "id small", href: `#/runs/${encodeURIComponent(m.run_id)}` }, shortId(m.run_id))));
+}
+
+async function chatPage(conversation) {
+  const list = h("ol", { class: "chat", id: "chat" });
+  const box = h("textarea", { id: "chat-input", rows: 2, "aria-label": "your message", placeholder: "your message" });
+  const agentSel = h("select", { id: "chat-agent", "aria-label": "agent" });
+  const out = h("p", { class: "error-box", hidden: true });
+  let agent = null;
+  const form = h("form", { class: "chat-form card", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const text = box.value.trim();
+    if (!text) return;
+    out.hidden = true;
+    try {
+      const sent = await api(`/conversations/${encodeURIComponent(conversation)}/messages`,
+        { method: "POST", body: { text, agent: agent || agentSel.value } });
+      box.value = "";
+      await load();
+      waitFor(sent.run_id);
+    } catch (e) { out.textContent = e.message; out.hidden = false; }
+  } }, agentSel, box, h("div", { class: "actions" }, h("button", { class: "primary", type: "submit", id: "chat-send" }, "Send")), out);
+  $main.replaceChildren(h("h1", {}, "Conversation ", h("span", { class: "id" }, conversation)), list, form);
+  /* Long-poll the run until it rests (GET /runs/{id}/wait answers 204 until then). */
+  async function waitFor(runId) {
+    while (location.hash.startsWith("#/chat/")) {
+      const r = await fetch(`/runs/${encodeURIComponent(runId)}/wait?timeout=20`, { headers: { Authorization: `Bearer ${token()}` } });
+      if (r.status === 200) break;
+      if (r.status !== 204) { await new Promise((ok) => setTimeout(ok, 1000)); }
+    }
+    await load();
+  }
+  let shown = "";
+  async function load() {
+    const c = await api(`/conversations/${encodeURIComponent(conversation)}`);
+    if (c.messages.length) agent = c.messages[c.messages.length - 1].agent;
+    agentSel.hidden = agent !== null;
+    const key = JSON.stringify(c.messages.map((m) => [m.run_id, m.status, m.output]));
+    if (key === shown) return;
+    shown = key;
+    list.replaceChildren(...(c.messages.length ? c.messages.map(chatBubble)
+      : [h("li", { class: "muted" }, "No messages yet: the first one starts the conversation.")]));
+  }
+  if (agentSel) {
+    const agents = await api("/agents");
+    for (const a of agents) agentSel.append(h("option", { value: a.name }, a.name));
+  }
+  await load();
+  timer = setInterval(() => load().catch(() => {}), 2000);
+}
+
+/* A run of a conversation: the messages before it, collapsed, above its timeline. */
+async function earlierMessages(runId, conversation, into) {
+  if (!conversation) return;
+  try {
+    const c = await api(`/conversations/${encodeURIComponent(conversation)}`);
+    const i = c.messages.findIndex((m) => m.run_id === runId);
+    const before = i < 0 ? [] : c.messages.slice(0, i);
+    if (!before.length) return;
+    into.replaceChildren(h("details", { class: "card", id: "earlier" },
+      h("summary", {}, `Earlier in this conversation (${before.length} message${before.length > 1 ? "s" : ""})`),
+      h("ol", { class: "chat" }, before.map(chatBubble))));
+  } catch { /* a server without conversations: nothing to show */ }
+}
+
 // -- routing ------------------------------------------------------------------------------
 
 async function route() {
@@ -688,6 +765,7 @@ async function route() {
   try {
     if (path.startsWith("/runs/")) await runPage(decodeURIComponent(path.slice(6)));
     else if (path === "/inbox") await inboxPage();
+    else if (path.startsWith("/chat/")) await chatPage(decodeURIComponent(path.slice(6)));
     else await runsPage(new URLSearchParams(query || ""));
   } catch (e) {
     if (e.message !== "unauthorized") $main.replaceChildren(h("div", { class: "card error-box" }, e.message));
