@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
-#   make demo   create .venv, install, run the crash-and-recover demo on SQLite
+#   make demo   create .venv, install the base package, run the crash-and-recover demo
 #   make test   create .venv, install, run the whole suite: both tiers at once, each in its
 #               own pytest-xdist workers (one throwaway PostgreSQL for the run); `make test
 #               TEST_JOBS=0` runs it serially in one process, TEST_JOBS=N in N workers;
@@ -30,7 +30,13 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the base package only (no extra): a fresh clone runs it after one short install.
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/stead demo
 
 # The fast tier is CPU work in the test process: as many workers as CPUs. The system tier's

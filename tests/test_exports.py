@@ -45,6 +45,7 @@ def test_public_api_is_pinned() -> None:
         "TurnCost",
         "UnknownConversation",
         "UserMessage",
+        "WaitTimeout",
         "ApprovalError",
         "Budget",
         "Conflict",

@@ -86,6 +86,11 @@ def test_the_first_example_chats_with_a_typed_answer_deps_and_a_question(tmp_pat
         "It goes to your office.",
     ]
     assert (tmp_path / "support.db").exists()
+    # Run again in the same folder: the same message ids find the same runs, already answered.
+    assert _run(first.group(1), tmp_path).splitlines() == [
+        "Order 42 has shipped.",
+        "It goes to your office.",
+    ]
 
 
 def test_the_tour_examples_run(tmp_path: Path) -> None:

@@ -19,27 +19,16 @@ The public names (``__all__``, one sorted list), by topic:
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``, ``CorruptEvent``, ``SchemaTooNew``,
-  ``StoreError``, ``DispatchRejected``,
+  ``StoreError``, ``DispatchRejected``, ``WaitTimeout``,
   ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
 - ``__version__``
 """
 
+from typing import TYPE_CHECKING
+
 from stead import errors
-from stead._logs import RunLogFilter, configure_logging, redact
-from stead._signal import AbortSignal
-from stead.core.messages import (
-    AssistantMessage,
-    Attachment,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
-from stead.core.reconcile import RecoveryPolicy
-from stead.core.retention import Retention
-from stead.core.settings import ModelSettings
-from stead.core.states import RunStatus
 from stead.errors import (
     Aborted,
     AmbiguousId,
@@ -65,10 +54,50 @@ from stead.errors import (
     UnknownAgent,
     UnknownConversation,
     UserError,
+    WaitTimeout,
 )
-from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
-from stead.runtime.agent import Document, Image, TurnCost
-from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
+
+if TYPE_CHECKING:
+    from stead._logs import RunLogFilter, configure_logging, redact
+    from stead._signal import AbortSignal
+    from stead.core.messages import (
+        AssistantMessage,
+        Attachment,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    )
+    from stead.core.reconcile import RecoveryPolicy
+    from stead.core.retention import Retention
+    from stead.core.settings import ModelSettings
+    from stead.core.states import RunStatus
+    from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
+    from stead.runtime.agent import Document, Image, TurnCost
+    from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["RunLogFilter", "configure_logging", "redact"], "stead._logs"),
+    "AbortSignal": "stead._signal",
+    **dict.fromkeys(
+        ["AssistantMessage", "Attachment", "ToolResultMessage", "Usage", "UserMessage"],
+        "stead.core.messages",
+    ),
+    "RecoveryPolicy": "stead.core.reconcile",
+    "Retention": "stead.core.retention",
+    "ModelSettings": "stead.core.settings",
+    "RunStatus": "stead.core.states",
+    **dict.fromkeys(
+        ["Agent", "Budget", "Limits", "PendingApproval", "Runtime", "RunView"], "stead.runtime"
+    ),
+    **dict.fromkeys(["Document", "Image", "TurnCost"], "stead.runtime.agent"),
+    **dict.fromkeys(
+        ["Done", "NotDone", "Tool", "ToolContext", "Unknown", "question_tool", "tool"],
+        "stead.tools",
+    ),
+}
+"""Where each public name that is not an error lives: imported on first use, so a program
+that imports one part of stead (``stead --help``, a CLI command that only reads) does not
+pay for the runtime, pydantic and the tools."""
 
 __version__ = "0.1.0"
 
@@ -122,6 +151,7 @@ __all__ = [
     "Usage",
     "UserError",
     "UserMessage",
+    "WaitTimeout",
     "__version__",
     "configure_logging",
     "question_tool",
@@ -131,8 +161,19 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``stead.RunCancelled``, the old name of ``stead.Aborted``: still importable, with a
+    """A public name, imported from its module on first use (``_LAZY``); and
+    ``stead.RunCancelled``, the old name of ``stead.Aborted``: still importable, with a
     ``DeprecationWarning`` (it shared its name with the event ``RunCancelled``)."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the next use is a plain attribute
+        return value
     if name in errors._DEPRECATED:
         return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -17,6 +17,8 @@
     ├── Conflict                  someone else wrote first (stale sequence, duplicate result)
     │   └── LeaseHeld             another live worker owns the run
     ├── Fenced                    this worker's lease was taken over; its writes are refused
+    ├── WaitTimeout               ``Runtime.wait`` gave up before the run came to rest (also a
+    │                             TimeoutError); nothing changed
     ├── ExecutorError             an executor settled an effect with an outcome that cannot be
     │                             read (names the key and the executor)
     ├── StoreError                the store failed or holds something it cannot read
@@ -174,6 +176,11 @@ class Fenced(SteadError):
     """This worker's fencing epoch is stale: another owner took the run over."""
 
 
+class WaitTimeout(SteadError, TimeoutError):
+    """``Runtime.wait``'s timeout passed before the run came to rest; the message says where
+    it is. Nothing changed: wait again to go on waiting."""
+
+
 class ExecutorError(SteadError):
     """An executor (a ``stead executor`` process, an ``HttpExecutor``'s far side) settled an
     effect with an outcome the runtime cannot read: a missing field, an unknown kind or
@@ -308,4 +315,5 @@ __all__ = [
     "UnknownAgent",
     "UnknownConversation",
     "UserError",
+    "WaitTimeout",
 ]

@@ -58,7 +58,7 @@ def test_runs_list_show_events(tmp_path: Path) -> None:
     assert listed.returncode == 0 and rid in listed.stdout and "completed" in listed.stdout
     shown = stead_cli("--store", store, "runs", "show", rid)
     assert shown.returncode == 0, shown.stderr
-    for word in ("created", "started", "turn 0", "assistant", "completed", "hello there"):
+    for word in ("created", "started", "turn 1", "assistant", "completed", "hello there"):
         assert word in shown.stdout
     raw = stead_cli("--store", store, "runs", "events", rid, "--json")
     lines = raw.stdout.strip().splitlines()
@@ -159,7 +159,8 @@ def test_approve_from_the_cli_and_see_it_in_the_timeline(tmp_path: Path) -> None
     )
     assert first.stdout.strip() == "awaiting_approval", first.stderr
     shown = stead_cli("--store", store, "runs", "show", "run_cli_refund", env=env)
-    assert "approval?" in shown.stdout and "waiting on a person: call call_0_0" in shown.stdout
+    assert "approval?" in shown.stdout
+    assert "call call_0_0 (refund) waits for approval" in shown.stdout
     bad = stead_cli(
         "--store", store, "approve", "run_cli_refund", "call_0_0", "--args", "{not json", env=env
     )

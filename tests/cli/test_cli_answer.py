@@ -62,8 +62,8 @@ def test_a_question_shown_and_answered_from_the_cli(tmp_path: Path) -> None:
     assert first.stdout.strip() == "awaiting_approval", first.stderr
     shown = _cli("--store", store, "runs", "show", "run_cli_ask", env=env)
     assert "question?" in shown.stdout and "Gift wrap it?" in shown.stdout
-    assert "question for a person: call call_0_0 (ask_user): Gift wrap it?" in shown.stdout
-    assert "stead answer run_cli_ask call_0_0 VALUE" in shown.stdout
+    assert "question for a person (call call_0_0): Gift wrap it?" in shown.stdout
+    assert "stead answer run_cli_ask call_0_0 ANSWER --agents MODULE:ATTR" in shown.stdout
     agents = ["--agents", "ask_agent:agents"]
     wrong = _cli("--store", store, "answer", "run_cli_ask", "call_0_0", "maybe", *agents, env=env)
     assert wrong.returncode == 2 and "does not fit" in wrong.stderr

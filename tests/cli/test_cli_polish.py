@@ -146,10 +146,9 @@ def test_approve_deny_cancel_say_what_happens_next(
 
     first, second, third = asyncio.run(waiting(3))
     code, out, err = _cli(capsys, "--store", store, "approve", first[4:16], "call_0_0")
-    out = " ".join(out.split())  # the hint wraps at 80 columns
     assert code == 0, err
-    assert "awaiting_tool" in out and "next: a worker (`stead worker" in out
-    assert f"`stead resume {first[4:16]} --agents" in out
+    assert "awaiting_tool" in out and "next: a worker with agent 'refunds' will pick it up" in out
+    assert "stead resume continues it here, given --agents" in out
     code, out, _ = _cli(
         capsys, "--store", store, "deny", second, "call_0_0", "--reason", "too much",
         "--agents", "polish_refunds:agents",
@@ -162,8 +161,7 @@ def test_approve_deny_cancel_say_what_happens_next(
     )
     code, out, _ = _cli(capsys, "--store", store, "cancel", third)
     assert code == 0 and out.startswith("cancelled")
-    out = " ".join(out.split())
-    assert "next: nothing drives it; `stead resume" in out
+    assert "next: nothing drives it; stead resume continues it here, given --agents" in out
 
 
 def test_store_is_taken_after_the_command_too(
@@ -293,7 +291,7 @@ def test_watch_follows_a_run_another_process_drives(tmp_path: Path) -> None:
         watcher.kill()
         watcher.communicate()
     assert watcher.returncode == 0, err
-    for word in ("started", "turn 0", "intent", "refund", "result", "turn 1", "all done"):
+    for word in ("started", "turn 1", "intent", "refund", "result", "turn 2", "all done"):
         assert word in out, word
     assert out.rstrip().splitlines()[-1].startswith("completed")
 
@@ -316,7 +314,7 @@ def test_watch_ends_when_the_run_waits_on_a_person(
     rid = asyncio.run(go())
     code, out, _ = _cli(capsys, "--store", store, "runs", "watch", rid)
     assert code == 0 and "approval?" in out
-    assert "awaiting_approval" in out and "waiting on a person: call call_0_0" in out
+    assert "awaiting_approval" in out and "call call_0_0 (refund) waits for approval" in out
 
 
 def test_ctrl_c_ends_a_watch_quietly(tmp_path: Path) -> None:

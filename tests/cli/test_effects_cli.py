@@ -70,7 +70,7 @@ def test_effects_list_and_show(tmp_path: Path) -> None:
     assert disposed["verdicts"][0]["verdict"] == "dispose"
     shown = stead_cli("--store", store, "effects", "show", "run_effe", disposed["effect_id"][:8])
     assert shown.returncode == 0, shown.stderr
-    assert "verdict" in shown.stdout and "dispose" in shown.stdout
+    assert "recovery" in shown.stdout and "dispose" in shown.stdout
     one = stead_cli("--store", store, "effects", "show", rid, disposed["effect_id"], "--json")
     assert json.loads(one.stdout)["effect_id"] == disposed["effect_id"]
     missing = stead_cli("--store", store, "effects", "show", rid, "zzzz")

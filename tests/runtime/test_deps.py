@@ -16,6 +16,7 @@ import pytest
 from mypy import api as mypy_api
 
 import stead
+from stead.runtime import Worker
 from stead.testing import Reply, ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,14 +75,26 @@ def test_a_tool_typed_for_other_deps_is_refused_when_the_agent_is_built() -> Non
         stead.Agent("x", ScriptedModel([]), deps_type="Db")  # type: ignore[arg-type]
 
 
-def test_a_runtime_without_or_with_the_wrong_deps_is_refused(tmp_path: Path) -> None:
+async def test_a_runtime_with_the_wrong_deps_is_refused_and_one_without_only_drives_none(
+    tmp_path: Path,
+) -> None:
     agent, url = _agent(), f"sqlite:///{tmp_path / 'r.db'}"
-    with pytest.raises(
-        stead.UserError, match=r"needs deps of type Db.*pass Runtime\(deps=\.\.\.\)"
-    ):
-        stead.Runtime(url, agents=[agent])
     with pytest.raises(stead.UserError, match="this Runtime's deps are a Cache"):
         stead.Runtime(url, agents=[agent], deps=Cache())
+    with pytest.raises(stead.UserError, match=r"needs deps of type Db.*--deps module:factory"):
+        Worker(url, [agent])  # a worker drives every run it claims: refused at once
+    # Without deps the agent's runs are read and steered; driving one is refused, unwritten.
+    async with stead.Runtime(url, agents=[agent]) as rt:
+        rid = await rt.start(agent, "Where is order 42?")
+        with pytest.raises(
+            stead.UserError, match=r"needs deps of type Db.*pass Runtime\(deps=\.\.\.\)"
+        ):
+            await rt.run(rid)
+        assert (await rt.get(rid)).status is stead.RunStatus.QUEUED
+        assert [e.event.kind for e in await rt.events(rid)] == ["run_created"]
+        await rt.cancel(rid, "no database here")
+    async with stead.Runtime(url, agents=[agent], deps=Db()) as rt:
+        assert (await rt.resume(rid)).output == "Order 42 has shipped."
 
 
 # On a fresh clone mypy's cache is cold: it checks stead and the SDKs' types from scratch

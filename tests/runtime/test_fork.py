@@ -199,10 +199,12 @@ def test_the_cli_forks_and_shows_the_lineage(
             return (await rt.run(await rt.start(agent, "x"))).run_id
 
     rid = asyncio.run(source())
-    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--input", "y"]) == 0
+    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "1", "--input", "y"]) == 0
     fork = capsys.readouterr().out.strip()
     assert main(["--store", url, "runs", "show", fork]) == 0
     shown = " ".join(capsys.readouterr().out.split())
-    assert f"from {rid} at turn 0" in shown and "results carried" in shown
+    assert f"from {rid} after turn 1" in shown and "results carried" in shown
+    assert main(["--store", url, "runs", "fork", rid, "--at-turn", "0", "--input", "y"]) == 2
+    assert "counts turns from 1" in capsys.readouterr().err
     assert main(["--store", url, "runs", "fork", rid, "--at-turn", "9", "--input", "y"]) == 2
     assert "turns 0 to 3" in capsys.readouterr().err

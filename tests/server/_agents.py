@@ -8,6 +8,8 @@
   the charge is in flight leaves a question for a person.
 * ``typed``: answers with a structured output (``output_type``), shown as the run's ``data``.
 * ``long``: 50 turns of lookups, then an answer: 51 turns, for the long run's page.
+* ``chatty``: a chat agent that answers each message of a conversation by echoing it
+  (``You said: ...``); a message ``ask: QUESTION`` makes it ask a person QUESTION first.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
   process group id to ``$STEAD_TEST_PIDDIR/<run id>``, for the cancel tests.
 """
@@ -22,9 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import stead
-from stead.core.messages import AssistantMessage, ToolCall, Usage
+from stead.core.messages import AssistantMessage, ToolCall, Usage, UserMessage
 from stead.errors import Aborted
-from stead.providers import ModelCall, ModelResponse
+from stead.providers import ModelCall, ModelRequest, ModelResponse
 from stead.testing import Reply, ScriptedModel
 
 STREAM_TEXT = "The refund policy allows returns within thirty days of delivery for every order."
@@ -105,6 +107,13 @@ class StreamingModel:
         )
 
 
+def _echo(request: ModelRequest) -> Reply:
+    last = request.messages[-1]
+    if isinstance(last, UserMessage) and last.content.startswith("ask: "):
+        return Reply(tool_calls=[("ask_user", {"question": last.content[5:]})])
+    return Reply(text=f"You said: {last.content}")
+
+
 def build() -> list[stead.Agent]:
     delay = float(os.environ.get("STEAD_TEST_STREAM_DELAY", "0.05"))
     no_deadline = stead.Limits(approval_timeout=None)
@@ -182,6 +191,12 @@ def build() -> list[stead.Agent]:
             ),
             [lookup_order],
             limits=stead.Limits(max_turns=60),
+        ),
+        stead.Agent(  # one reply a turn: a conversation of up to 200 turns
+            "chatty",
+            ScriptedModel([_echo] * 200),
+            [stead.question_tool()],
+            limits=no_deadline,
         ),
         stead.Agent(
             "sleeper",

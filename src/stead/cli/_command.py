@@ -98,23 +98,24 @@ def _on_runtime(fn: RuntimeFn, *, run_id: bool) -> RunFn:
     def run(args: argparse.Namespace) -> int:
         out = console()
         agents = load_agents(getattr(args, "agents", None))
+        deps = load_deps(getattr(args, "deps", None))
 
         async def go(rt: Runtime) -> int:
             if run_id:
                 args.run_id = await resolve_run_id(rt.store, args.run_id)
             return await fn(rt, args, out)
 
-        return asyncio.run(with_runtime(args.store, agents, go))
+        return asyncio.run(with_runtime(args.store, agents, go, deps=deps))
 
     return run
 
 
 async def with_runtime(
-    url: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]]
+    url: str, agents: list[Agent], fn: Callable[[Runtime], Awaitable[int]], *, deps: Any = None
 ) -> int:
     # Every command run here reads or steers runs that exist: a SQLite file that does not
     # exist is a mistyped path, not a new store to create (run/worker/serve/demo create one).
-    async with Runtime(open_store(url, create=False), agents=agents) as rt:
+    async with Runtime(open_store(url, create=False), agents=agents, deps=deps) as rt:
         return await fn(rt)
 
 
@@ -137,13 +138,17 @@ def _attribute(flag: str, spec: str) -> Any:
         raise UserError(f"{flag} {spec}: module {module_name!r} has no {attr!r}") from exc
 
 
-def add_deps_option(parser: argparse.ArgumentParser) -> None:
-    """``--deps`` of a process that runs tools (``stead worker``, ``stead executor``)."""
-    parser.add_argument(
-        "--deps",
-        default=None,
-        help="module:attr with the live objects tools read as ctx.deps (called once if callable)",
-    )
+DEPS_HELP = (
+    "module:factory making the live objects tools read as ctx.deps (called once here if "
+    "callable); needed to drive runs of an agent with a deps_type"
+)
+
+
+def add_deps_option(parser: argparse.ArgumentParser, *, when: str = "") -> None:
+    """``--deps`` of every command that may drive a run or run a tool (``run``, ``resume``,
+    the decisions, ``worker``, ``executor``, ``serve --worker``): one option, one meaning.
+    Commands that only read or record need none: tool schemas come from the agent."""
+    parser.add_argument("--deps", default=None, help=f"{when}{DEPS_HELP}")
 
 
 def load_deps(spec: str | None) -> Any:

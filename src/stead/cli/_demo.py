@@ -20,10 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rich.markup import escape
 from rich.rule import Rule
 from rich.text import Text
 
+from stead.cli._ids import short_id
 from stead.cli._render import console, summary, timeline
 from stead.demo import MessageService, build_agent
 from stead.runtime import Runtime
@@ -95,13 +95,27 @@ def run_demo(store_path: str | None = None) -> int:
         delivered = len(service.messages)
         out.print()
         style = "bold green" if delivered == 1 else "bold red"
-        out.print(f"[{style}]delivered: {delivered}[/]")
-        out.print(
-            "\n[dim]Inspect it yourself: "
-            f"stead --store {escape(store)} runs show {run_id}\n"
-            "Use a real model (needs ANTHROPIC_API_KEY; or openai:gpt-4.1 with OPENAI_API_KEY):\n"
-            "  stead run stead.demo.assistant:agent 'Where is order 42?' "
-            "--model anthropic:claude-sonnet-4-6\n"
-            "See docs/models.md.[/]"
+        said = (
+            "once: the dead worker's message was found by the reconcile function, not sent again"
+            if delivered == 1
+            else "more than once"
         )
+        out.print(f"[{style}]delivered: {delivered}[/] ({said})")
+        out.print(Text("\nInspect it yourself:", style="dim"))
+        out.print(_whole(f"  stead --store {store} runs show {short_id(run_id)}"))
+        out.print(
+            Text("Use a real model (ANTHROPIC_API_KEY; or openai:gpt-4.1 and OPENAI_API_KEY):")
+        )
+        out.print(
+            _whole(
+                "  stead run stead.demo.assistant:agent 'Where is order 42?' "
+                "--model anthropic:claude-sonnet-4-6"
+            )
+        )
+        out.print(Text("See docs/models.md.", style="dim"))
         return delivered
+
+
+def _whole(command: str) -> Text:
+    """A command to copy: printed on one line, whatever the terminal's width."""
+    return Text(command, style="dim", no_wrap=True, overflow="ignore")

@@ -129,7 +129,7 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     if args.json:
         print(json.dumps(_json(r, p), ensure_ascii=False))
         return 0
-    title = f"{r.effect_id} {r.name} (turn {r.turn_index}, attempt {r.attempt}): {r.state}"
+    title = f"{r.effect_id} {r.name} (turn {r.turn_index + 1}, attempt {r.attempt}): {r.state}"
     out.print(timeline([s for s in stored if s.seq in set(r.seqs)], title=title))
     if _redispatches(r):
         out.print(Text(f"redispatches: {_redispatches(r)}"))
@@ -156,7 +156,7 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         verdicts = ", ".join(f"{v.verdict} ({v.observed})" for v in r.verdicts)
         table.add_row(
             r.effect_id[:12],
-            str(r.turn_index),
+            str(r.turn_index + 1),  # from 1, as the timeline counts turns
             Text(plain(f"{r.name} {r.tool_call_id}".strip())),
             str(r.attempt),
             Text(r.state, style=_STYLE[r.state]),

@@ -153,7 +153,11 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
 
 def _fork_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
-    p.add_argument("--at-turn", required=True, help="the source's last turn to carry (from 0)")
+    p.add_argument(
+        "--at-turn",
+        required=True,
+        help="the source's last turn to carry, numbered from 1 as `stead runs show` numbers them",
+    )
     p.add_argument("--input", required=True, help="the new user message after that turn")
     p.add_argument("--agent", default=None, help="the agent that drives the fork (by name)")
 
@@ -167,9 +171,11 @@ async def _fork(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         turn = int(args.at_turn)
     except ValueError:
         raise UserError(
-            f"--at-turn takes a turn number (0, 1, ...), not {args.at_turn!r}"
+            f"--at-turn takes a turn number (1, 2, ...), not {args.at_turn!r}"
         ) from None
-    view = await rt.fork(args.run_id, at_turn=turn, input=args.input, agent=args.agent)
+    if turn < 1:
+        raise UserError(f"--at-turn counts turns from 1, as `stead runs show` does, not {turn}")
+    view = await rt.fork(args.run_id, at_turn=turn - 1, input=args.input, agent=args.agent)
     out.print(Text(view.run_id))
     return 0
 

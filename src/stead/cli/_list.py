@@ -135,42 +135,74 @@ def count(n: int) -> str:
 
 
 def money(cost: float | None) -> str:
-    """Dollars, or ``?`` when a reply came from a model without a known price."""
+    """Dollars in at most 7 characters, or ``?`` when a reply came from a model without a
+    known price: cents from a cent up, ``<$0.01`` below, ``$0`` for nothing spent."""
     if cost is None:
         return "?"
-    return f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}"
+    if cost == 0:
+        return "$0"
+    if cost < 0.01:
+        return "<$0.01"
+    return f"${cost:,.2f}" if cost < 1000 else f"${cost:,.0f}"
+
+
+DROPPED_FIRST = ("took", "turns", "tokens", "age", "cost")
+"""The columns given up, in this order, when a row does not fit the width: the least useful
+first. A number is never cut: its column is shown whole or not at all."""
+
+AGENT_AT_LEAST = 8
+"""The agent's column is never narrower than this while a number column can still go."""
 
 
 def runs_table(rows: list[Row], now: float | None = None, width: int = 80) -> Table:
     """The list: short id, agent, status, age, duration, turns, tokens, cost.
 
-    Every cell is one line and the row fits ``width``: the numbers and the status keep their
-    width, the agent gets what is left and is cut with an ellipsis, and an id longer than its
-    column (a chosen one) is folded instead of cut, so it can still be copied."""
+    Every cell is one line and the row fits ``width``: each column is as wide as its widest
+    cell; when they do not fit, the least useful number columns are left out
+    (``DROPPED_FIRST``) before the agent is cut (with an ellipsis) below ``AGENT_AT_LEAST``;
+    an id longer than its column (a chosen one) is folded instead of cut, so it can still be
+    copied."""
     now = time.time() if now is None else now
-    fixed = {"run": 12, "status": 17, "age": 5, "took": 5, "turns": 5, "tokens": 6, "cost": 7}
+    cells: dict[str, list[str]] = {name: [] for name in DROPPED_FIRST}
+    for row in rows:
+        r, v = row.record, row.view
+        cells["age"].append(span(now - r.created_at))
+        cells["took"].append(span(r.updated_at - r.created_at))
+        cells["turns"].append("?" if row.damaged else f"{v.turns:,}")
+        cells["tokens"].append(
+            "?" if row.damaged else count(v.usage.input_tokens + v.usage.output_tokens)
+        )
+        cells["cost"].append(money(row.cost))
+    widths = {name: max([len(name), *(len(c) for c in cells[name])]) for name in DROPPED_FIRST}
     statuses = [_status(r) for r in rows] or ["status"]
-    fixed["status"] = max(6, *(len(s) for s in statuses))
-    # SIMPLE_HEAD puts a space between columns and each has one of padding on either side.
-    agent = max(5, width - sum(fixed.values()) - 3 * len(fixed))
+    fixed = {"run": 12, "status": max(6, *(len(s) for s in statuses))}
+    shown = ["age", "took", "turns", "tokens", "cost"]
+    longest_agent = max([5, *(len(plain(r.record.agent)) for r in rows)])
+
+    def room(columns: list[str]) -> int:
+        # SIMPLE_HEAD without edges: three spaces between columns (padding, rule, padding).
+        used = sum(fixed.values()) + sum(widths[n] for n in columns)
+        return width - used - 3 * (len(fixed) + len(columns))
+
+    for name in DROPPED_FIRST:
+        if room(shown) >= min(AGENT_AT_LEAST, longest_agent):
+            break
+        shown.remove(name)
+    agent = max(5, room(shown))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("run", overflow="fold", width=fixed["run"])
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=agent)
     table.add_column("status", no_wrap=True, width=fixed["status"])
-    for name in ("age", "took", "turns", "tokens", "cost"):
-        table.add_column(name, justify="right", no_wrap=True, width=fixed[name])
-    for row in rows:
-        r, v = row.record, row.view
+    for name in shown:
+        table.add_column(name, justify="right", no_wrap=True, min_width=widths[name])
+    for i, row in enumerate(rows):
+        r = row.record
         status = _status(row)
         table.add_row(
             Text(plain(short_id(r.run_id))),
             Text(plain(r.agent)),
             Text(status, style="bold red" if row.damaged else STATUS_STYLE.get(status, "")),
-            span(now - r.created_at),
-            span(r.updated_at - r.created_at),
-            "?" if row.damaged else str(v.turns),
-            "?" if row.damaged else count(v.usage.input_tokens + v.usage.output_tokens),
-            money(row.cost),
+            *(cells[name][i] for name in shown),
         )
     return table
 

@@ -16,12 +16,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stead.cli._hints import Hints
+from stead.cli._ids import short_id
 from stead.core import events as ev
 from stead.core.canonical import digest
 from stead.core.event_codec import encode
 from stead.core.events import Event
 from stead.core.states import RunStatus
-from stead.runtime import RunView
+from stead.runtime import PendingApproval, RunView
 from stead.store import RunRecord, StoredEvent
 
 STATUS_STYLE: dict[str, str] = {
@@ -97,12 +99,15 @@ def generic(event: Event) -> Described:
 
 _LINES: Final[dict[type[Event], Described]] = {
     ev.RunStarted: ("started", "worker {e.owner} (epoch {e.epoch})", "blue"),
-    ev.TurnStarted: ("turn {e.turn_index}", "model call", "blue"),
-    ev.TurnResumed: ("turn {e.turn_index}", "resumed with unfinished tool calls", "yellow"),
     ev.NoticeInjected: ("notice", "{e.reason}: {e.content:70}", "yellow"),
     ev.ModelCallFailed: ("model failed", "attempt {e.attempt}: {e.code} {e.message:60}", "red"),
     ev.ToolCallStarted: ("tool start", "{e.tool_call_id} attempt {e.attempt}", "dim"),
-    ev.ToolOutcomeUnknown: ("unknown", "{e.tool_call_id}: {e.reason}", "bold red"),
+    ev.ToolOutcomeUnknown: (
+        "outcome unknown",
+        "call {e.tool_call_id} may or may not have happened ({e.reason:80}); its effect class "
+        "decides what comes next",
+        "bold red",
+    ),
     ev.RunCompleted: ("completed", "{e.output:80}", "bold green"),
     ev.RunFailed: ("failed", "{e.code} in {e.phase}: {e.message:160}", "bold red"),
     ev.StepFailed: ("step failed", "{e.step}: {e.error_type}: {e.message:120}", "red"),
@@ -139,6 +144,17 @@ def _line(label: str, detail: str, style: str) -> Callable[[Any], Described]:
 
 for _cls, _words in _LINES.items():
     DESCRIBE[_cls.kind] = _line(*_words)
+
+
+@renders(ev.TurnStarted)
+def _turn(e: ev.TurnStarted) -> Described:
+    # People count turns from 1, as the dashboard does; ``turn_index`` (data) from 0.
+    return f"turn {e.turn_index + 1}", "model call", "blue"
+
+
+@renders(ev.TurnResumed)
+def _turn_resumed(e: ev.TurnResumed) -> Described:
+    return f"turn {e.turn_index + 1}", "resumed with unfinished tool calls", "yellow"
 
 
 @renders(ev.RunCreated)
@@ -202,9 +218,17 @@ def _result(e: ev.ToolResultRecorded) -> Described:
     return "result", f"{e.name} → {_short(e.content, 60)}{how}", style
 
 
+_RECONCILED: Final = {
+    "done": "it happened: its result is recorded, not run again",
+    "not_done": "it did not happen: it runs again",
+    "unknown": "it cannot tell: a person decides",
+}
+
+
 @renders(ev.ToolReconciled)
 def _reconciled(e: ev.ToolReconciled) -> Described:
-    return "reconciled", f"{e.tool_call_id}: {e.verdict.replace('_', ' ')}", "yellow"
+    said = _RECONCILED.get(e.verdict, e.verdict.replace("_", " "))
+    return "reconciled", f"call {e.tool_call_id}: asked its reconcile function: {said}", "yellow"
 
 
 @renders(ev.ApprovalDecided)
@@ -228,11 +252,23 @@ _VERDICT_STYLE: Final = {
 }
 
 
+_VERDICT_WORDS: Final = {
+    "keep": "its executor still has it: left to finish",
+    "defer": "its executor was asked to recover it: waiting for that",
+    "dispose": "no executor has it: its outcome is unknown",
+    "redispatch": "no executor has it: sent again",
+}
+"""What a takeover did with an effect the dead worker left, in a person's words."""
+
+
 @renders(ev.EffectReconciled)
 def _effect_reconciled(e: ev.EffectReconciled) -> Described:
-    what = e.tool_call_id or f"model call (turn {e.turn_index})"
-    detail = f"{what}: {e.verdict} ({e.observed}) {e.reason}"
-    return "verdict", f"{detail} [{e.effect_id[:12]}]", _VERDICT_STYLE[e.verdict]
+    what = f"call {e.tool_call_id}" if e.tool_call_id else f"model call of turn {e.turn_index + 1}"
+    words = _VERDICT_WORDS.get(e.verdict, e.verdict)
+    if e.verdict == "dispose" and not e.tool_call_id:
+        words = "no executor has it: the turn asks the model again"
+    detail = f"the dead worker's {what}: {words} [{e.verdict}: {e.observed}, {e.effect_id[:12]}]"
+    return "recovery", detail, _VERDICT_STYLE[e.verdict]
 
 
 @renders(ev.RedispatchRecorded)
@@ -285,10 +321,23 @@ def _run_forked(e: ev.RunForked) -> Described:
     dropped = f", {e.dropped_calls} in-flight calls not carried" if e.dropped_calls else ""
     return (
         "forked",
-        f"from {e.source_run_id} at turn {e.at_turn} ({e.carried_results} results carried"
+        f"from {e.source_run_id} after turn {e.at_turn + 1} ({e.carried_results} results carried"
         f"{dropped})",
         "magenta",
     )
+
+
+def _asked(event: Event, questions: set[str]) -> Described | None:
+    """A question tool's call and the agent's typed answer read as what they are, not as
+    tool calls (their effect class is bookkeeping): the question asked, the person's
+    answer, the answer the run ends with."""
+    if isinstance(event, ev.ToolCallRequested) and event.final:
+        return "answer", f"the typed answer: {_short(_args(event.arguments), 100)}", "green"
+    if isinstance(event, ev.ToolCallRequested) and event.tool_call_id in questions:
+        return "question", f"{event.name}({_short(_args(event.arguments), 80)})", "yellow"
+    if isinstance(event, ev.ToolResultRecorded) and event.tool_call_id in questions:
+        return "answered", f"{event.name} → {_short(event.content, 60)}", "green"
+    return None
 
 
 def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
@@ -299,8 +348,20 @@ def timeline(events: Sequence[StoredEvent], title: str = "") -> Table:
     table.add_column("event")
     table.add_column("detail", overflow="fold")
     t0 = events[0].created_at if events else 0.0
+    asked = {
+        e.tool_call_id
+        for e in (s.event for s in events)
+        if isinstance(e, ev.ApprovalRequested) and e.reason == "question"
+    }
+    finals = {
+        e.tool_call_id
+        for e in (s.event for s in events)
+        if isinstance(e, ev.ToolCallRequested) and e.final
+    }
     for stored in events:
-        label, detail, style = describe(stored.event)
+        if isinstance(stored.event, ev.ToolResultRecorded) and stored.event.tool_call_id in finals:
+            continue  # the typed answer's bookkeeping: the answer's line and the end say it
+        label, detail, style = _asked(stored.event, asked) or describe(stored.event)
         table.add_row(
             str(stored.seq),
             f"{(stored.created_at - t0) * 1000:.0f}",
@@ -327,8 +388,21 @@ def runs_table(records: Sequence[RunRecord]) -> Table:
     return table
 
 
-def summary(view: RunView) -> Text:
-    """One line: status, output or error, usage, pending approvals."""
+class Lines(tuple[Text, ...]):
+    """Lines printed one by one: a line made ``no_wrap`` (a command to copy) whole, past the
+    terminal's width; the others wrapped to it."""
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        for i, line in enumerate(self):
+            if i:
+                yield Text("\n")
+            yield line
+
+
+def summary(view: RunView, hints: Hints | None = None) -> Lines:
+    """One line: status, output or error, usage; then each call waiting on a person, with
+    the command that decides it (``hints``: what that command repeats of this one)."""
+    hints = hints or Hints()
     t = Text()
     t.append(view.status.value, style=STATUS_STYLE.get(view.status.value, ""))
     if view.output:
@@ -338,26 +412,39 @@ def summary(view: RunView) -> Text:
             f"  {view.error.get('code')}: {_short(str(view.error.get('message', '')))}", style="red"
         )
     u = view.usage
-    t.append(
-        f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
-    )
+    turns = "1 turn" if view.turns == 1 else f"{view.turns} turns"
+    t.append(f"  [{turns}, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim")
+    lines = [t]
     for a in view.approvals:
-        if a.reason == "question":
-            asked = _short(str(a.payload.get("question", "")))
-            t.append(
-                plain(f"\n  question for a person: call {a.tool_call_id} ({a.tool}): {asked}")
-                + plain(f"  (stead answer {view.run_id} {a.tool_call_id} VALUE)"),
-                style="yellow",
-            )
-            continue
-        t.append(
-            plain(
-                f"\n  waiting on a person: call {a.tool_call_id} ({a.tool}, {a.reason})"
-                f" token {a.token}"
-            ),
-            style="yellow",
+        for line in _waiting_line(view, a, hints).split("\n"):
+            lines.append(Text(plain(f"  {line}"), style="yellow", no_wrap=True, overflow="ignore"))
+    return Lines(lines)
+
+
+def _waiting_line(view: RunView, a: PendingApproval, hints: Hints) -> str:
+    """A call waiting on a person, in words, and the command that settles it."""
+    rid, call = view.run_id, a.tool_call_id
+    if a.reason == "question":
+        asked = _short(str(a.payload.get("question", "")))
+        command = hints.answer(rid, call, a.payload.get("answer_schema"))
+        how = (
+            f"answer: `{command}`"
+            if command is not None
+            else f"answer it: stead answer {short_id(rid)} {call} ANSWER --agents MODULE:ATTR "
+            "(the module:attr of your agents)"
         )
-    return t
+        return f"question for a person (call {call}): {asked}\n    {how}"
+    if a.reason == "outcome_unknown":
+        return (
+            f"call {call} ({a.tool}) may or may not have happened: a person says which\n"
+            f"    did not happen (run it again): `{hints.decide(rid, call, a.token)}`\n"
+            "    or say happened (with --result) or skip instead of not_happened"
+        )
+    return (
+        f"call {call} ({a.tool}) waits for approval\n"
+        f"    approve: `{hints.approve(rid, call, a.token)}`\n"
+        f"    deny: `{hints.deny(rid, call, a.token)}`"
+    )
 
 
 class _Console(Console):
@@ -366,6 +453,18 @@ class _Console(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError(32, "Broken pipe")
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """A ``Text`` made ``no_wrap`` (a line with a command to copy) is printed whole, past
+        the terminal's width, not broken into lines (rich wraps it otherwise); ``Lines``
+        line by line, each so."""
+        if len(objects) == 1 and isinstance(objects[0], Lines):
+            for line in objects[0]:
+                self.print(line, **options)
+            return
+        if any(isinstance(o, Text) and o.no_wrap for o in objects):
+            options.setdefault("soft_wrap", True)
+        super().print(*objects, **options)
 
 
 def console() -> Console:

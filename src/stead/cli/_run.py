@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import replace
 
 from rich.text import Text
 
-from stead.cli._command import command, load_agents
+from stead.cli._command import add_deps_option, command, load_agents, load_deps
+from stead.cli._hints import Hints
 from stead.cli._render import console, summary
-from stead.core.states import RunStatus
+from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import UserError
 from stead.runtime import Runtime
 
@@ -35,18 +37,22 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="use this model instead of the agent's: anthropic:MODEL, openai:MODEL or "
         "openai-compatible:BASE_URL:MODEL",
     )
+    add_deps_option(p)
 
 
 @command("run", "run an agent on a prompt, streaming its text", _run_arguments)
 def _run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run_agent(args.store, args.agent, args.prompt, args.model))
+    return asyncio.run(_run_agent(args, args.store, args.agent, args.prompt, args.model))
 
 
-async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> int:
+async def _run_agent(
+    args: argparse.Namespace, store: str, spec: str, prompt: str, model: str | None
+) -> int:
     from stead.cli._stream import StreamPrinter, usage_line
     from stead.providers import model_from_string
 
     agents = load_agents(spec)
+    deps = load_deps(args.deps)
     if len(agents) != 1:
         names = ", ".join(a.name for a in agents)
         raise UserError(f"{spec!r} holds {len(agents)} agents ({names}); name exactly one")
@@ -55,14 +61,18 @@ async def _run_agent(store: str, spec: str, prompt: str, model: str | None) -> i
         agent.model = model_from_string(model)
     out = console()
     printer = StreamPrinter()
-    async with Runtime(store, agents=[agent], on_progress=printer) as rt:
+    async with Runtime(store, agents=[agent], on_progress=printer, deps=deps) as rt:
         run_id = await rt.start(agent, prompt)
         out.print(Text(f"run {run_id} · {agent.name} on {agent.model.model_name}", style="dim"))
         try:
             view = await rt.run(run_id)
         finally:
             printer.end()
-    out.print(summary(view))
+    hints = replace(Hints.of(args), agents=spec)
+    out.print(summary(view, hints))
+    if view.status in RESUMABLE:
+        again = f"next: `{hints.resume(view.run_id)}` continues it"
+        out.print(Text(again, style="dim", no_wrap=True, overflow="ignore"))
     out.print(usage_line(view, agent.model.model_name))
     return 0 if view.status is RunStatus.COMPLETED else 1
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
+from stead.cli._hints import Hints
 from stead.cli._lifecycle import RUNS_COMMANDS
 from stead.cli._render import plain, summary, timeline
 from stead.core.event_codec import encode
@@ -109,7 +110,7 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         return 0
     view = await rt.get(args.run_id)
     out.print(timeline(await rt.events(args.run_id), title=args.run_id))
-    out.print(summary(view))
+    out.print(summary(view, Hints.of(args)))
     return 0
 
 

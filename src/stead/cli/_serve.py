@@ -15,7 +15,14 @@ from stead.cli._args import (
     positive,
     token_specs,
 )
-from stead.cli._command import command, load_agents, server_extra, url_of
+from stead.cli._command import (
+    add_deps_option,
+    command,
+    load_agents,
+    load_deps,
+    server_extra,
+    url_of,
+)
 from stead.errors import UserError
 
 TOKENS_ENV = "STEAD_SERVE_TOKENS"
@@ -27,6 +34,7 @@ def _arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=port, default=8000, help="port (0: any free one)")
     add_token_options(s, env=TOKENS_ENV)
     s.add_argument("--worker", action="store_true", help="drive runs in this process too")
+    add_deps_option(s, when="with --worker: ")
     add_claim_options(s, concurrency=8, when="with --worker: ")
     s.add_argument(
         "--max-body",
@@ -46,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
     random token is made (loopback only) and printed in the dashboard's URL."""
     # Until SIGTERM/SIGINT; 0 after a clean shutdown.
     agents = load_agents(args.agents)
+    deps = load_deps(args.deps)
     with server_extra("stead serve"):
         from stead.server import check_bind, new_token, parse_tokens, serve_http
     if args.worker and not agents:
@@ -71,7 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # The options that go to ``serve`` as they are, under their own names.
     same = ("host", "port", "worker", "concurrency", "poll", "max_body", "heartbeat")
     options = {name: getattr(args, name) for name in same}
-    asyncio.run(serve_http(args.store, agents, tokens=tokens, ready=ready, **options))
+    asyncio.run(serve_http(args.store, agents, tokens=tokens, ready=ready, deps=deps, **options))
     return 0
 
 

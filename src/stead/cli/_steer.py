@@ -9,8 +9,8 @@ import os
 from rich.console import Console
 from rich.text import Text
 
-from stead.cli._command import runtime_command
-from stead.cli._ids import short_id
+from stead.cli._command import add_deps_option, runtime_command
+from stead.cli._hints import Hints
 from stead.cli._render import plain, summary
 from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import LeaseHeld, UserError
@@ -23,12 +23,13 @@ _AGENTS_NOW = "module:attr with the run's agent(s): continue the run now"
 def _resume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id")
     p.add_argument("--agents", required=True, help="module:attr with the run's agent(s)")
+    add_deps_option(p)
     p.add_argument("--reason", default="resumed from the CLI")
 
 
 @runtime_command("resume", "continue a run", _resume_arguments)
 async def _resume(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
-    out.print(summary(await rt.resume(args.run_id, reason=args.reason)))
+    out.print(summary(await rt.resume(args.run_id, reason=args.reason), Hints.of(args)))
     return 0
 
 
@@ -39,6 +40,7 @@ def _gate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None, help="the approval's resume token")
     p.add_argument("--by", default=os.environ.get("USER", "cli"))
     p.add_argument("--agents", default=None, help=_AGENTS_NOW)
+    add_deps_option(p, when="with --agents: ")
 
 
 def _approve_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,13 +64,13 @@ async def _approve(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     view = await rt.approve(
         args.run_id, args.call_id, token=args.token, by=args.by, arguments=edited
     )
-    return await _then(rt, view, out, drive=True)
+    return await _then(rt, view, out, Hints.of(args), drive=True)
 
 
 @runtime_command("deny", "deny a gated call", _deny_arguments)
 async def _deny(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     view = await rt.deny(args.run_id, args.call_id, args.reason, token=args.token, by=args.by)
-    return await _then(rt, view, out, drive=True)
+    return await _then(rt, view, out, Hints.of(args), drive=True)
 
 
 def _decide_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,13 +82,14 @@ def _decide_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None)
     p.add_argument("--by", default=os.environ.get("USER", "cli"))
     p.add_argument("--agents", default=None, help=_AGENTS_NOW)
+    add_deps_option(p, when="with --agents: ")
 
 
 @runtime_command("decide", "settle a call whose outcome is unknown", _decide_arguments)
 async def _decide(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     options = {k: getattr(args, k) for k in ("token", "result", "reason", "by")}
     view = await rt.decide(args.run_id, args.call_id, args.decision, **options)
-    return await _then(rt, view, out, drive=True)
+    return await _then(rt, view, out, Hints.of(args), drive=True)
 
 
 def _answer_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,6 +99,7 @@ def _answer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None, help="the question's resume token")
     p.add_argument("--by", default=os.environ.get("USER", "cli"))
     p.add_argument("--agents", required=True, help="module:attr with the run's agent(s)")
+    add_deps_option(p, when="to continue the run here: ")
 
 
 @runtime_command("answer", "answer a question a run asked", _answer_arguments)
@@ -105,7 +109,7 @@ async def _answer(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     run then continues in this process. An answer that does not fit is refused and the run
     keeps waiting."""
     view = await rt.answer(args.run_id, args.call_id, args.value, token=args.token, by=args.by)
-    return await _then(rt, view, out, drive=True)
+    return await _then(rt, view, out, Hints.of(args), drive=True)
 
 
 def _cancel_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,33 +119,48 @@ def _cancel_arguments(p: argparse.ArgumentParser) -> None:
 
 @runtime_command("cancel", "cancel a run", _cancel_arguments)
 async def _cancel(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
-    return await _then(rt, await rt.cancel(args.run_id, args.reason), out, cancel=True)
+    view = await rt.cancel(args.run_id, args.reason)
+    return await _then(rt, view, out, Hints.of(args), cancel=True)
 
 
 async def _then(
-    rt: Runtime, view: RunView, out: Console, *, drive: bool = False, cancel: bool = False
+    rt: Runtime,
+    view: RunView,
+    out: Console,
+    hints: Hints,
+    *,
+    drive: bool = False,
+    cancel: bool = False,
 ) -> int:
     """After a decision or a cancel: the run's state, who drives it now, and with
-    ``--agents`` (``drive``) the run driven here at once, unless someone holds it.
+    ``--agents`` (``drive``) the run driven here at once, unless someone holds it or its
+    agent needs ``--deps`` that were not given.
 
     The decision is recorded whoever drives the run next, so this succeeds (0) either way:
     a worker that holds the run, or claims it between our look and our claim, goes on with
     it, and the line says so instead of driving here."""
     if drive:
         out.print(Text("recorded: the decision is in the run's log", style="dim"))
-    out.print(summary(view))
-    driving = drive and bool(rt.agents) and await _holder(rt, view) is None
-    out.print(await _next_step(rt, view, driving, cancel=cancel))
+    out.print(summary(view, hints))
+    driving = drive and _drivable(rt, view) and await _holder(rt, view) is None
+    out.print(await _next_step(rt, view, hints, driving, cancel=cancel))
     if driving:
         try:
             view = await rt.run(view.run_id)
         except LeaseHeld:
             holder = await _holder(rt, view) or "another process"
             why = f"{holder} took it over meanwhile and goes on with it, not this process"
-            out.print(Text(f"next: {plain(why)}", style="dim"))
+            out.print(Text(f"next: {plain(why)}", style="dim", no_wrap=True, overflow="ignore"))
             return 0
-        out.print(summary(view))
+        out.print(summary(view, hints))
     return 0
+
+
+def _drivable(rt: Runtime, view: RunView) -> bool:
+    """Whether this process can drive the run: it has the run's agent, and its deps when
+    the agent has a ``deps_type``."""
+    agent = rt.agents.get(view.agent)
+    return agent is not None and (agent.deps_type is None or rt.deps is not None)
 
 
 async def _holder(rt: Runtime, view: RunView) -> str | None:
@@ -150,10 +169,19 @@ async def _holder(rt: Runtime, view: RunView) -> str | None:
     return record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None
 
 
-async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool) -> Text:
-    """Who drives the run now, in one line."""
-    rid = short_id(view.run_id)
+async def _next_step(
+    rt: Runtime, view: RunView, hints: Hints, driving: bool, *, cancel: bool
+) -> Text:
+    """Who drives the run now, in one line; a command in it works as printed."""
     status = view.status
+    resume = hints.resume(view.run_id)
+    if resume is not None and _drivable(rt, view):
+        here = f"`{resume}` continues it here"
+    else:  # in words: a command missing its --agents or --deps would not work as printed
+        here = (
+            "stead resume continues it here, given --agents (and --deps, if agent "
+            f"{view.agent!r} has a deps_type)"
+        )
     if driving and status.value in CLAIMABLE:
         why = "continuing now in this process"
     elif status is RunStatus.AWAITING_APPROVAL:
@@ -161,19 +189,16 @@ async def _next_step(rt: Runtime, view: RunView, driving: bool, *, cancel: bool)
     elif status.value in CLAIMABLE:
         owner = await _holder(rt, view)
         if owner is not None and cancel:
-            why = f"its worker {owner} stops it at its next step (`stead runs watch {rid}`)"
+            why = f"its worker {owner} stops it at its next step (`{hints.watch(view.run_id)}`)"
         elif owner is not None:
-            why = f"its worker {owner} goes on with it (`stead runs watch {rid}` follows it)"
+            why = f"its worker {owner} goes on with it (`{hints.watch(view.run_id)}` follows it)"
         else:
-            why = (
-                "a worker (`stead worker --agents MOD:ATTR`) will pick it up, or run "
-                f"`stead resume {rid} --agents MOD:ATTR` to continue it here"
-            )
+            why = f"a worker with agent {view.agent!r} will pick it up, or {here}"
     elif status in RESUMABLE:
-        why = f"nothing drives it; `stead resume {rid} --agents MOD:ATTR` would continue it"
+        why = f"nothing drives it; {here}"
     else:
         why = "nothing more to do"
-    return Text(f"next: {plain(why)}", style="dim")
+    return Text(f"next: {plain(why)}", style="dim", no_wrap=True, overflow="ignore")
 
 
 COMMANDS = (_resume, _approve, _deny, _decide, _answer, _cancel)

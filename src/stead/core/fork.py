@@ -51,7 +51,8 @@ def plan_fork(events: Sequence[Event], at_turn: int, source_run_id: str) -> Fork
     if isinstance(at_turn, bool) or not isinstance(at_turn, int) or not 0 <= at_turn <= top:
         reached = f"turns 0 to {top}" if top >= 0 else "no turn yet"
         raise UserError(
-            f"run {source_run_id} has {reached}; fork it at one of those (at_turn={at_turn!r})"
+            f"run {source_run_id} has {reached}; fork it at one of those (at_turn={at_turn!r}; "
+            "at_turn counts from 0, the timeline's turn 1 is at_turn 0)"
         )
     prefix = []
     for e in events:

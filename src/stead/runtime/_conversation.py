@@ -92,7 +92,42 @@ class Conversations:
         one (named by its ``session_id``, or by its own id) that it is the first message of.
         A new conversation needs ``agent``. ``message_id`` makes the send idempotent: the
         same id again returns the same run (answered once), whichever process retries.
+        ``submit`` records the message the same way and leaves the answering to a worker.
         """
+        chat, entry = await self._record(conversation, text, message_id, agent, attachments)
+        return await self._answer(chat, entry)
+
+    async def submit(
+        self,
+        conversation: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        agent: Agent | str | None = None,
+        attachments: Iterable[AttachmentInput] = (),
+    ) -> str:
+        """Send a user message to a conversation without answering it in this process:
+        record it, queue the run that answers it, and return that run's id at once; a worker
+        (``stead worker``, ``stead serve --worker``) answers it, and ``wait(run_id)`` waits for
+        the answer. The arguments are ``send``'s.
+
+        The run is created now when the message before it is answered (or it is the first);
+        otherwise it is created when that one finishes, by whichever process finishes it, or
+        by ``wait``. Its id is fixed from the start, so the caller can wait on it already.
+        """
+        _, entry = await self._record(conversation, text, message_id, agent, attachments)
+        await self._queue_next(entry.conversation_id)
+        return entry.run_id
+
+    async def _record(
+        self,
+        conversation: str,
+        text: str,
+        message_id: str | None,
+        agent: Agent | str | None,
+        attachments: Iterable[AttachmentInput],
+    ) -> tuple[ConversationStore, ConversationEntry]:
+        """Check a message and record it durably (``send``'s first step, and ``submit``'s)."""
         checks.identifier("conversation", conversation)
         checks.text("the message", text)
         if message_id is not None:
@@ -134,7 +169,33 @@ class Conversations:
                 "content; a new message needs a new message_id"
             )
         self._crash("after_message_recorded", None)
-        return await self._answer(chat, entry)
+        return chat, entry
+
+    async def _queue_next(self, conversation: str) -> str | None:
+        """Create the run of the conversation's first message that has none, if the message
+        before it is answered (its run finished); the id of the run created, else None. Called
+        after a message is submitted and after a conversation's run finishes, so messages
+        submitted while one is being answered are answered next, in order, by any worker."""
+        if not isinstance(self.store, ConversationStore):
+            return None
+        entries = await chat_store(self.store).conversation(conversation)
+        first = len(entries)  # runs are created in order: look back from the newest
+        while first > 0 and not await self._exists(entries[first - 1].run_id):
+            first -= 1
+        if first == len(entries):
+            return None
+        before = await self._state(entries[first - 1].run_id) if first > 0 else None
+        if before is not None and before.status not in FINISHED:
+            return None
+        await self._create(entries[first], before)
+        return entries[first].run_id
+
+    async def _exists(self, run_id: str) -> bool:
+        try:
+            await self.store.get_run(run_id)
+        except RunNotFound:
+            return False
+        return True
 
     async def take_up_messages(self, *, older_than: float = 30.0) -> list[str]:
         """Create the runs of messages whose sender died after recording them and before
@@ -176,6 +237,14 @@ class Conversations:
         """The conversation's messages in order, each with the run that answers it."""
         checks.identifier("conversation", conversation)
         return await chat_store(self.store).conversation(conversation)
+
+    async def message_of(self, run_id: str) -> ConversationEntry | None:
+        """The conversation message ``run_id`` answers (its position, id and text), also
+        while that run waits to be created; None for a run started on its own."""
+        checks.identifier("run_id", run_id)
+        if not isinstance(self.store, ConversationStore):
+            return None
+        return await chat_store(self.store).entry_of_run(run_id)
 
     async def _resolve(
         self, chat: ConversationStore, given: str

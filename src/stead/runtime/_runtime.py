@@ -5,7 +5,8 @@ lease (bumping its fencing epoch), drives it until it finishes or waits on a per
 releases the lease. A process that finds a run whose owner died on this machine takes it over
 at once; otherwise it waits for the lease to lapse. The methods live by concern: driving in
 ``_drive.py``, steering (decisions, cancels, requeues, timeouts) in ``_steer.py``, following
-and paging in ``_follow.py``.
+and paging in ``_follow.py``, conversations in ``_conversation.py``, waiting for a run another
+process drives in ``_waiting.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from stead.runtime._find import Finding
 from stead.runtime._follow import Following
 from stead.runtime._lifecycle import Lifecycle
 from stead.runtime._steer import Steering
+from stead.runtime._waiting import Waiting
 from stead.runtime.agent import (
     Agent,
     Answering,
@@ -70,7 +72,17 @@ from stead.store import Ledger, Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Finding, Conversations, Answering, Lifecycle, Closing):
+class Runtime(
+    Driving,
+    Steering,
+    Following,
+    Finding,
+    Conversations,
+    Waiting,
+    Answering,
+    Lifecycle,
+    Closing,
+):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -97,7 +109,9 @@ class Runtime(Driving, Steering, Following, Finding, Conversations, Answering, L
         ``crash`` is called at every named crash point a drive or a steering call reaches
         (``stead._crash.CrashHook``; by default the SIGKILL a test arms, else nothing).
         ``deps`` are this process's live objects for tools (``ctx.deps``): never recorded,
-        checked against each agent's ``deps_type``.
+        checked against each agent's ``deps_type``. Without deps, an agent with a
+        ``deps_type`` is still taken: its runs can be read, answered and decided here, and
+        driving one is refused (``UserError``) before anything is written.
         ``recovery`` says how a takeover treats the effects a dead owner left in flight
         (``stead.RecoveryPolicy``: dispose by default).
         ``observers`` watch every drive (``stead.otel.Tracing``); none costs nothing.
@@ -186,7 +200,8 @@ class Runtime(Driving, Steering, Following, Finding, Conversations, Answering, L
             raise UserError(f"register() takes an Agent, not {type(agent).__name__}")
         if agent.name in self.agents and self.agents[agent.name] is not agent:
             raise UserError(f"two different agents are named {agent.name!r}")
-        check_deps(agent, self.deps)
+        if self.deps is not None:  # without any, only driving its runs needs them
+            check_deps(agent, self.deps)
         self.agents[agent.name] = agent
 
     async def close(self) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from stead.runtime import Runtime
+from stead.runtime import Runtime, resolve_run_id
 from stead.server._models import RunId
 from stead.server._security import who
 
@@ -38,5 +38,21 @@ def _runtime(request: Request) -> Runtime:
 
 Caller = Annotated[str, Depends(_caller)]
 Rt = Annotated[Runtime, Depends(_runtime)]
-RunPath = Annotated[RunId, Path(description="the run's id")]
+
+
+async def _run_id(
+    request: Request,
+    _: Annotated[str, Depends(_caller)],
+    run_id: Annotated[RunId, Path(description="the run's id, or 4+ of its first characters")],
+) -> str:
+    """The run the path names: its id, or the start of one that starts no other (the rule
+    the CLI and ``stead.runtime.resolve_run_id`` apply); 404 or 400 otherwise. After the
+    token is checked: a caller without one learns nothing of which runs exist."""
+    return await resolve_run_id(_runtime(request).store, run_id)
+
+
+RunPath = Annotated[str, Depends(_run_id)]
+"""A run named by its id or a unique start of it, resolved before the route runs."""
+RawRunPath = Annotated[RunId, Path(description="the run's id, or its start")]
+"""A run id taken as it is (a route that resolves it itself)."""
 CallPath = Annotated[str, Path(max_length=256, description="the pending call's id")]

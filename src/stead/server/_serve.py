@@ -16,6 +16,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable, Generator, Iterable
+from typing import Any
 
 import uvicorn
 
@@ -45,12 +46,19 @@ async def serve_http(
     max_body: int = 64 * 1024,
     heartbeat: float = 15.0,
     ready: Callable[[int], None] | None = None,
+    deps: Any = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT. ``ready(port)`` is called once the socket listens."""
+    """Serve until SIGTERM/SIGINT. ``ready(port)`` is called once the socket listens.
+    ``deps``: the live objects the worker's tools read (``--deps``); without a worker none
+    are needed, also for agents with a ``deps_type`` (nothing here runs a tool)."""
     check_bind(host, tokens)
     agents = list(agents)
-    driver = Worker(store, agents, concurrency=concurrency, poll_interval=poll) if worker else None
-    runtime = driver.runtime if driver is not None else Runtime(store, agents=agents)
+    driver = (
+        Worker(store, agents, concurrency=concurrency, poll_interval=poll, deps=deps)
+        if worker
+        else None
+    )
+    runtime = driver.runtime if driver is not None else Runtime(store, agents=agents, deps=deps)
     app = create_app(runtime, tokens, max_body=max_body, heartbeat=heartbeat)
     config = uvicorn.Config(
         app, host=host, port=port, lifespan="off", log_level="info", timeout_graceful_shutdown=2

@@ -3,10 +3,14 @@
 Deps are the live objects of the process that runs a tool (a database pool, an HTTP client,
 a config object). They are never recorded: a run resumed by another process gets *that*
 process's deps, which is the point (a connection pool does not survive a crash, and a log
-must not hold one). Both ends are checked when they meet, at construction: a tool that reads
+must not hold one). Both ends are checked when they meet: a tool that reads
 ``ToolContext[Db]`` in an agent whose ``deps_type`` is not a ``Db``, or a ``Runtime`` whose
-``deps`` are not the agent's ``deps_type``, is a ``UserError`` there, not an
-``AttributeError`` in a tool at three in the morning.
+``deps`` are not the agent's ``deps_type``, is a ``UserError`` at construction, not an
+``AttributeError`` in a tool at three in the morning. A ``Runtime`` given no deps at all
+still takes such an agent: reading its runs, answering their questions and recording
+decisions run no tool (schemas come from the agent), so a dashboard or a decision from the
+command line needs no database pool; driving one of its runs is refused before anything is
+claimed or written, saying to pass the deps.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ def check_deps(agent: DepsOwner, deps: object) -> None:
     if deps is None:
         raise UserError(
             f"agent {agent.name!r} needs deps of type {want.__name__} for its tools; pass "
-            f"Runtime(deps=...) (a {want.__name__})"
+            f"Runtime(deps=...) (a {want.__name__}), or to a stead command --deps "
+            "module:factory (a function that makes one)"
         )
     if not isinstance(deps, want):
         raise UserError(

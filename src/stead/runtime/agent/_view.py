@@ -40,7 +40,8 @@ class PendingApproval:
     tool_call_id: str
     tool: str
     reason: str
-    """outcome_unknown or policy."""
+    """question (a question tool asks), policy (a call needs approval) or outcome_unknown (a
+    person says whether the call happened)."""
     token: str
     """The single-use token a decision quotes."""
     payload: dict[str, Any]
@@ -83,6 +84,14 @@ class RunView:
     cost_usd: float | None = None
     """What the run cost in dollars (every attempt priced by the model that answered its
     turn); None when a turn that used tokens has no known price."""
+
+    @property
+    def questions(self) -> tuple[PendingApproval, ...]:
+        """The questions the run asks a person (question tools' calls; ``payload`` holds the
+        question and its ``answer_schema``), answered with ``Runtime.answer``. ``approvals``
+        holds them too, beside the calls that wait for an approval or for a person to say
+        whether they happened."""
+        return tuple(a for a in self.approvals if a.reason == "question")
 
     def data_as(self, output_type: type[T]) -> T:
         """The structured output as ``output_type`` (for ``mypy``: ``view.data_as(City)`` is a

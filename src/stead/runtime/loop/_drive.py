@@ -33,11 +33,12 @@ from stead.core.progress import (
     ProgressWindow,
 )
 from stead.core.reconcile import RecoveryPolicy
-from stead.core.states import AT_REST, RunStatus
+from stead.core.states import AT_REST, FINISHED, RunStatus
 from stead.errors import (
     LeaseHeld,
+    SteadError,
 )
-from stead.runtime.agent import Agent, RunView
+from stead.runtime.agent import Agent, RunView, check_deps
 from stead.runtime.executors import Executor, InProcessExecutor
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._fresh import FreshRuns
@@ -158,6 +159,8 @@ class Driving:
 
         def _agent_named(self, name: str, run_id: str) -> Agent: ...
 
+        async def _queue_next(self, conversation: str) -> str | None: ...
+
     async def run(
         self, run_id: str, *, claim: Claim | None = None, claimed_at: float | None = None
     ) -> RunView:
@@ -181,6 +184,7 @@ class Driving:
             if not self._has_work_while_waiting(state, record.agent):
                 return RunView.of(state, self.agents)
         agent = self._agent_named(record.agent, run_id)
+        check_deps(agent, getattr(self, "deps", None))  # before the lease: nothing written
         # Checked and marked with no await in between: of two concurrent calls, one drives.
         if run_id in self._driving:
             raise LeaseHeld(
@@ -189,9 +193,21 @@ class Driving:
             )
         self._driving.add(run_id)
         try:
-            return await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
+            view = await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
         finally:
             self._driving.discard(run_id)
+        if view.conversation_id and view.status in FINISHED:
+            await self._next_in_conversation(view)
+        return view
+
+    async def _next_in_conversation(self, view: RunView) -> None:
+        """A conversation's run finished: queue the run of the message sent after it, if one
+        waits (``Runtime.submit``), so any worker answers it now. Best effort: a failure here
+        leaves that message to the next ``submit``, ``wait`` or a worker's sweep."""
+        try:
+            await self._queue_next(view.conversation_id)
+        except SteadError as exc:
+            log.warning("run %s: queueing the next message failed: %s", view.run_id, exc)
 
     async def _claim_and_drive(
         self,

@@ -50,7 +50,7 @@ from stead.errors import Conflict, Fenced, SchemaTooNew, SteadError, StoreError,
 from stead.runtime._closing import Closing
 from stead.runtime._lifecycle import Pruner
 from stead.runtime._runtime import Runtime
-from stead.runtime.agent import Agent, checks
+from stead.runtime.agent import Agent, as_agent, check_deps, checks
 from stead.runtime.processes._signals import until_signalled
 from stead.store import Claim, ConversationStore, Store
 from stead.store.lifecycle import announce, retire
@@ -81,6 +81,11 @@ class Worker(Closing):
         self.approval_sweep = checks.seconds("approval_sweep", approval_sweep)
         """Seconds between sweeps that time out runs whose approval deadline passed."""
         self.grace = checks.seconds("grace", grace, zero_ok=True)
+        if isinstance(agents, Iterable) and not isinstance(agents, str | bytes | Agent):
+            agents = [as_agent(a) for a in agents]
+            for agent in agents:  # a worker drives every one of them: their deps are needed
+                if isinstance(agent, Agent):
+                    check_deps(agent, runtime_options.get("deps"))
         self.runtime = Runtime(
             store, agents=agents, lease_ttl=lease_ttl, clock=clock, **runtime_options
         )
