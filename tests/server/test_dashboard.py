@@ -443,3 +443,36 @@ def test_fork_a_run_after_a_turn_and_follow_its_lineage(stack: Stack, page: obje
     page.wait_for_function(  # type: ignore[attr-defined]
         "id => location.hash.endsWith(encodeURIComponent(id))", arg=run_id
     )
+
+
+def test_the_chat_view_sends_a_message_a_worker_answers(
+    stack: Stack, page: object, browser: object
+) -> None:
+    """A conversation's chat view: the message goes to the workers (the server's own
+    worker here), the answer appears in the page as soon as the run rests; the run's page
+    shows the messages before it."""
+    page.goto(f"{stack.url}/#/chat/chat-dash-1")  # type: ignore[attr-defined]
+    page.wait_for_selector("#chat >> text=No messages yet")  # type: ignore[attr-defined]
+    page.select_option("#chat-agent", "chatty")  # type: ignore[attr-defined]
+    page.fill("#chat-input", "Hello there")  # type: ignore[attr-defined]
+    page.click("#chat-send")  # type: ignore[attr-defined]
+    page.wait_for_selector(".bubble.agent >> text=You said: Hello there")  # type: ignore[attr-defined]
+    assert page.locator("#chat-agent").is_hidden()  # type: ignore[attr-defined]  # it is chatty's now
+    page.fill("#chat-input", "And again")  # type: ignore[attr-defined]
+    page.click("#chat-send")  # type: ignore[attr-defined]
+    page.wait_for_selector(".bubble.agent >> text=You said: And again")  # type: ignore[attr-defined]
+    assert page.locator("#chat .chat-turn").count() == 2  # type: ignore[attr-defined]
+    _shot(page, "conversation.png")
+    second = page.locator('#chat .chat-turn[data-position="1"]').get_attribute("data-run")  # type: ignore[attr-defined]
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
+    try:
+        small = phone.new_page()
+        small.goto(f"{stack.url}/#/chat/chat-dash-1?token={SECRET}")
+        small.wait_for_selector(".bubble.agent >> text=You said: And again")
+        assert small.evaluate("document.documentElement.scrollWidth") <= 390
+        _shot(small, "conversation-phone.png")
+        small.goto(f"{stack.url}/#/runs/{second}")
+        small.locator("#earlier summary").click()
+        assert "You said: Hello there" in small.locator("#earlier").inner_text()
+    finally:
+        phone.close()

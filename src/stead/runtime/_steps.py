@@ -45,7 +45,8 @@ class CallStep:
     arguments: str
     requested_at: float
     started_at: float | None = None
-    """When its last attempt started (None: it never ran, e.g. a question)."""
+    """When its last attempt was recorded as started (None: a question, or a ``read_only``
+    call, whose start is not recorded: ``requested_at`` is the nearest)."""
     ended_at: float | None = None
     """When its result was recorded."""
     attempts: int = 0
@@ -149,6 +150,7 @@ def steps_of(events: Sequence[StoredEvent], *, now: float) -> RunSteps:
             case ToolResultRecorded() if e.tool_call_id in calls:
                 call = calls[e.tool_call_id]
                 call.ended_at, call.result, call.source = at, e.content, e.source
+                call.attempts = max(call.attempts, e.attempt)
                 call.status = "error" if e.is_error else "done"
                 if turn is not None:
                     turn.ended_at = at
