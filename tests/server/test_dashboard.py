@@ -209,6 +209,7 @@ def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
     card.wait_for()
     text = card.inner_text()
     assert "asks you a question" in text and "Standard or express?" in text
+    assert "read only" not in text  # a question, not a read-only tool call
     # The answer type in words, not the schema object printed as "[object Object]".
     assert card.locator(".answer-type").inner_text() == 'Answer: one of: "standard", "express"'
     assert "[object Object]" not in page.locator("#main").inner_text()  # type: ignore[attr-defined]

@@ -345,7 +345,7 @@ function approvalCard(a, after) {
   }
   const reason = h("input", { placeholder: "reason (the model reads it)", class: "reason", size: 30 });
   const children = [
-    h("div", {}, h("strong", {}, a.tool), " ", effect(a.effect_class), " ",
+    h("div", {}, h("strong", {}, a.tool), " ", a.reason === "question" ? null : effect(a.effect_class), " ",
       h("span", { class: "muted" }, { policy: "needs approval", question: "asks you a question" }[a.reason] || "outcome unknown: did it happen?"), " · ",
       h("a", { class: "id", href: `#/runs/${encodeURIComponent(a.run_id)}` }, shortId(a.run_id)),
       " ", h("span", { class: "muted" }, a.agent)),
@@ -441,7 +441,7 @@ function describe(e, state) {
     case "run_created": return li("", "created", h("pre", {}, d.input));
     case "run_started": return li("", `started by ${d.owner} (epoch ${d.epoch})`);
     case "run_recovered": return li("recovery", `recovered: ${d.owner} took over from ${d.previous_owner || "a stopped worker"} (epoch ${d.epoch})`);
-    case "turn_started": return li("turn", `Turn ${d.turn_index + 1}`, forkButton(state.runId, d.turn_index));
+    case "turn_started": return li("turn", "model called", forkButton(state.runId, d.turn_index));
     case "run_forked": return li("recovery", "forked from ",
       h("a", { class: "id", href: `#/runs/${encodeURIComponent(d.source_run_id)}` }, shortId(d.source_run_id)),
       ` after turn ${d.at_turn + 1} (${d.carried_results} results carried` + (d.dropped_calls ? `, ${d.dropped_calls} in-flight calls not carried)` : ")"));
