@@ -617,7 +617,7 @@ async function runPage(runId) {
       const details = h("details", { open: true },
         h("summary", {}, h("span", { class: "what" }, `Turn ${d.turn_index + 1}`), " ", line, bar), events);
       const block = h("li", { class: "turn-block", "data-turn": d.turn_index, id: `turn-${d.turn_index + 1}` }, details);
-      turns[d.turn_index] = { block, details, events, line, bar, start: e.at, model: null, tools: 0, calls: [], tokens: 0 };
+      turns[d.turn_index] = { block, details, events, line, bar, start: e.at, model: null, tools: 0, calls: [], tokens: 0, asked: null, waited: 0 };
       item.classList.add("turn-start");
       events.append(item);
       timeline.append(block);
@@ -633,11 +633,13 @@ async function runPage(runId) {
       t.tokens = (d.usage?.input_tokens || 0) + (d.usage?.output_tokens || 0);
     } else if (e.kind === "tool_call_requested" && !d.final) t.calls.push(d.name);
     else if (e.kind === "tool_result_recorded" && state.kinds[d.tool_call_id] !== "output") {
-      t.tools = Math.max(t.tools, e.at - t.start - (t.model || 0));
-    } else if (e.kind === "approval_requested") t.details.open = true;
+      t.tools = Math.max(t.tools, e.at - t.start - (t.model || 0) - t.waited);
+    } else if (e.kind === "approval_requested") { t.details.open = true; t.asked = e.at; }
+    else if (e.kind === "approval_decided" && t.asked !== null) { t.waited += e.at - t.asked; t.asked = null; }
     const total = (t.model || 0) + t.tools;
     t.line.textContent = [t.model === null ? "model answering…" : `model ${secs(t.model)}`,
       t.calls.length ? `${t.calls.join(", ")} ${secs(t.tools)}` : null,
+      t.waited ? `waited on a person ${secs(t.waited)}` : null,
       t.tokens ? `${num(t.tokens)} tokens` : null].filter(Boolean).join(" · ");
     t.bar.firstChild.style.width = total ? `${(100 * (t.model || 0)) / total}%` : "0";
     t.bar.lastChild.style.width = total ? `${(100 * t.tools) / total}%` : "0";
