@@ -7,6 +7,7 @@
 * ``charger``: charges a card (``non_idempotent``, no reconcile): a worker that dies while
   the charge is in flight leaves a question for a person.
 * ``typed``: answers with a structured output (``output_type``), shown as the run's ``data``.
+* ``long``: 50 turns of lookups, then an answer: 51 turns, for the long run's page.
 * ``chatty``: a chat agent that answers each message of a conversation by echoing it
   (``You said: ...``); a message ``ask: QUESTION`` makes it ask a person QUESTION first.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
@@ -173,6 +174,23 @@ def build() -> list[stead.Agent]:
                 [Reply(tool_calls=[("final_result", {"city": "Paris", "zip": "75007"})])]
             ),
             output_type=Place,
+        ),
+        stead.Agent(  # 51 turns: a long run's page
+            "long",
+            ScriptedModel(
+                [
+                    *(
+                        Reply(
+                            text=f"Looking at order {n}.",
+                            tool_calls=[("lookup_order", {"order_id": n})],
+                        )
+                        for n in range(1, 51)
+                    ),
+                    "All fifty orders have shipped.",
+                ]
+            ),
+            [lookup_order],
+            limits=stead.Limits(max_turns=60),
         ),
         stead.Agent(  # one reply a turn: a conversation of up to 200 turns
             "chatty",

@@ -136,7 +136,6 @@ def test_approve_a_gated_refund_from_the_inbox(stack: Stack, page: object) -> No
     card = page.locator(f'.approval[data-run="{run_id}"]')  # type: ignore[attr-defined]
     card.wait_for()
     assert "refund" in card.inner_text() and "non idempotent" in card.inner_text()
-    _shot(page, "inbox.png")
     # A first check in the page: edited arguments that do not fit the schema are refused.
     card.locator(".edit-btn").click()
     card.locator("textarea.edit").fill('{"order_id": "forty-two", "cents": 25000}')
@@ -151,6 +150,9 @@ def test_approve_a_gated_refund_from_the_inbox(stack: Stack, page: object) -> No
     timeline = page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
     assert "approve by alice" in timeline
     assert "Refunded order 42." in page.locator("#run-output").inner_text()  # type: ignore[attr-defined]
+    assert (
+        page.locator("#run-output").evaluate("e => getComputedStyle(e).fontFamily").find("mono") < 0
+    )  # type: ignore[attr-defined]
     taken = page.locator("#diagram .edge.taken").count()  # type: ignore[attr-defined]
     assert taken >= 3  # queued → running → awaiting_approval → ... → completed
     assert page.locator('#diagram .node.current[data-state="completed"]').count() == 1  # type: ignore[attr-defined]
@@ -175,7 +177,7 @@ def test_watch_streamed_text_arrive(stack: Stack, page: object) -> None:
     assert any(reply.startswith(later) for reply in STREAM_REPLIES), later
     assert len(later) > len(first)
     page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
-    replies = page.locator("#timeline pre.reply").all_inner_texts()  # type: ignore[attr-defined]
+    replies = page.locator("#timeline .reply").all_inner_texts()  # type: ignore[attr-defined]
     assert replies[0] == STREAM_TEXT  # the durable reply replaced the preview
     assert not live.is_visible()
 
@@ -206,7 +208,24 @@ def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
     card = page.locator(f'.approval[data-run="{run_id}"]')  # type: ignore[attr-defined]
     card.wait_for()
     text = card.inner_text()
-    assert "asks a question" in text and "Standard or express?" in text and "express" in text
+    assert "asks you a question" in text and "Standard or express?" in text
+    assert "read only" not in text  # a question, not a read-only tool call
+    # The answer type in words, not the schema object printed as "[object Object]".
+    assert card.locator(".answer-type").inner_text() == 'Answer: one of: "standard", "express"'
+    assert "[object Object]" not in page.locator("#main").inner_text()  # type: ignore[attr-defined]
+    _shot(page, "inbox.png")
+    page.set_viewport_size({"width": 390, "height": 844})  # type: ignore[attr-defined]
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # type: ignore[attr-defined]
+    _shot(page, "inbox-phone.png")
+    page.set_viewport_size({"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    # The run's own page shows the same card, with the same answer type.
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    on_run = page.locator(
+        f'#run-approvals .approval[data-call="{card.get_attribute("data-call")}"]'
+    )  # type: ignore[attr-defined]
+    assert on_run.locator(".answer-type").inner_text() == 'Answer: one of: "standard", "express"'
+    assert "[object Object]" not in page.locator("#main").inner_text()  # type: ignore[attr-defined]
+    page.goto(f"{stack.url}/#/inbox")  # type: ignore[attr-defined]
     card.locator("textarea.answer").fill("by pigeon")
     card.locator(".answer-btn").click()
     # The refusal arrives with the API's answer: wait for it, do not read the box at once.
@@ -220,6 +239,9 @@ def test_answer_a_question_from_the_inbox(stack: Stack, page: object) -> None:
     page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
     timeline = page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
     assert 'question "Standard or express?"' in timeline and "answer by alice" in timeline
+    # A question and its answer, not a read-only tool call and its result.
+    assert "answer: express" in timeline and "call ask_user" not in timeline
+    assert "read only" not in timeline
 
 
 def test_the_stream_carries_provisional_text_when_the_server_drives_the_run(
@@ -294,6 +316,64 @@ def test_a_structured_answer_shows_as_the_runs_data(stack: Stack, page: object) 
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
     shown = page.wait_for_selector("#run-data").inner_text()  # type: ignore[attr-defined]
     assert json.loads(shown) == {"city": "Paris", "zip": "75007"}
+    # The output tool's call is the typed answer, shown as its fields.
+    page.wait_for_selector("#timeline li.output >> text=the typed answer")  # type: ignore[attr-defined]
+    timeline = page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
+    assert "call final_result" not in timeline and "Paris" in timeline
+
+
+def test_a_deep_link_opens_the_run(stack: Stack, browser: object) -> None:
+    """A link with the token in its fragment opens the run it names, in a fresh browser,
+    and the token leaves the address bar while the route stays."""
+    run_id = _start(stack, "lookup", "Where is order 7?")
+    context = browser.new_context(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    try:
+        pg = context.new_page()
+        pg.goto(f"{stack.url}/#/runs/{run_id}?token={SECRET}")
+        assert pg.wait_for_selector("h1 .id").inner_text() == run_id
+        assert "token" not in pg.url and pg.url.endswith(f"#/runs/{run_id}")
+        pg.goto(f"{stack.url}/#token={SECRET}&/runs/{run_id}")
+        pg.wait_for_function("id => location.hash === '#/runs/' + id", arg=run_id)
+        assert pg.wait_for_selector("h1 .id").inner_text() == run_id
+    finally:
+        context.close()
+
+
+def test_a_long_run_shows_a_line_a_turn_and_jumps_to_one(
+    stack: Stack, page: object, browser: object
+) -> None:
+    run_id = _start(stack, "long", "Check fifty orders.")
+    wait_for(_api(stack), run_id, "completed")
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    assert page.locator("#timeline li.turn-block").count() == 51  # type: ignore[attr-defined]
+    assert page.locator("#timeline li.turn-block details[open]").count() == 1  # type: ignore[attr-defined]
+    # Collapsed, a turn is one line: the page is a few screens, not 18,864 px.
+    height = page.evaluate("document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+    assert height < 51 * 50 + 1500, height
+    # The answer at the top, once; the live text's place is above the timeline.
+    assert page.locator("#run-output").inner_text() == "All fifty orders have shipped."  # type: ignore[attr-defined]
+    assert page.locator("text=All fifty orders have shipped.").count() == 2  # type: ignore[attr-defined]  # the answer, and the last turn's reply
+    line = page.locator("#turn-12 summary").inner_text()  # type: ignore[attr-defined]
+    assert "Turn 12" in line and "model" in line and "lookup_order" in line
+    _shot(page, "run-long.png")
+    page.fill("#jump", "37")  # type: ignore[attr-defined]
+    page.press("#jump", "Enter")  # type: ignore[attr-defined]
+    turn = page.locator("#turn-37")  # type: ignore[attr-defined]
+    turn.locator("details[open]").wait_for()
+    assert "Looking at order 37." in turn.inner_text()
+    top = turn.evaluate("e => e.getBoundingClientRect().top")
+    assert 0 <= top < 900, top  # scrolled to it
+    assert page.url.endswith("?turn=37")  # type: ignore[attr-defined]
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
+    try:
+        small = phone.new_page()
+        small.goto(f"{stack.url}/#/runs/{run_id}?turn=5&token={SECRET}")
+        small.locator("#turn-5 details[open]").wait_for()
+        assert small.evaluate("document.documentElement.scrollWidth") <= 390
+        _shot(small, "run-long-phone.png")
+    finally:
+        phone.close()
 
 
 def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser: object) -> None:
@@ -311,6 +391,23 @@ def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser:
         "n => document.querySelectorAll('#runs tbody tr').length >= n", arg=listed
     )
     _shot(page, "runs.png")
+    # Search: a word of a run's input finds it (and the list shows input and answer).
+    found = _start(stack, "lookup", "Is the parcel for Ingrid on its way?")
+    wait_for(api, found, "completed")
+    page.fill("#q", "ingrid")  # type: ignore[attr-defined]
+    page.press("#q", "Enter")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "id => { const rows = document.querySelectorAll('#runs tbody tr');"
+        " return rows.length === 1 && rows[0].dataset.run === id; }",
+        arg=found,
+    )
+    row = page.locator(f'#runs tr[data-run="{found}"]').inner_text()  # type: ignore[attr-defined]
+    assert "Is the parcel for Ingrid on its way?" in row and "Order 7 has shipped." in row
+    page.fill("#q", found[:8])  # type: ignore[attr-defined]  # an id prefix
+    page.press("#q", "Enter")  # type: ignore[attr-defined]
+    page.wait_for_selector(f'#runs tr[data-run="{found}"]')  # type: ignore[attr-defined]
+    page.fill("#q", "")  # type: ignore[attr-defined]
+    page.press("#q", "Enter")  # type: ignore[attr-defined]
     page.select_option("#f-status", "cancelled")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
         "() => [...document.querySelectorAll('#runs tbody tr')].length > 0 && "
@@ -323,6 +420,10 @@ def test_runs_list_filters_and_fits_a_phone(stack: Stack, page: object, browser:
     small.wait_for_selector("#runs tbody tr")
     assert small.evaluate("document.documentElement.scrollWidth") <= 390
     _shot(small, "runs-phone.png")
+    small.goto(f"{stack.url}/#/runs/{napping}")
+    small.wait_for_selector('#timeline li[data-kind="run_cancelled"]')
+    assert small.evaluate("document.documentElement.scrollWidth") <= 390
+    _shot(small, "run-phone.png")
     phone.close()
 
 
@@ -343,3 +444,36 @@ def test_fork_a_run_after_a_turn_and_follow_its_lineage(stack: Stack, page: obje
     page.wait_for_function(  # type: ignore[attr-defined]
         "id => location.hash.endsWith(encodeURIComponent(id))", arg=run_id
     )
+
+
+def test_the_chat_view_sends_a_message_a_worker_answers(
+    stack: Stack, page: object, browser: object
+) -> None:
+    """A conversation's chat view: the message goes to the workers (the server's own
+    worker here), the answer appears in the page as soon as the run rests; the run's page
+    shows the messages before it."""
+    page.goto(f"{stack.url}/#/chat/chat-dash-1")  # type: ignore[attr-defined]
+    page.wait_for_selector("#chat >> text=No messages yet")  # type: ignore[attr-defined]
+    page.select_option("#chat-agent", "chatty")  # type: ignore[attr-defined]
+    page.fill("#chat-input", "Hello there")  # type: ignore[attr-defined]
+    page.click("#chat-send")  # type: ignore[attr-defined]
+    page.wait_for_selector(".bubble.agent >> text=You said: Hello there")  # type: ignore[attr-defined]
+    assert page.locator("#chat-agent").is_hidden()  # type: ignore[attr-defined]  # it is chatty's now
+    page.fill("#chat-input", "And again")  # type: ignore[attr-defined]
+    page.click("#chat-send")  # type: ignore[attr-defined]
+    page.wait_for_selector(".bubble.agent >> text=You said: And again")  # type: ignore[attr-defined]
+    assert page.locator("#chat .chat-turn").count() == 2  # type: ignore[attr-defined]
+    _shot(page, "conversation.png")
+    second = page.locator('#chat .chat-turn[data-position="1"]').get_attribute("data-run")  # type: ignore[attr-defined]
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
+    try:
+        small = phone.new_page()
+        small.goto(f"{stack.url}/#/chat/chat-dash-1?token={SECRET}")
+        small.wait_for_selector(".bubble.agent >> text=You said: And again")
+        assert small.evaluate("document.documentElement.scrollWidth") <= 390
+        _shot(small, "conversation-phone.png")
+        small.goto(f"{stack.url}/#/runs/{second}")
+        small.locator("#earlier summary").click()
+        assert "You said: Hello there" in small.locator("#earlier").inner_text()
+    finally:
+        phone.close()

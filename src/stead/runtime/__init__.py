@@ -9,9 +9,11 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._find import resume_refusal
 from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
+from stead.runtime._steps import CallStep, RunSteps, TurnStep
 from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
 from stead.runtime.loop import Backoff, DriveStart, DriveWatch, Observer, OwnedRun, RunLoop
@@ -21,6 +23,7 @@ __all__ = [
     "Agent",
     "Backoff",
     "Budget",
+    "CallStep",
     "DriveStart",
     "DriveWatch",
     "Executor",
@@ -33,14 +36,17 @@ __all__ = [
     "Pruned",
     "Pruner",
     "RunLoop",
+    "RunSteps",
     "RunView",
     "Runtime",
     "StoreExecutor",
+    "TurnStep",
     "Worker",
     "as_agent",
     "copy_store",
     "register_adapter",
     "resolve_run_id",
+    "resume_refusal",
     "serve_pool",
     "serve_worker",
     "tune_gc",  # for a process with many runs in flight

@@ -35,6 +35,7 @@ from stead.errors import (
 )
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
+from stead.runtime._find import Finding
 from stead.runtime._follow import Following
 from stead.runtime._lifecycle import Lifecycle
 from stead.runtime._steer import Steering
@@ -71,7 +72,17 @@ from stead.store import Ledger, Store, StoredEvent, open_store
 __all__ = ["PendingApproval", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Waiting, Answering, Lifecycle, Closing):
+class Runtime(
+    Driving,
+    Steering,
+    Following,
+    Finding,
+    Conversations,
+    Waiting,
+    Answering,
+    Lifecycle,
+    Closing,
+):
     """Start, drive and steer durable runs."""
 
     def __init__(

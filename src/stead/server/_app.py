@@ -40,7 +40,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Runtime
-from stead.server import _answer, _chat, _read, _steer
+from stead.server import _answer, _browse, _chat, _read, _steer
 from stead.server._deps import Unauthorized
 from stead.server._errors import SafeJSON, invalid_request
 from stead.server._models import ErrorOut
@@ -50,6 +50,7 @@ log = logging.getLogger("stead.server")
 
 ROUTERS: Final[tuple[APIRouter, ...]] = (
     _read.router,
+    _browse.router,
     _steer.router,
     _answer.router,
     _chat.router,

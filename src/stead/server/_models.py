@@ -160,6 +160,14 @@ class RunSummary(BaseModel):
     damaged: str | None = None
     """Why the run's log cannot be read (its other fields then come from the runs table
     alone); null for every sound run."""
+    input_preview: str = ""
+    """The start of the run's input (at most ``PREVIEW`` characters)."""
+    output_preview: str | None = None
+    """The start of its answer (its text, or its structured output's JSON), once completed."""
+    error_code: str | None = None
+    """The code of its last failure, cancellation or time-out."""
+    waiting_s: float | None = None
+    """Seconds it has waited on a person so far, while it waits on one."""
 
 
 class RunDetail(RunSummary):
@@ -173,6 +181,8 @@ class RunDetail(RunSummary):
     error: dict[str, Any] | None
     approvals: list[ApprovalOut]
     path: list[RunStatus]
+    resume_refusal: str | None = None
+    """Why resuming it cannot succeed now, in words; null when it can."""
 
 
 class RunPage(BaseModel):

@@ -26,6 +26,7 @@ from stead.server._models import (
     StatesOut,
     ToolOut,
 )
+from stead.store import RunQuery
 
 router = APIRouter()
 log = logging.getLogger("stead.server")
@@ -76,15 +77,30 @@ async def list_runs(
     rt: Rt,
     status: RunStatus | None = None,
     agent: Annotated[str | None, Query(max_length=200)] = None,
+    q: Annotated[
+        str,
+        Query(
+            max_length=200,
+            description="a run id prefix, a conversation id, or words of the input or output",
+        ),
+    ] = "",
+    created_from: Annotated[float | None, Query(ge=0, le=1e11)] = None,
+    created_until: Annotated[float | None, Query(ge=0, le=1e11)] = None,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> RunPage:
-    """Runs, most recently updated first; filter by status and agent; page by cursor."""
-    records = await rt.list_runs(
-        status=status.value if status else None,
-        agent=agent,
-        before=shape.decode_cursor(cursor),
-        limit=limit + 1,
+    """Runs, most recently updated first; filter by status, agent, creation time (seconds
+    since the epoch) and text; page by cursor."""
+    records = await rt.find_runs(
+        RunQuery(
+            status=status.value if status else None,
+            agent=agent,
+            text=shape.text_query(q),
+            created_from=created_from,
+            created_until=created_until,
+            before=shape.decode_cursor(cursor),
+            limit=limit + 1,
+        )
     )
     page = records[:limit]
     rows = [await shape.summary(rt, r) for r in page]

@@ -19,7 +19,7 @@ from stead.core.pricing import PriceTable
 from stead.core.progress import ProgressRead
 from stead.core.states import RunStatus
 from stead.errors import CorruptEvent, IllegalTransition, UserError
-from stead.runtime import Runtime, RunView
+from stead.runtime import Runtime, RunView, resume_refusal
 from stead.server._models import (
     MAX_INT,
     ApprovalOut,
@@ -51,7 +51,8 @@ async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
     decode or does not follow from the ones before it) is listed all the same, from its
     runs row, marked ``damaged`` with what is wrong: one damaged run hides no other."""
     try:
-        view = await rt.get(record.run_id)
+        state = await rt.state(record.run_id)
+        view = RunView.of(state, rt.agents)
     except (CorruptEvent, IllegalTransition) as why:
         return RunSummary(
             run_id=record.run_id,
@@ -68,10 +69,27 @@ async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
             leased_by=None,
             damaged=str(why),
         )
-    return RunSummary(**_summary_fields(rt, record, view))
+    return RunSummary(**_summary_fields(rt, record, view, state))
 
 
-def _summary_fields(rt: Runtime, record: RunRecord, view: RunView) -> dict[str, Any]:
+PREVIEW: Final = 160
+"""Characters of a run's input and output a row of the list shows."""
+
+
+def _preview(text: str | None) -> str | None:
+    if text is None:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
+
+
+def _summary_fields(
+    rt: Runtime, record: RunRecord, view: RunView, state: RunState
+) -> dict[str, Any]:
+    output = view.output
+    if view.data_json is not None:
+        output = json.dumps(view.data_json, ensure_ascii=False)
+    waiting = view.status is RunStatus.AWAITING_APPROVAL
     return {
         "run_id": record.run_id,
         "agent": record.agent,
@@ -85,6 +103,10 @@ def _summary_fields(rt: Runtime, record: RunRecord, view: RunView) -> dict[str, 
         "usage": _usage(view.usage),
         "cost_usd": _cost(rt, record.agent, view.usage),
         "leased_by": record.lease_owner if (record.lease_expires_at or 0) > rt.clock() else None,
+        "input_preview": _preview(state.input) or "",
+        "output_preview": _preview(output),
+        "error_code": (view.error or {}).get("code"),
+        "waiting_s": max(0.0, rt.clock() - record.updated_at) if waiting else None,
     }
 
 
@@ -100,7 +122,7 @@ async def detail(rt: Runtime, run_id: str) -> RunDetail:
             path.append(state.status)
     view = RunView.of(state)
     return RunDetail(
-        **_summary_fields(rt, record, view),
+        **_summary_fields(rt, record, view, state),
         input=state.input,
         output=view.output,
         data=view.data_json,
@@ -108,6 +130,7 @@ async def detail(rt: Runtime, run_id: str) -> RunDetail:
         error=view.error,
         approvals=approvals(rt, state),
         path=path,
+        resume_refusal=resume_refusal(state, rt.agents),
     )
 
 
@@ -183,6 +206,17 @@ def _progress(read: ProgressRead) -> dict[str, Any]:
         "reset": read.reset,
         "gap": read.gap,
     }
+
+
+def text_query(q: str) -> str:
+    """The search text of a list request: valid text without NUL (a store refuses it)."""
+    if "\x00" in q:
+        raise UserError("the search text must not contain NUL characters")
+    try:
+        q.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("the search text must be valid Unicode text") from None
+    return q
 
 
 def decode_cursor(cursor: str | None) -> tuple[float, str] | None:

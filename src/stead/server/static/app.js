@@ -23,7 +23,7 @@ function h(tag, attrs, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -72,7 +72,38 @@ function shortId(id) { return id.length > 14 ? id.slice(0, 12) + "…" : id; }
 function tokens(u) { return u.input_tokens + u.output_tokens; }
 function money(x) { return x === null || x === undefined ? "—" : `$${x.toFixed(x < 0.01 ? 4 : 2)}`; }
 function pretty(text) {
-  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return String(text); }
+  if (typeof text !== "string") return JSON.stringify(text, null, 2);
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
+}
+function num(n) { return Number(n || 0).toLocaleString("en-US"); }
+function secs(s) {
+  if (s === null || s === undefined) return "…";
+  return s < 1 ? `${Math.round(s * 1000).toLocaleString("en-US")} ms` : s < 60 ? `${s.toFixed(1)} s` : ago(s);
+}
+/* An answer schema in words: what a person may answer. */
+function answerType(schema) {
+  if (!schema || typeof schema !== "object") return "any text";
+  if (Array.isArray(schema.enum)) return "one of: " + schema.enum.map((v) => JSON.stringify(v)).join(", ");
+  if (schema.const !== undefined) return `exactly ${JSON.stringify(schema.const)}`;
+  if (Array.isArray(schema.anyOf)) return schema.anyOf.map(answerType).join(", or ");
+  switch (schema.type) {
+    case "string": return "text";
+    case "integer": return "a whole number";
+    case "number": return "a number";
+    case "boolean": return "yes or no (true or false)";
+    case "array": return `a list of ${answerType(schema.items)} (JSON)`;
+    case "object": {
+      const props = Object.entries(schema.properties || {});
+      return props.length ? `an object (JSON) with ${props.map(([k, v]) => `${k}: ${answerType(v)}`).join("; ")}` : "an object (JSON)";
+    }
+    default: return JSON.stringify(schema);
+  }
+}
+/* A run's error in words: its message, then what kind of failure it was. */
+function errorWords(err) {
+  if (!err) return "";
+  const code = err.code ? String(err.code).replaceAll("_", " ") : "stopped";
+  return `${code}${err.phase ? ` (in the ${err.phase} phase)` : ""}${err.message ? `: ${err.message}` : ""}`;
 }
 function ago(seconds) {
   const s = Math.max(0, Math.round(seconds));
@@ -117,53 +148,108 @@ function showLogin(message) {
 async function runsPage(params) {
   const status = params.get("status") || "";
   const agent = params.get("agent") || "";
+  const text = params.get("q") || "";
+  const from = params.get("from") || "";
+  const until = params.get("until") || "";
   const statusSel = h("select", { id: "f-status", onchange: () => setFilters() },
     h("option", { value: "" }, "any"),
     ["queued", "running", "awaiting_tool", "awaiting_approval", "completed", "failed",
-     "cancelled", "timed_out"].map((s) => h("option", { value: s, selected: s === status }, s)));
+     "cancelled", "timed_out"].map((s) => h("option", { value: s, selected: s === status }, s.replaceAll("_", " "))));
   const agentSel = h("select", { id: "f-agent", onchange: () => setFilters() },
     h("option", { value: "" }, "any"));
+  const search = h("input", { id: "q", type: "search", value: text, placeholder: "run id, conversation or words of the input or output" });
+  const local = (epoch) => epoch ? new Date(epoch * 1000 - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 16) : "";
+  const fromIn = h("input", { id: "f-from", type: "datetime-local", value: local(Number(from)), onchange: () => setFilters() });
+  const untilIn = h("input", { id: "f-until", type: "datetime-local", value: local(Number(until)), onchange: () => setFilters() });
   function setFilters() {
     const q = new URLSearchParams();
     if (statusSel.value) q.set("status", statusSel.value);
     if (agentSel.value) q.set("agent", agentSel.value);
+    if (search.value.trim()) q.set("q", search.value.trim());
+    if (fromIn.value) q.set("from", String(Math.floor(new Date(fromIn.value).getTime() / 1000)));
+    if (untilIn.value) q.set("until", String(Math.floor(new Date(untilIn.value).getTime() / 1000)));
     location.hash = `#/runs${q.toString() ? "?" + q : ""}`;
   }
   const body = h("tbody", {});
   const more = h("button", { id: "more", hidden: true }, "Load more");
-  const empty = h("p", { class: "muted", hidden: true }, "No runs match.");
+  const empty = h("p", { class: "muted", hidden: true, id: "runs-empty" }, "No runs match.");
+  const selected = new Set();
+  const cancelSel = h("button", { class: "danger", id: "cancel-selected", disabled: true, onclick: async () => {
+    const ids = [...selected];
+    const refused = [];
+    for (const id of ids) {
+      try { await api(`/runs/${encodeURIComponent(id)}/cancel`, { method: "POST", body: { reason: "cancelled from the runs list" } }); }
+      catch (e) { refused.push(`${shortId(id)}: ${e.message}`); }
+    }
+    selected.clear(); cancelSel.disabled = true; cancelSel.textContent = "Cancel selected";
+    toast(`cancel requested for ${ids.length - refused.length} of ${ids.length}` + (refused.length ? `; ${refused.join("; ")}` : ""));
+    load();
+  } }, "Cancel selected");
+  const startAgent = h("select", { id: "start-agent", "aria-label": "agent" });
+  const startInput = h("textarea", { id: "start-input", rows: 2, "aria-label": "input", placeholder: "the message for the agent" });
+  const startConv = h("input", { id: "start-conversation", placeholder: "conversation (optional)", "aria-label": "conversation" });
+  const startOut = h("p", { class: "error-box", hidden: true });
+  const startForm = h("details", { class: "card", id: "start" }, h("summary", {}, "Start a run"),
+    h("form", { onsubmit: async (ev) => {
+      ev.preventDefault();
+      startOut.hidden = true;
+      try {
+        const run = await api("/runs", { method: "POST", body: { agent: startAgent.value, input: startInput.value, session_id: startConv.value.trim() } });
+        location.hash = `#/runs/${encodeURIComponent(run.run_id)}`;
+      } catch (e) { startOut.textContent = e.message; startOut.hidden = false; }
+    } }, h("label", {}, "Agent", startAgent), h("label", {}, "Input", startInput), h("label", {}, "Conversation", startConv),
+      h("div", { class: "actions" }, h("button", { class: "primary", type: "submit" }, "Start")), startOut));
   $main.replaceChildren(
     h("h1", {}, "Runs"),
-    h("div", { class: "filters" },
+    startForm,
+    h("form", { class: "filters", onsubmit: (ev) => { ev.preventDefault(); setFilters(); } },
+      h("label", { class: "search" }, "Search", search),
       h("label", {}, "Status", statusSel), h("label", {}, "Agent", agentSel),
-      h("span", { class: "muted" }, "updates live")),
+      h("label", {}, "Created from", fromIn), h("label", {}, "until", untilIn),
+      h("button", { type: "submit" }, "Find"), cancelSel),
     h("table", { class: "runs", id: "runs" },
-      h("thead", {}, h("tr", {}, ["Run", "Status", "Agent", "Conversation", "Age", "Duration",
+      h("thead", {}, h("tr", {}, ["", "Run", "Status", "Agent", "Input → answer", "Conversation", "Age", "Duration",
         "Turns", "Tokens", "Cost"].map((t) => h("th", {}, t)))),
       body),
     empty, h("div", { class: "actions" }, more));
   api("/agents").then((agents) => {
-    for (const a of agents) agentSel.append(h("option", { value: a.name, selected: a.name === agent }, a.name));
+    for (const a of agents) {
+      agentSel.append(h("option", { value: a.name, selected: a.name === agent }, a.name));
+      startAgent.append(h("option", { value: a.name }, a.name));
+    }
     if (agent && !agents.some((a) => a.name === agent)) agentSel.append(h("option", { value: agent, selected: true }, agent));
+    startForm.hidden = agents.length === 0;
   }).catch(() => {});
   let shown = 50;
   async function load() {
     const q = new URLSearchParams({ limit: String(shown) });
     if (status) q.set("status", status);
     if (agent) q.set("agent", agent);
+    if (text) q.set("q", text);
+    if (from) q.set("created_from", from);
+    if (until) q.set("created_until", until);
     const page = await api(`/runs?${q}`);
     const now = Date.now() / 1000;
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
+      h("td", { class: "pick" }, FINISHED.has(r.status) ? null : h("input", { type: "checkbox", "aria-label": `select ${r.run_id}`, checked: selected.has(r.run_id), onchange: (ev) => {
+        if (ev.target.checked) selected.add(r.run_id); else selected.delete(r.run_id);
+        cancelSel.disabled = selected.size === 0;
+        cancelSel.textContent = selected.size ? `Cancel selected (${selected.size})` : "Cancel selected";
+      } })),
       h("td", { "data-label": "Run" }, h("a", { class: "id", href: `#/runs/${encodeURIComponent(r.run_id)}`, title: r.run_id }, shortId(r.run_id))),
       h("td", { "data-label": "Status" }, r.damaged
         ? h("span", { class: "badge s-damaged", title: r.damaged }, "damaged")
-        : badge(r.status)),
+        : badge(r.status),
+        r.error_code ? h("span", { class: "code" }, " ", r.error_code.replaceAll("_", " ")) : null,
+        r.waiting_s != null ? h("span", { class: "waiting" }, ` waiting ${ago(r.waiting_s)}`) : null),
       h("td", { "data-label": "Agent" }, r.agent),
-      h("td", { "data-label": "Conversation" }, r.session_id || "—"),
+      h("td", { class: "texts" }, h("div", { class: "in" }, r.input_preview || "—"),
+        r.output_preview ? h("div", { class: "out" }, "→ ", r.output_preview) : null),
+      h("td", { "data-label": "Conversation" }, r.session_id ? h("a", { href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
       h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),
       h("td", { "data-label": "Duration", class: "num" }, ago(r.updated_at - r.created_at)),
-      h("td", { "data-label": "Turns", class: "num" }, r.turns),
-      h("td", { "data-label": "Tokens", class: "num" }, tokens(r.usage).toLocaleString()),
+      h("td", { "data-label": "Turns", class: "num" }, num(r.turns)),
+      h("td", { "data-label": "Tokens", class: "num" }, num(tokens(r.usage))),
       h("td", { "data-label": "Cost", class: "num" }, money(r.cost_usd)))));
     empty.hidden = page.runs.length > 0;
     more.hidden = !page.next_cursor;
@@ -259,12 +345,12 @@ function approvalCard(a, after) {
   }
   const reason = h("input", { placeholder: "reason (the model reads it)", class: "reason", size: 30 });
   const children = [
-    h("div", {}, h("strong", {}, a.tool), " ", effect(a.effect_class), " ",
-      h("span", { class: "muted" }, { policy: "needs approval", question: "asks a question" }[a.reason] || "outcome unknown"), " · ",
+    h("div", {}, h("strong", {}, a.tool), " ", a.reason === "question" ? null : effect(a.effect_class), " ",
+      h("span", { class: "muted" }, { policy: "needs approval", question: "asks you a question" }[a.reason] || "outcome unknown: did it happen?"), " · ",
       h("a", { class: "id", href: `#/runs/${encodeURIComponent(a.run_id)}` }, shortId(a.run_id)),
       " ", h("span", { class: "muted" }, a.agent)),
-    a.payload.question ? h("p", {}, a.payload.question) : null,
-    h("pre", { class: "args" }, pretty(a.arguments)),
+    a.payload.question ? h("p", { class: "question" }, a.payload.question) : null,
+    a.reason === "question" ? null : h("pre", { class: "args" }, pretty(a.arguments)),
     a.deadline ? h("p", { class: "muted" }, `decide before ${when(a.deadline)}`) : null,
   ];
   if (a.reason === "policy") {
@@ -290,9 +376,9 @@ function approvalCard(a, after) {
   } else if (a.reason === "question") {
     // The answer goes as typed: the server checks it against the answer type (JSON for a
     // typed answer), and a misfit is shown here while the run keeps waiting.
-    const answer = h("textarea", { class: "answer", placeholder: "your answer (JSON for a typed answer)" });
+    const answer = h("textarea", { class: "answer", rows: 2, "aria-label": "your answer", placeholder: "your answer" });
     const questions = `/runs/${encodeURIComponent(a.run_id)}/questions/${encodeURIComponent(a.tool_call_id)}`;
-    children.push(h("pre", { class: "args schema" }, pretty(a.payload.answer_schema || {})), answer, h("div", { class: "actions" },
+    children.push(h("p", { class: "answer-type" }, h("span", { class: "muted" }, "Answer: "), answerType(a.payload.answer_schema)), answer, h("div", { class: "actions" },
       h("button", { class: "primary answer-btn", onclick: async () => {
         out.hidden = true;
         try {
@@ -315,7 +401,7 @@ function approvalCard(a, after) {
 
 async function inboxPage() {
   const list = h("div", { id: "inbox" });
-  $main.replaceChildren(h("h1", {}, "Approvals inbox"), list);
+  $main.replaceChildren(h("h1", {}, "Waiting on you"), list);
   let shownKey = null;
   async function load() {
     const items = await api("/approvals");
@@ -324,7 +410,7 @@ async function inboxPage() {
     if (key === shownKey) return; // keep what a person is typing
     shownKey = key;
     list.replaceChildren(...(items.length ? items.map((a) => approvalCard(a, () => { shownKey = null; load(); }))
-      : [h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits on a person.")]));
+      : [h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits on you.")]));
   }
   await load();
   timer = setInterval(() => load().catch(() => {}), 2000);
@@ -355,7 +441,7 @@ function describe(e, state) {
     case "run_created": return li("", "created", h("pre", {}, d.input));
     case "run_started": return li("", `started by ${d.owner} (epoch ${d.epoch})`);
     case "run_recovered": return li("recovery", `recovered: ${d.owner} took over from ${d.previous_owner || "a stopped worker"} (epoch ${d.epoch})`);
-    case "turn_started": return li("turn", `Turn ${d.turn_index + 1}`, forkButton(state.runId, d.turn_index));
+    case "turn_started": return li("turn", "model called", forkButton(state.runId, d.turn_index));
     case "run_forked": return li("recovery", "forked from ",
       h("a", { class: "id", href: `#/runs/${encodeURIComponent(d.source_run_id)}` }, shortId(d.source_run_id)),
       ` after turn ${d.at_turn + 1} (${d.carried_results} results carried` + (d.dropped_calls ? `, ${d.dropped_calls} in-flight calls not carried)` : ")"));
@@ -367,26 +453,50 @@ function describe(e, state) {
     case "assistant_message": {
       const u = d.usage || {};
       return li("", "assistant",
-        d.message.text ? h("pre", { class: "reply" }, d.message.text) : null,
-        h("div", { class: "usage" }, `${d.model || "model"} · in ${u.input_tokens ?? 0} · out ${u.output_tokens ?? 0}`
-          + (u.cache_read_input_tokens ? ` · cache read ${u.cache_read_input_tokens}` : "") + ` · ${money(e.cost_usd)}`));
+        d.message.text ? h("div", { class: "reply" }, d.message.text) : null,
+        h("div", { class: "usage" }, `${d.model || "model"} · in ${num(u.input_tokens)} · out ${num(u.output_tokens)}`
+          + (u.cache_read_input_tokens ? ` · cache read ${num(u.cache_read_input_tokens)}` : "") + ` · ${money(e.cost_usd)}`));
     }
-    case "tool_call_requested":
+    case "tool_call_requested": {
       state.effects[d.tool_call_id] = d.effect_class;
-      return li(d.rejection ? "bad" : "", `call ${d.name}`, " ", effect(d.effect_class),
+      if (d.final) {
+        state.kinds[d.tool_call_id] = "output";
+        let fields = {};
+        try { fields = JSON.parse(d.arguments); } catch { fields = { answer: d.arguments }; }
+        return li("done output", "the typed answer", h("dl", { class: "kv" },
+          Object.entries(fields).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "string" ? v : JSON.stringify(v))])));
+      }
+      const item = li(d.rejection ? "bad" : "", `call ${d.name}`, " ", effect(d.effect_class),
         d.requires_approval ? h("span", { class: "badge s-awaiting_approval" }, "needs approval") : null,
         h("pre", { class: "args" }, pretty(d.arguments)), d.rejection ? h("div", {}, `refused: ${d.rejection}`) : null);
+      state.calls[d.tool_call_id] = item;
+      return item;
+    }
     case "loop_detected": return li("bad", `loop: ${d.name} repeated ${d.repeats} times`);
     case "tool_call_started": return li("", `${d.tool_call_id} started (attempt ${d.attempt})`);
     case "tool_result_recorded":
+      if (state.kinds[d.tool_call_id] === "output") return li("done output", "typed answer recorded");
+      if (state.kinds[d.tool_call_id] === "question") {
+        let said = d.content;
+        try { const v = JSON.parse(d.content); said = typeof v === "string" ? v : JSON.stringify(v); } catch { /* as given */ }
+        return li(d.is_error ? "bad" : "person", `answer: ${said}`);
+      }
       return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
         h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
     case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
     case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
-    case "approval_requested": return li("person", `waiting on a person: ${{ policy: "approve ", question: `question "${(d.payload || {}).question}" ` }[d.reason] || "did it happen? "}${d.tool_call_id}`);
+    case "approval_requested":
+      if (d.reason === "question") {
+        state.kinds[d.tool_call_id] = "question";
+        const asked = state.calls[d.tool_call_id];
+        if (asked) asked.replaceChildren(h("span", { class: "what" }, `question to a person (${d.payload?.tool || "ask"})`), at.cloneNode(true));
+        return li("person", `question "${(d.payload || {}).question}"`, " ",
+          h("span", { class: "muted" }, `answer: ${answerType((d.payload || {}).answer_schema)}`));
+      }
+      return li("person", `waiting on a person: ${{ policy: "approve ", question: `question "${(d.payload || {}).question}" ` }[d.reason] || "did it happen? "}${d.tool_call_id}`);
     case "approval_decided": return li("person", `${d.decision} by ${d.by || "someone"}${d.reason ? `: ${d.reason}` : ""}`, d.arguments ? h("pre", {}, pretty(d.arguments)) : null);
-    case "run_completed": return li("done", "completed", h("pre", {}, d.output));
-    case "run_failed": return li("bad", `failed: ${d.code} (${d.phase})`, d.message ? h("pre", {}, d.message) : null);
+    case "run_completed": return li("done", "completed (the answer is at the top)");
+    case "run_failed": return li("bad", `failed: ${errorWords(d)}`);
     case "run_cancel_requested": return li("bad", `cancel requested${d.by ? " by " + d.by : ""}: ${d.reason}`);
     case "run_cancelled": return li("bad", `cancelled: ${d.reason}`);
     case "run_timed_out": return li("bad", `timed out: ${d.reason}`);
@@ -446,33 +556,40 @@ async function runPage(runId) {
   const approvalsBox = h("div", { id: "run-approvals" });
   const timeline = h("ol", { class: "timeline", id: "timeline" });
   const live = h("div", { class: "live-text", id: "live-text", hidden: true });
-  $main.replaceChildren(head, approvalsBox, h("h2", {}, "Path through the state machine"), diagramBox,
-    h("h2", {}, "Timeline"), timeline, live);
-  const state = { effects: {}, liveTurn: null, liveGen: 0, runId };
+  const jump = h("input", { id: "jump", type: "number", min: 1, placeholder: "turn", "aria-label": "turn number", size: 5 });
+  const jumpForm = h("form", { class: "jump", onsubmit: (ev) => { ev.preventDefault(); openTurn(Number(jump.value)); } },
+    h("label", {}, "Jump to turn", jump), h("button", { type: "submit" }, "Go"));
+  const earlier = h("div", {});
+  earlierMessages(runId, run.session_id, earlier);
+  $main.replaceChildren(head, live, approvalsBox, earlier, h("h2", {}, "Timeline"), jumpForm, timeline,
+    h("h2", {}, "Path through the state machine"), diagramBox);
+  const state = { effects: {}, kinds: {}, calls: {}, liveTurn: null, liveGen: 0, runId };
 
   function render(r) {
     const buttons = [];
     if (!FINISHED.has(r.status)) buttons.push(h("button", { class: "danger", id: "cancel", onclick: async () => {
       try { await api(`/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST", body: { reason: "cancelled from the dashboard" } }); toast("cancel requested"); refresh(); }
       catch (e) { toast(e.message); } } }, "Cancel"));
-    if (RESUMABLE.has(r.status)) buttons.push(h("button", { class: "primary", id: "resume", onclick: async () => {
+    if (RESUMABLE.has(r.status) && !r.resume_refusal) buttons.push(h("button", { class: "primary", id: "resume", onclick: async () => {
       try { await api(`/runs/${encodeURIComponent(runId)}/resume`, { method: "POST", body: {} }); toast("requeued"); refresh(); start(); }
       catch (e) { toast(e.message); } } }, "Resume"));
     head.replaceChildren(
       h("h1", {}, h("span", { class: "id" }, r.run_id), " ", h("span", { id: "run-status" }, badge(r.status))),
       h("div", { class: "card" }, h("dl", { class: "kv" },
         h("dt", {}, "agent"), h("dd", {}, r.agent),
-        h("dt", {}, "conversation"), h("dd", {}, r.session_id || "—"),
+        h("dt", {}, "conversation"), h("dd", {}, r.session_id ? h("a", { id: "run-chat", href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
         h("dt", {}, "created"), h("dd", {}, `${when(r.created_at)} (${ago(Date.now() / 1000 - r.created_at)} ago)`),
         h("dt", {}, "duration"), h("dd", {}, ago(r.updated_at - r.created_at)),
-        h("dt", {}, "turns"), h("dd", {}, r.turns),
-        h("dt", {}, "tokens"), h("dd", {}, `in ${r.usage.input_tokens} · out ${r.usage.output_tokens}`),
+        r.waiting_s != null ? [h("dt", {}, "waiting on you"), h("dd", {}, ago(r.waiting_s))] : null,
+        h("dt", {}, "turns"), h("dd", {}, num(r.turns)),
+        h("dt", {}, "tokens"), h("dd", {}, `in ${num(r.usage.input_tokens)} · out ${num(r.usage.output_tokens)}`),
         h("dt", {}, "cost"), h("dd", {}, money(r.cost_usd)),
         h("dt", {}, "driven by"), h("dd", {}, r.leased_by || "nobody now"),
-        r.output !== null ? [h("dt", {}, "output"), h("dd", { id: "run-output" }, r.output)] : null,
-        r.data != null ? [h("dt", {}, "data"), h("dd", {}, h("pre", { id: "run-data" }, JSON.stringify(r.data, null, 2)))] : null,
-        r.error ? [h("dt", {}, "error"), h("dd", { class: "error-box" }, JSON.stringify(r.error))] : null),
-        h("div", { class: "actions" }, buttons)));
+        r.output !== null && r.data == null ? [h("dt", {}, "answer"), h("dd", { id: "run-output", class: "prose" }, r.output)] : null,
+        r.data != null ? [h("dt", {}, "answer"), h("dd", {}, h("pre", { id: "run-data" }, JSON.stringify(r.data, null, 2)))] : null,
+        r.error ? [h("dt", {}, r.status === "failed" ? "why it failed" : "why it stopped"), h("dd", { class: "error-box", id: "run-error" }, errorWords(r.error))] : null),
+        h("div", { class: "actions" }, buttons,
+          RESUMABLE.has(r.status) && r.resume_refusal ? h("span", { class: "muted", id: "no-resume" }, `Not resumable: ${r.resume_refusal}`) : null)));
     approvalsBox.replaceChildren(...(r.approvals.length ? [h("h2", {}, "Waiting on a person"),
       ...r.approvals.map((a) => approvalCard(a, refresh))] : []));
     diagramBox.replaceChildren(diagram(states, r.path, r.status));
@@ -486,6 +603,55 @@ async function runPage(runId) {
     }, 150);
   }
   render(run);
+  /* Each turn is a block: a one-line summary (its model time, its calls, its tokens, a bar
+     of model and tool time) over its events; a run of more than COLLAPSE turns shows only
+     its latest turn open. */
+  const COLLAPSE = 5;
+  const turns = [];
+  function place(e, item) {
+    const d = e.data;
+    if (e.kind === "turn_started" && !turns[d.turn_index]) {
+      const line = h("span", { class: "turn-line" });
+      const bar = h("span", { class: "bar" }, h("span", { class: "bar-model" }), h("span", { class: "bar-tools" }));
+      const events = h("ol", { class: "turn-events" });
+      const details = h("details", { open: true },
+        h("summary", {}, h("span", { class: "what" }, `Turn ${d.turn_index + 1}`), " ", line, bar), events);
+      const block = h("li", { class: "turn-block", "data-turn": d.turn_index, id: `turn-${d.turn_index + 1}` }, details);
+      turns[d.turn_index] = { block, details, events, line, bar, start: e.at, model: null, tools: 0, calls: [], tokens: 0, asked: null, waited: 0 };
+      item.classList.add("turn-start");
+      events.append(item);
+      timeline.append(block);
+      jump.max = String(turns.length);
+      if (turns.length > COLLAPSE) for (const t of turns.slice(0, -1)) if (t) t.details.open = false;
+      return;
+    }
+    const t = d && d.turn_index !== undefined && d.turn_index !== null ? turns[d.turn_index] : null;
+    if (!t) { timeline.append(item); return; }
+    t.events.append(item);
+    if (e.kind === "assistant_message") {
+      t.model = e.at - t.start;
+      t.tokens = (d.usage?.input_tokens || 0) + (d.usage?.output_tokens || 0);
+    } else if (e.kind === "tool_call_requested" && !d.final) t.calls.push(d.name);
+    else if (e.kind === "tool_result_recorded" && state.kinds[d.tool_call_id] !== "output") {
+      t.tools = Math.max(t.tools, e.at - t.start - (t.model || 0) - t.waited);
+    } else if (e.kind === "approval_requested") { t.details.open = true; t.asked = e.at; }
+    else if (e.kind === "approval_decided" && t.asked !== null) { t.waited += e.at - t.asked; t.asked = null; }
+    const total = (t.model || 0) + t.tools;
+    t.line.textContent = [t.model === null ? "model answering…" : `model ${secs(t.model)}`,
+      t.calls.length ? `${t.calls.join(", ")} ${secs(t.tools)}` : null,
+      t.waited ? `waited on a person ${secs(t.waited)}` : null,
+      t.tokens ? `${num(t.tokens)} tokens` : null].filter(Boolean).join(" · ");
+    t.bar.firstChild.style.width = total ? `${(100 * (t.model || 0)) / total}%` : "0";
+    t.bar.lastChild.style.width = total ? `${(100 * t.tools) / total}%` : "0";
+  }
+  function openTurn(n) {
+    const t = turns[n - 1];
+    if (!t) { toast(`this run has no turn ${n} (it has ${turns.length})`); return; }
+    t.details.open = true;
+    t.block.scrollIntoView({ block: "start" });
+    history.replaceState(null, "", `#/runs/${encodeURIComponent(runId)}?turn=${n}`);
+  }
+  const wanted = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("turn") || 0);
   let seen = 0;
   function start() {
     if (stream) stream.abort();
@@ -494,27 +660,105 @@ async function runPage(runId) {
       if (e.kind === "assistant_message" && e.data.turn_index === state.liveTurn) {
         live.hidden = true; live.textContent = ""; state.liveTurn = null;
       }
-      timeline.append(describe(e, state));
+      place(e, describe(e, state));
       refresh();
     }, (p) => {
       if (p.reset || p.generation !== state.liveGen || p.turn_index !== state.liveTurn) {
         live.textContent = ""; state.liveGen = p.generation; state.liveTurn = p.turn_index;
       }
       if (p.text) { live.hidden = false; live.textContent += (p.gap ? " … " : "") + p.text; }
-      timeline.after(live);
-    }, () => { live.hidden = true; refresh(); });
+    }, () => { live.hidden = true; refresh(); if (wanted) openTurn(wanted); });
   }
   start();
+}
+
+// -- a conversation -----------------------------------------------------------------------
+
+function chatBubble(m) {
+  const answer = m.data != null ? JSON.stringify(m.data, null, 2) : m.output;
+  const state = m.status === null ? "waits for the message before it"
+    : m.status === "awaiting_approval" ? "waits on you" : FINISHED.has(m.status) && answer === null ? m.status.replaceAll("_", " ") : "answering…";
+  return h("li", { class: "chat-turn", "data-run": m.run_id, "data-position": m.position },
+    h("div", { class: "bubble user" }, m.text),
+    h("div", { class: "bubble agent" + (answer === null ? " pending" : "") },
+      answer !== null ? answer : h("span", { class: "muted" }, state), " ",
+      h("a", { class: "id small", href: `#/runs/${encodeURIComponent(m.run_id)}` }, shortId(m.run_id))));
+}
+
+async function chatPage(conversation) {
+  const list = h("ol", { class: "chat", id: "chat" });
+  const box = h("textarea", { id: "chat-input", rows: 2, "aria-label": "your message", placeholder: "your message" });
+  const agentSel = h("select", { id: "chat-agent", "aria-label": "agent" });
+  const out = h("p", { class: "error-box", hidden: true });
+  let agent = null;
+  const form = h("form", { class: "chat-form card", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const text = box.value.trim();
+    if (!text) return;
+    out.hidden = true;
+    try {
+      const sent = await api(`/conversations/${encodeURIComponent(conversation)}/messages`,
+        { method: "POST", body: { text, agent: agent || agentSel.value } });
+      box.value = "";
+      await load();
+      waitFor(sent.run_id);
+    } catch (e) { out.textContent = e.message; out.hidden = false; }
+  } }, agentSel, box, h("div", { class: "actions" }, h("button", { class: "primary", type: "submit", id: "chat-send" }, "Send")), out);
+  $main.replaceChildren(h("h1", {}, "Conversation ", h("span", { class: "id" }, conversation)), list, form);
+  /* Long-poll the run until it rests (GET /runs/{id}/wait answers 204 until then). */
+  async function waitFor(runId) {
+    while (location.hash.startsWith("#/chat/")) {
+      const r = await fetch(`/runs/${encodeURIComponent(runId)}/wait?timeout=20`, { headers: { Authorization: `Bearer ${token()}` } });
+      if (r.status === 200) break;
+      if (r.status !== 204) { await new Promise((ok) => setTimeout(ok, 1000)); }
+    }
+    await load();
+  }
+  let shown = "";
+  async function load() {
+    const c = await api(`/conversations/${encodeURIComponent(conversation)}`);
+    if (c.messages.length) agent = c.messages[c.messages.length - 1].agent;
+    agentSel.hidden = agent !== null;
+    const key = JSON.stringify(c.messages.map((m) => [m.run_id, m.status, m.output]));
+    if (key === shown) return;
+    shown = key;
+    list.replaceChildren(...(c.messages.length ? c.messages.map(chatBubble)
+      : [h("li", { class: "muted" }, "No messages yet: the first one starts the conversation.")]));
+  }
+  if (agentSel) {
+    const agents = await api("/agents");
+    for (const a of agents) agentSel.append(h("option", { value: a.name }, a.name));
+  }
+  await load();
+  timer = setInterval(() => load().catch(() => {}), 2000);
+}
+
+/* A run of a conversation: the messages before it, collapsed, above its timeline. */
+async function earlierMessages(runId, conversation, into) {
+  if (!conversation) return;
+  try {
+    const c = await api(`/conversations/${encodeURIComponent(conversation)}`);
+    const i = c.messages.findIndex((m) => m.run_id === runId);
+    const before = i < 0 ? [] : c.messages.slice(0, i);
+    if (!before.length) return;
+    into.replaceChildren(h("details", { class: "card", id: "earlier" },
+      h("summary", {}, `Earlier in this conversation (${before.length} message${before.length > 1 ? "s" : ""})`),
+      h("ol", { class: "chat" }, before.map(chatBubble))));
+  } catch { /* a server without conversations: nothing to show */ }
 }
 
 // -- routing ------------------------------------------------------------------------------
 
 async function route() {
   stopPage();
-  const m = location.hash.match(/token=([^&]+)/);
+  // A link may carry the token: #token=T, #/runs/ID?token=T, #/runs/ID&token=T or
+  // #token=T&/runs/ID. The token goes to this tab's storage; the route stays in the address.
+  const m = location.hash.match(/[#?&]token=([^&]*)/);
   if (m) {
     sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
-    history.replaceState(null, "", location.pathname + "#/runs");
+    let rest = location.hash.replace(m[0], m[0][0] === "#" ? "#" : "").replace(/^#&/, "#").replace(/[?&]$/, "");
+    if (!rest.startsWith("#/")) rest = "#/runs";
+    history.replaceState(null, "", location.pathname + rest);
   }
   if (!token()) { showLogin(); return; }
   const hash = location.hash.replace(/^#/, "") || "/runs";
@@ -523,6 +767,7 @@ async function route() {
   try {
     if (path.startsWith("/runs/")) await runPage(decodeURIComponent(path.slice(6)));
     else if (path === "/inbox") await inboxPage();
+    else if (path.startsWith("/chat/")) await chatPage(decodeURIComponent(path.slice(6)));
     else await runsPage(new URLSearchParams(query || ""));
   } catch (e) {
     if (e.message !== "unauthorized") $main.replaceChildren(h("div", { class: "card error-box" }, e.message));

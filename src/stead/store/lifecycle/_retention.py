@@ -227,6 +227,7 @@ _BELONGING = (
     "(SELECT effect_id FROM ledger_keys WHERE run_id IN ({ids}))",
     "DELETE FROM ledger_keys WHERE run_id IN ({ids})",
     "DELETE FROM run_pins WHERE run_id IN ({ids})",
+    "DELETE FROM run_search WHERE run_id IN ({ids})",
 )
 """What else of the runs a batch deleted goes, a statement a table for the whole batch."""
 

@@ -27,6 +27,7 @@ from stead.store.sql._base import (
 from stead.store.sql._chat import ConversationEntry, ConversationStore
 from stead.store.sql._group import GroupCommit
 from stead.store.sql._migrations import migrations, statements
+from stead.store.sql._search import RunQuery, RunSearch
 from stead.store.sql._store import (
     CLAIMABLE_SQL,
     RUN_COLUMNS,
@@ -59,7 +60,9 @@ __all__ = [
     "GroupCommit",
     "Loaded",
     "Row",
+    "RunQuery",
     "RunRecord",
+    "RunSearch",
     "SQLStore",
     "Session",
     "Store",

@@ -51,6 +51,7 @@ from stead.store.sql._base import (
 from stead.store.sql._chat import ChatRows
 from stead.store.sql._group import GroupCommit
 from stead.store.sql._migrations import migrations, statements
+from stead.store.sql._search import SearchRows
 
 RUN_COLUMNS = (
     "run_id, agent, session_id, correlation_id, status, last_seq, epoch, lease_owner, "
@@ -203,7 +204,7 @@ class Session(Protocol):
         ...
 
 
-class SQLStore(ChatRows):
+class SQLStore(ChatRows, SearchRows):
     """The ``Store`` contract over SQL, for a dialect to complete (see the module docstring).
 
     Statements are written once with ``?`` placeholders; a dialect whose driver wants another

@@ -1,0 +1,151 @@
+"""Finding runs: pages of runs by status, agent, creation time and text, in the database
+(migration 0011), for both dialects.
+
+Text finds a run by its id (a prefix), its conversation (the whole id), or a word of its
+input or output: ``run_search`` holds each run's input and output lowercased, one row a run,
+derived from the log by the runtime (``Runtime.find_runs`` brings the stale rows up to date
+first: ``stale_search_rows``, ``put_search_rows``). No append writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from stead.store.sql._base import RunRecord
+
+_RUN_COLUMNS = (
+    "r.run_id, r.agent, r.session_id, r.correlation_id, r.status, r.last_seq, r.epoch, "
+    "r.lease_owner, r.lease_expires_at, r.created_at, r.updated_at"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQuery:
+    """Which runs a page holds; every field left at its default matches every run."""
+
+    status: str | None = None
+    agent: str | None = None
+    text: str = ""
+    """A run id prefix, a conversation id, or words of the input or output (each word must
+    be in it, case aside)."""
+    created_from: float | None = None
+    """Runs created at or after this time (seconds since the epoch)."""
+    created_until: float | None = None
+    """Runs created before this time."""
+    before: tuple[float, str] | None = None
+    """The (updated_at, run_id) of the previous page's last run: the page after it."""
+    limit: int = 50
+
+
+@runtime_checkable
+class RunSearch(Protocol):
+    """A store that can find runs (both SQL stores)."""
+
+    async def find_runs(self, query: RunQuery) -> list[RunRecord]:
+        """The runs ``query`` matches, most recently updated first."""
+        ...
+
+    async def stale_search_rows(self, limit: int) -> list[tuple[str, float]]:
+        """(run_id, updated_at) of runs whose ``run_search`` row is missing or older than
+        the run (at most ``limit``)."""
+        ...
+
+    async def put_search_rows(self, rows: Sequence[tuple[str, float, str]]) -> None:
+        """Write (run_id, the run's updated_at, its text) rows of ``run_search``."""
+        ...
+
+
+def _like(word: str) -> str:
+    """``word`` as a LIKE pattern's literal part (``\\`` escapes)."""
+    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class SearchRows:
+    """``RunSearch`` over the shared SQL session (mixed into both SQL stores)."""
+
+    PARAM: ClassVar[str]
+
+    def _reading(self) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    def _writing(self, *, sync: bool = True) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    async def find_runs(self, query: RunQuery) -> list[RunRecord]:
+        """See ``RunSearch.find_runs``."""
+        where: list[str] = []
+        params: list[Any] = []
+        if query.status is not None:
+            where.append("r.status = ?")
+            params.append(query.status)
+        if query.agent is not None:
+            where.append("r.agent = ?")
+            params.append(query.agent)
+        if query.created_from is not None:
+            where.append("r.created_at >= ?")
+            params.append(query.created_from)
+        if query.created_until is not None:
+            where.append("r.created_at < ?")
+            params.append(query.created_until)
+        if query.before is not None:
+            where.append("(r.updated_at < ? OR (r.updated_at = ? AND r.run_id < ?))")
+            params += [query.before[0], query.before[0], query.before[1]]
+        text = query.text.strip()
+        if text:
+            words = text.lower().split()
+            contains = " AND ".join("s.text LIKE ? ESCAPE '\\'" for _ in words)
+            where.append(
+                "(r.run_id LIKE ? ESCAPE '\\' OR r.session_id = ? OR EXISTS "
+                f"(SELECT 1 FROM run_search s WHERE s.run_id = r.run_id AND {contains}))"
+            )
+            params += [_like(text) + "%", text, *(f"%{_like(w)}%" for w in words)]
+        sql = (
+            f"SELECT {_RUN_COLUMNS} FROM runs r"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY r.updated_at DESC, r.run_id DESC LIMIT ?"
+        )
+        params.append(query.limit)
+        async with self._reading() as s:
+            rows = await s.all(sql.replace("?", self.PARAM), params)
+        return [_record(r) for r in rows]
+
+    async def stale_search_rows(self, limit: int) -> list[tuple[str, float]]:
+        """See ``RunSearch.stale_search_rows``."""
+        sql = (
+            "SELECT r.run_id, r.updated_at FROM runs r "
+            "LEFT JOIN run_search s ON s.run_id = r.run_id "
+            "WHERE s.run_id IS NULL OR s.updated_at <> r.updated_at LIMIT ?"
+        )
+        async with self._reading() as s:
+            rows = await s.all(sql.replace("?", self.PARAM), (limit,))
+        return [(str(r[0]), float(r[1])) for r in rows]
+
+    async def put_search_rows(self, rows: Sequence[tuple[str, float, str]]) -> None:
+        """See ``RunSearch.put_search_rows``."""
+        sql = (
+            "INSERT INTO run_search (run_id, updated_at, text) VALUES (?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at, "
+            "text = excluded.text"
+        ).replace("?", self.PARAM)
+        async with self._writing(sync=False) as s:
+            for row in rows:
+                await s.run(sql, row)
+
+
+def _record(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        agent=row[1],
+        session_id=row[2],
+        correlation_id=row[3],
+        status=row[4],
+        last_seq=row[5],
+        epoch=row[6],
+        lease_owner=row[7],
+        lease_expires_at=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
