@@ -63,6 +63,7 @@ from stead.runtime.loop import (
     hydrate,
     min_left_for,
     owner_id,
+    wait_bound,
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
 
@@ -140,6 +141,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
         self.lease_ttl = lease_ttl
         self.lease_margin = float(margin)
         self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, lease_min_left)
+        self.store.bound_waits(wait_bound(self.lease_margin))
         self.clock = clock
         self.snapshot_every = snapshot_every
         self.progress = progress or ProgressWindow()

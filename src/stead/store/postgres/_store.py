@@ -128,6 +128,7 @@ class PostgresStore(_sql.SQLStore):
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._statement_ms = int(statement_timeout * 1000)
         self._lock_ms = int(lock_timeout * 1000)
+        self._network_s = network_timeout
         self._network = network_options(network_timeout)
         self._probe_s = max(2, int(self._timeout))
         self._pool: AsyncConnectionPool[Conn] | None = None
@@ -193,6 +194,22 @@ class PostgresStore(_sql.SQLStore):
             await conn.execute(
                 sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(ms))
             )
+
+    def bound_waits(self, seconds: float) -> None:
+        """See ``Store.bound_waits``: the statement, lock and network timeouts of the
+        connections the pool makes from then on (a lease holder calls it before its first
+        statement, when the pool has none yet). libpq counts ``connect_timeout`` in whole
+        seconds and takes no less than 2; the TCP user timeout bounds a connect sooner."""
+        if seconds <= 0:
+            return
+        ms = max(1, int(seconds * 1000))
+        self._statement_ms = min(self._statement_ms, ms)
+        self._lock_ms = min(self._lock_ms, ms)
+        if seconds < self._network_s:
+            self._network_s = seconds
+            self._network = network_options(seconds)
+            if self._pool is not None:  # read at each connect the pool makes
+                self._pool.kwargs = {"autocommit": True, **self._network}
 
     def _migrate(self) -> None:
         """Apply missing migrations and learn the schema, on a connection of its own.
