@@ -38,7 +38,7 @@ from stead.errors import (
     LeaseHeld,
 )
 from stead.runtime.agent import Agent, RunView
-from stead.runtime.executors import Executor, InProcessExecutor
+from stead.runtime.executors import Executor, InProcessExecutor, Leased
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
@@ -290,7 +290,8 @@ class Driving:
             min_left=self.lease_min_left,
         )
         inner = self._executor_factory(agent, self.progress)
-        if isinstance(inner, InProcessExecutor):
+        # The plain class first: a protocol's isinstance costs microseconds, every drive.
+        if isinstance(inner, InProcessExecutor) or isinstance(inner, Leased):
             inner.lease = held
         # Held events (effects mode) are written before an effect that may leave the process.
         owned.flush_before_effects = not isinstance(inner, InProcessExecutor)
