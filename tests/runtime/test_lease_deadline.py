@@ -102,13 +102,11 @@ async def test_a_renewal_stuck_on_a_locked_sqlite_file_fires_the_abort_before_th
     path = tmp_path / "runs.db"
     watch = Watch()
     agent = holding_agent()
-    async with stead.Runtime(
-        f"sqlite:///{path}", agents=[agent], lease_ttl=2, deps=watch
-    ) as rt:
+    async with stead.Runtime(f"sqlite:///{path}", agents=[agent], lease_ttl=2, deps=watch) as rt:
         run_id = await rt.start(agent, "hold on")
         drive = asyncio.ensure_future(rt.run(run_id))
         await asyncio.wait_for(watch.started.wait(), 60)
-        locker = subprocess.Popen(
+        locker = subprocess.Popen(  # noqa: ASYNC220 - starting it blocks no longer than a fork
             [sys.executable, "-c", LOCKER, str(path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip

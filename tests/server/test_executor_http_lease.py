@@ -29,7 +29,7 @@ from stead.server._serve import _Server
 from stead.testing import Reply, ScriptedModel
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "runtime"))
-from _relay import Relay  # noqa: E402 - the runtime tests' relay process
+from _relay import Relay  # the runtime tests' relay process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,9 +63,7 @@ def far_agent() -> stead.Agent:
 async def far() -> AsyncIterator[tuple[str, Seen]]:
     seen = Seen()
     agent = far_agent()
-    app = executor_app(
-        InProcessExecutor(agent.model, agent.registry, deps=seen), {SECRET: "owner"}
-    )
+    app = executor_app(InProcessExecutor(agent.model, agent.registry, deps=seen), {SECRET: "owner"})
     server = _Server(
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     )

@@ -291,7 +291,7 @@ class Driving:
         )
         inner = self._executor_factory(agent, self.progress)
         # The plain class first: a protocol's isinstance costs microseconds, every drive.
-        if isinstance(inner, InProcessExecutor) or isinstance(inner, Leased):
+        if isinstance(inner, (InProcessExecutor, Leased)):
             inner.lease = held
         # Held events (effects mode) are written before an effect that may leave the process.
         owned.flush_before_effects = not isinstance(inner, InProcessExecutor)

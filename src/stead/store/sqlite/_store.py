@@ -222,9 +222,7 @@ class SQLiteStore(_sql.SQLStore):
         self._busy = busy_timeout
         """Seconds a statement waits for another process's write lock before it fails (see
         ``bound_waits``)."""
-        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(
-            target, uri, self._busy
-        )
+        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(target, uri, self._busy)
         """Opens a connection configured as the store's (the writer thread's opens with it)."""
         try:
             self._db = self._connect()
