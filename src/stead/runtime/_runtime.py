@@ -104,7 +104,9 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
         ``lease_margin``: seconds before the store's expiry of its lease that a drive stops
         trusting it, unless a renewal was confirmed meanwhile (a quarter of ``lease_ttl`` by
         default): past that local deadline (a pause, a partition) the drive aborts as a
-        cancel does and gives the run up. ``lease_min_left``: seconds of lease an effect
+        cancel does and gives the run up; no wait on the store (a busy SQLite file, a
+        PostgreSQL statement, lock or connect) lasts longer than half of it
+        (``Store.bound_waits``). ``lease_min_left``: seconds of lease an effect
         that is not read_only needs left to start (renewed first when fewer; never more
         than half a fresh lease counts)."""
         if not isinstance(store, str | Path) and not all(

@@ -48,9 +48,9 @@ Every statement of the pool is bounded in time, so that a worker notices a dead 
 partition while its leases are still valid, instead of hanging on an open connection: by the
 server (``statement_timeout``, ``lock_timeout``), and by the kernel on the client's side,
 where a partition is felt (``tcp_user_timeout``: sent bytes not acknowledged in time close
-the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). Each is
-shorter than a lease's default margin (a quarter of 30 s); a drive's own lease deadline
-(``stead._lease``) fires whatever a statement does.
+the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). A lease
+holder lowers each to half its lease's margin (``bound_waits``), so a wait ends while its
+lease is still valid; its own deadline (``stead._lease``) fires whatever a statement does.
 
 Leases compare times the workers pass in (``now``): keep the machines' clocks within a small
 fraction of the lease TTL of each other (NTP does).
