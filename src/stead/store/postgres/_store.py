@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -205,6 +206,7 @@ class PostgresStore(_sql.SQLStore):
         ms = max(1, int(seconds * 1000))
         self._statement_ms = min(self._statement_ms, ms)
         self._lock_ms = min(self._lock_ms, ms)
+        self._probe_s = min(self._probe_s, max(2, math.ceil(seconds)))
         if seconds < self._network_s:
             self._network_s = seconds
             self._network = network_options(seconds)
