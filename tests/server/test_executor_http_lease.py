@@ -18,13 +18,21 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 
 import stead
 from stead._lease import LAPSED
+from stead.core.effects import (
+    REPLAY_POLICY,
+    Assignment,
+    AssignmentKey,
+    ToolBody,
+    assignment_to_json,
+)
 from stead.runtime import InProcessExecutor
-from stead.server._executor_http import HttpExecutor, executor_app
+from stead.server._executor_http import LEASE_HEADER, HttpExecutor, executor_app
 from stead.server._serve import _Server
 from stead.testing import Reply, ScriptedModel
 
@@ -130,3 +138,43 @@ async def test_a_far_key_holds_the_owners_token_and_lapses_when_the_owner_falls_
         relay.stop()
         for ex in made:
             await ex.close()
+
+
+async def test_a_stale_owners_word_moves_the_far_deadline_on_not_at_all(
+    far: tuple[str, Seen],
+) -> None:
+    """The key is dispatched under token 5 with half a second left; a poll that carries
+    token 4 (an owner the run has since moved on from) and a minute is not believed: the
+    key's lease lapses at the first owner's deadline."""
+    url, seen = far
+    [tool] = [t for t in far_agent().registry if t.name == "hold_far"]
+    assignment = Assignment(
+        key=AssignmentKey(session_id="s", run_id="r", effect_id="e1"),
+        body=ToolBody(
+            tool_name="hold_far",
+            definition_digest=tool.definition_digest,
+            arguments="{}",
+            effect_class="non_idempotent",
+            replay_policy=REPLAY_POLICY["non_idempotent"],
+            tool_call_id="c",
+            turn_index=0,
+            idempotency_key="k",
+            attempt=1,
+        ),
+    )
+    auth = {"authorization": f"Bearer {SECRET}"}
+    async with httpx.AsyncClient(base_url=url, headers=auth) as client:
+        sent = await client.post(
+            "/v1/effects", json=assignment_to_json(assignment), headers={LEASE_HEADER: "5 0.5"}
+        )
+        assert sent.status_code == 202
+        await asyncio.wait_for(seen.started.wait(), 30)
+        stale = await client.get("/v1/effects/s/r/e1/outcome", headers={LEASE_HEADER: "4 60"})
+        assert stale.status_code == 204
+        for _ in range(600):
+            if seen.lost:
+                break
+            await asyncio.sleep(0.05)
+        assert seen.tokens == [5]
+        [(_, reason, aborted)] = seen.lost
+        assert reason == LAPSED and aborted
