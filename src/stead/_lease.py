@@ -69,9 +69,14 @@ class HeldLease:
 
     def confirmed(self, sent_at: float) -> None:
         """The store renewed the lease by a statement sent at ``sent_at``."""
+        self.trust_until(sent_at + self.ttl - self.margin)
+
+    def trust_until(self, until: float) -> None:
+        """Move the local deadline on to ``until`` (this clock), if that is later: what a
+        confirmed renewal does, and what an executor behind HTTP does with its owner's word
+        (the owner's own deadline, as it reported it)."""
         if self.lost.aborted:
             return  # lost is for good: a late answer does not bring it back
-        until = sent_at + self.ttl - self.margin
         if until > self._until:
             self._until = until
             if self._handle is not None:

@@ -4,11 +4,12 @@ Imported by the test process (the run's owner) and by the ``stead executor`` chi
 kills (pool_child.py). Each tool writes its side effect to an ``SideEffects`` (its own SQLite
 file) with the pid that performed it, so what really happened survives a SIGKILL.
 ``POOL_TOOL_DELAY`` makes every tool sleep that long first (the zombie test freezes an
-executor inside it), and ``POOL_CHECK_ABORTED`` has it look at ``ctx.aborted`` after that,
-right before its side effect; ``POOL_DIE_IN`` names a tool that SIGKILLs its own process
-right after its side effect (mid-effect, before the executor can settle). ``HOLDS`` (a pool in
-the test's own process only) stops a tool of that name right after its side effect until the
-test releases it.
+executor inside it), ``POOL_TOOL_GATE`` names a file it records ``working`` and then waits
+for (a test cuts the executor off meanwhile), and ``POOL_CHECK_ABORTED`` has it look at
+``ctx.aborted`` after that, right before its side effect; ``POOL_DIE_IN`` names a tool that
+SIGKILLs its own process right after its side effect (mid-effect, before the executor can
+settle). ``HOLDS`` (a pool in the test's own process only) stops a tool of that name right
+after its side effect until the test releases it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import stead
 from stead.testing import Reply, ScriptedModel, SideEffects
@@ -39,10 +41,19 @@ def side_effects() -> SideEffects:
     return SideEffects(os.environ["STEAD_TEST_EFFECTS"])
 
 
+def _wait_for(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.02)
+
+
 async def _effect(name: str, ctx: stead.ToolContext) -> dict[str, object]:
     delay = float(os.environ.get("POOL_TOOL_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)
+    gate = os.environ.get("POOL_TOOL_GATE")
+    if gate:
+        side_effects().record("working", ctx.idempotency_key, token=ctx.fencing_token)
+        await asyncio.to_thread(_wait_for, gate)
     if os.environ.get("POOL_CHECK_ABORTED") and ctx.aborted:  # a careful tool's last look
         side_effects().record("stood_down", ctx.idempotency_key, token=ctx.fencing_token)
         raise stead.Aborted("the key is no longer ours")

@@ -1,15 +1,20 @@
 """A drive's local lease deadline: it fires the run's abort signal when no renewal was
 confirmed in time, before the lease lapses in the store, and not while renewals keep coming.
 
-The store is a real PostgreSQL, reached through a relay process (``_relay``) that the test
+On PostgreSQL the store is reached through a relay process (``_relay``) that the test
 freezes with SIGSTOP: every statement on the drive's connections then hangs as on a dead
 network (the kernel takes the bytes; no answer ever comes), the keeper's renewal with them.
+On SQLite another process takes the file's write lock and keeps it: each renewal waits for
+it on the event loop's own thread, which no timer can interrupt, so only a busy timeout
+derived from the lease (shorter than its margin) lets the deadline's timer run in time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -79,6 +84,51 @@ async def test_a_renewal_stuck_on_a_dead_connection_fires_the_abort_before_the_l
     finally:
         relay.stop()
         await direct.close()
+
+
+LOCKER = (
+    "import sqlite3, sys\n"
+    "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "db.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+"""A process that takes a SQLite file's write lock and holds it until it is killed."""
+
+
+async def test_a_renewal_stuck_on_a_locked_sqlite_file_fires_the_abort_before_the_lease_lapses(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    watch = Watch()
+    agent = holding_agent()
+    async with stead.Runtime(f"sqlite:///{path}", agents=[agent], lease_ttl=2, deps=watch) as rt:
+        run_id = await rt.start(agent, "hold on")
+        drive = asyncio.ensure_future(rt.run(run_id))
+        await asyncio.wait_for(watch.started.wait(), 60)
+        locker = subprocess.Popen(  # noqa: ASYNC220 - starting it blocks no longer than a fork
+            [sys.executable, "-c", LOCKER, str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert locker.stdout is not None
+            assert await asyncio.to_thread(locker.stdout.readline) == "locked\n"
+            for _ in range(600):
+                if watch.lost or drive.done():
+                    break
+                await asyncio.sleep(0.05)
+            # A read is not held up by the write lock (WAL): the store's view while every
+            # renewal still fails, its last confirmed one.
+            record = await rt.store.get_run(run_id)
+        finally:
+            locker.kill()
+            locker.communicate(timeout=30)
+        with pytest.raises(Fenced):
+            await asyncio.wait_for(drive, 60)
+    [(lost_at, reason, aborted)] = watch.lost
+    assert reason == LAPSED and aborted
+    assert record.lease_owner == rt.owner and record.lease_expires_at is not None
+    assert lost_at < record.lease_expires_at
 
 
 async def test_a_lease_renewed_in_time_is_never_lost(tmp_path: Path) -> None:

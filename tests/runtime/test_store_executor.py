@@ -112,6 +112,7 @@ async def test_a_queue_no_pool_serves_runs_in_process(url: str, ledger: Ledger) 
     assert await ledger.keys("r-local") == []  # never went near the ledger
     [entry] = SideEffects(os.environ["STEAD_TEST_EFFECTS"]).entries("index_doc")
     assert entry["pid"] == os.getpid()
+    assert entry["detail"]["token"] >= 1  # under the drive's lease: its fencing token
 
 
 async def test_a_served_queue_goes_through_the_ledger(url: str, ledger: Ledger) -> None:

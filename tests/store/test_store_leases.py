@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from _backends import Backend
 from _builders import T0, RunBuilder, created, final_turn, seeded
 
-from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound
+from stead.errors import Conflict, Fenced, LeaseHeld, RunNotFound, StoreError
 from stead.store import Store
 
 pytestmark = pytest.mark.timeout(30)
@@ -179,3 +180,28 @@ async def test_last_seqs_reads_many_runs_at_once(store: Store) -> None:
     want = {"run-1": (await store.get_run("run-1")).last_seq, "run-2": 1}
     assert await store.last_seqs(["run-1", "nope", "run-2"]) == want
     assert await store.last_seqs([]) == {}
+
+
+async def test_a_renewal_waits_for_a_lock_no_longer_than_the_bound(backend: Backend) -> None:
+    """``bound_waits``: a renewal that finds the run locked by another connection (another
+    process's transaction) fails with ``StoreError`` once the bound passes, although the
+    store was opened to wait a minute (the test's timeout is shorter), and succeeds once the
+    lock is gone."""
+    long = {"busy_timeout": 60.0} if backend.name == "sqlite" else {"lock_timeout": 60.0}
+    store = backend.open(**long)
+    store.bound_waits(0.2)
+    await store.create_run(created("run-1"), now=T0)
+    epoch = await store.claim("run-1", owner="a", now=T0, ttl=TTL)
+    other = backend.connect()
+    try:
+        if backend.name == "sqlite":
+            other.execute("BEGIN IMMEDIATE")
+        else:
+            other.execute("SELECT 1 FROM runs WHERE run_id = 'run-1' FOR UPDATE")
+        with pytest.raises(StoreError):
+            await store.renew_leases([("run-1", epoch)], owner="a", now=T0 + 1, ttl=TTL)
+    finally:
+        other.rollback()
+        other.close()
+    assert await store.renew_leases([("run-1", epoch)], owner="a", now=T0 + 2, ttl=TTL) == []
+    assert (await store.get_run("run-1")).lease_expires_at == T0 + 2 + TTL

@@ -66,6 +66,7 @@ from stead.runtime.loop import (
     hydrate,
     min_left_for,
     owner_id,
+    wait_bound,
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
 
@@ -118,7 +119,9 @@ class Runtime(
         ``lease_margin``: seconds before the store's expiry of its lease that a drive stops
         trusting it, unless a renewal was confirmed meanwhile (a quarter of ``lease_ttl`` by
         default): past that local deadline (a pause, a partition) the drive aborts as a
-        cancel does and gives the run up. ``lease_min_left``: seconds of lease an effect
+        cancel does and gives the run up; no wait on the store (a busy SQLite file, a
+        PostgreSQL statement, lock or connect) lasts longer than half of it
+        (``Store.bound_waits``). ``lease_min_left``: seconds of lease an effect
         that is not read_only needs left to start (renewed first when fewer; never more
         than half a fresh lease counts)."""
         if not isinstance(store, str | Path) and not all(
@@ -155,6 +158,7 @@ class Runtime(
         self.lease_ttl = lease_ttl
         self.lease_margin = float(margin)
         self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, lease_min_left)
+        self.store.bound_waits(wait_bound(self.lease_margin))
         self.clock = clock
         self.snapshot_every = snapshot_every
         self.progress = progress or ProgressWindow()

@@ -12,6 +12,14 @@ with the tool registry and providers it has) over HTTP; ``HttpExecutor(url, toke
   404 a key never dispatched here, 410 aborted.
 * ``GET /v1/effects/{...}``: the attachment; ``POST /v1/effects/{...}/abort`` and ``/cancel``.
 * Every request carries ``Authorization: Bearer TOKEN``, else 401.
+* The owner's lease: ``Stead-Lease: FENCING_TOKEN SECONDS_LEFT`` on each request of a drive
+  that holds one. A dispatch gives the key a lease of its own on the far side (its tools'
+  ``ctx.fencing_token``, ``ctx.aborted``, ``ctx.lease_lost()``), trusted for the seconds the
+  owner had left; every later request about the key (the outcome polls) moves that deadline
+  on, and one that carries a lower token than the key's (a stale owner's) moves nothing.
+  When the owner falls silent (paused, dead, cut off) the key's deadline passes as the
+  owner's own does, later only by the request's transit: the effect's signal fires (as a
+  cancel: ``ctx.aborted``, process groups SIGTERM then SIGKILL), as in an executor pool.
 
 The owner side retries a dispatch whose answer was lost (a dropped connection, a 503) with
 the same body, and gets the same acceptance; an outcome is polled and, once read, kept by the
@@ -22,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -31,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.effects import (
     AssignmentKey,
@@ -57,6 +68,9 @@ def executor_app(
     ``progress``: the window its model calls stream into, read at ``.../progress``."""
     settled: dict[str, Outcome] = {}
     signals: dict[str, AbortSignal] = {}
+    leases: dict[str, HeldLease] = {}
+    """Each key's lease, as its owner last vouched for it (``Stead-Lease``)."""
+    held_here = executor.leases if isinstance(executor, InProcessExecutor) else {}
 
     def key_of(request: Request) -> AssignmentKey:
         p = request.path_params
@@ -70,6 +84,32 @@ def executor_app(
             return result
 
         return endpoint
+
+    def vouched(request: Request, k: str, signal: AbortSignal | None = None) -> None:
+        """The owner's word on its lease: at a dispatch (``signal``) the key's lease begins
+        with it; later it moves the key's deadline on, unless its token is stale."""
+        try:
+            token, left = _lease_word(request.headers.get(LEASE_HEADER))
+        except ValueError:
+            return  # no word, or one that cannot be read: nothing is vouched for
+        until = time.monotonic() + left
+        held = leases.get(k)
+        if held is not None:
+            if token >= held.token:
+                held.token = token  # a new owner that kept the key (it found it active)
+                held.trust_until(until)
+        elif signal is not None:
+            held = leases[k] = held_here[k] = HeldLease(
+                token=token, ttl=left, margin=0.0, sent_at=until - left
+            )
+            held.lost.add_callback(signal.abort)
+            held.arm()
+
+    def forget(k: str) -> None:
+        held = leases.pop(k, None)
+        if held is not None:
+            held.close()
+            held_here.pop(k, None)
 
     async def attachment(key: AssignmentKey) -> str:
         if key.effect_id in settled:
@@ -86,19 +126,24 @@ def executor_app(
             return JSONResponse({"error": str(exc)}, status_code=400)
         k = assignment.key.effect_id
         signal = signals.setdefault(k, AbortSignal())
+        vouched(request, k, signal)  # before the effect starts: its tool reads the lease
         try:
             accepted = await executor.dispatch(assignment, signal=signal)
         except DispatchRejected as exc:  # for good, unless it says it may take it back
+            forget(k)
             status = 503 if exc.retryable else 422
             return JSONResponse({"error": str(exc)}, status_code=status)
         except Exception as exc:
+            forget(k)
             return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=503)
         if not accepted:
+            forget(k)
             return JSONResponse({"error": "the key is aborted"}, status_code=409)
         return JSONResponse({"accepted": True, "effect_id": k}, status_code=202)
 
     async def outcome(request: Request) -> Response:
         key = key_of(request)
+        vouched(request, key.effect_id)
         state = await attachment(key)
         if state == "aborted":
             return JSONResponse({"error": "the key is aborted"}, status_code=410)
@@ -109,10 +154,13 @@ def executor_app(
         if key.effect_id not in settled:
             settled[key.effect_id] = await executor.outcome(key)
             signals.pop(key.effect_id, None)
+            forget(key.effect_id)
         return JSONResponse(outcome_to_json(settled[key.effect_id]))
 
     async def attach(request: Request) -> Response:
-        return JSONResponse({"attachment": await attachment(key_of(request))})
+        key = key_of(request)
+        vouched(request, key.effect_id)
+        return JSONResponse({"attachment": await attachment(key)})
 
     async def abort(request: Request) -> Response:
         key = key_of(request)
@@ -188,6 +236,9 @@ class HttpExecutor:
         self._poll, self._retries = poll, retries
         self._last: dict[str, str] = {}
         self._where = url
+        self.lease: HeldLease | None = None
+        """The lease of the drive this executor serves (set by the drive): vouched for on
+        every request, so the far side's tools hold the key under it (``Stead-Lease``)."""
 
     @staticmethod
     def _path(key: AssignmentKey) -> str:
@@ -197,6 +248,9 @@ class HttpExecutor:
         """One request, tried again (same body) when its answer is lost or the far side is
         unavailable: every request of the wire is idempotent by key."""
         for attempt in range(self._retries + 1):
+            lease = self.lease
+            if lease is not None:  # read at each send: what is left now
+                kw["headers"] = {LEASE_HEADER: f"{lease.token} {max(0.0, lease.left()):.3f}"}
             try:
                 r = await self._client.request(method, path, **kw)
             except httpx.TransportError:
@@ -350,6 +404,20 @@ async def serve_executor(
     finally:
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)
+
+
+LEASE_HEADER = "stead-lease"
+
+
+def _lease_word(value: str | None) -> tuple[int, float]:
+    """``Stead-Lease``'s fencing token and seconds left; ``ValueError`` if absent or bad."""
+    if value is None:
+        raise ValueError("no lease")
+    token, left = value.split()
+    seconds = float(left)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"seconds left must be finite and not negative: {left!r}")
+    return int(token), seconds
 
 
 def _error_text(r: httpx.Response) -> str:

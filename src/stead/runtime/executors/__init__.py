@@ -3,7 +3,7 @@ on the store's execution ledger (``StoreExecutor``), and progress streamed from 
 
 Imports nothing else of ``stead.runtime``."""
 
-from stead.runtime.executors._executor import Executor, InProcessExecutor, tool_context
+from stead.runtime.executors._executor import Executor, InProcessExecutor, Leased, tool_context
 from stead.runtime.executors._far_progress import Forwarder, far_sink
 from stead.runtime.executors._store_executor import (
     StoreExecutor,
@@ -17,6 +17,7 @@ __all__ = [
     "Executor",
     "Forwarder",
     "InProcessExecutor",
+    "Leased",
     "StoreExecutor",
     "far_sink",
     "outcome_from_json",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from stead import _logs
 from stead._lease import HeldLease
@@ -96,6 +96,15 @@ def request_from_json(data: dict[str, object]) -> ModelRequest:
         turn_index=int(data["turn_index"]),  # type: ignore[call-overload]
         settings=ModelSettings.from_json(data["settings"]),
     )
+
+
+@runtime_checkable
+class Leased(Protocol):
+    """An executor whose effects run under the lease of the drive that owns it: the drive
+    hands it its lease (``ctx.aborted``, ``ctx.lease_lost()``, ``ctx.fencing_token``); one
+    far away passes it on with every request (``HttpExecutor``)."""
+
+    lease: HeldLease | None
 
 
 class InProcessExecutor:

@@ -25,6 +25,7 @@ from typing import Any
 
 from stead import _crash
 from stead._crash import CrashHook
+from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.effects import (
     Assignment,
@@ -347,6 +348,16 @@ class RoutingExecutor:
         self._unacked: list[AssignmentKey] = []
         """Keys the pool settled and ``run`` returned. The run loop records an outcome
         before it asks for its next effect, so the next ``run`` acknowledges them."""
+
+    @property
+    def lease(self) -> HeldLease | None:
+        """The drive's lease, under which the calls performed in process run (``Leased``;
+        a pool holds each key it performs under a lease of its own)."""
+        return self.local.lease
+
+    @lease.setter
+    def lease(self, held: HeldLease | None) -> None:
+        self.local.lease = held
 
     async def _acknowledge(self) -> None:
         keys, self._unacked = self._unacked, []

@@ -10,7 +10,7 @@ from stead.runtime.loop._drive import Driving, dead_local_owner, owner_id
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._history import continued, hydrate
 from stead.runtime.loop._keeper import Keeper
-from stead.runtime.loop._lease_guard import LeaseGuard, default_margin, min_left_for
+from stead.runtime.loop._lease_guard import LeaseGuard, default_margin, min_left_for, wait_bound
 from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import DriveStart, DriveWatch, Observer, checked
 from stead.runtime.loop._owned import OwnedRun
@@ -33,4 +33,5 @@ __all__ = [
     "hydrate",
     "min_left_for",
     "owner_id",
+    "wait_bound",
 ]

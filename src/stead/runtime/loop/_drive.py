@@ -39,7 +39,7 @@ from stead.errors import (
     SteadError,
 )
 from stead.runtime.agent import Agent, RunView, check_deps
-from stead.runtime.executors import Executor, InProcessExecutor
+from stead.runtime.executors import Executor, InProcessExecutor, Leased
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
@@ -306,7 +306,8 @@ class Driving:
             min_left=self.lease_min_left,
         )
         inner = self._executor_factory(agent, self.progress)
-        if isinstance(inner, InProcessExecutor):
+        # The plain class first: a protocol's isinstance costs microseconds, every drive.
+        if isinstance(inner, (InProcessExecutor, Leased)):
             inner.lease = held
         # Held events (effects mode) are written before an effect that may leave the process.
         owned.flush_before_effects = not isinstance(inner, InProcessExecutor)

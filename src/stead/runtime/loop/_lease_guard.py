@@ -36,6 +36,15 @@ def default_margin(ttl: float) -> float:
     return ttl / 4
 
 
+def wait_bound(margin: float) -> float:
+    """The longest one blocking wait on the store may last for a holder with this margin
+    (``Store.bound_waits``): half of it. A wait begun just before the local deadline then
+    ends, and the deadline's abort fires, while the store still counts the lease as the
+    holder's; on SQLite, whose statements run on the event loop's thread, nothing else
+    would let that timer run. 0 (no margin) bounds nothing."""
+    return margin / 2
+
+
 def min_left_for(ttl: float, margin: float, wanted: float) -> float:
     """The lease an effect needs left: ``wanted``, but never more than half of what a fresh
     renewal gives (with a short TTL every effect would otherwise renew and still fall short)."""

@@ -61,7 +61,7 @@ from stead.core.effects import (
 from stead.errors import SteadError, StoreError, UserError
 from stead.runtime.agent import Agent, check_deps
 from stead.runtime.executors import Forwarder, InProcessExecutor, outcome_to_json
-from stead.runtime.loop import default_margin, min_left_for
+from stead.runtime.loop import default_margin, min_left_for, wait_bound
 from stead.runtime.processes._signals import until_signalled
 from stead.store import (
     Claimed,
@@ -163,6 +163,7 @@ class Pool:
         """Keys the last heartbeat found held here with no task."""
         self.lease_margin = default_margin(lease_ttl)
         self.lease_min_left = min_left_for(lease_ttl, self.lease_margin, 3.0)
+        self.store.bound_waits(wait_bound(self.lease_margin))
         self._leases: dict[str, HeldLease] = {}
         """The local deadline of each key held (its token the key's epoch)."""
         self._confirmed_at = time.monotonic()

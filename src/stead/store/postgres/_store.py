@@ -48,9 +48,9 @@ Every statement of the pool is bounded in time, so that a worker notices a dead 
 partition while its leases are still valid, instead of hanging on an open connection: by the
 server (``statement_timeout``, ``lock_timeout``), and by the kernel on the client's side,
 where a partition is felt (``tcp_user_timeout``: sent bytes not acknowledged in time close
-the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). Each is
-shorter than a lease's default margin (a quarter of 30 s); a drive's own lease deadline
-(``stead._lease``) fires whatever a statement does.
+the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). A lease
+holder lowers each to half its lease's margin (``bound_waits``), so a wait ends while its
+lease is still valid; its own deadline (``stead._lease``) fires whatever a statement does.
 
 Leases compare times the workers pass in (``now``): keep the machines' clocks within a small
 fraction of the lease TTL of each other (NTP does).
@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -130,6 +131,7 @@ class PostgresStore(_sql.SQLStore):
         self._idle_tx_ms = int(idle_in_transaction_timeout * 1000)
         self._statement_ms = int(statement_timeout * 1000)
         self._lock_ms = int(lock_timeout * 1000)
+        self._network_s = network_timeout
         self._network = network_options(network_timeout)
         self._probe_s = max(2, int(self._timeout))
         self._pool: AsyncConnectionPool[Conn] | None = None
@@ -195,6 +197,23 @@ class PostgresStore(_sql.SQLStore):
             await conn.execute(
                 sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(ms))
             )
+
+    def bound_waits(self, seconds: float) -> None:
+        """See ``Store.bound_waits``: the statement, lock and network timeouts of the
+        connections the pool makes from then on (a lease holder calls it before its first
+        statement, when the pool has none yet). libpq counts ``connect_timeout`` in whole
+        seconds and takes no less than 2; the TCP user timeout bounds a connect sooner."""
+        if seconds <= 0:
+            return
+        ms = max(1, int(seconds * 1000))
+        self._statement_ms = min(self._statement_ms, ms)
+        self._lock_ms = min(self._lock_ms, ms)
+        self._probe_s = min(self._probe_s, max(2, math.ceil(seconds)))
+        if seconds < self._network_s:
+            self._network_s = seconds
+            self._network = network_options(seconds)
+            if self._pool is not None:  # read at each connect the pool makes
+                self._pool.kwargs = {"autocommit": True, **self._network}
 
     def _migrate(self) -> None:
         """Apply missing migrations and learn the schema, on a connection of its own.

@@ -228,6 +228,16 @@ class Store(Protocol):
         or ``timeout`` seconds pass. A hint only: callers then ``claim_next``."""
         ...
 
+    def bound_waits(self, seconds: float) -> None:
+        """Wait at most ``seconds`` in any one blocking wait on the database from now on
+        (SQLite: for another process's write lock; PostgreSQL: a statement, a lock, a
+        connection's unanswered bytes, a connect), failing with ``StoreError`` instead.
+        Only ever lowers them: a store shared by several lease holders keeps the shortest.
+        A lease holder calls it with a share of its lease's safety margin, so a wait begun
+        just before its local deadline ends while the store still counts the lease as its
+        own (``stead.runtime.loop.wait_bound``)."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

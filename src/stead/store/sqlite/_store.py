@@ -219,9 +219,10 @@ class SQLiteStore(_sql.SQLStore):
         target, uri = self.path, False
         if not create:  # the check above and the open are not atomic: mode=rw never creates
             target, uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw", True
-        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(
-            target, uri, busy_timeout
-        )
+        self._busy = busy_timeout
+        """Seconds a statement waits for another process's write lock before it fails (see
+        ``bound_waits``)."""
+        self._connect: Callable[[], sqlite3.Connection] = lambda: _connect(target, uri, self._busy)
         """Opens a connection configured as the store's (the writer thread's opens with it)."""
         try:
             self._db = self._connect()
@@ -368,6 +369,19 @@ class SQLiteStore(_sql.SQLStore):
         return GroupCommit(
             self._write_alone, self._append_many, lone_in_many=True, start=self._start_many
         )
+
+    def bound_waits(self, seconds: float) -> None:
+        """See ``Store.bound_waits``: the busy timeout of every connection, now and to come.
+
+        It matters more here than anywhere: statements run on the event loop's thread, so a
+        write waiting for another process's lock (a long transaction, a paused process that
+        holds it) stops every timer of the loop, the lease deadline's too, for that long."""
+        if seconds <= 0 or seconds >= self._busy:
+            return
+        self._busy = seconds
+        for db, lock in {id(c[0]): c for c in (self._reads, self._writes)}.values():
+            with lock:
+                db.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
 
     def _start_writer(self) -> None:
         # Called on the loop with no transaction open (the caller is about to begin one).
