@@ -9,6 +9,7 @@ line. The server ends each response the client waits for with ``ReadyForQuery`` 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -202,3 +203,20 @@ async def test_a_durable_step_is_one_round_trip(
     # A whole run: its row read and its lease taken, its appends (strict: the first carries
     # run_started with the first model call's turn; then one a step), its lease released.
     assert trips == ([2 + 6 + 1, 2 + 12 + 1] if durability == "strict" else [2 + 1 + 1] * 2)
+
+
+async def test_a_claimed_run_is_read_once(traced: tuple[PostgresStore, Wire]) -> None:
+    """A worker's run: claimed (with others, in one statement), then its row and its state
+    read in one statement, then one append a step; the worker releases the claim after."""
+    store, wire = traced
+    a, warm = agent(2, "strict"), agent(5, "strict")
+    async with stead.Runtime(store, agents=[a, warm], lease_ttl=600) as rt:
+        rt.watch_interval = 600.0
+        await trips_of_a_run(rt, wire, warm)  # the statements prepared
+        run_id = await rt.start(a, "go")
+        (claim,) = await store.claim_next(owner=rt.owner, now=time.time(), ttl=600.0)
+        await wire.start(store)
+        view = await rt.run(run_id, claim=claim)
+        sent = await wire.take(store)
+    assert view.status is stead.RunStatus.COMPLETED
+    assert round_trips(sent) == 1 + 6
