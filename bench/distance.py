@@ -105,6 +105,9 @@ _FRIENDLY = (
     ("SELECT run_id, last_seq FROM runs WHERE run_id = ANY", "last seqs (keeper, watcher)"),
     ("WITH picked AS ( SELECT run_id, lease_owner FROM runs", "claim"),
     ("WITH u AS (UPDATE runs SET lease_owner = NULL", "release"),
+    ("WITH r AS (SELECT r.run_id, r.agent", "load (row, snapshot, tail)"),
+    ("SELECT run_id, agent, session_id, correlation_id, status", "a run's row"),
+    ("SET ", "a new connection's settings"),
 )
 
 
@@ -377,7 +380,10 @@ async def row(
             start = time.perf_counter()
             for first in range(0, runs, 100):
                 await asyncio.gather(
-                    *(rt.start(mode, f"check batch {i}") for i in range(first, min(runs, first + 100)))
+                    *(
+                        rt.start(mode, f"check batch {i}")
+                        for i in range(first, min(runs, first + 100))
+                    )
                 )
             while True:
                 cur = await count.execute("SELECT count(*) FROM runs WHERE status = 'completed'")
