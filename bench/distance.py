@@ -337,14 +337,18 @@ class Fleet:
             await asyncio.sleep(0.05)
         raise SystemExit("the workers did not start within a minute")
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL after a minute; waited for on the event loop, which carries
+        the workers' last statements through the proxy."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+        for _ in range(1200):
+            if all(p.poll() is not None for p in self.procs):
+                return
+            await asyncio.sleep(0.05)
         for p in self.procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
+            if p.poll() is None:
                 p.kill()
                 p.wait()
 
@@ -400,7 +404,7 @@ async def row(
         finally:
             await rt.close()
     finally:
-        fleet.stop()
+        await fleet.stop()
         await count.close()
         await proxy.close()
     steps = runs * STEPS_PER_RUN
