@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from _builders import T0, seeded
 from psycopg.pq import Trace
@@ -220,3 +221,25 @@ async def test_a_claimed_run_is_read_once(traced: tuple[PostgresStore, Wire]) ->
         sent = await wire.take(store)
     assert view.status is stead.RunStatus.COMPLETED
     assert round_trips(sent) == 1 + 6
+
+
+async def test_a_new_connection_is_configured_in_one_round_trip(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(pg_url, min_size=1, max_size=1, statement_timeout=4.0, lock_timeout=1.5)
+    log = tmp_path / "configure.log"
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            with log.open("w") as f:
+                conn.pgconn.trace(f.fileno())
+                conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+                await store._configure(conn)
+                conn.pgconn.untrace()
+            cur = await conn.execute(
+                "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),"
+                " current_setting('idle_in_transaction_session_timeout')"
+            )
+            assert await cur.fetchone() == ("4s", "1500ms", "10s")
+    finally:
+        await store.close()
+    assert round_trips(log.read_text().splitlines()) == 1
