@@ -19,7 +19,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput compare pydantic-ai-bench openai-agents-bench concurrent clean serve-demo chromium screenshots
+.PHONY: demo test test-fast test-system soak fuzz check lint format bench throughput distance compare pydantic-ai-bench openai-agents-bench concurrent clean serve-demo chromium screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "stead needs Python 3.11+"'
@@ -112,6 +112,10 @@ bench: $(STAMP)
 
 throughput: $(STAMP)
 	$(BIN)/python bench/throughput.py
+
+# Worker processes 0, 2, 10 and 50 ms from PostgreSQL: steps a second, round trips a step.
+distance: $(STAMP)
+	$(BIN)/python bench/distance.py
 
 # The overhead workload on LangGraph + its SQLite checkpointer (installs the `compare` extra).
 compare: $(STAMP)

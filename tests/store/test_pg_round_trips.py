@@ -9,15 +9,19 @@ line. The server ends each response the client waits for with ``ReadyForQuery`` 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from _builders import T0, seeded
 from psycopg.pq import Trace
 
+import stead
 from stead.core.events import ModelCallFailed
 from stead.store.postgres import PostgresStore
+from stead.testing import Reply, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,3 +151,95 @@ async def test_a_long_runs_load_is_one_statement_with_its_snapshots_pieces(
     assert (binds, round_trips(sent)) == (1, 1), sent
     assert loaded.snapshot == snapshot
     assert [s.event for s in loaded.tail] == b.log[loaded.snapshot_seq :]
+
+
+# -- a run's steps, through the Runtime --------------------------------------------------------
+
+
+@stead.tool(effect="read_only")
+async def lookup(order_id: int) -> dict[str, int]:
+    """Look up an order."""
+    return {"order_id": order_id}
+
+
+def agent(turns: int, durability: str) -> stead.Agent:
+    replies: list[Reply | str] = [
+        Reply(tool_calls=[("lookup", {"order_id": i})]) for i in range(turns)
+    ]
+    replies.append("Done.")
+    return stead.Agent(f"a{turns}", ScriptedModel(replies), [lookup],
+                       durability=durability)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def trips_of_a_run(rt: stead.Runtime, wire: Wire, a: stead.Agent) -> int:
+    """Round trips on the store's one connection while ``a``'s run is driven start to end."""
+    store = rt.store
+    assert isinstance(store, PostgresStore)
+    run_id = await rt.start(a, "go")
+    await wire.start(store)
+    view = await rt.run(run_id)
+    sent = await wire.take(store)
+    assert view.status is stead.RunStatus.COMPLETED
+    return round_trips(sent)
+
+
+@pytest.mark.parametrize(("durability", "per_step"), [("strict", 1), ("effects", 0)])
+async def test_a_durable_step_is_one_round_trip(
+    traced: tuple[PostgresStore, Wire], durability: str, per_step: int
+) -> None:
+    """Two runs that differ by three tool turns (six durable steps: three model calls, three
+    tool calls): what a run costs once (its lease, its end) cancels out, and what is left is
+    what a step costs in steady state. ``strict``: its append and nothing beside it (the
+    lease is renewed by the keeper, for all runs at once; notices ride in the append).
+    ``effects`` with a read_only tool: nothing until the run's end. A run first warms the
+    connection: psycopg prepares a statement at its fifth use, in a round trip of its own,
+    once per connection."""
+    store, wire = traced
+    short, long = agent(2, durability), agent(5, durability)
+    async with stead.Runtime(store, agents=[short, long], lease_ttl=600) as rt:
+        rt.watch_interval = 600.0  # the keeper (a timed read) does not look at a run this short
+        await trips_of_a_run(rt, wire, long)
+        trips = [await trips_of_a_run(rt, wire, a) for a in (short, long)]
+    assert trips[1] - trips[0] == 6 * per_step, trips
+    # A whole run: its row read and its lease taken, its appends (strict: the first carries
+    # run_started with the first model call's turn; then one a step), its lease released.
+    assert trips == ([2 + 6 + 1, 2 + 12 + 1] if durability == "strict" else [2 + 1 + 1] * 2)
+
+
+async def test_a_claimed_run_is_read_once(traced: tuple[PostgresStore, Wire]) -> None:
+    """A worker's run: claimed (with others, in one statement), then its row and its state
+    read in one statement, then one append a step; the worker releases the claim after."""
+    store, wire = traced
+    a, warm = agent(2, "strict"), agent(5, "strict")
+    async with stead.Runtime(store, agents=[a, warm], lease_ttl=600) as rt:
+        rt.watch_interval = 600.0
+        await trips_of_a_run(rt, wire, warm)  # the statements prepared
+        run_id = await rt.start(a, "go")
+        (claim,) = await store.claim_next(owner=rt.owner, now=time.time(), ttl=600.0)
+        await wire.start(store)
+        view = await rt.run(run_id, claim=claim)
+        sent = await wire.take(store)
+    assert view.status is stead.RunStatus.COMPLETED
+    assert round_trips(sent) == 1 + 6
+
+
+async def test_a_new_connection_is_configured_in_one_round_trip(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(pg_url, min_size=1, max_size=1, statement_timeout=4.0, lock_timeout=1.5)
+    log = tmp_path / "configure.log"
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            with log.open("w") as f:
+                conn.pgconn.trace(f.fileno())
+                conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+                await store._configure(conn)
+                conn.pgconn.untrace()
+            cur = await conn.execute(
+                "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),"
+                " current_setting('idle_in_transaction_session_timeout')"
+            )
+            assert await cur.fetchone() == ("4s", "1500ms", "10s")
+    finally:
+        await store.close()
+    assert round_trips(log.read_text().splitlines()) == 1

@@ -174,13 +174,21 @@ class Driving:
         A run this Runtime is driving already (another ``run`` or ``resume`` of it has not
         returned) is refused with ``LeaseHeld``, as another process would be.
         """
-        record = await self.store.get_run(run_id)
+        known: tuple[RunState, int] | None = None
+        if claim is not None:
+            # Claimed: the run's row and its state in one read (one round trip, not two).
+            loaded = await self.store.load(run_id)
+            record = loaded.record
+            known = await OwnedRun.state_of(self.store, run_id, loaded)
+        else:
+            record = await self.store.get_run(run_id)
         if record.status in AT_REST:
-            state, _ = await OwnedRun.load_state(self.store, run_id)
+            state, _ = known or await OwnedRun.load_state(self.store, run_id)
             if timeout_events(state, self.clock()):
                 state = await self._append_external(
                     run_id, lambda s: timeout_events(s, self.clock())
                 )
+                known = None  # the state the drive starts from is read again
             if not self._has_work_while_waiting(state, record.agent):
                 return RunView.of(state, self.agents)
         agent = self._agent_named(record.agent, run_id)
@@ -193,7 +201,7 @@ class Driving:
             )
         self._driving.add(run_id)
         try:
-            view = await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
+            view = await self._claim_and_drive(run_id, record, agent, claim, claimed_at, known)
         finally:
             self._driving.discard(run_id)
         if view.conversation_id and view.status in FINISHED:
@@ -216,18 +224,20 @@ class Driving:
         agent: Agent,
         claim: Claim | None,
         claimed_at: float | None,
+        known: tuple[RunState, int] | None = None,
     ) -> RunView:
         if claim is not None:
             sent = time.monotonic() if claimed_at is None else claimed_at
             held = self._held_lease(claim.epoch, sent)
-            return await self._drive(run_id, agent, held, claim.previous_owner)
+            return await self._drive(run_id, agent, held, claim.previous_owner, known)
         held_lease = lease(
             self.store, run_id, record, owner=self.owner, now=self.clock(), ttl=self.lease_ttl
         )
         async with held_lease as epoch:
             held = self._held_lease(epoch, held_lease.sent_at)
             fresh = self._fresh.state(run_id, record, epoch)  # just created here: not re-read
-            return await self._drive(run_id, agent, held, record.lease_owner, fresh)
+            start = None if fresh is None else (fresh, 0)
+            return await self._drive(run_id, agent, held, record.lease_owner, start)
 
     def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]:
         """This process's lease on the run for the ``async with`` block (see ``lease``)."""
@@ -246,11 +256,11 @@ class Driving:
         agent: Agent,
         held: HeldLease,
         previous_owner: str | None,
-        fresh: RunState | None = None,
+        start: tuple[RunState, int] | None = None,
     ) -> RunView:
         ids = _logs.bind_run(run_id)  # every record of the drive carries the run's id
         try:
-            return await self._drive_bound(run_id, agent, held, previous_owner, fresh)
+            return await self._drive_bound(run_id, agent, held, previous_owner, start)
         finally:
             held.close()
             _logs.unbind(ids)
@@ -261,16 +271,16 @@ class Driving:
         agent: Agent,
         held: HeldLease,
         previous_owner: str | None,
-        fresh: RunState | None,
+        start: tuple[RunState, int] | None,
     ) -> RunView:
         """Drive under the lease ``held`` (its token the epoch), from the log's state, or from
-        ``fresh``: the state of a run created here that nothing has touched since
-        (``FreshRuns``)."""
+        ``start`` (a state and the sequence its snapshot covers) read under that lease
+        already: a claimed run's, read with its row, or the state of a run created here that
+        nothing has touched since (``FreshRuns``)."""
         epoch = held.token
-        if fresh is None:
-            state, snap_seq = await OwnedRun.load_state(self.store, run_id)
-        else:
-            state, snap_seq = fresh, 0
+        if start is None:
+            start = await OwnedRun.load_state(self.store, run_id)
+        state, snap_seq = start
         owned = OwnedRun(
             self.store,
             state,

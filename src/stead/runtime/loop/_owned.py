@@ -48,7 +48,7 @@ from stead.core.limits import Limits
 from stead.core.states import RunStatus
 from stead.errors import Conflict, CorruptEvent, Fenced, IllegalTransition, StoreError
 from stead.runtime.loop._history import hydrate
-from stead.store import Store, StoredEvent
+from stead.store import Loaded, Store, StoredEvent
 
 Batch = Sequence[Event] | Callable[[RunState], Sequence[Event]]
 """Events to append, or a function building them from the current state (rebuilt after a
@@ -195,7 +195,12 @@ class OwnedRun:
         before it (a log cut inside one transaction, a row changed by hand) is a
         ``CorruptEvent`` naming the run and the sequence.
         """
-        loaded = await store.load(run_id)
+        return await OwnedRun.state_of(store, run_id, await store.load(run_id))
+
+    @staticmethod
+    async def state_of(store: Store, run_id: str, loaded: Loaded) -> tuple[RunState, int]:
+        """``load_state`` of what ``store.load`` gave: a caller that needs the run's row too
+        (a worker starting a run it claimed) reads both in one statement."""
         if loaded.snapshot is not None:
             try:
                 start: RunState | None = RunState.from_json(loaded.snapshot)
