@@ -200,9 +200,9 @@ async def test_dispose_is_the_default_and_the_key_is_aborted_first(store: str) -
     assert ran == ["peek"]
     (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert result.attempt == 2
-    # the timeline has a line for the verdict
+    # the timeline has a line for the verdict, in words and with its name
     (line,) = [describe(e) for e in events if isinstance(e, EffectReconciled)]
-    assert line[0] == "verdict" and "dispose (aborted)" in line[1]
+    assert line[0] == "recovery" and "[dispose: aborted" in line[1]
 
 
 async def test_an_acceptance_that_won_the_race_with_the_abort_is_kept(store: str) -> None:

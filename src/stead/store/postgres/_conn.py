@@ -4,11 +4,13 @@ connection, and the names of the notice channels both listen on."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
+from stead.errors import StoreError
 from stead.store.sql import Row
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -57,3 +59,42 @@ def network_options(seconds: float) -> dict[str, Any]:
         "keepalives_interval": 1,
         "keepalives_count": 3,
     }
+
+
+_MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
+
+
+def session_settings(**ms: int) -> sql.Composed:
+    """The ``SET`` statements of a new connection's settings (in milliseconds) as one query:
+    no parameters, so the simple protocol takes them all in one round trip, not one each (a
+    far server makes each one count)."""
+    return sql.SQL("; ").join(
+        sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+        for name, value in ms.items()
+    )
+
+
+def migrate(
+    url: str, where: str, timeout: float, apply: Callable[[Callable[..., Any]], None]
+) -> str:
+    """Apply the missing migrations (``apply`` runs them through the execute it is given) on a
+    connection of its own, and return the schema they went into. Concurrent openers queue
+    on an advisory lock, so exactly one applies each migration. ``StoreError`` naming the
+    server on failure."""
+    try:
+        with (
+            psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as conn,
+            conn.transaction(),
+        ):
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            row = conn.execute("SELECT current_schema()").fetchone()
+            schema = row[0] if row else None
+            if schema is None:
+                raise StoreError(
+                    f"no schema to create stead's tables in at {where}: the search_path "
+                    "names no existing schema; create it or fix the URL"
+                )
+            apply(lambda q, p: conn.execute(q.encode(), p or None))
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot open PostgreSQL store at {where}: {exc}") from exc
+    return str(schema)

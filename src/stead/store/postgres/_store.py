@@ -66,7 +66,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import UniqueViolation
 from psycopg.pq import TransactionStatus
@@ -75,14 +74,21 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from stead.errors import StoreError
 from stead.store import sql as _sql
 from stead.store.postgres import _append, _batch, _chunks, _load
-from stead.store.postgres._conn import LINGER, Conn, PgSession, channel, network_options
+from stead.store.postgres._conn import (
+    LINGER,
+    Conn,
+    PgSession,
+    channel,
+    migrate,
+    network_options,
+    session_settings,
+)
 from stead.store.postgres._ledger import PostgresLedger
 from stead.store.postgres._listen import Listener
 from stead.store.sql import Loaded, Watcher, known_key
 
 log = logging.getLogger("stead.store")
 
-_MIGRATION_LOCK = 0x5374656164  # "Stead": one migrator at a time, across processes
 _CONVERSATIONS = 0x436F6E76  # "Conv": the advisory locks of conversations (a key each)
 _UNSYNCED = _append.UNSYNCED
 
@@ -189,16 +195,11 @@ class PostgresStore(_sql.SQLStore):
             return pool
 
     async def _configure(self, conn: Conn) -> None:
-        # One query of three statements (no parameters: the simple protocol takes several),
-        # one round trip for a new connection, not three: a far server makes each one count.
         await conn.execute(
-            sql.SQL("; ").join(
-                sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(ms))
-                for setting, ms in (
-                    ("idle_in_transaction_session_timeout", self._idle_tx_ms),
-                    ("statement_timeout", self._statement_ms),
-                    ("lock_timeout", self._lock_ms),
-                )
+            session_settings(
+                idle_in_transaction_session_timeout=self._idle_tx_ms,
+                statement_timeout=self._statement_ms,
+                lock_timeout=self._lock_ms,
             )
         )
 
@@ -220,31 +221,9 @@ class PostgresStore(_sql.SQLStore):
                 self._pool.kwargs = {"autocommit": True, **self._network}
 
     def _migrate(self) -> None:
-        """Apply missing migrations and learn the schema, on a connection of its own.
-
-        Synchronous, like opening a SQLite file: a store is ready (or has failed with a
-        ``StoreError`` naming the server) once constructed. Concurrent openers queue on an
-        advisory lock, so exactly one applies each migration.
-        """
-        try:
-            with (
-                psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self._timeout))
-                ) as conn,
-                conn.transaction(),
-            ):
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                row = conn.execute("SELECT current_schema()").fetchone()
-                schema = row[0] if row else None
-                if schema is None:
-                    raise StoreError(
-                        f"no schema to create stead's tables in at {self.where}: the "
-                        "search_path names no existing schema; create it or fix the URL"
-                    )
-                self._apply_migrations(lambda q, p: conn.execute(q.encode(), p or None))
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot open PostgreSQL store at {self.where}: {exc}") from exc
-        self._schema = schema
+        """Migrate and learn the schema (``migrate``), synchronously, like opening a SQLite
+        file: a store is ready (or has failed naming the server) once constructed."""
+        schema = self._schema = migrate(self.url, self.where, self._timeout, self._apply_migrations)
         self.claimable_channel = channel(schema, "")
         # A release announces a run it leaves claimable (a digest: safe as a literal).
         self.release_sql = (
