@@ -100,6 +100,7 @@ class Journal:
         self.session = start.owned
         self.run_id = start.owned.state.run_id
         self.deps = start.deps
+        self.agent = start.agent
         self._launch = launch
         self.turns: dict[int, AssistantMessageRecorded] = {}
         self.requested: dict[str, ToolCallRequested] = {}
