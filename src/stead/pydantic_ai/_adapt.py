@@ -39,7 +39,10 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
         getattr(t.source, "name", ""): t.source for t in tools if isinstance(t.source, Listing)
     }
 
+    _refuse_output_validators(name, agent)
+
     async def launch(journal: Journal) -> object:
+        _refuse_output_validators(name, agent)  # one added after the agent was given to stead
         earlier, text = _input(journal)
         return await agent.run(text, deps=journal.deps, message_history=earlier or None)
 
@@ -115,6 +118,17 @@ def _tools(agent_name: str, agent: PaiAgent[Any, Any]) -> list[Tool[..., Any]]:
                 )
             )
     return made
+
+
+def _refuse_output_validators(name: str, agent: PaiAgent[Any, Any]) -> None:
+    if getattr(agent, "_output_validators", None):
+        raise UserError(
+            f"Pydantic AI agent {name!r}: output validators (@agent.output_validator) are not "
+            "supported under SteadDurability: stead judges the final answer when it records "
+            "the reply, before a validator could ask for another; validate in the output type "
+            "instead (a pydantic field_validator or AfterValidator on output_type), whose "
+            "errors the model reads and answers again, within Limits.output_retries"
+        )
 
 
 def _input(journal: Journal) -> tuple[list[Any], str]:

@@ -9,6 +9,7 @@ as if the capability were not there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Any, Literal
@@ -143,6 +144,14 @@ class _StepBackend(DurableOperationBackend[Any]):
                 return bool(json.loads(recorded or "{}") == params.tool_args)
             except Exception:
                 return False
+
+        decided = journal.decided.get(call_id)
+        if decided is not None and decided.decision == "approve":
+            # A person approved it in stead (a policy Pydantic AI does not know of): the tool
+            # sees it as Pydantic AI shows an approved call, so its own guard
+            # (``if not ctx.tool_call_approved: raise ApprovalRequired()``) lets it run.
+            approved = dataclasses.replace(params.ctx, tool_call_approved=True)
+            params = dataclasses.replace(params, ctx=approved)
 
         async def body() -> Any:
             return outcome_of(await _inline(operation, params))
