@@ -30,11 +30,10 @@ SERVER = Path(__file__).parent.parent / "mcp_tools" / "mcp_server.py"
 def sent(to: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """Did the server send the message of this call (its idempotency key)?"""
     path = Path(os.environ.get("STEAD_MCP_LEDGER", os.devnull))
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
-    for row in rows:
-        if row["tool"] == "send_message" and row["event"] == "done":
-            if row["key"] == ctx.idempotency_key:
-                return stead.Done(f"sent to {to}")
+    lines = path.read_text().splitlines() if path.exists() else []
+    for row in (json.loads(line) for line in lines if line):
+        if (row["tool"], row["event"], row["key"]) == ("send_message", "done", ctx.idempotency_key):
+            return stead.Done(f"sent to {to}")
     return stead.NotDone()
 
 

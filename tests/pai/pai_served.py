@@ -33,8 +33,6 @@ def refund(order_id: int, cents: int) -> str:
     return f"refunded {cents} on order {order_id}"
 
 
-streamer: Agent[None, str] = Agent(
-    _model(), name="pai_streamer", capabilities=[SteadDurability()]
-)
+streamer: Agent[None, str] = Agent(_model(), name="pai_streamer", capabilities=[SteadDurability()])
 
 agents = [refunds, streamer]

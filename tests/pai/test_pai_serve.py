@@ -19,7 +19,7 @@ from wire_shapes import anthropic_stream
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "server"))
-from _stack import Stack, sse_messages, wait_for  # noqa: E402
+from _stack import Stack, sse_messages, wait_for
 
 
 def test_served_runs_are_listed_approved_and_streamed_live(

@@ -23,6 +23,7 @@ from stead.pydantic_ai._toolsets import (
 from stead.runtime import Agent
 from stead.tools import Tool
 
+
 def adapt(agent: PaiAgent[Any, Any]) -> Agent:
     """The ``stead.Agent`` for ``agent``; a ``UserError`` saying what is missing otherwise."""
     durability = SteadDurability.from_agent(agent)
