@@ -76,9 +76,14 @@ def foreign_tool(
     timeout: float | None = None,
     retries: int = 0,
     what: str = "",
+    source: object | None = None,
 ) -> Tool[..., Any]:
     """A foreign agent's tool as a stead tool: run, recovered and replayed by the run loop
-    by its effect class; each attempt performs the call the foreign agent makes."""
+    by its effect class; each attempt performs the call the foreign agent makes.
+
+    ``source``: where a listed tool came from (an object with a ``name`` and a
+    ``definitions()`` of every tool it listed, as ``stead.mcp.MCPTools`` has), so each run
+    records that listing (``tools_listed``) whenever it changed."""
 
     async def perform(
         values: dict[str, Any], ctx: ToolContext
@@ -89,7 +94,8 @@ def foreign_tool(
         outcome: ToolSucceeded | ToolFailed | ToolUnknown = found
         return outcome
 
-    return SchemaTool(
+    made = SchemaTool if source is None else _Sourced
+    tool = made(
         name,
         parameters,
         perform,
@@ -101,6 +107,19 @@ def foreign_tool(
         retries=retries,
         what=what,
     )
+    if isinstance(tool, _Sourced):
+        tool.listed_by = source
+    return tool
+
+
+class _Sourced(SchemaTool):
+    """A foreign tool that a source listed (``Tool.source``)."""
+
+    listed_by: object = None
+
+    @property
+    def source(self) -> Any:
+        return self.listed_by
 
 
 def foreign_agent(

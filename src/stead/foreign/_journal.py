@@ -102,6 +102,7 @@ class Journal:
         self.session = start.owned
         self.run_id = start.owned.state.run_id
         self.deps = start.deps
+        self.agent = start.agent
         self._launch = launch
         self._log = start.log
         self.turns: dict[int, AssistantMessageRecorded] = {}

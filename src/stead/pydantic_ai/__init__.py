@@ -24,14 +24,17 @@ except ImportError as exc:  # pragma: no cover - the extra is absent
         "stead.pydantic_ai needs Pydantic AI: pip install 'stead[pydantic-ai]'"
     ) from exc
 
+from typing import Any
+
 from stead.errors import UserError
 from stead.foreign import current_tool_context
+from stead.mcp import IDEMPOTENCY_META
 from stead.pydantic_ai._adapt import adapt
 from stead.pydantic_ai._durability import ENGINE, SteadDurability
 from stead.runtime import register_adapter
 from stead.tools import ToolContext
 
-__all__ = ["ENGINE", "SteadDurability", "adapt", "tool_context"]
+__all__ = ["ENGINE", "SteadDurability", "adapt", "send_idempotency_key", "tool_context"]
 
 
 def tool_context() -> ToolContext:
@@ -44,6 +47,19 @@ def tool_context() -> ToolContext:
             "stead runs it"
         )
     return ctx
+
+
+async def send_idempotency_key(ctx: Any, call_tool: Any, name: str, tool_args: Any) -> Any:
+    """An ``MCPToolset``'s ``process_tool_call``: each call carries the stead call's
+    idempotency key in the request's ``_meta`` (``stead/idempotency_key``), as
+    ``stead.mcp``'s calls do, so the server can tell a call made again, and a reconcile
+    function can ask it whether the call happened.
+
+        MCPToolset(..., id="orders", process_tool_call=stead.pydantic_ai.send_idempotency_key)
+    """
+    running = current_tool_context()
+    meta = {IDEMPOTENCY_META: running.idempotency_key} if running is not None else None
+    return await call_tool(name, tool_args, metadata=meta)
 
 
 register_adapter(_pydantic_ai.Agent, adapt)

@@ -5,17 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_ai import Agent as PaiAgent
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.toolsets import FunctionToolset
 
 from stead.core.events import RunCreated
 from stead.errors import UserError
 from stead.foreign import Journal, foreign_agent, foreign_tool
 from stead.pydantic_ai._convert import history_of
-from stead.pydantic_ai._durability import ENGINE, SteadDurability
+from stead.pydantic_ai._durability import SteadDurability
+from stead.pydantic_ai._toolsets import (
+    Listing,
+    discover,
+    leaves,
+    mcp_effect,
+    setters,
+    settings_of,
+)
 from stead.runtime import Agent
 from stead.tools import Tool
-
-_OPTIONS = ("effect", "reconcile", "requires_approval", "timeout", "retries")
 
 
 def adapt(agent: PaiAgent[Any, Any]) -> Agent:
@@ -29,21 +35,15 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
     name = durability.name or agent.name
     if not name:
         raise UserError("a Pydantic AI agent run by stead needs a name: Agent(..., name='...')")
-    tools: list[Tool[..., Any]] = []
-    others: list[str] = []
-    for toolset in agent.toolsets:
-        toolset.apply(lambda ts: tools.extend(_tools_of(name, ts, others)))
-    if others:
-        # Their tools are known only once listed, in a run; the run loop must know every tool
-        # (and its effect class) before a reply is recorded, or the call is refused as unknown.
-        raise UserError(
-            f"Pydantic AI agent {name!r}: toolsets other than function tools "
-            f"({', '.join(sorted(set(others)))}) are not supported under SteadDurability yet; "
-            "give the agent function tools, or serve an MCP server's tools to a stead.Agent "
-            "with stead.mcp.MCPTools"
-        )
+    tools = _tools(name, agent)
+    durability.listings = {
+        getattr(t.source, "name", ""): t.source for t in tools if isinstance(t.source, Listing)
+    }
+
+    _refuse_output_validators(name, agent)
 
     async def launch(journal: Journal) -> object:
+        _refuse_output_validators(name, agent)  # one added after the agent was given to stead
         earlier, text = _input(journal)
         return await agent.run(text, deps=journal.deps, message_history=earlier or None)
 
@@ -63,37 +63,73 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
     )
 
 
-def _tools_of(agent: str, toolset: AbstractToolset[Any], others: list[str]) -> list[Tool[..., Any]]:
-    if not isinstance(toolset, FunctionToolset):
-        others.append(type(toolset).__name__)
-        return []
+def _tools(agent_name: str, agent: PaiAgent[Any, Any]) -> list[Tool[..., Any]]:
+    """Every tool of the agent's toolsets as a stead tool (``_toolsets``)."""
+    found = leaves(agent_name, list(agent.toolsets))
+    agent_setters = setters(agent)
+    listed, chosen = discover(agent_name, found, agent_setters)
     made: list[Tool[..., Any]] = []
-    for tool in toolset.tools.values():
-        what = f"Pydantic AI agent {agent!r}, tool {tool.name!r}"
-        settings = (tool.metadata or {}).get(ENGINE) or {}
-        if not isinstance(settings, dict):
-            raise UserError(f"{what}: metadata[{ENGINE!r}] takes a dict of {', '.join(_OPTIONS)}")
-        unknown = sorted(set(settings) - set(_OPTIONS))
-        if unknown:
+    for i, leaf in enumerate(found):
+        ts = leaf.toolset
+        if isinstance(ts, FunctionToolset):
+            for tool in ts.tools.values():
+                what = f"Pydantic AI agent {agent_name!r}, tool {tool.name!r}"
+                settings = settings_of(
+                    what, tool.metadata, leaf.metadata, *chosen.get((i, tool.name), [])
+                )
+                made.append(
+                    foreign_tool(
+                        tool.name,
+                        tool.function_schema.json_schema,
+                        description=tool.description or "",
+                        effect=settings.get("effect", "non_idempotent"),
+                        reconcile=settings.get("reconcile"),
+                        requires_approval=bool(tool.requires_approval)
+                        or settings.get("requires_approval", False),
+                        timeout=settings.get("timeout", tool.timeout),
+                        retries=settings.get("retries", 0),
+                        what=what,
+                    )
+                )
+            continue
+        source = ts.id
+        if not source:
             raise UserError(
-                f"{what}: metadata[{ENGINE!r}] has {', '.join(map(repr, unknown))}; "
-                f"it takes {', '.join(_OPTIONS)}"
+                f"Pydantic AI agent {agent_name!r}: an MCPToolset under SteadDurability needs "
+                "an id (MCPToolset(..., id='orders')): runs record its tools under it"
             )
-        made.append(
-            foreign_tool(
-                tool.name,
-                tool.function_schema.json_schema,
-                description=tool.description or "",
-                effect=settings.get("effect", "non_idempotent"),
-                reconcile=settings.get("reconcile"),
-                requires_approval=bool(tool.requires_approval)
-                or settings.get("requires_approval", False),
-                timeout=settings.get("timeout", tool.timeout),
-                retries=settings.get("retries", 0),
-                what=what,
+        listing = Listing(source, listed[i])
+        for tool_name, td in listing.tool_defs.items():
+            what = f"Pydantic AI agent {agent_name!r}, MCP server {source!r}, tool {tool_name!r}"
+            settings = settings_of(what, leaf.metadata, *chosen.get((i, tool_name), []))
+            effect = mcp_effect(settings, td)
+            listing.effects[tool_name] = effect
+            made.append(
+                foreign_tool(
+                    tool_name,
+                    td.parameters_json_schema,
+                    description=td.description or "",
+                    effect=effect,
+                    reconcile=settings.get("reconcile"),
+                    requires_approval=settings.get("requires_approval", False),
+                    timeout=settings.get("timeout", td.timeout),
+                    retries=settings.get("retries", 0),
+                    what=what,
+                    source=listing,
+                )
             )
-        )
     return made
+
+
+def _refuse_output_validators(name: str, agent: PaiAgent[Any, Any]) -> None:
+    if getattr(agent, "_output_validators", None):
+        raise UserError(
+            f"Pydantic AI agent {name!r}: output validators (@agent.output_validator) are not "
+            "supported under SteadDurability: stead judges the final answer when it records "
+            "the reply, before a validator could ask for another; validate in the output type "
+            "instead (a pydantic field_validator or AfterValidator on output_type), whose "
+            "errors the model reads and answers again, within Limits.output_retries"
+        )
 
 
 def _input(journal: Journal) -> tuple[list[Any], str]:

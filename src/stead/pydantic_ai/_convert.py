@@ -94,11 +94,14 @@ def outcome_of(result: CallToolResult) -> ToolSucceeded | ToolFailed | ToolUnkno
             for e in data.get("errors", [])
         )
         return ToolFailed(failure=f"{data.get('title', 'arguments')}: {errors}")
-    # ApprovalRequired / CallDeferred raised inside the tool: the decision to wait on a
-    # person is made before a call runs (requires_approval), never halfway through it.
+    # ApprovalRequired / CallDeferred raised inside the tool, in a call stead was not asked
+    # to gate: the tool says it did not act. The decision to wait on a person is stead's, made
+    # before a call runs (requires_approval: True, or a policy of the arguments); this call's
+    # result is that it was not made, recorded and read back on every replay.
+    what = "a person's approval" if kind == "approval_required" else "to be made elsewhere"
     return ToolFailed(
-        failure=f"the tool raised {kind} while running; declare requires_approval=True on it "
-        "so the run asks a person before the call runs"
+        failure=f"not run: the tool asked for {what} ({kind}) while running; declare "
+        "requires_approval in its metadata['stead'] so the run asks a person before the call"
     )
 
 

@@ -9,6 +9,7 @@ as if the capability were not there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from pydantic_ai.durable_exec import (
     ModelRequestId,
     ToolsetCallToolId,
     ToolsetCallToolParams,
+    ToolsetGetToolsId,
     ToolsetValidateToolArgumentsId,
     durable_unit_scope,
 )
@@ -43,12 +45,12 @@ from stead.core.durability import Durability
 from stead.core.events import ToolResultRecorded
 from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
+from stead.errors import UserError
 from stead.foreign import Journal, current_journal, current_progress
 from stead.pydantic_ai._convert import outcome_of, reply_of, response_of, tool_result_of
+from stead.pydantic_ai._toolsets import ENGINE, Listing
 
-ENGINE = "stead"
-"""The engine's name, and the tool metadata key of per-tool settings (``metadata={"stead":
-{...}}``)."""
+__all__ = ["ENGINE", "SteadDurability"]
 
 
 class _Bound(BoundDurableOperation[Any, Any, Any]):
@@ -78,8 +80,9 @@ class _StepBackend(DurableOperationBackend[Any]):
     event handling, capability operations) runs in place: it has no effect outside the
     process, and the run loop records what the model saw and what the tools did."""
 
-    def __init__(self, agent_name: str) -> None:
+    def __init__(self, agent_name: str, durability: SteadDurability) -> None:
         self._namer = JournalOperationNamer(agent_name)
+        self._durability = durability
 
     def bind(
         self, operation: DurableOperation[Any, Any, Any]
@@ -94,6 +97,12 @@ class _StepBackend(DurableOperationBackend[Any]):
                 return await self._model(operation, params, journal)
             if isinstance(op, ToolsetCallToolId) and isinstance(params, ToolsetCallToolParams):
                 return await self._call(operation, params, journal)
+            if isinstance(op, ToolsetGetToolsId) and op.toolset_kind == "mcp":
+                listing = self._durability.listings.get(op.toolset_id)
+                if listing is not None:
+                    # The tools stead listed and the run recorded: the model is offered exactly
+                    # what the run loop admits, and a replay the same tools as the live run.
+                    return dict(listing.tool_defs)
             if isinstance(op, ToolsetValidateToolArgumentsId):
                 result = await _inline(operation, params)
                 outcome = outcome_of(result)
@@ -109,6 +118,7 @@ class _StepBackend(DurableOperationBackend[Any]):
         self, operation: DurableOperation[Any, Any, Any], params: Any, journal: Journal
     ) -> Any:
         model_name = getattr(operation.operation_id, "model_name", "") or ""
+        _check_offered(journal, getattr(params, "model_request_parameters", None))
 
         async def body() -> Any:
             return reply_of(await _inline(operation, params), model_name)
@@ -135,6 +145,14 @@ class _StepBackend(DurableOperationBackend[Any]):
             except Exception:
                 return False
 
+        decided = journal.decided.get(call_id)
+        if decided is not None and decided.decision == "approve":
+            # A person approved it in stead (a policy Pydantic AI does not know of): the tool
+            # sees it as Pydantic AI shows an approved call, so its own guard
+            # (``if not ctx.tool_call_approved: raise ApprovalRequired()``) lets it run.
+            approved = dataclasses.replace(params.ctx, tool_call_approved=True)
+            params = dataclasses.replace(params, ctx=approved)
+
         async def body() -> Any:
             return outcome_of(await _inline(operation, params))
 
@@ -148,6 +166,24 @@ class _StepBackend(DurableOperationBackend[Any]):
 
     def registrations(self) -> Sequence[Callable[..., object]]:
         return ()
+
+
+def _check_offered(journal: Journal, parameters: Any) -> None:
+    """Refuse a request offering the model a tool whose settings, as Pydantic AI resolved
+    them for this run (a ``SetToolMetadata`` selector that depends on the run, say), give an
+    effect class other than the one stead records its calls under."""
+    for td in getattr(parameters, "function_tools", None) or ():
+        settings = (td.metadata or {}).get(ENGINE)
+        tool = journal.agent.registry.get(td.name)
+        if not isinstance(settings, dict) or "effect" not in settings or tool is None:
+            continue
+        if settings["effect"] != tool.spec.effect_class:
+            raise UserError(
+                f"run {journal.run_id}: the tool {td.name!r} is {settings['effect']!r} in this "
+                f"run's metadata but was {tool.spec.effect_class!r} when the agent was given "
+                "to stead, which records its calls under that class; give it one effect class "
+                "(a SetToolMetadata selector must not depend on the run)"
+            )
 
 
 async def _forward_progress(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
@@ -211,13 +247,15 @@ class SteadDurability(BaseDurabilityCapability[Any]):
         self.budget = budget
         self.prices = prices
         self.durability: Durability = durability
+        self.listings: dict[str, Listing] = {}
+        """What each MCP toolset listed when the agent was given to stead, by toolset id."""
 
     @property
     def in_durable_context(self) -> bool:
         return current_journal() is not None
 
     def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
-        return _StepBackend(self.name)
+        return _StepBackend(self.name, self)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests

@@ -1,0 +1,138 @@
+"""Deferred calls and output checks of a Pydantic AI agent under ``SteadDurability``:
+
+* a tool guarding itself the Pydantic AI way (``if not ctx.tool_call_approved: raise
+  ApprovalRequired()``) runs once a person approved it in stead (a ``requires_approval``
+  policy in its metadata), in the same run;
+* a tool that raises ``ApprovalRequired`` / ``CallDeferred`` in a call stead was not asked to
+  gate did not act: that is its recorded (``is_error``) result, which a replay reads back
+  without running the tool again;
+* typed output is judged when the reply is recorded: a field validator's error goes back to
+  the model, which answers again (output retries); ``@agent.output_validator``, which would
+  judge later, is refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+from pydantic_ai import Agent, ApprovalRequired, CallDeferred, RunContext
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from wire_server import WireServer
+from wire_shapes import anthropic_stream
+
+import stead
+from stead.core.states import RunStatus
+from stead.errors import UserError
+from stead.pydantic_ai import SteadDurability
+
+
+def claude(url: str) -> AnthropicModel:
+    return AnthropicModel(
+        "claude-sonnet-4-6", provider=AnthropicProvider(api_key="sk-ant-test", base_url=url)
+    )
+
+
+def calls(*specs: tuple[str, str, str]) -> Any:
+    return anthropic_stream(tools=[(cid, name, [args]) for cid, name, args in specs])
+
+
+def over_1000(arguments: dict[str, Any]) -> bool:
+    return int(arguments.get("cents", 0)) > 1000
+
+
+async def test_deferred_inside_a_tool_body_is_recorded_and_replayed(tmp_path: Path) -> None:
+    ran: list[tuple[str, int]] = []
+    with WireServer() as server:
+        agent = Agent(claude(server.url), name="guarded", capabilities=[SteadDurability()])
+
+        @agent.tool(metadata={"stead": {"requires_approval": over_1000}})
+        def refund(ctx: RunContext[None], cents: int) -> str:
+            """Refund an order; a large refund needs a person's approval."""
+            if cents > 1000 and not ctx.tool_call_approved:
+                raise ApprovalRequired()
+            ran.append(("refund", cents))
+            return f"refunded {cents}"
+
+        @agent.tool_plain(metadata={"stead": {"effect": "read_only"}})
+        def ship(order_id: int) -> str:
+            """Ship an order (the warehouse does it)."""
+            ran.append(("ship", order_id))
+            raise CallDeferred()
+
+        server.push(
+            calls(("toolu_1", "ship", '{"order_id": 7}'), ("toolu_2", "refund", '{"cents": 500}')),
+            calls(("toolu_3", "refund", '{"cents": 5000}')),
+            anthropic_stream("Done."),
+        )
+        async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+            run_id = await rt.start(agent, "Ship order 7, refund 5 and 50 dollars.")
+            view = await rt.run(run_id)
+            assert view.status is RunStatus.AWAITING_APPROVAL
+            (pending,) = view.approvals
+            # The calls of one reply run side by side: their order is not the point.
+            assert pending.tool == "refund" and sorted(ran) == [("refund", 500), ("ship", 7)]
+            await rt.approve(run_id, "toolu_3", token=pending.token)
+            view = await rt.run(run_id)  # a new drive: the agent replays turns 0 and 1
+            log = [e.event for e in await rt.store.read_events(run_id)]
+        asked = len(server.requests)
+        second = str(server.requests[1].body["messages"])
+    assert view.status is RunStatus.COMPLETED and view.run_id == run_id, view.error
+    assert view.output == "Done."
+    assert sorted(ran) == [("refund", 500), ("refund", 5000), ("ship", 7)]  # none ran twice
+    results = {e.tool_call_id: e for e in log if e.kind == "tool_result_recorded"}  # type: ignore[attr-defined]
+    shipped = results["toolu_1"]
+    assert shipped.is_error and "call_deferred" in shipped.content  # type: ignore[attr-defined]
+    assert "call_deferred" in second  # the model read it
+    assert results["toolu_3"].content == "refunded 5000"  # type: ignore[attr-defined]
+    assert asked == 3
+
+
+class Answer(BaseModel):
+    city: str
+    population: int
+
+    @field_validator("population")
+    @classmethod
+    def positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("a population is a positive count of people")
+        return value
+
+
+async def test_typed_output_a_validator_refuses_is_answered_again(tmp_path: Path) -> None:
+    with WireServer() as server:
+        agent = Agent(
+            claude(server.url),
+            name="typed_retry",
+            output_type=Answer,
+            capabilities=[SteadDurability()],
+        )
+        server.push(
+            calls(("toolu_1", "final_result", '{"city": "Paris", "population": -1}')),
+            calls(("toolu_2", "final_result", '{"city": "Paris", "population": 2100000}')),
+        )
+        async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+            view = await rt.run(await rt.start(agent, "How many live in Paris?"))
+        retried = str(server.requests[1].body["messages"])
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.data == Answer(city="Paris", population=2_100_000)
+    assert "a population is a positive count of people" in retried
+
+
+def test_an_output_validator_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    agent = Agent(TestModel(), name="validated", capabilities=[SteadDurability()])
+
+    @agent.output_validator
+    def shout(text: str) -> str:
+        return text.upper()
+
+    with pytest.raises(UserError, match=r"output validators.*field_validator"):
+        stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent])
