@@ -9,7 +9,8 @@ The public names (``__all__``, one sorted list), by topic:
 
 - a run: ``Agent``, ``Limits``, ``Budget``, ``ModelSettings``, ``RecoveryPolicy``,
   ``Runtime``, ``RunView``, ``RunStatus``, ``PendingApproval``, ``TurnCost``, ``AbortSignal``
-- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``; what a reconcile function
+- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``, ``agent_tool`` (another
+  agent as a tool, each call a child run); what a reconcile function
   answers: ``Done``, ``NotDone``, ``Unknown``
 - conversations: ``UserMessage``, ``AssistantMessage``, ``ToolResultMessage``, ``Attachment``,
   ``Image``, ``Document``, ``Usage``
@@ -66,7 +67,15 @@ from stead.errors import (
     UnknownConversation,
     UserError,
 )
-from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
+from stead.runtime import (
+    Agent,
+    Budget,
+    Limits,
+    PendingApproval,
+    Runtime,
+    RunView,
+    agent_tool,
+)
 from stead.runtime.agent import Document, Image, TurnCost
 from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
@@ -123,6 +132,7 @@ __all__ = [
     "UserError",
     "UserMessage",
     "__version__",
+    "agent_tool",
     "configure_logging",
     "question_tool",
     "redact",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from stead.core.result_bound import DEFAULT_MAX_RESULT, check_max_result
 from stead.errors import UserError
@@ -91,9 +92,13 @@ class Limits:
     """Characters of a tool's result (or failure) a run keeps, for every tool of the agent
     that sets no ``@tool(max_result=...)`` of its own; a longer one is cut, with a note the
     model reads, before it is recorded (``stead.core.result_bound``)."""
+    max_depth: int = 3
+    """How deep a tree of child runs may grow below a root run (``stead.agent_tool``): a
+    call that would start a child deeper than this gets an error result instead."""
 
     def __post_init__(self) -> None:
         _count("Limits", "max_turns", self.max_turns, 1)
+        _count("Limits", "max_depth", self.max_depth, 0)
         _count("Limits", "max_tool_calls_per_turn", self.max_tool_calls_per_turn, 1)
         _count("Limits", "max_model_attempts", self.max_model_attempts, 1)
         _count("Limits", "max_step_failures", self.max_step_failures, 1)
@@ -163,6 +168,12 @@ class Budget:
             and self.max_total_tokens is None
             and self.max_usd is None
         )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Budget:
+        """The budget ``to_json`` wrote (a child run's link carries its tree's)."""
+        known = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_usd")
+        return cls(**{k: data[k] for k in known if data.get(k) is not None})
 
     def to_json(self) -> dict[str, float | int | None]:
         """Plain JSON, for the failure record."""

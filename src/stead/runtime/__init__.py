@@ -12,7 +12,14 @@ from stead.core.limits import Budget, Limits
 from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
-from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
+from stead.runtime.agent import (
+    Agent,
+    PendingApproval,
+    RunView,
+    agent_tool,
+    as_agent,
+    register_adapter,
+)
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
 from stead.runtime.loop import Backoff, DriveStart, DriveWatch, Observer, OwnedRun, RunLoop
 from stead.runtime.processes import Pool, Worker, serve_pool, serve_worker, tune_gc
@@ -37,6 +44,7 @@ __all__ = [
     "Runtime",
     "StoreExecutor",
     "Worker",
+    "agent_tool",
     "as_agent",
     "copy_store",
     "register_adapter",

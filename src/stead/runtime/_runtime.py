@@ -41,6 +41,7 @@ from stead.runtime.agent import (
     Agent,
     Answering,
     AttachmentInput,
+    ChildTool,
     PendingApproval,
     RunView,
     as_agent,
@@ -187,6 +188,9 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
             raise UserError(f"two different agents are named {agent.name!r}")
         check_deps(agent, self.deps)
         self.agents[agent.name] = agent
+        for t in agent.registry:  # a worker of the parent drives its children too
+            if isinstance(t, ChildTool) and self.agents.get(t.agent.name) is not t.agent:
+                self.register(t.agent)
 
     async def close(self) -> None:
         """Close the store."""

@@ -6,6 +6,12 @@ Imports ``stead.runtime.agent`` and ``stead.runtime.executors``; the facade and 
 import this."""
 
 from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._children import (
+    children_of,
+    descendants_usage,
+    settle_parent,
+    settle_waits,
+)
 from stead.runtime.loop._drive import Driving, dead_local_owner, owner_id
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._history import continued, hydrate
@@ -27,10 +33,14 @@ __all__ = [
     "OwnedRun",
     "RunLoop",
     "checked",
+    "children_of",
     "continued",
     "dead_local_owner",
     "default_margin",
+    "descendants_usage",
     "hydrate",
     "min_left_for",
     "owner_id",
+    "settle_parent",
+    "settle_waits",
 ]

@@ -33,13 +33,15 @@ from stead.core.progress import (
     ProgressWindow,
 )
 from stead.core.reconcile import RecoveryPolicy
-from stead.core.states import AT_REST, RunStatus
+from stead.core.children import PARENT_KEY, waiting_children
+from stead.core.states import AT_REST, FINISHED, RunStatus
 from stead.errors import (
     LeaseHeld,
 )
 from stead.runtime.agent import Agent, RunView
 from stead.runtime.executors import Executor, InProcessExecutor
 from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._children import settle_parent
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._lease_guard import LeaseGuard
@@ -189,9 +191,29 @@ class Driving:
             )
         self._driving.add(run_id)
         try:
-            return await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
+            view = await self._claim_and_drive(run_id, record, agent, claim, claimed_at)
         finally:
             self._driving.discard(run_id)
+        if claim is None and view.status is RunStatus.AWAITING_APPROVAL:
+            return await self._run_children(run_id, view)
+        return view
+
+    async def _run_children(self, run_id: str, view: RunView) -> RunView:
+        """``run`` of a run that rests on its child runs: drive the children this Runtime
+        knows and nobody else drives, here, then the run again once they gave it their
+        results (a worker's ``run`` takes a claim and leaves children to be claimed)."""
+        state, _ = await OwnedRun.load_state(self.store, run_id)
+        drove = False
+        for child_id in waiting_children(state).values():
+            child = await self.store.get_run(child_id)
+            if child.status in AT_REST or child.agent not in self.agents:
+                continue
+            try:
+                await self.run(child_id)
+            except LeaseHeld:
+                continue  # another process drives it; its end wakes this run there
+            drove = True
+        return await self.run(run_id) if drove else view
 
     async def _claim_and_drive(
         self,
@@ -312,6 +334,15 @@ class Driving:
             recorded = getattr(executor, "recorded", None)  # a pool's: acknowledge the last
             if recorded is not None:
                 await recorded()
+            if owned.state.status in FINISHED and PARENT_KEY in owned.state.config:
+                self._crash("before_parent_settled", None)
+                await settle_parent(
+                    self.store,
+                    owned.state,
+                    clock=self.clock,
+                    owner=self.owner,
+                    snapshot_every=self.snapshot_every,
+                )
         except BaseException as exc:
             error = exc
             raise
