@@ -19,12 +19,12 @@ from stead.core.builders import (
     wait_credit_events,
 )
 from stead.core.canonical import canonical_json
+from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.events import (
     Decision,
     Event,
 )
 from stead.core.fold import RunState, apply
-from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.states import FINISHED, RESUMABLE, RunStatus
 from stead.errors import (
     ApprovalError,

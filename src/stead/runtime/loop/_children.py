@@ -15,6 +15,7 @@ comes first writes the result; the others find nothing waiting and write nothing
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections.abc import Callable
@@ -72,10 +73,8 @@ async def start_child(loop: RunLoop, call: CallState) -> None:
         correlation_id=state.correlation_id,
         config={PARENT_KEY: link.to_json()},
     )
-    try:
+    with contextlib.suppress(Conflict):  # created before a crash: this is the same child
         await store.create_run(created, now=loop.clock())
-    except Conflict:
-        pass  # created before a crash: this is the same child
     loop._crash("after_child_created", call.name)
     token = secrets.token_urlsafe(16)
     await loop.owned.append(child_wait_events(call, child_id, tool.agent.name, text, token))

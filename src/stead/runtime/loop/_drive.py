@@ -23,6 +23,7 @@ from stead.core.builders import (
     recovered_event,
     timeout_events,
 )
+from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Event,
@@ -33,7 +34,6 @@ from stead.core.progress import (
     ProgressWindow,
 )
 from stead.core.reconcile import RecoveryPolicy
-from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.states import AT_REST, FINISHED, RunStatus
 from stead.errors import (
     LeaseHeld,
