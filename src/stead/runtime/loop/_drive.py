@@ -181,7 +181,10 @@ class Driving:
                     run_id, lambda s: timeout_events(s, self.clock())
                 )
             if not self._has_work_while_waiting(state, record.agent):
-                return RunView.of(state, self.agents)
+                view = RunView.of(state, self.agents)
+                if claim is None and waiting_children(state):
+                    return await self._run_children(run_id, view)
+                return view
         agent = self._agent_named(record.agent, run_id)
         # Checked and marked with no await in between: of two concurrent calls, one drives.
         if run_id in self._driving:
