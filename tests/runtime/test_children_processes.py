@@ -7,6 +7,7 @@ answered with ``stead answer``."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -32,12 +33,36 @@ STEAD = shutil.which("stead", path=str(Path(sys.executable).parent))
 FAMILY = ("--agents", "_family:agents", "--poll", "0.05")
 
 
+MATRIX = os.environ.get("STEAD_CHILDREN_MATRIX") == "1"
+"""Every test on both stores (``make soak``); by default the seed scenario runs on both and
+each other test on one of them, to keep the suite quick."""
+
+
+def _stores(default: str) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize(
+        "url", ["sqlite", "postgres"] if MATRIX else [default], indirect=True
+    )
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'runs.db'}"
     else:
         yield request.getfixturevalue("pg_url")
+
+
+def _spawn(*args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    assert STEAD is not None
+    out = subprocess.DEVNULL
+    return subprocess.Popen([STEAD, *args], cwd=HERE, env=env, stdout=out, stderr=out)
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    assert STEAD is not None
+    return subprocess.run(
+        [STEAD, *args], cwd=HERE, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 async def _child_of(rt: Runtime, run_id: str) -> str:
@@ -94,22 +119,16 @@ async def test_a_child_killed_after_sending_is_recovered_and_the_message_goes_on
             assert_valid_history(await rt.state(run))
 
 
+@_stores("postgres")
 async def test_a_parent_killed_while_its_child_works_takes_the_result_once(
     url: str, scenario: Scenario, tmp_path: Path
 ) -> None:
     """``stead run`` drives the parent to its wait, then the child, in one process: killed
     while the child's tool works; ``stead resume`` of the parent recovers the child and the
     parent goes on."""
-    assert STEAD is not None
     async with Runtime(url, agents=_family.agents()) as rt:
         env = scenario.env(STEAD_TEST_SLOW="600", STEAD_TEST_SLOW_GATE=str(tmp_path / "never"))
-        running = subprocess.Popen(
-            [STEAD, "--store", url, "run", "_family:patient", "look order 7 up"],
-            cwd=HERE,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        running = _spawn("--store", url, "run", "_family:patient", "look order 7 up", env=env)
         try:
 
             async def working() -> bool:
@@ -125,11 +144,8 @@ async def test_a_parent_killed_while_its_child_works_takes_the_result_once(
 
         # `stead resume` of the parent: it rests on its child, so the child is taken over
         # (its owner is dead) and finished, then the parent goes on.
-        resumed = subprocess.run(
-            [STEAD, "--store", url, "resume", rid, "--agents", "_family:agents"],
-            cwd=HERE, env=scenario.env(STEAD_TEST_SLOW="0"), capture_output=True, text=True,
-            timeout=60, check=False,
-        )  # fmt: skip
+        resume = ("--store", url, "resume", rid, "--agents", "_family:agents")
+        resumed = await asyncio.to_thread(_cli, *resume, env=scenario.env(STEAD_TEST_SLOW="0"))
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert (await rt.get(rid)).status is RunStatus.COMPLETED, resumed.stdout
         assert await _runs_of(rt, "plodder") == [child]  # no second child
@@ -140,6 +156,7 @@ async def test_a_parent_killed_while_its_child_works_takes_the_result_once(
             assert_valid_history(await rt.state(run))
 
 
+@_stores("sqlite")
 async def test_cancelling_a_parent_cancels_its_running_and_waiting_descendants(
     url: str, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -185,7 +202,6 @@ async def test_cancelling_a_parent_cancels_its_running_and_waiting_descendants(
 async def test_a_childs_question_is_answered_from_the_command_line(
     scenario: Scenario, tmp_path: Path
 ) -> None:
-    assert STEAD is not None
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     async with Runtime(url, agents=_family.agents()) as rt:
         rid = await rt.start("quizzer", "which speed?")
@@ -194,11 +210,9 @@ async def test_a_childs_question_is_answered_from_the_command_line(
         child = await _child_of(rt, rid)
         (question,) = (await rt.get(child)).approvals
         assert question.reason == "question"
-        answered = subprocess.run(
-            [STEAD, "--store", url, "answer", child, question.tool_call_id,
-             '{"speed": "express"}', "--agents", "_family:agents"],
-            cwd=HERE, env=scenario.env(), capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        answer = ("answer", child, question.tool_call_id, '{"speed": "express"}')
+        command = ("--store", url, *answer, "--agents", "_family:agents")
+        answered = await asyncio.to_thread(_cli, *command, env=scenario.env())
         assert answered.returncode == 0, answered.stdout + answered.stderr
         assert (await rt.get(child)).status is RunStatus.COMPLETED
         assert (await rt.get(rid)).status is RunStatus.AWAITING_TOOL  # woken, not yet driven
