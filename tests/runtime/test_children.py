@@ -149,3 +149,43 @@ async def test_depth_is_limited(store: str) -> None:
             view.output
         )
         assert not any(r.agent == "c" for r in await rt.store.list_runs(limit=100))
+
+
+async def test_a_tree_budget_runs_out_in_a_grandchild(store: str) -> None:
+    """The root's budget covers its tree: each run's usage counts against it as it happens,
+    so the grandchild's second turn, which the tree cannot pay for, never starts; its
+    failure is an error its parent reads, and the parent, with its child's usage counted,
+    cannot pay for its next turn either."""
+    c = _delegating("c", None, max_depth=3)
+    b = _delegating("b", c, max_depth=3)
+    a = _delegating("a", b, max_depth=3)
+    model = ScriptedModel(
+        [Reply(tool_calls=[("a", {"task": "go deeper"})]), lambda r: _last_result(r)]
+    )
+    root = stead.Agent(
+        "root",
+        model,
+        [stead.agent_tool(a)],
+        budget=stead.Budget(max_input_tokens=60),
+        limits=stead.Limits(max_depth=3),
+    )
+    async with stead.Runtime(store, agents=[root]) as rt:
+        rid = await rt.start(root, "go")
+        view = await rt.run(rid)
+        tree = await rt.tree(rid)
+        runs = {node.agent: node for _, node in tree.walk()}
+        assert [(d, n.agent) for d, n in tree.walk()] == [(0, "root"), (1, "a"), (2, "b"), (3, "c")]
+        assert runs["c"].status is RunStatus.COMPLETED
+        b_run = await rt.get(runs["b"].run_id)
+        assert b_run.status is RunStatus.FAILED
+        paid = [t.turn_index for t in b_run.turn_usage if t.usage.total_tokens]
+        assert paid == [0]  # its second turn was refused before the model was called
+        assert b_run.error is not None and b_run.error["code"] == "budget_exceeded"
+        assert f"the tree of runs under {rid}" in b_run.error["message"]
+        assert b_run.parents == (runs["a"].run_id, rid)
+        assert view.status is RunStatus.FAILED and view.error is not None
+        assert view.error["code"] == "budget_exceeded"
+        whole = await rt.get(rid)
+        assert whole.tree_usage == tree.tree_usage
+        assert whole.usage == tree.usage and whole.usage.input_tokens < tree.tree_usage.input_tokens
+        assert tree.tree_usage.input_tokens <= 60  # what the tree spent stayed in its budget

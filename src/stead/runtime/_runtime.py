@@ -32,6 +32,7 @@ from stead.errors import (
     UnknownAgent,
     UserError,
 )
+from stead.runtime._children import RunTree, Trees
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
 from stead.runtime._follow import Following
@@ -67,10 +68,10 @@ from stead.runtime.loop import (
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
 
-__all__ = ["PendingApproval", "RunView", "Runtime"]
+__all__ = ["PendingApproval", "RunTree", "RunView", "Runtime"]
 
 
-class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle, Closing):
+class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle, Closing, Trees):
     """Start, drive and steer durable runs."""
 
     def __init__(
@@ -275,7 +276,7 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
         """The run's current view."""
         checks.identifier("run_id", run_id)
         state, _ = await OwnedRun.load_state(self.store, run_id)
-        return RunView.of(state, self.agents)
+        return await self._in_tree(RunView.of(state, self.agents), state)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
