@@ -9,9 +9,9 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._children import RunTree
 from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
-from stead.runtime._children import RunTree
 from stead.runtime._runtime import Runtime
 from stead.runtime.agent import (
     Agent,
