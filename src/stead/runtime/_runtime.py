@@ -65,6 +65,7 @@ from stead.runtime.loop import (
     hydrate,
     min_left_for,
     owner_id,
+    stored_result,
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
 
@@ -277,6 +278,13 @@ class Runtime(Driving, Steering, Following, Conversations, Answering, Lifecycle,
         checks.identifier("run_id", run_id)
         state, _ = await OwnedRun.load_state(self.store, run_id)
         return await self._in_tree(RunView.of(state, self.agents), state)
+
+    async def stored_result(self, handle: str) -> str:
+        """The whole text of a tool result stored by reference (``Limits.result_by_reference``),
+        by the handle its recorded result names (``sha256:...``): what a tool that takes a
+        handle reads."""
+        checks.identifier("handle", handle)
+        return await stored_result(self.store, handle)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""

@@ -16,6 +16,7 @@ from stead.runtime.loop._drive import Driving, dead_local_owner, owner_id
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._history import continued, hydrate
 from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._large import LargeResults, stored_result
 from stead.runtime.loop._lease_guard import LeaseGuard, default_margin, min_left_for
 from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import DriveStart, DriveWatch, Observer, checked
@@ -28,6 +29,7 @@ __all__ = [
     "Driving",
     "FreshRuns",
     "Keeper",
+    "LargeResults",
     "LeaseGuard",
     "Observer",
     "OwnedRun",
@@ -43,4 +45,5 @@ __all__ = [
     "owner_id",
     "settle_parent",
     "settle_waits",
+    "stored_result",
 ]

@@ -83,6 +83,7 @@ from stead.runtime.loop._budgeted import over_budget
 from stead.runtime.loop._children import descendants_usage, start_child
 from stead.runtime.loop._deadline import DeadlineWatch
 from stead.runtime.loop._first_wait import at_first_wait
+from stead.runtime.loop._large import LargeResults
 from stead.runtime.loop._lease_guard import LeaseGuard
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reply import ReplyIntent, admissions
@@ -150,6 +151,9 @@ class RunLoop:
         # descendants' usage against its budget, and a child its tree's budget too.
         self._tree = parts.children or tree_budget_of(owned.state) is not None
         self._below: Usage | None = None
+        self._large: LargeResults | None = None
+        if self.limits.result_by_reference is not None:
+            self._large = LargeResults(owned.store, self.limits, self.clock)
         self.deadline = DeadlineWatch(owned, self.limits, signal, self.clock)
         self.lease: LeaseGuard | None = None
         """The drive's lease, checked before each effect that is not read_only (set by the
@@ -260,6 +264,8 @@ class RunLoop:
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.owned.store, state.messages)
         request = self._request(step.turn_index)
+        if self._large is not None and self.limits.large_result_view == "whole":
+            request = await self._large.request(request)
         if self._below is None and self._tree:
             # Once a drive: a run rests while its children run, so what they used is
             # fixed for the length of this drive.
@@ -556,6 +562,8 @@ class RunLoop:
                 await self.owned.append([retry])
                 await self._sleep(retry.retry_in)
                 return
+        if self._large is not None and not settled[1]:
+            settled = (await self._large.record(settled[0]), False)
         # ``_record``, spelled out: a coroutine less on every tool call.
         await self.owned.append([executed_result(call, settled[0], settled[1], attempt)])
         self._crash("after_result_commit", call.name)
