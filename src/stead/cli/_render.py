@@ -192,6 +192,7 @@ _SOURCE = {
     "approval": " (a person decided)",
     "rejected": " (refused)",
     "cancelled": " (cancelled)",
+    "child": " (its child run ended)",
 }
 
 
@@ -217,6 +218,9 @@ def _approval_requested(e: ev.ApprovalRequested) -> Described:
     if e.reason == "question":
         asked = _short(str((e.payload or {}).get("question", "")))
         return "question?", f"{e.tool_call_id}: {asked} token {e.token}", "bold yellow"
+    if e.reason == "child":
+        child = (e.payload or {}).get("child_run", "")
+        return "child run", f"{e.tool_call_id}: waits on run {child}", "cyan"
     return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
 
 
@@ -341,7 +345,17 @@ def summary(view: RunView) -> Text:
     t.append(
         f"  [{view.turns} turns, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim"
     )
+    if view.parents:
+        t.append(plain(f"\n  child of {' < '.join(view.parents)}"), style="dim")
     for a in view.approvals:
+        if a.reason == "child":
+            t.append(
+                plain(
+                    f"\n  waiting on child run {a.payload.get('child_run')} (call {a.tool_call_id})"
+                ),
+                style="cyan",
+            )
+            continue
         if a.reason == "question":
             asked = _short(str(a.payload.get("question", "")))
             t.append(

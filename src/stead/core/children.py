@@ -211,7 +211,7 @@ def child_settled_events(parent: RunState, child: RunState) -> list[Event]:
             name=call.name,
             content=content,
             is_error=is_error,
-            source="approval",
+            source="child",
             attempt=call.attempts,
         ),
     ]

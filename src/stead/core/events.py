@@ -31,10 +31,11 @@ EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
 
 ResultSource = Literal[
-    "executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop"
+    "executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop", "child"
 ]
 """Where a tool result came from: the handler ran, the reconcile function found it, the call
-was refused before running, a person decided, or the run was cancelled or bounded."""
+was refused before running, a person decided, the run was cancelled or bounded, or the child
+run the call started ended (``stead.core.children``)."""
 
 Decision = Literal["approve", "deny", "happened", "not_happened", "skip", "answer"]
 
