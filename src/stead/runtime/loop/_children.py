@@ -19,8 +19,8 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from stead._crash import CrashHook
 from stead.core.builders import created_event, executed_result
 from stead.core.children import (
     PARENT_KEY,
@@ -37,34 +37,37 @@ from stead.core.fold import CallState, RunState
 from stead.core.messages import Usage
 from stead.core.states import FINISHED
 from stead.errors import Conflict, RunNotFound
-from stead.runtime.agent import ChildTool
+from stead.runtime.agent import Agent, ChildTool
 from stead.runtime.loop._owned import OwnedRun
 from stead.store import Store
-
-if TYPE_CHECKING:
-    from stead.runtime.loop._loop import RunLoop
 
 log = logging.getLogger("stead.runtime")
 
 
-async def start_child(loop: RunLoop, call: CallState) -> None:
+async def start_child(
+    owned: OwnedRun,
+    agent: Agent,
+    call: CallState,
+    clock: Callable[[], float],
+    crash: CrashHook,
+) -> None:
     """Start (or find) ``call``'s child run and record that the call waits on it."""
-    state = loop.owned.state
-    tool = loop.agent.registry.get(call.name)
+    state = owned.state
+    tool = agent.registry.get(call.name)
     if not isinstance(tool, ChildTool):
         why = f"tool {call.name!r} does not start a child run in this worker"
-        await loop.owned.append([executed_result(call, why, True, call.attempts + 1)])
+        await owned.append([executed_result(call, why, True, call.attempts + 1)])
         return
-    refused = depth_refusal(state, loop.limits.max_depth)
+    refused = depth_refusal(state, agent.limits.max_depth)
     if refused is not None:
-        await loop.owned.append([executed_result(call, refused, True, call.attempts + 1)])
+        await owned.append([executed_result(call, refused, True, call.attempts + 1)])
         return
-    store = loop.owned.store
+    store = owned.store
     child_id = child_run_id(state.run_id, call.tool_call_id)
     text = tool.child_input(call.effective_arguments())
-    budgeted = not loop.agent.budget.unlimited or link_of(state.config) is not None
+    budgeted = not agent.budget.unlimited or link_of(state.config) is not None
     spent = await descendants_usage(store, state.run_id) if budgeted else Usage()
-    link = child_link(state, call, loop.agent.budget, spent)
+    link = child_link(state, call, agent.budget, spent)
     created = created_event(
         child_id,
         tool.agent.name,
@@ -74,13 +77,13 @@ async def start_child(loop: RunLoop, call: CallState) -> None:
         config={PARENT_KEY: link.to_json()},
     )
     with contextlib.suppress(Conflict):  # created before a crash: this is the same child
-        await store.create_run(created, now=loop.clock())
-    loop._crash("after_child_created", call.name)
+        await store.create_run(created, now=clock())
+    crash("after_child_created", call.name)
     token = secrets.token_urlsafe(16)
-    await loop.owned.append(child_wait_events(call, child_id, tool.agent.name, text, token))
+    await owned.append(child_wait_events(call, child_id, tool.agent.name, text, token))
     child, _ = await OwnedRun.load_state(store, child_id)
     if child.status in FINISHED:  # it ended before the wait was there to be told
-        await loop.owned.append(lambda s: child_settled_events(s, child))
+        await owned.append(lambda s: child_settled_events(s, child))
 
 
 async def settle_parent(

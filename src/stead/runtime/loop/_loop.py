@@ -492,7 +492,7 @@ class RunLoop:
                         tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
                         await self.owned.append(await ask_events(tool, call, ctx, self._deadline()))
                     case "start_child":
-                        await start_child(self, call)
+                        await start_child(self.owned, self.agent, call, self.clock, self._crash)
                     case "ask_human":
                         token = secrets.token_urlsafe(16)
                         await self.owned.append(
