@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import sqlite3
@@ -95,7 +96,7 @@ async def one_run(mode: Mode, pages: list[str], tmp: Path) -> dict[str, Any]:
                 raise SystemExit(f"the run ended {view.status}: {view.error}")
     finally:
         await store.close()
-    steps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(stamps)]
     first = statistics.median(steps[:5])
     late = statistics.median(steps[-5:])
     distinct = sum(len(p.encode()) for p in set(pages))
