@@ -80,6 +80,7 @@ def test_public_api_is_pinned() -> None:
         "Usage",
         "UserError",
         "__version__",
+        "agent_tool",
         "question_tool",
         "configure_logging",
         "redact",

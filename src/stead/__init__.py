@@ -9,7 +9,8 @@ The public names (``__all__``, one sorted list), by topic:
 
 - a run: ``Agent``, ``Limits``, ``Budget``, ``ModelSettings``, ``RecoveryPolicy``,
   ``Runtime``, ``RunView``, ``RunStatus``, ``PendingApproval``, ``TurnCost``, ``AbortSignal``
-- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``; what a reconcile function
+- tools: ``tool``, ``Tool``, ``ToolContext``, ``question_tool``, ``agent_tool`` (another
+  agent as a tool, each call a child run); what a reconcile function
   answers: ``Done``, ``NotDone``, ``Unknown``
 - conversations: ``UserMessage``, ``AssistantMessage``, ``ToolResultMessage``, ``Attachment``,
   ``Image``, ``Document``, ``Usage``
@@ -71,7 +72,15 @@ if TYPE_CHECKING:
     from stead.core.retention import Retention
     from stead.core.settings import ModelSettings
     from stead.core.states import RunStatus
-    from stead.runtime import Agent, Budget, Limits, PendingApproval, Runtime, RunView
+    from stead.runtime import (
+        Agent,
+        Budget,
+        Limits,
+        PendingApproval,
+        Runtime,
+        RunView,
+        agent_tool,
+    )
     from stead.runtime.agent import Document, Image, TurnCost
     from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, question_tool, tool
 
@@ -87,7 +96,8 @@ _LAZY: dict[str, str] = {
     "ModelSettings": "stead.core.settings",
     "RunStatus": "stead.core.states",
     **dict.fromkeys(
-        ["Agent", "Budget", "Limits", "PendingApproval", "Runtime", "RunView"], "stead.runtime"
+        ["Agent", "Budget", "Limits", "PendingApproval", "Runtime", "RunView", "agent_tool"],
+        "stead.runtime",
     ),
     **dict.fromkeys(["Document", "Image", "TurnCost"], "stead.runtime.agent"),
     **dict.fromkeys(
@@ -153,6 +163,7 @@ __all__ = [
     "UserMessage",
     "WaitTimeout",
     "__version__",
+    "agent_tool",
     "configure_logging",
     "question_tool",
     "redact",

@@ -30,6 +30,8 @@ POINTS: Final = (
     "before_result_commit",
     "after_result_commit",
     "after_approval_commit",
+    "after_child_created",
+    "before_parent_settled",
     "after_cancel_commit",
     "after_message_recorded",
     "before_redispatch",

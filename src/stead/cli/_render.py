@@ -208,6 +208,7 @@ _SOURCE = {
     "approval": " (a person decided)",
     "rejected": " (refused)",
     "cancelled": " (cancelled)",
+    "child": " (its child run ended)",
 }
 
 
@@ -241,6 +242,9 @@ def _approval_requested(e: ev.ApprovalRequested) -> Described:
     if e.reason == "question":
         asked = _short(str((e.payload or {}).get("question", "")))
         return "question?", f"{e.tool_call_id}: {asked} token {e.token}", "bold yellow"
+    if e.reason == "child":
+        child = (e.payload or {}).get("child_run", "")
+        return "child run", f"{e.tool_call_id}: waits on run {child}", "cyan"
     return "approval?", f"{e.tool_call_id} ({e.reason}) token {e.token}", "bold yellow"
 
 
@@ -414,8 +418,14 @@ def summary(view: RunView, hints: Hints | None = None) -> Lines:
     u = view.usage
     turns = "1 turn" if view.turns == 1 else f"{view.turns} turns"
     t.append(f"  [{turns}, {u.input_tokens} in / {u.output_tokens} out tokens]", style="dim")
+    if view.parents:
+        t.append(plain(f"\n  child of {' < '.join(view.parents)}"), style="dim")
     lines = [t]
     for a in view.approvals:
+        if a.reason == "child":
+            waiting = f"  waiting on child run {a.payload.get('child_run')} (call {a.tool_call_id})"
+            lines.append(Text(plain(waiting), style="cyan", no_wrap=True, overflow="ignore"))
+            continue
         for line in _waiting_line(view, a, hints).split("\n"):
             lines.append(Text(plain(f"  {line}"), style="yellow", no_wrap=True, overflow="ignore"))
     return Lines(lines)

@@ -14,6 +14,7 @@ from stead.cli._command import Command, runtime_command
 from stead.cli._hints import Hints
 from stead.cli._lifecycle import RUNS_COMMANDS
 from stead.cli._render import plain, summary, timeline
+from stead.cli._tree import tree_json, tree_table
 from stead.core.event_codec import encode
 from stead.core.states import RunStatus
 from stead.errors import CorruptEvent, IllegalTransition
@@ -112,11 +113,19 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         from stead.cli._list import load_row, show_json
 
         row = await load_row(rt, await rt.store.get_run(args.run_id))
-        print(json.dumps(show_json(row), ensure_ascii=False))
+        shown = show_json(row)
+        parents = (await rt.get(args.run_id)).parents
+        tree = await rt.tree(parents[-1] if parents else args.run_id)
+        if tree.children:
+            shown["tree"] = tree_json(tree)
+        print(json.dumps(shown, ensure_ascii=False))
         return 0
     view = await rt.get(args.run_id)
     out.print(timeline(await rt.events(args.run_id), title=args.run_id))
     out.print(summary(view, Hints.of(args)))
+    tree = await rt.tree(view.parents[-1] if view.parents else args.run_id)
+    if tree.children:
+        out.print(tree_table(tree, args.run_id))
     return 0
 
 

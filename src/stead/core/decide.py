@@ -51,7 +51,10 @@ class ToolSpec:
     has_reconcile: bool = False
     """Whether it offers a status-check function for in-flight calls."""
     asks: bool = False
-    """A question tool: a call waits for a person's answer, which is its result."""
+    """A question tool: a call waits for a person's answer, which is its result (also set
+    for a tool that starts a child run: its call waits too)."""
+    child: bool = False
+    """A call starts a child run (``stead.agent_tool``) and waits for its end."""
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -92,9 +95,12 @@ class ToolPlan:
     """What to do with one unsettled call."""
 
     tool_call_id: str
-    action: Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"]
+    action: Literal[
+        "execute", "reconcile", "ask_human", "ask_consent", "ask_question", "start_child"
+    ]
     """Run the handler, ask the reconcile function, ask a person whether it happened, ask
-    a person for consent before it runs, or ask a question tool's question."""
+    a person for consent before it runs, ask a question tool's question, or start (or
+    find) the call's child run and wait for it."""
     attempt: int
     """The attempt number an execute would use."""
     reason: str
@@ -152,7 +158,7 @@ class Wait(TaggedRecord):
 Step: TypeAlias = StartRun | ResumeTurn | CallModel | RunTools | Finish | Fail | Cancel | Wait
 
 
-_READY = ("execute", "reconcile", "ask_question")
+_READY = ("execute", "reconcile", "ask_question", "start_child")
 """Plans that go ahead while other calls of the turn wait on a person."""
 
 
@@ -173,7 +179,9 @@ def plan_call(call: CallState, spec: ToolSpec | None) -> ToolPlan:
     )
 
 
-_Action: TypeAlias = Literal["execute", "reconcile", "ask_human", "ask_consent", "ask_question"]
+_Action: TypeAlias = Literal[
+    "execute", "reconcile", "ask_human", "ask_consent", "ask_question", "start_child"
+]
 
 
 def _plan(call: CallState, spec: ToolSpec | None) -> tuple[_Action, str]:
@@ -181,6 +189,8 @@ def _plan(call: CallState, spec: ToolSpec | None) -> tuple[_Action, str]:
     if call.decision in ("approve", "not_happened"):
         return "execute", f"a person decided {call.decision}"
     if spec is not None and spec.asks:
+        if spec.child:
+            return "start_child", "its work is a child run: started once, then waited on"
         return "ask_question", "a question tool waits for a person's answer"
     if not call.in_flight:
         if call.requires_approval:

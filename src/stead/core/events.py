@@ -31,10 +31,11 @@ EffectClass = Literal["read_only", "idempotent_write", "non_idempotent"]
 EFFECT_CLASSES: Final = ("read_only", "idempotent_write", "non_idempotent")
 
 ResultSource = Literal[
-    "executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop"
+    "executed", "reconciled", "rejected", "approval", "cancelled", "limit", "loop", "child"
 ]
 """Where a tool result came from: the handler ran, the reconcile function found it, the call
-was refused before running, a person decided, or the run was cancelled or bounded."""
+was refused before running, a person decided, the run was cancelled or bounded, or the child
+run the call started ended (``stead.core.children``)."""
 
 Decision = Literal["approve", "deny", "happened", "not_happened", "skip", "answer"]
 
@@ -269,9 +270,10 @@ class ToolReconciled(_Call):
 class ApprovalRequested(_Call):
     """The run pauses until a person decides about this call."""
 
-    reason: Literal["outcome_unknown", "policy", "question"]
-    """Unknown outcome after a crash, the tool's approval policy, or a question tool's
-    question (the answer is the call's result)."""
+    reason: Literal["outcome_unknown", "policy", "question", "child"]
+    """Unknown outcome after a crash, the tool's approval policy, a question tool's
+    question (the answer is the call's result), or a child run the call started
+    (``stead.core.children``: its end is the call's result; no person decides it)."""
     payload: dict[str, Any] | None = None
     """What the person is shown (tool, arguments, context; ``asked_at``, when it was asked,
     lets a run deadline that does not count waiting leave the wait out)."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
+from stead.core.large_results import VIEWS, LargeResultView
 from stead.core.result_bound import DEFAULT_MAX_RESULT, check_max_result
 from stead.errors import UserError
 
@@ -91,9 +93,31 @@ class Limits:
     """Characters of a tool's result (or failure) a run keeps, for every tool of the agent
     that sets no ``@tool(max_result=...)`` of its own; a longer one is cut, with a note the
     model reads, before it is recorded (``stead.core.result_bound``)."""
+    result_by_reference: int | None = None
+    """Characters past which a tool's result is stored once, by digest, beside the log
+    instead of in its event row (``stead.core.large_results``); None: every result is kept
+    in its row. What the model sees of such a result is ``large_result_view``."""
+    large_result_view: LargeResultView = "whole"
+    """What the model reads of a result stored by reference: ``whole`` (the text, put back
+    at each request), ``head`` (its first ``large_result_head`` characters and a note with
+    its handle) or ``handle`` (only the note: a tool reads it by its handle)."""
+    large_result_head: int = 2000
+    """Characters of a stored result a ``head`` view shows."""
+    max_depth: int = 3
+    """How deep a tree of child runs may grow below a root run (``stead.agent_tool``): a
+    call that would start a child deeper than this gets an error result instead."""
 
     def __post_init__(self) -> None:
         _count("Limits", "max_turns", self.max_turns, 1)
+        _count("Limits", "max_depth", self.max_depth, 0)
+        _count("Limits", "large_result_head", self.large_result_head, 0)
+        if self.result_by_reference is not None:
+            _count("Limits", "result_by_reference", self.result_by_reference, 1, " (None: never)")
+        if self.large_result_view not in VIEWS:
+            raise UserError(
+                f"Limits.large_result_view takes one of {', '.join(VIEWS)}, "
+                f"not {_show(self.large_result_view)}"
+            )
         _count("Limits", "max_tool_calls_per_turn", self.max_tool_calls_per_turn, 1)
         _count("Limits", "max_model_attempts", self.max_model_attempts, 1)
         _count("Limits", "max_step_failures", self.max_step_failures, 1)
@@ -163,6 +187,12 @@ class Budget:
             and self.max_total_tokens is None
             and self.max_usd is None
         )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Budget:
+        """The budget ``to_json`` wrote (a child run's link carries its tree's)."""
+        known = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_usd")
+        return cls(**{k: data[k] for k in known if data.get(k) is not None})
 
     def to_json(self) -> dict[str, float | int | None]:
         """Plain JSON, for the failure record."""

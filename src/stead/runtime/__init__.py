@@ -9,12 +9,20 @@ import warnings
 from typing import Any
 
 from stead.core.limits import Budget, Limits
+from stead.runtime._children import RunTree
 from stead.runtime._find import resume_refusal
 from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime._steps import CallStep, RunSteps, TurnStep
-from stead.runtime.agent import Agent, PendingApproval, RunView, as_agent, register_adapter
+from stead.runtime.agent import (
+    Agent,
+    PendingApproval,
+    RunView,
+    agent_tool,
+    as_agent,
+    register_adapter,
+)
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
 from stead.runtime.loop import Backoff, DriveStart, DriveWatch, Observer, OwnedRun, RunLoop
 from stead.runtime.processes import Pool, Worker, serve_pool, serve_worker, tune_gc
@@ -37,11 +45,13 @@ __all__ = [
     "Pruner",
     "RunLoop",
     "RunSteps",
+    "RunTree",
     "RunView",
     "Runtime",
     "StoreExecutor",
     "TurnStep",
     "Worker",
+    "agent_tool",
     "as_agent",
     "copy_store",
     "register_adapter",

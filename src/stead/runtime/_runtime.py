@@ -33,6 +33,7 @@ from stead.errors import (
     UnknownAgent,
     UserError,
 )
+from stead.runtime._children import RunTree, Trees
 from stead.runtime._closing import Closing
 from stead.runtime._conversation import Conversations
 from stead.runtime._find import Finding
@@ -44,6 +45,7 @@ from stead.runtime.agent import (
     Agent,
     Answering,
     AttachmentInput,
+    ChildTool,
     PendingApproval,
     RunView,
     as_agent,
@@ -66,11 +68,12 @@ from stead.runtime.loop import (
     hydrate,
     min_left_for,
     owner_id,
+    stored_result,
     wait_bound,
 )
 from stead.store import Ledger, Store, StoredEvent, open_store
 
-__all__ = ["PendingApproval", "RunView", "Runtime"]
+__all__ = ["PendingApproval", "RunTree", "RunView", "Runtime"]
 
 
 class Runtime(
@@ -83,6 +86,7 @@ class Runtime(
     Answering,
     Lifecycle,
     Closing,
+    Trees,
 ):
     """Start, drive and steer durable runs."""
 
@@ -207,6 +211,9 @@ class Runtime(
         if self.deps is not None:  # without any, only driving its runs needs them
             check_deps(agent, self.deps)
         self.agents[agent.name] = agent
+        for t in agent.registry:  # a worker of the parent drives its children too
+            if isinstance(t, ChildTool) and self.agents.get(t.agent.name) is not t.agent:
+                self.register(t.agent)
 
     async def close(self) -> None:
         """Close the store."""
@@ -291,7 +298,14 @@ class Runtime(
         """The run's current view."""
         checks.identifier("run_id", run_id)
         state, _ = await OwnedRun.load_state(self.store, run_id)
-        return RunView.of(state, self.agents)
+        return await self._in_tree(RunView.of(state, self.agents), state)
+
+    async def stored_result(self, handle: str) -> str:
+        """The whole text of a tool result stored by reference (``Limits.result_by_reference``),
+        by the handle its recorded result names (``sha256:...``): what a tool that takes a
+        handle reads."""
+        checks.identifier("handle", handle)
+        return await stored_result(self.store, handle)
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""

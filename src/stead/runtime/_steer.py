@@ -19,18 +19,25 @@ from stead.core.builders import (
     wait_credit_events,
 )
 from stead.core.canonical import canonical_json
+from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.events import (
     Decision,
     Event,
 )
 from stead.core.fold import RunState, apply
-from stead.core.states import RESUMABLE, RunStatus
+from stead.core.states import FINISHED, RESUMABLE, RunStatus
 from stead.errors import (
     ApprovalError,
     UserError,
 )
 from stead.runtime.agent import Agent, RunView, checks
-from stead.runtime.loop import OwnedRun, dead_local_owner
+from stead.runtime.loop import (
+    OwnedRun,
+    children_of,
+    dead_local_owner,
+    settle_parent,
+    settle_waits,
+)
 from stead.store import RunRecord, Store
 
 DECISIONS = tuple(d for d in get_args(Decision) if d != "answer")
@@ -157,6 +164,18 @@ class Steering:
         checks.identifier("run_id", run_id)
         checks.text("reason", reason)
         checks.text("by", by)
+        view = await self._cancel_one(run_id, reason, by)
+        # Then its unfinished children, and theirs: the parent first, so a child's end
+        # finds no wait to give its result to and wakes nobody.
+        for child_id in await children_of(self.store, run_id):
+            child = await self.store.get_run(child_id)
+            if child.status not in FINISHED:
+                await self.cancel(
+                    child_id, f"its parent run {run_id} was cancelled: {reason}", by=by
+                )
+        return view
+
+    async def _cancel_one(self, run_id: str, reason: str, by: str) -> RunView:
         record = await self.store.get_run(run_id)
         request = cancel_request_event(reason, by)
         if run_id in self._driving or self._live_owner(record):
@@ -172,7 +191,19 @@ class Steering:
                 lambda s: [request, *cancel_events(_with(s, request), reason)],
                 epoch=epoch,
             )
+        await self._settle_parent(state)
         return RunView.of(state, self.agents)
+
+    async def _settle_parent(self, state: RunState) -> None:
+        """A child that ended here (cancelled, timed out) gives its end to its parent."""
+        if PARENT_KEY in state.config and state.status in FINISHED:
+            await settle_parent(
+                self.store,
+                state,
+                clock=self.clock,
+                owner=self.owner,
+                snapshot_every=self.snapshot_every,
+            )
 
     def _live_owner(self, record: RunRecord) -> bool:
         return (
@@ -194,10 +225,19 @@ class Steering:
             state = await self.state(record.run_id)
             now = self.clock()
             if timeout_events(state, now):
-                await self._append_external(
+                state = await self._append_external(
                     record.run_id, functools.partial(timeout_events, now=now)
                 )
                 expired.append(record.run_id)
+                await self._settle_parent(state)
+            elif waiting_children(state):  # a child's end its process died before giving
+                await settle_waits(
+                    self.store,
+                    state,
+                    clock=self.clock,
+                    owner=self.owner,
+                    snapshot_every=self.snapshot_every,
+                )
         return expired
 
     async def _append_external(

@@ -140,6 +140,8 @@ class ApprovalOut(BaseModel):
     parameters: dict[str, Any] | None
     deadline: float | None
     turn_index: int
+    parents: list[str] = []
+    """For a child run's call: the run that started it first, up to the root."""
 
 
 class RunSummary(BaseModel):

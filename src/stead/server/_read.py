@@ -176,5 +176,6 @@ async def approvals(
         except (CorruptEvent, IllegalTransition) as why:  # the list shows it, marked damaged
             log.warning("inbox: run %s is left out, its log cannot be read: %s", r.run_id, why)
             continue
-        out.extend(shape.approvals(rt, state))
+        parents = (await rt.get(r.run_id)).parents if state.config else ()
+        out.extend(shape.approvals(rt, state, parents))
     return out

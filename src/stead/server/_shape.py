@@ -138,11 +138,14 @@ _AS_REQUESTED: Final = ("tool_call_id", "reason", "deadline", "turn_index")
 """What an approval shows as its ``approval_requested`` event says it."""
 
 
-def approvals(rt: Runtime, state: RunState) -> list[ApprovalOut]:
-    """The run's calls waiting on a person (without their tokens)."""
+def approvals(rt: Runtime, state: RunState, parents: tuple[str, ...] = ()) -> list[ApprovalOut]:
+    """The run's calls waiting on a person (without their tokens; not those waiting on a
+    child run: its end settles them, no person does); ``parents``: the run's parent chain."""
     agent = rt.agents.get(state.agent)
     out = []
     for a in state.approvals.values():
+        if a.reason == "child":
+            continue
         call = state.calls[a.tool_call_id]
         tool = agent.registry.get(call.name) if agent else None
         as_requested = {name: getattr(a, name) for name in _AS_REQUESTED}
@@ -155,6 +158,7 @@ def approvals(rt: Runtime, state: RunState) -> list[ApprovalOut]:
                 arguments=call.arguments,
                 effect_class=str(call.effect_class) if call.effect_class else None,
                 parameters=tool.parameters if tool else None,
+                parents=list(parents),
                 **as_requested,
             )
         )

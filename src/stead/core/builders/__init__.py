@@ -526,6 +526,7 @@ _QUESTIONS: dict[str, tuple[str, list[str]]] = {
     "outcome_unknown": ("whether the call happened", ["happened", "not_happened", "skip"]),
     "policy": ("for consent", ["approve", "deny"]),
     "question": ("a question, not a decision: answer it with Runtime.answer", ["answer"]),
+    "child": ("nothing of a person: the child run's end is its result (cancel the run)", []),
 }
 
 

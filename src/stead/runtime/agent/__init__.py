@@ -7,6 +7,7 @@ from stead.runtime.agent import _checks as checks
 from stead.runtime.agent._adapt import as_agent, register_adapter
 from stead.runtime.agent._agent import Agent
 from stead.runtime.agent._ask import Answering, ask_events
+from stead.runtime.agent._children import ChildTool, agent_tool
 from stead.runtime.agent._deps import check_deps
 from stead.runtime.agent._inputs import (
     AttachmentInput,
@@ -25,12 +26,14 @@ __all__ = [
     "Agent",
     "Answering",
     "AttachmentInput",
+    "ChildTool",
     "Document",
     "Image",
     "Judged",
     "PendingApproval",
     "RunView",
     "TurnCost",
+    "agent_tool",
     "as_agent",
     "ask_events",
     "attachment_bytes",

@@ -37,6 +37,9 @@ class AgentParts:
     approvals: bool = True
     """Some tool may ask a person to approve a call (``requires_approval`` not False): else
     no call of a reply is asked about, nor given a token."""
+    children: bool = False
+    """Some tool starts a child run (``stead.agent_tool``): the run's budget then counts
+    what its children used."""
 
 
 def agent_parts(registry: ToolRegistry, output: OutputSpec[Any] | None) -> AgentParts:
@@ -52,4 +55,5 @@ def agent_parts(registry: ToolRegistry, output: OutputSpec[Any] | None) -> Agent
         schema_chars=chars,
         reconciled=reconciled,
         approvals=approvals,
+        children=any(spec.child for spec in specs.values()),
     )

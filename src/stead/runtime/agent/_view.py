@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 
+from stead.core.children import link_of
 from stead.core.fold import RunState
 from stead.core.messages import Message, Usage
 from stead.core.pricing import PRICES, PriceTable
@@ -84,6 +85,12 @@ class RunView:
     cost_usd: float | None = None
     """What the run cost in dollars (every attempt priced by the model that answered its
     turn); None when a turn that used tokens has no known price."""
+    parents: tuple[str, ...] = ()
+    """For a child run (``stead.agent_tool``): its parent run first, then the parent's
+    parent, up to the root (filled by ``Runtime.get``; its parent alone elsewhere)."""
+    tree_usage: Usage | None = None
+    """What this run and every run below it used (filled by ``Runtime.get`` for a run whose
+    agent can start child runs); ``usage`` is the run's own."""
 
     @property
     def questions(self) -> tuple[PendingApproval, ...]:
@@ -131,7 +138,9 @@ class RunView:
             for t in state.turn_usage
         )
         costs = [t.cost_usd for t in turns]
+        link = link_of(state.config) if state.config else None
         return cls(
+            parents=() if link is None else (link.run_id,),
             data=data,
             data_json=state.data,
             conversation_id=state.session_id,
@@ -157,7 +166,7 @@ _AS_IN_STATE: Final = tuple(
     f.name
     for f in fields(RunView)
     if f.name in {g.name for g in fields(RunState)}
-    and f.name not in ("approvals", "data", "messages", "turn_usage")
+    and f.name not in ("approvals", "data", "messages", "turn_usage", "parents")
 )
 """The fields of a view that are the folded state's own, by the same names (a view's
 approvals are its own shape; its ``data`` is typed by the agent's output type; its

@@ -6,10 +6,17 @@ Imports ``stead.runtime.agent`` and ``stead.runtime.executors``; the facade and 
 import this."""
 
 from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._children import (
+    children_of,
+    descendants_usage,
+    settle_parent,
+    settle_waits,
+)
 from stead.runtime.loop._drive import Driving, dead_local_owner, owner_id
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._history import continued, hydrate
 from stead.runtime.loop._keeper import Keeper
+from stead.runtime.loop._large import LargeResults, stored_result
 from stead.runtime.loop._lease_guard import LeaseGuard, default_margin, min_left_for, wait_bound
 from stead.runtime.loop._loop import RunLoop
 from stead.runtime.loop._observe import DriveStart, DriveWatch, Observer, checked
@@ -22,16 +29,22 @@ __all__ = [
     "Driving",
     "FreshRuns",
     "Keeper",
+    "LargeResults",
     "LeaseGuard",
     "Observer",
     "OwnedRun",
     "RunLoop",
     "checked",
+    "children_of",
     "continued",
     "dead_local_owner",
     "default_margin",
+    "descendants_usage",
     "hydrate",
     "min_left_for",
     "owner_id",
+    "settle_parent",
+    "settle_waits",
+    "stored_result",
     "wait_bound",
 ]

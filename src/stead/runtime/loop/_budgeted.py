@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from stead.core.budget import budget_breach, estimate_tokens
 from stead.core.builders import run_failed_event
+from stead.core.children import link_of, tree_budget_of
 from stead.core.events import Event
 from stead.core.fold import RunState
-from stead.core.messages import AssistantMessage, Message
+from stead.core.messages import AssistantMessage, Message, Usage
 from stead.providers import ModelRequest
 from stead.runtime.agent import Agent
 
@@ -22,17 +23,37 @@ def _chars(m: Message) -> int:
 
 
 def over_budget(
-    agent: Agent, state: RunState, fixed_chars: int, request: ModelRequest
+    agent: Agent,
+    state: RunState,
+    fixed_chars: int,
+    request: ModelRequest,
+    below: Usage | None = None,
 ) -> Event | None:
     """The ``run_failed`` that ends the run before ``request`` is sent, if the call may take it
     over its budget; None when it may go (``fixed_chars``: the system prompt and the tool
-    schemas, the same for every turn)."""
-    budget = agent.budget
-    if budget.unlimited:
+    schemas, the same for every turn). ``below``: what the run's child runs (and theirs)
+    used, which counts against its budget as its own does; a child is held to its tree's
+    budget as well (``stead.core.children``)."""
+    tree = tree_budget_of(state)
+    if agent.budget.unlimited and tree is None:
         return None
     prompt = estimate_tokens(fixed_chars + sum(_chars(m) for m in request.messages))
     out = request.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
-    breach = budget_breach(state.usage, prompt, out, budget, agent.prices.get(request.model))
+    price = agent.prices.get(request.model)
+    spent = state.usage if below is None else state.usage + below
+    breach = budget_breach(spent, prompt, out, agent.budget, price)
+    if breach is None and tree is not None:
+        budget, before = tree
+        breach = budget_breach(before + spent, prompt, out, budget, price)
+        if breach is not None:
+            message = f"the budget of the tree of runs under {_root(state)}: {breach.message}"
+            details = {**breach.details, "tree_root": _root(state)}
+            return run_failed_event(state, "budget_exceeded", "model", message, details)
     if breach is None:
         return None
     return run_failed_event(state, "budget_exceeded", "model", breach.message, breach.details)
+
+
+def _root(state: RunState) -> str:
+    link = link_of(state.config)
+    return state.run_id if link is None else link.root

@@ -23,6 +23,7 @@ from stead.core.builders import (
     recovered_event,
     timeout_events,
 )
+from stead.core.children import PARENT_KEY, waiting_children
 from stead.core.decide import RunTools, next_step
 from stead.core.events import (
     Event,
@@ -41,6 +42,7 @@ from stead.errors import (
 from stead.runtime.agent import Agent, RunView, check_deps
 from stead.runtime.executors import Executor, InProcessExecutor, Leased
 from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._children import settle_parent
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._lease_guard import LeaseGuard
@@ -190,7 +192,10 @@ class Driving:
                 )
                 known = None  # the state the drive starts from is read again
             if not self._has_work_while_waiting(state, record.agent):
-                return RunView.of(state, self.agents)
+                view = RunView.of(state, self.agents)
+                if claim is None and waiting_children(state):
+                    return await self._run_children(run_id, view)
+                return view
         agent = self._agent_named(record.agent, run_id)
         check_deps(agent, getattr(self, "deps", None))  # before the lease: nothing written
         # Checked and marked with no await in between: of two concurrent calls, one drives.
@@ -206,6 +211,8 @@ class Driving:
             self._driving.discard(run_id)
         if view.conversation_id and view.status in FINISHED:
             await self._next_in_conversation(view)
+        if claim is None and view.status is RunStatus.AWAITING_APPROVAL:
+            return await self._run_children(run_id, view)
         return view
 
     async def _next_in_conversation(self, view: RunView) -> None:
@@ -216,6 +223,23 @@ class Driving:
             await self._queue_next(view.conversation_id)
         except SteadError as exc:
             log.warning("run %s: queueing the next message failed: %s", view.run_id, exc)
+
+    async def _run_children(self, run_id: str, view: RunView) -> RunView:
+        """``run`` of a run that rests on its child runs: drive the children this Runtime
+        knows and nobody else drives, here, then the run again once they gave it their
+        results (a worker's ``run`` takes a claim and leaves children to be claimed)."""
+        state, _ = await OwnedRun.load_state(self.store, run_id)
+        drove = False
+        for child_id in waiting_children(state).values():
+            child = await self.store.get_run(child_id)
+            if child.status in AT_REST or child.agent not in self.agents:
+                continue
+            try:
+                await self.run(child_id)
+            except LeaseHeld:
+                continue  # another process drives it; its end wakes this run there
+            drove = True
+        return await self.run(run_id) if drove else view
 
     async def _claim_and_drive(
         self,
@@ -339,6 +363,15 @@ class Driving:
             recorded = getattr(executor, "recorded", None)  # a pool's: acknowledge the last
             if recorded is not None:
                 await recorded()
+            if owned.state.status in FINISHED and PARENT_KEY in owned.state.config:
+                self._crash("before_parent_settled", None)
+                await settle_parent(
+                    self.store,
+                    owned.state,
+                    clock=self.clock,
+                    owner=self.owner,
+                    snapshot_every=self.snapshot_every,
+                )
         except BaseException as exc:
             error = exc
             raise

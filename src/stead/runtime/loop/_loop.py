@@ -42,6 +42,7 @@ from stead.core.builders import (
     unique_call_ids,
 )
 from stead.core.canonical import effect_id
+from stead.core.children import tree_budget_of
 from stead.core.decide import (
     CallModel,
     Cancel,
@@ -71,6 +72,7 @@ from stead.core.effects import (
 from stead.core.events import ToolCallStarted
 from stead.core.failures import is_retryable
 from stead.core.fold import CallState
+from stead.core.messages import Usage
 from stead.core.states import AWAITING, RunStatus
 from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse, RequestEncoder
@@ -78,8 +80,10 @@ from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_
 from stead.runtime.executors import Executor, InProcessExecutor, tool_context
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._budgeted import over_budget
+from stead.runtime.loop._children import descendants_usage, start_child
 from stead.runtime.loop._deadline import DeadlineWatch
 from stead.runtime.loop._first_wait import at_first_wait
+from stead.runtime.loop._large import LargeResults
 from stead.runtime.loop._lease_guard import LeaseGuard
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reply import ReplyIntent, admissions
@@ -143,6 +147,13 @@ class RunLoop:
         self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
+        # A run in a tree (a child, or a parent that can start one) counts its
+        # descendants' usage against its budget, and a child its tree's budget too.
+        self._tree = parts.children or tree_budget_of(owned.state) is not None
+        self._below: Usage | None = None
+        self._large: LargeResults | None = None
+        if self.limits.result_by_reference is not None:
+            self._large = LargeResults(owned.store, self.limits, self.clock)
         self.deadline = DeadlineWatch(owned, self.limits, signal, self.clock)
         self.lease: LeaseGuard | None = None
         """The drive's lease, checked before each effect that is not read_only (set by the
@@ -253,8 +264,15 @@ class RunLoop:
         if self._blobs is None:  # once a drive: only user messages carry attachments
             self._blobs = await attachment_bytes(self.owned.store, state.messages)
         request = self._request(step.turn_index)
-        if not self.agent.budget.unlimited:
-            ended = over_budget(self.agent, state, self._fixed_chars, request)
+        if self._large is not None and self.limits.large_result_view == "whole":
+            request = await self._large.request(request)
+        if self._below is None and self._tree:
+            # Once a drive: a run rests while its children run, so what they used is
+            # fixed for the length of this drive.
+            self._below = await descendants_usage(self.owned.store, state.run_id)
+        if not self.agent.budget.unlimited or self._tree:
+            below = self._below or Usage()
+            ended = over_budget(self.agent, state, self._fixed_chars, request, below)
             if ended is not None:
                 await self.owned.append([ended], automatic=False)
                 return
@@ -473,6 +491,8 @@ class RunLoop:
                     case "ask_question":
                         tool, ctx = self.agent.registry.get(call.name), self._context(call, 1)
                         await self.owned.append(await ask_events(tool, call, ctx, self._deadline()))
+                    case "start_child":
+                        await start_child(self.owned, self.agent, call, self.clock, self._crash)
                     case "ask_human":
                         token = secrets.token_urlsafe(16)
                         await self.owned.append(
@@ -542,6 +562,8 @@ class RunLoop:
                 await self.owned.append([retry])
                 await self._sleep(retry.retry_in)
                 return
+        if self._large is not None and not settled[1]:
+            settled = (await self._large.record(settled[0]), False)
         # ``_record``, spelled out: a coroutine less on every tool call.
         await self.owned.append([executed_result(call, settled[0], settled[1], attempt)])
         self._crash("after_result_commit", call.name)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stead import _crash
+from stead.core.large_results import MEDIA_TYPE
 from stead.core.retention import Candidate, Retention, Verdict, plan
 from stead.core.states import FINISHED
 from stead.store.lifecycle._transfer import _text, atomic, q
@@ -31,6 +32,9 @@ from stead.store.sql import SQLStore, decode_row
 
 _FINISHED_SQL = ", ".join(f"'{s.value}'" for s in sorted(FINISHED, key=lambda s: s.value))
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_RESULT = re.compile(r"\[stead result (sha256:[0-9a-f]{64}) \d+ chars\]")
+"""How a tool result stored by reference is named in its result's row."""
+_STORED_RESULTS = "SELECT data FROM events WHERE run_no = ? AND kind = 'tool_result_recorded'"
 _COLUMNS = "run_id, agent, status, updated_at, lease_owner, last_seq"
 
 
@@ -269,6 +273,8 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
                 digests.update(_DIGEST.findall(text))
             if head[4] is not None:
                 digests.update(_DIGEST.findall(head[4]))
+            for (data,) in await s.all(q(store, _STORED_RESULTS), (int(head[0]),)):
+                digests.update(_RESULT.findall(_text(data)))
             await s.run(q(store, "DELETE FROM conversation_messages WHERE run_id = ?"), (rid,))
             await s.run(q(store, "DELETE FROM run_links WHERE run_id = ?"), (rid,))
             deleted.append(rid)
@@ -326,6 +332,29 @@ async def _referenced(
         found.update(d for d in _DIGEST.findall(_text(data)) if d in digests)
     for (text,) in await s.all("SELECT input FROM conversation_messages"):  # type: ignore[attr-defined]
         found.update(d for d in _DIGEST.findall(text) if d in digests)
+    # Tool results stored by reference (stead.core.large_results) are named by any result
+    # row of any run (a fork's copies too): read only when such a result is in question.
+    marks = ", ".join("?" * len(digests - found))
+    results = (
+        await s.all(  # type: ignore[attr-defined]
+            q(store, f"SELECT digest FROM blobs WHERE media_type = ? AND digest IN ({marks})"),
+            (MEDIA_TYPE, *sorted(digests - found)),
+        )
+        if digests - found
+        else []
+    )
+    if results:
+        where = "" if after_run_no is None else " AND r.run_no > ?"
+        rows = await s.all(  # type: ignore[attr-defined]
+            q(
+                store,
+                "SELECT e.data FROM runs r JOIN events e ON e.run_no = r.run_no "
+                "WHERE e.kind = 'tool_result_recorded'" + where,
+            ),
+            params,
+        )
+        for (data,) in rows:
+            found.update(d for d in _RESULT.findall(_text(data)) if d in digests)
     return found
 
 
