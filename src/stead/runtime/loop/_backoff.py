@@ -5,6 +5,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from stead.core.builders import model_failed_event, run_failed_event
+from stead.core.decide import CallModel
+from stead.core.effects import ModelFailed
+from stead.core.events import Event
+from stead.core.failures import is_retryable
+from stead.core.fold import RunState
 from stead.errors import UserError
 
 
@@ -40,3 +46,34 @@ class Backoff:
     def refuses(self, retry_after: float | None) -> bool:
         """Does the provider ask to wait longer than this backoff will?"""
         return retry_after is not None and retry_after > self.max_retry_wait
+
+
+def after_model_failure(
+    state: RunState,
+    step: CallModel,
+    failure: ModelFailed,
+    max_attempts: int,
+    backoff: Backoff,
+    rand: random.Random,
+) -> tuple[list[Event], float | None]:
+    """What a failed model call records, and how long to wait before it is tried again
+    (None: it is not; the run fails with the events)."""
+    failed = model_failed_event(
+        step.turn_index, step.attempt, failure.code, failure.message, failure.usage
+    )
+    retry = is_retryable(failure.code) and step.attempt < max_attempts
+    if retry and backoff.refuses(failure.retry_after):
+        # Not a sleep of hours (or until 2099) with the lease renewing: fail now, with the
+        # figures that say why.
+        wait, most = failure.retry_after, backoff.max_retry_wait
+        reason = (
+            f"model call failed after {step.attempt} attempt(s): the provider asked to "
+            f"retry after {wait:g}s, longer than Backoff.max_retry_wait ({most:g}s): "
+            f"{failure.message}"
+        )
+        figures = {"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt}
+        return [failed, run_failed_event(state, failure.code, "model", reason, figures)], None
+    if not retry:
+        reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
+        return [failed, run_failed_event(state, failure.code, "model", reason)], None
+    return [failed], backoff.delay(step.attempt, failure.retry_after, rand)

@@ -35,7 +35,6 @@ from stead.core.builders import (
     needs_start_record,
     reconcile_events,
     resumed_turn_event,
-    run_failed_event,
     started_event,
     started_run_event,
     step_failed_event,
@@ -70,7 +69,6 @@ from stead.core.effects import (
     tool_result_of,
 )
 from stead.core.events import ToolCallStarted
-from stead.core.failures import is_retryable
 from stead.core.fold import CallState
 from stead.core.messages import Usage
 from stead.core.states import AWAITING, RunStatus
@@ -78,7 +76,7 @@ from stead.errors import Conflict, Fenced, StoreError
 from stead.providers import ModelRequest, ModelResponse, RequestEncoder
 from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_settings
 from stead.runtime.executors import Executor, InProcessExecutor, tool_context
-from stead.runtime.loop._backoff import Backoff
+from stead.runtime.loop._backoff import Backoff, after_model_failure
 from stead.runtime.loop._budgeted import over_budget
 from stead.runtime.loop._children import descendants_usage, start_child
 from stead.runtime.loop._deadline import DeadlineWatch
@@ -348,31 +346,12 @@ class RunLoop:
         return ModelBody(model=request.model, request=encoded, request_digest=digest)
 
     async def _model_failed(self, step: CallModel, failure: ModelFailed) -> None:
-        failed = model_failed_event(
-            step.turn_index, step.attempt, failure.code, failure.message, failure.usage
+        events, delay = after_model_failure(
+            self.owned.state, step, failure, self.limits.max_model_attempts, self.backoff, self.rand
         )
-        retry = is_retryable(failure.code) and step.attempt < self.limits.max_model_attempts
-        if retry and self.backoff.refuses(failure.retry_after):
-            # Not a sleep of hours (or until 2099) with the lease renewing: fail now, with
-            # the figures that say why.
-            wait, most = failure.retry_after, self.backoff.max_retry_wait
-            reason = (
-                f"model call failed after {step.attempt} attempt(s): the provider asked to "
-                f"retry after {wait:g}s, longer than Backoff.max_retry_wait ({most:g}s): "
-                f"{failure.message}"
-            )
-            figures = {"retry_after": wait, "max_retry_wait": most, "attempt": step.attempt}
-            ended = run_failed_event(self.owned.state, failure.code, "model", reason, figures)
-            await self.owned.append([failed, ended], automatic=False)
-            return
-        if not retry:
-            reason = f"model call failed after {step.attempt} attempt(s): {failure.message}"
-            ended = run_failed_event(self.owned.state, failure.code, "model", reason)
-            await self.owned.append([failed, ended], automatic=False)
-            return
-        await self.owned.append([failed], automatic=False)
-        delay = self.backoff.delay(step.attempt, failure.retry_after, self.rand)
-        await self._sleep(delay)
+        await self.owned.append(events, automatic=False)
+        if delay is not None:
+            await self._sleep(delay)
 
     def _aborted(self) -> asyncio.Future[str]:
         """One future per loop that resolves when the signal is aborted: every wait of the
