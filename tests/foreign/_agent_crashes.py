@@ -267,9 +267,11 @@ def worker_killed_another_finishes(
         )
         try:
             until(lambda: _at_rest(store), "the second worker to finish the run", timeout=90)
-        finally:
+        except AssertionError:
             second.send_signal(signal.SIGTERM)
-            second.communicate(timeout=60)
+            raise AssertionError(second.communicate(timeout=60)[1]) from None
+        second.send_signal(signal.SIGTERM)
+        second.communicate(timeout=60)
         _check(fw, store, ledger, server)
 
 

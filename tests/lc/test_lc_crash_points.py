@@ -4,10 +4,10 @@ has exactly one result, and the run completes.
 
 The agent (``lc_support``) is ``create_agent`` with ``@tool``s and
 ``stead.langchain.SteadMiddleware`` on LangChain's own ``ChatOpenAI``, handed to stead with
-``stead.langchain.durable``. The harness is the integrations' shared one (``_agent_crashes``): every point on SQLite driven
-by ``stead run`` / ``stead resume``; a spread of them on PostgreSQL, in the ``effects``
-durability mode and driven by ``stead worker`` processes (``STEAD_TEST_ALL_MODES=1``: every
-point everywhere).
+``stead.langchain.durable``. The harness is the integrations'
+shared one (``_agent_crashes``): every point on SQLite driven by ``stead run`` / ``stead
+resume``; a spread of them on PostgreSQL, in the ``effects`` durability mode and driven by
+``stead worker`` processes (``STEAD_TEST_ALL_MODES=1``: every point everywhere).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ has exactly one result, and the run completes.
 
 The agent (``oai_support``) is a plain ``agents.Agent`` with ``@function_tool``s on the
 SDK's own ``OpenAIChatCompletionsModel``, handed to stead with ``stead.openai_agents.durable``.
-The harness is the integrations' shared one (``_agent_crashes``): every point on SQLite driven
-by ``stead run`` / ``stead resume``; a spread of them on PostgreSQL, in the ``effects``
-durability mode and driven by ``stead worker`` processes (``STEAD_TEST_ALL_MODES=1``: every
-point everywhere).
+The harness is the integrations'
+shared one (``_agent_crashes``): every point on SQLite driven by ``stead run`` / ``stead
+resume``; a spread of them on PostgreSQL, in the ``effects`` durability mode and driven by
+``stead worker`` processes (``STEAD_TEST_ALL_MODES=1``: every point everywhere).
 """
 
 from __future__ import annotations
