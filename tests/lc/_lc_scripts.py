@@ -1,65 +1,46 @@
 """The seed scenario's model replies in OpenAI's Chat Completions wire format, what the model
-was sent back, and the CLI in a child process."""
+was sent back, and the CLI in a child process run from this directory: the crash harness's
+(``_agent_crashes``), for the agent of this directory."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
+import _agent_crashes as harness
+from _agent_crashes import CUSTOMER, MESSAGE, STEAD, base_env, deliveries
 from wire_server import Reply, Seen
-from wire_shapes import openai_stream
 
 HERE = Path(__file__).parent
-STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
-
-CUSTOMER = '{"email": "ada@example.com"}'
-MESSAGE = '{"to": "ada@example.com", "text": "Your refund is on its way."}'
-FOUND, SENT = "call_01", "call_02"
+FOUND, SENT = harness.call_ids("openai")
+__all__ = [
+    "CUSTOMER",
+    "FOUND",
+    "MESSAGE",
+    "SENT",
+    "STEAD",
+    "deliveries",
+    "env",
+    "seed_replies",
+    "stead_cli",
+    "tool_results",
+]
 
 
 def seed_replies() -> list[Reply]:
-    return [
-        openai_stream(
-            tools=[(FOUND, "find_customer", [CUSTOMER]), (SENT, "send_message", [MESSAGE])]
-        ),
-        openai_stream("Ada has been told."),
-    ]
+    return harness.seed_replies("openai")
 
 
 def tool_results(seen: Seen) -> dict[str, str]:
     """The tool results a request sent the model, by call id."""
-    return {
-        m["tool_call_id"]: str(m.get("content"))
-        for m in seen.body["messages"]
-        if m.get("role") == "tool"
-    }
+    return harness.tool_results("openai", seen)
 
 
 def env(url: str, ledger: Path, **extra: str) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if k != "STEAD_CRASH_AT"}
-    out.update(LC_BASE_URL=url, STEAD_TEST_LEDGER=str(ledger), COLUMNS="160", **extra)
-    return out
+    return base_env(ledger, LC_BASE_URL=url, **extra)
 
 
 def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEAD, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-        cwd=HERE,
-    )
-
-
-def deliveries(ledger: Path) -> list[dict[str, Any]]:
-    if not ledger.exists():
-        return []
-    return [json.loads(line) for line in ledger.read_text().splitlines() if line]
+    return harness.stead_cli(*args, env=env, cwd=HERE, timeout=timeout)

@@ -10,3 +10,4 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "providers"))  # the suite's wire server and shapes
+sys.path.insert(0, str(HERE.parent / "foreign"))  # the crash harness the integrations share
