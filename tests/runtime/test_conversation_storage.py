@@ -238,7 +238,7 @@ async def test_take_up_messages_creates_each_left_message_after_the_one_before(
     url: str,
 ) -> None:
     """Two messages left unanswered in a row: the first is taken up, the second waits for
-    its answer (it must see it), then is taken up by the next call; none twice."""
+    its answer (it must see it), and is queued when that answer is recorded; none twice."""
     agent = stead.Agent("chat", ScriptedModel([echo] * 8))
     async with stead.Runtime(url, agents=[agent]) as rt:
         await rt.send("c", "one", agent=agent)
@@ -255,7 +255,9 @@ async def test_take_up_messages_creates_each_left_message_after_the_one_before(
         assert await rt.take_up_messages(older_than=0) == ["run_left1"]
         assert await rt.take_up_messages(older_than=0) == []  # left2 waits for left1's answer
         assert (await rt.run("run_left1")).output == "answer to 'two' after 1 messages, 1 answers"
-        assert await rt.take_up_messages(older_than=0) == ["run_left2"]
+        # the run that answered left1 queued the next message's run as it finished
+        assert (await rt.get("run_left2")).status.value == "queued"
+        assert await rt.take_up_messages(older_than=0) == []
         view = await rt.run("run_left2")
         assert view.output == "answer to 'three' after 2 messages, 2 answers"
         assert await rt.take_up_messages(older_than=0) == []
