@@ -239,6 +239,41 @@ def killed_then_resumed(
         _check(fw, store, ledger, server)
 
 
+def killed_after_delivery(fw: Framework, tmp_path: Path) -> None:
+    """The seed scenario: ``stead run`` is SIGKILLed right after the message went out, before
+    its result was recorded; ``stead resume`` asks the reconcile function instead of sending
+    again, replays the first turn from the log, and completes."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    ledger = tmp_path / "deliveries.jsonl"
+    with WireServer() as server:
+        server.push(*seed_replies(fw.provider))  # both calls in one turn
+        e = fw.env(server.url, ledger)
+        crash = {**e, "STEAD_CRASH_AT": "after_tool_effect:send_message"}
+        died = stead_cli("--store", store, "run", fw.agent, PROMPT, env=crash, cwd=fw.home)
+        assert died.returncode == -9, died.stdout + died.stderr
+        assert len(deliveries(ledger)) == 1  # delivered; the result never recorded
+        run_id = asyncio.run(_final(store))[0].run_id
+        done = stead_cli(
+            "--store", store, "resume", run_id, "--agents", fw.agent, env=e, cwd=fw.home
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "completed" in done.stdout
+
+    assert len(deliveries(ledger)) == 1, "delivered once"
+    # Two model requests in all: the first turn was replayed from the log on resume.
+    assert len(server.requests) == 2
+    results = tool_results(fw.provider, server.requests[1])
+    found, sent = fw.ids
+    assert set(results) == {found, sent}
+    assert "Ada" in results[found]
+    assert '"delivered":true' in results[sent].replace(" ", "").lower()
+    state, events = asyncio.run(_final(store))
+    kinds = [e.kind for e in events]
+    assert state.status.value == "completed"
+    assert "tool_reconciled" in kinds  # the send in flight was asked about, never run again
+    assert kinds.count("assistant_message") == 2
+
+
 def worker_killed_another_finishes(
     fw: Framework, kind: str, crash: str, tmp_path: Path, request: Any
 ) -> None:

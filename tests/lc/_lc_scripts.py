@@ -16,6 +16,7 @@ FOUND, SENT = harness.call_ids("openai")
 __all__ = [
     "CUSTOMER",
     "FOUND",
+    "LC",
     "MESSAGE",
     "SENT",
     "STEAD",
@@ -44,3 +45,9 @@ def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
     return harness.stead_cli(*args, env=env, cwd=HERE, timeout=timeout)
+
+
+LC = harness.Framework(
+    agent="lc_support:agent", home=HERE, provider="openai", ids=(FOUND, SENT), env=env
+)
+"""The agent of this directory as the crash harness drives it."""

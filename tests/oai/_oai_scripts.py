@@ -17,6 +17,7 @@ __all__ = [
     "CUSTOMER",
     "FOUND",
     "MESSAGE",
+    "OAI",
     "SENT",
     "STEAD",
     "deliveries",
@@ -44,3 +45,9 @@ def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
     return harness.stead_cli(*args, env=env, cwd=HERE, timeout=timeout)
+
+
+OAI = harness.Framework(
+    agent="oai_support:agent", home=HERE, provider="openai", ids=(FOUND, SENT), env=env
+)
+"""The agent of this directory as the crash harness drives it."""

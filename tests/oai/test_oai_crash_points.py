@@ -19,15 +19,13 @@ pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 from pathlib import Path
 
 from _agent_crashes import (
-    Framework,
     killed_then_resumed,
     resume_cases,
     worker_cases,
     worker_killed_another_finishes,
 )
-from _oai_scripts import FOUND, HERE, SENT, env
+from _oai_scripts import OAI
 
-OAI = Framework(agent="oai_support:agent", home=HERE, provider="openai", ids=(FOUND, SENT), env=env)
 SPREAD = ["after_intent#2", "after_tool_effect:send_message", "after_result_commit:send_message"]
 
 
