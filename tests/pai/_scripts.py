@@ -22,10 +22,19 @@ from _agent_crashes import (
 from _agent_crashes import stead_cli as _stead_cli
 
 HERE = Path(__file__).parent
+WARM = (
+    "stead.pydantic_ai",
+    "pydantic_ai.models.anthropic",
+    "pydantic_ai.providers.anthropic",
+    "pydantic_ai.models.openai",
+    "pydantic_ai.providers.openai",
+)
+"""What this directory's children import: Pydantic AI and its model classes."""
 __all__ = [
     "CUSTOMER",
     "MESSAGE",
     "STEAD",
+    "WARM",
     "call_ids",
     "calls_reply",
     "deliveries",
@@ -44,4 +53,4 @@ def env(provider: str, url: str, ledger: Path, **extra: str) -> dict[str, str]:
 def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    return _stead_cli(*args, env=env, cwd=HERE, timeout=timeout)
+    return _stead_cli(*args, env=env, cwd=HERE, timeout=timeout, warm=WARM)
