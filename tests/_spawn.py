@@ -161,6 +161,65 @@ class Spawner:
         return subprocess.CompletedProcess(["stead", *args], child.returncode, out, err)
 
 
+# -- the CLI -----------------------------------------------------------------------------------
+
+STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
+"""The CLI in a fresh interpreter."""
+
+CLI = ("stead.cli._main", "stead.runtime", "stead.store")
+"""What every ``stead`` child imports, warmed once in the parent the children fork from."""
+
+FORK = os.environ.get("STEAD_TEST_FRESH_CHILDREN") != "1"
+"""Children forked from a warm parent unless ``STEAD_TEST_FRESH_CHILDREN=1`` (``make soak``
+sets it for the framework crash points): then each is a fresh interpreter, imports and all."""
+
+_spawners: dict[tuple[str, ...], Spawner] = {}
+
+
+def spawner(warm: Sequence[str] = ()) -> Spawner:
+    """The warm parent of the CLI's and ``warm``'s modules, one per test process."""
+    key = (*CLI, *warm)
+    if key not in _spawners:
+        _spawners[key] = Spawner(key)
+    return _spawners[key]
+
+
+def stead_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 90,
+    warm: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``stead *args`` in a child process run in ``cwd`` (this one's by default) with ``env``
+    (this one's by default), to its end; ``warm``: the modules beyond the CLI's it imports."""
+    env = dict(os.environ) if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    if FORK:
+        return spawner(warm).run(args, env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [*STEAD, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def stead_popen(
+    *args: str, env: dict[str, str], cwd: Path, warm: Sequence[str] = ()
+) -> Spawned | subprocess.Popen[str]:
+    """``stead *args`` started in a child process run in ``cwd``; ``communicate()`` gives
+    its output once it has ended."""
+    if FORK:
+        return spawner(warm).popen(args, env=env, cwd=cwd)
+    return subprocess.Popen(
+        [*STEAD, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 # -- the warm parent ---------------------------------------------------------------------------
 
 

@@ -21,8 +21,6 @@ import importlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,24 +31,12 @@ import pytest
 from wire_server import Reply, Seen, WireServer
 from wire_shapes import anthropic_stream, openai_stream
 
-from _spawn import Spawned, Spawner
+from _spawn import stead_cli, stead_popen
 from _wait import until
 from stead.core.events import ToolResultRecorded
 from stead.runtime import OwnedRun
 from stead.store import open_store
 from stead.testing import assert_valid_history
-
-STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
-"""The CLI in a child process, importing the agent's module from the child's directory."""
-
-CLI = ("stead.cli._main", "stead.runtime", "stead.store")
-"""What every ``stead`` child imports, warmed once in the parent the children fork from."""
-
-FORK = os.environ.get("STEAD_TEST_FRESH_CHILDREN") != "1"
-"""Children forked from a warm parent (``_spawn``) unless ``STEAD_TEST_FRESH_CHILDREN=1``
-(``make soak`` sets it): then each is a fresh interpreter, imports and all."""
-
-_spawners: dict[tuple[str, ...], Spawner] = {}
 
 CUSTOMER = '{"email": "ada@example.com"}'
 MESSAGE = '{"to": "ada@example.com", "text": "Your refund is on its way."}'
@@ -170,43 +156,6 @@ def base_env(ledger: Path, **extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if k != "STEAD_CRASH_AT"}
     out.update(STEAD_TEST_LEDGER=str(ledger), COLUMNS="160", **extra)
     return out
-
-
-def spawner(warm: Sequence[str] = ()) -> Spawner:
-    """The warm parent of the CLI's and ``warm``'s modules, one per test process."""
-    key = (*CLI, *warm)
-    if key not in _spawners:
-        _spawners[key] = Spawner(key)
-    return _spawners[key]
-
-
-def stead_cli(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = 90, warm: Sequence[str] = ()
-) -> subprocess.CompletedProcess[str]:
-    """``stead *args`` in a child process run in ``cwd``, to its end."""
-    if FORK:
-        return spawner(warm).run(args, env=env, cwd=cwd, timeout=timeout)
-    return subprocess.run(
-        [*STEAD, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-        cwd=cwd,
-    )
-
-
-def stead_popen(
-    *args: str, env: dict[str, str], cwd: Path, warm: Sequence[str] = ()
-) -> Spawned | subprocess.Popen[str]:
-    """``stead *args`` started in a child process run in ``cwd``; ``communicate()`` gives
-    its output once it has ended."""
-    if FORK:
-        return spawner(warm).popen(args, env=env, cwd=cwd)
-    return subprocess.Popen(
-        [*STEAD, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
 
 def deliveries(ledger: Path) -> list[dict[str, Any]]:

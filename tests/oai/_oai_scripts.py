@@ -8,8 +8,10 @@ import subprocess
 from pathlib import Path
 
 import _agent_crashes as harness
-from _agent_crashes import CUSTOMER, MESSAGE, STEAD, base_env, deliveries
+from _agent_crashes import CUSTOMER, MESSAGE, base_env, deliveries
 from wire_server import Reply, Seen
+
+from _spawn import STEAD
 
 HERE = Path(__file__).parent
 WARM = ("stead.openai_agents", "agents", "openai")

@@ -10,7 +10,6 @@ from pathlib import Path
 from _agent_crashes import (
     CUSTOMER,
     MESSAGE,
-    STEAD,
     base_env,
     call_ids,
     calls_reply,
@@ -20,6 +19,8 @@ from _agent_crashes import (
     tool_results,
 )
 from _agent_crashes import stead_cli as _stead_cli
+
+from _spawn import STEAD
 
 HERE = Path(__file__).parent
 WARM = (
