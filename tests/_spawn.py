@@ -130,14 +130,18 @@ class Spawner:
         status: int | None = self._ask({"op": "poll", "pid": pid})
         return status
 
-    def popen(self, args: Sequence[str], *, env: dict[str, str], cwd: Path) -> Spawned:
-        """``stead *args`` started in ``cwd`` with exactly ``env``, as ``python -c`` would."""
+    def popen(
+        self, args: Sequence[str], *, env: dict[str, str], cwd: Path, script: Path | None = None
+    ) -> Spawned:
+        """``stead *args`` started in ``cwd`` with exactly ``env``, as ``python -c`` would;
+        with ``script``, ``python script *args`` instead."""
         self._n += 1
         out, err = self._dir / f"{self._n}.out", self._dir / f"{self._n}.err"
         pid = self._ask(
             {
                 "op": "spawn",
                 "args": list(args),
+                "script": None if script is None else str(script),
                 "env": env,
                 "cwd": str(cwd),
                 "out": str(out),
@@ -208,6 +212,24 @@ def stead_cli(
     )
 
 
+def python_popen(
+    script: Path, *args: str, env: dict[str, str], cwd: Path | None = None, warm: Sequence[str] = ()
+) -> Spawned | subprocess.Popen[str]:
+    """``python script *args`` started in a child process; ``communicate()`` gives its output
+    once it has ended."""
+    cwd = Path.cwd() if cwd is None else cwd
+    if FORK:
+        return spawner(warm).popen(args, env=env, cwd=cwd, script=script)
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def stead_popen(
     *args: str, env: dict[str, str], cwd: Path, warm: Sequence[str] = ()
 ) -> Spawned | subprocess.Popen[str]:
@@ -224,7 +246,8 @@ def stead_popen(
 
 
 def _child(request: dict[str, Any]) -> None:
-    """In the forked child: become ``python -c 'stead.cli.main()' *args`` run in ``cwd``."""
+    """In the forked child: become ``python -c 'stead.cli.main()' *args`` run in ``cwd``, or
+    ``python script *args``."""
     code = 1
     try:
         os.setpgid(0, 0)
@@ -242,12 +265,20 @@ def _child(request: dict[str, Any]) -> None:
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:] = ["", *extra, *sys.path[1:]]
-        sys.argv = ["-c", *request["args"]]
-        from stead.cli import main
-
+        script = request.get("script")
+        first = "" if script is None else str(Path(script).resolve().parent)
+        sys.path[:] = [first, *extra, *sys.path[1:]]
+        sys.argv = ["-c" if script is None else script, *request["args"]]
         try:
-            code = main(request["args"])
+            if script is None:
+                from stead.cli import main
+
+                code = main(request["args"])
+            else:
+                import runpy
+
+                runpy.run_path(script, run_name="__main__")
+                code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:

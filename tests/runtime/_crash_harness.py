@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from _spawn import Spawned, python_popen
+
 HERE = Path(__file__).parent
 CHILD = HERE / "crash_child.py"
 
@@ -40,6 +42,7 @@ class Scenario:
     def spawn(
         self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
     ) -> subprocess.Popen[str]:
+        """The child started, its output readable as it comes (``stdout.readline()``)."""
         return subprocess.Popen(
             [sys.executable, str(CHILD), f"sqlite:///{self.store}", mode, kind, *args],
             env=self.env(crash, **extra),
@@ -51,12 +54,15 @@ class Scenario:
     def run(
         self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
     ) -> Child:
-        p = self.spawn(mode, kind, *args, crash=crash, **extra)
+        """The child run to its end (forked from a warm parent: ``_spawn``)."""
+        p = python_popen(
+            CHILD, f"sqlite:///{self.store}", mode, kind, *args, env=self.env(crash, **extra)
+        )
         out, err = p.communicate(timeout=60)
         return finish(p, out, err)
 
 
-def finish(p: subprocess.Popen[str], out: str, err: str) -> Child:
+def finish(p: Spawned | subprocess.Popen[str], out: str, err: str) -> Child:
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     return Child(p.returncode, json.loads(lines[-1]) if lines else None, err)
 
