@@ -1,5 +1,6 @@
 """What a program defines and sees of a run: the ``Agent`` (its tools, typed output, deps and
-inputs), asking a person, the checks of what a caller passes, and ``RunView``.
+inputs), asking a person, the checks of what a caller passes (and the run its id names),
+and ``RunView``.
 
 Imports nothing else of ``stead.runtime``; every other part of it may import this."""
 
@@ -9,6 +10,7 @@ from stead.runtime.agent._agent import Agent
 from stead.runtime.agent._ask import Answering, ask_events
 from stead.runtime.agent._children import ChildTool, agent_tool
 from stead.runtime.agent._deps import check_deps
+from stead.runtime.agent._ids import resolve_run_id, takes_id_prefix
 from stead.runtime.agent._inputs import (
     AttachmentInput,
     Document,
@@ -44,7 +46,9 @@ __all__ = [
     "history_of",
     "judge",
     "register_adapter",
+    "resolve_run_id",
     "run_settings",
     "store_attachments",
+    "takes_id_prefix",
     "with_settings",
 ]
