@@ -122,7 +122,8 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         return 0
     view = await rt.get(args.run_id)
     out.print(timeline(await rt.events(args.run_id), title=args.run_id))
-    out.print(summary(view, Hints.of(args)))
+    hints = Hints.of(args).for_run((await rt.state(args.run_id)).config)
+    out.print(summary(view, hints))
     tree = await rt.tree(view.parents[-1] if view.parents else args.run_id)
     if tree.children:
         out.print(tree_table(tree, args.run_id))
@@ -151,7 +152,7 @@ async def _watch(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     otherwise."""
     from stead.cli._watch import watch
 
-    return await watch(rt, args.run_id, out)
+    return await watch(rt, args.run_id, out, Hints.of(args))
 
 
 COMMANDS = (

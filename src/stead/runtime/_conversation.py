@@ -56,6 +56,7 @@ from stead.runtime.agent import (
     history_of,
     resolve_run_id,
     store_attachments,
+    with_loaded_from,
 )
 from stead.runtime.loop import OwnedRun, continued
 from stead.store import ConversationEntry, ConversationStore, Store
@@ -334,7 +335,7 @@ class Conversations:
             message.content,
             session_id=entry.conversation_id,
             correlation_id="",
-            config=None,
+            config=with_loaded_from(None, self.agents.get(entry.agent)),
             history=history,
             history_from=history_from,
             attachments=message.attachments,

@@ -54,6 +54,7 @@ from stead.runtime.agent import (
     checks,
     store_attachments,
     takes_id_prefix,
+    with_loaded_from,
     with_settings,
 )
 from stead.runtime.executors import Executor, InProcessExecutor, routed
@@ -267,6 +268,7 @@ class Runtime(
             self.register(agent)
         elif name not in self.agents:
             raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        config = with_loaded_from(config, self.agents[name])
         earlier = await checked_history(self.store, history)
         refs = await store_attachments(self.store, attachments, self.clock())
         rid = run_id or f"run_{uuid.uuid4().hex}"

@@ -6,7 +6,7 @@ Imports nothing else of ``stead.runtime``; every other part of it may import thi
 
 from stead.runtime.agent import _checks as checks
 from stead.runtime.agent._adapt import as_agent, register_adapter
-from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._agent import Agent, loaded_from, with_loaded_from
 from stead.runtime.agent._ask import Answering, ask_events
 from stead.runtime.agent._children import ChildTool, agent_tool
 from stead.runtime.agent._deps import check_deps
@@ -45,10 +45,12 @@ __all__ = [
     "checks",
     "history_of",
     "judge",
+    "loaded_from",
     "register_adapter",
     "resolve_run_id",
     "run_settings",
     "store_attachments",
     "takes_id_prefix",
+    "with_loaded_from",
     "with_settings",
 ]
