@@ -307,6 +307,9 @@ def test_a_run_that_survived_a_crash_says_so_plainly(stack: Stack, page: object)
     text = "\n".join(recovery)
     assert "recovered:" in text and "took over from" in text
     assert "reconciled" in text and "it had happened" in text
+    # What the takeover did with the dead worker's call, in words, not its event's fields.
+    assert "the dead worker's call call_1_0: no executor has it: its outcome is unknown" in text
+    assert '"verdict"' not in page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
     sources = page.locator('#timeline li[data-kind="tool_result_recorded"] .badge')  # type: ignore[attr-defined]
     assert "reconciled" in sources.all_inner_texts()
     _shot(page, "run-recovered.png")

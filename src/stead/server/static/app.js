@@ -433,6 +433,13 @@ function forkButton(runId, turn) {
   } }, "fork after this turn");
 }
 
+const VERDICT_WORDS = {
+  keep: "its executor still has it: left to finish",
+  defer: "its executor was asked to recover it: waiting for that",
+  dispose: "no executor has it: its outcome is unknown",
+  redispatch: "no executor has it: sent again",
+};
+
 function describe(e, state) {
   const d = e.data;
   const at = h("span", { class: "at" }, `#${e.seq} · ${new Date(e.at * 1000).toLocaleTimeString()}`);
@@ -485,6 +492,13 @@ function describe(e, state) {
       return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
         h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
     case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
+    case "effect_reconciled": {
+      // What a takeover did with a step the dead worker left, in the CLI timeline's words.
+      const what = d.tool_call_id ? `call ${d.tool_call_id}` : `model call of turn ${d.turn_index + 1}`;
+      const words = d.verdict === "dispose" && !d.tool_call_id ? "no executor has it: the turn asks the model again"
+        : VERDICT_WORDS[d.verdict] || d.verdict;
+      return li("recovery", `the dead worker's ${what}: ${words}`);
+    }
     case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
     case "approval_requested":
       if (d.reason === "question") {
