@@ -12,7 +12,8 @@
 #   make soak   the scale-out soaks at full size: 200 runs, 4 workers (and 2 workers + 2
 #               executors), kills every few seconds; every pool crash case on both stores;
 #               every crash point of a Pydantic AI, Agents SDK and LangChain agent in every
-#               store, mode and driver (tests/foreign/_agent_crashes.py)
+#               store, mode and driver (tests/foreign/_agent_crashes.py), each child a
+#               fresh interpreter (make test forks them from a warm parent: tests/_spawn.py)
 #   make serve-demo  the demo, then the dashboard on 127.0.0.1:8000 with its run in it
 #   make fuzz   the fuzzers of tests/fuzz with 2000 fresh examples each (STEAD_FUZZ_EXAMPLES=N)
 PYTHON ?= python3
@@ -94,7 +95,7 @@ soak: $(STAMP)
 	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py \
 	  tests/runtime/test_pool_owner_crash.py tests/runtime/test_pool_strays.py
 	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q tests/runtime/test_crash.py -k effects
-	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q -n 2 tests/pai/test_crash_points.py \
+	STEAD_TEST_ALL_MODES=1 STEAD_TEST_FRESH_CHILDREN=1 $(BIN)/python -m pytest -q -n 2 tests/pai/test_crash_points.py \
 	  tests/oai/test_oai_crash_points.py tests/lc/test_lc_crash_points.py
 
 fuzz: $(STAMP)

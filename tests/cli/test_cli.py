@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import stead
+from _spawn import stead_cli as spawned_cli
 from stead.cli import main
 from stead.testing import Reply, ScriptedModel
 
@@ -18,14 +19,7 @@ STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit
 
 
 def stead_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEAD, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "160", **(env or {})},
-    )
+    return spawned_cli(*args, env={**os.environ, "COLUMNS": "160", **(env or {})}, timeout=120)
 
 
 def test_demo_recovers_and_delivers_once(tmp_path: Path) -> None:

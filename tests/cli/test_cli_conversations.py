@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import stead
+from _spawn import stead_cli as spawned_cli
 from stead.cli._ids import short_id
 from stead.testing import ScriptedModel
 
@@ -17,14 +18,7 @@ STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit
 
 
 def stead_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEAD, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "160"},
-    )
+    return spawned_cli(*args, env={**os.environ, "COLUMNS": "160"}, timeout=120)
 
 
 def test_runs_list_conversation_and_the_timeline(tmp_path: Path) -> None:

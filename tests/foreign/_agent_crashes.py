@@ -21,8 +21,6 @@ import importlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,14 +31,12 @@ import pytest
 from wire_server import Reply, Seen, WireServer
 from wire_shapes import anthropic_stream, openai_stream
 
+from _spawn import stead_cli, stead_popen
 from _wait import until
 from stead.core.events import ToolResultRecorded
 from stead.runtime import OwnedRun
 from stead.store import open_store
 from stead.testing import assert_valid_history
-
-STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
-"""The CLI in a child process, importing the agent's module from the child's directory."""
 
 CUSTOMER = '{"email": "ada@example.com"}'
 MESSAGE = '{"to": "ada@example.com", "text": "Your refund is on its way."}'
@@ -91,6 +87,9 @@ class Framework:
     """The call ids the model gives ``find_customer`` and ``send_message``."""
     env: EnvFn
     """The children's environment: the wire server's URL, the deliveries file, ``extra``."""
+    warm: tuple[str, ...] = ()
+    """The modules its children import beyond the CLI's (the framework, the model classes):
+    imported once by the parent they are forked from."""
 
     def replies(self) -> list[Reply]:
         """The three turns: look the customer up; send the message; say so."""
@@ -159,20 +158,6 @@ def base_env(ledger: Path, **extra: str) -> dict[str, str]:
     return out
 
 
-def stead_cli(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = 90
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEAD, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-        cwd=cwd,
-    )
-
-
 def deliveries(ledger: Path) -> list[dict[str, Any]]:
     """The deliveries ``send_message`` made: the outside world the tests count in."""
     if not ledger.exists():
@@ -228,12 +213,21 @@ def killed_then_resumed(
             PROMPT,
             env={**e, "STEAD_CRASH_AT": crash},
             cwd=fw.home,
+            warm=fw.warm,
         )
         assert died.returncode == -9, f"{crash} never fired: {died.stdout}{died.stderr}"
         run_id = asyncio.run(_final(store))[0].run_id
         _rewind(fw, server, store)
         done = stead_cli(
-            "--store", store, "resume", run_id, "--agents", fw.agent, env=e, cwd=fw.home
+            "--store",
+            store,
+            "resume",
+            run_id,
+            "--agents",
+            fw.agent,
+            env=e,
+            cwd=fw.home,
+            warm=fw.warm,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         _check(fw, store, ledger, server)
@@ -249,12 +243,22 @@ def killed_after_delivery(fw: Framework, tmp_path: Path) -> None:
         server.push(*seed_replies(fw.provider))  # both calls in one turn
         e = fw.env(server.url, ledger)
         crash = {**e, "STEAD_CRASH_AT": "after_tool_effect:send_message"}
-        died = stead_cli("--store", store, "run", fw.agent, PROMPT, env=crash, cwd=fw.home)
+        died = stead_cli(
+            "--store", store, "run", fw.agent, PROMPT, env=crash, cwd=fw.home, warm=fw.warm
+        )
         assert died.returncode == -9, died.stdout + died.stderr
         assert len(deliveries(ledger)) == 1  # delivered; the result never recorded
         run_id = asyncio.run(_final(store))[0].run_id
         done = stead_cli(
-            "--store", store, "resume", run_id, "--agents", fw.agent, env=e, cwd=fw.home
+            "--store",
+            store,
+            "resume",
+            run_id,
+            "--agents",
+            fw.agent,
+            env=e,
+            cwd=fw.home,
+            warm=fw.warm,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
@@ -285,21 +289,18 @@ def worker_killed_another_finishes(
         server.push(*fw.replies())
         e = fw.env(server.url, ledger)
         asyncio.run(_queue(fw, store))
-        worker = [*STEAD, "--store", store, "worker", "--agents", fw.agent, "--poll", "0.1"]
-        first = subprocess.run(
-            [*worker, "--lease-ttl", str(DYING_LEASE)],
+        worker = ["--store", store, "worker", "--agents", fw.agent, "--poll", "0.1"]
+        first = stead_cli(
+            *worker,
+            "--lease-ttl",
+            str(DYING_LEASE),
             env={**e, "STEAD_CRASH_AT": crash},
             cwd=fw.home,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
+            warm=fw.warm,
         )
         assert first.returncode == -9, f"{crash} never fired: {first.stderr}"
         _rewind(fw, server, store)
-        second = subprocess.Popen(
-            worker, env=e, cwd=fw.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        second = stead_popen(*worker, env=e, cwd=fw.home, warm=fw.warm)
         try:
             # Each look opens the store: every 0.2 s leaves this process (and the wire server
             # thread in it, which the survivor's model calls need) the CPU of a loaded machine.

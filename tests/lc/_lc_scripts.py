@@ -8,10 +8,14 @@ import subprocess
 from pathlib import Path
 
 import _agent_crashes as harness
-from _agent_crashes import CUSTOMER, MESSAGE, STEAD, base_env, deliveries
+from _agent_crashes import CUSTOMER, MESSAGE, base_env, deliveries
 from wire_server import Reply, Seen
 
+from _spawn import STEAD
+
 HERE = Path(__file__).parent
+WARM = ("stead.langchain", "langchain.agents", "langchain_core.tools", "langchain_openai")
+"""What this directory's children import: the framework and its model classes."""
 FOUND, SENT = harness.call_ids("openai")
 __all__ = [
     "CUSTOMER",
@@ -44,10 +48,10 @@ def env(url: str, ledger: Path, **extra: str) -> dict[str, str]:
 def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    return harness.stead_cli(*args, env=env, cwd=HERE, timeout=timeout)
+    return harness.stead_cli(*args, env=env, cwd=HERE, timeout=timeout, warm=WARM)
 
 
 LC = harness.Framework(
-    agent="lc_support:agent", home=HERE, provider="openai", ids=(FOUND, SENT), env=env
+    agent="lc_support:agent", home=HERE, provider="openai", ids=(FOUND, SENT), env=env, warm=WARM
 )
 """The agent of this directory as the crash harness drives it."""

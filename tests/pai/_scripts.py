@@ -10,7 +10,6 @@ from pathlib import Path
 from _agent_crashes import (
     CUSTOMER,
     MESSAGE,
-    STEAD,
     base_env,
     call_ids,
     calls_reply,
@@ -21,11 +20,22 @@ from _agent_crashes import (
 )
 from _agent_crashes import stead_cli as _stead_cli
 
+from _spawn import STEAD
+
 HERE = Path(__file__).parent
+WARM = (
+    "stead.pydantic_ai",
+    "pydantic_ai.models.anthropic",
+    "pydantic_ai.providers.anthropic",
+    "pydantic_ai.models.openai",
+    "pydantic_ai.providers.openai",
+)
+"""What this directory's children import: Pydantic AI and its model classes."""
 __all__ = [
     "CUSTOMER",
     "MESSAGE",
     "STEAD",
+    "WARM",
     "call_ids",
     "calls_reply",
     "deliveries",
@@ -44,4 +54,4 @@ def env(provider: str, url: str, ledger: Path, **extra: str) -> dict[str, str]:
 def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    return _stead_cli(*args, env=env, cwd=HERE, timeout=timeout)
+    return _stead_cli(*args, env=env, cwd=HERE, timeout=timeout, warm=WARM)

@@ -24,7 +24,7 @@ from _agent_crashes import (
     worker_cases,
     worker_killed_another_finishes,
 )
-from _scripts import HERE, env
+from _scripts import HERE, WARM, env
 
 PAI = Framework(
     agent="support_agent:agent",
@@ -32,6 +32,7 @@ PAI = Framework(
     provider="anthropic",
     ids=("toolu_1", "toolu_2"),
     env=lambda url, ledger, **extra: env("anthropic", url, ledger, **extra),
+    warm=WARM,
 )
 SPREAD = ["mid_model_call#2", "after_intent#2", "after_tool_effect:send_message"]
 """On PostgreSQL and under ``stead worker``: a model call, an intent and the non_idempotent

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pydantic_ai import Agent as PaiAgent
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import SetToolMetadata
 from pydantic_ai.capabilities.abstract import leaf_capabilities
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition, matches_tool_selector
 from pydantic_ai.toolsets import (
@@ -46,7 +46,9 @@ from pydantic_ai.toolsets import (
 from pydantic_ai.usage import RunUsage
 
 from stead.errors import UserError
-from stead.mcp import effect_from_annotations
+
+if TYPE_CHECKING:
+    from pydantic_ai.mcp import MCPToolset
 
 ENGINE = "stead"
 """The engine's name, and the tool metadata key of per-tool settings (``metadata={"stead":
@@ -102,7 +104,7 @@ def leaves(agent_name: str, toolsets: list[AbstractToolset[Any]]) -> list[Leaf]:
         elif isinstance(ts, CombinedToolset):
             for inner in ts.toolsets:
                 walk(inner, metadata)
-        elif isinstance(ts, FunctionToolset | MCPToolset):
+        elif isinstance(ts, FunctionToolset) or _is_mcp(ts):
             found.append(Leaf(ts, metadata))
         elif isinstance(ts, DynamicToolset):
             raise UserError(
@@ -168,6 +170,15 @@ async def _selected(agent_setters: list[SetToolMetadata[Any]], td: ToolDefinitio
     return [s.metadata for s in agent_setters if await matches_tool_selector(s.tools, ctx, td)]
 
 
+def _is_mcp(toolset: object) -> TypeGuard[MCPToolset]:
+    """Whether ``toolset`` is an ``MCPToolset``, without importing ``pydantic_ai.mcp`` (it
+    brings in the MCP SDK: most of a second of every process that gives an agent to stead).
+    An agent holding an ``MCPToolset`` has imported that module already, so when it is not
+    loaded, no toolset can be one."""
+    module = sys.modules.get("pydantic_ai.mcp")
+    return module is not None and isinstance(toolset, module.MCPToolset)
+
+
 async def _discover(
     leaves_: list[Leaf], agent_setters: list[SetToolMetadata[Any]]
 ) -> tuple[dict[int, dict[str, ToolDefinition]], dict[tuple[int, str], list[Any]]]:
@@ -177,7 +188,7 @@ async def _discover(
     chosen: dict[tuple[int, str], list[Any]] = {}
     for i, leaf in enumerate(leaves_):
         ts = leaf.toolset
-        if isinstance(ts, MCPToolset):
+        if _is_mcp(ts):
             fresh = copy.copy(ts)
             vars(fresh).pop("_enter_lock", None)  # binds to this thread's loop instead
             fresh.client = ts.client.new()
@@ -200,7 +211,7 @@ def discover(
 ) -> tuple[dict[int, dict[str, ToolDefinition]], dict[tuple[int, str], list[Any]]]:
     """``_discover`` run to its end before this returns, on an event loop of its own (the
     caller may be inside a running one: ``Runtime(agents=...)`` in an async ``main``)."""
-    if not agent_setters and not any(isinstance(leaf.toolset, MCPToolset) for leaf in leaves_):
+    if not agent_setters and not any(_is_mcp(leaf.toolset) for leaf in leaves_):
         return {}, {}
     out: list[Any] = []
 
@@ -230,6 +241,8 @@ def mcp_effect(settings: Mapping[str, Any], td: ToolDefinition) -> Any:
     """The effect class of an MCP tool: its settings', else its annotations'."""
     if "effect" in settings:
         return settings["effect"]
+    from stead.mcp import effect_from_annotations
+
     annotations = (td.metadata or {}).get("annotations") or {}
     return effect_from_annotations(_Hints(annotations))
 
