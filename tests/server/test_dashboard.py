@@ -361,7 +361,15 @@ def test_a_long_run_shows_a_line_a_turn_and_jumps_to_one(
     assert page.locator("text=All fifty orders have shipped.").count() == 2  # type: ignore[attr-defined]  # the answer, and the last turn's reply
     line = page.locator("#turn-12 summary").inner_text()  # type: ignore[attr-defined]
     assert "Turn 12" in line and "model" in line and "lookup_order" in line
+    # The waterfall: a row a step (51 model calls, 50 lookups), drawn from the whole run.
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#waterfall .wf-row').length === 101"
+    )
+    assert page.locator('#waterfall .wf-row[data-kind="model"]').count() == 51  # type: ignore[attr-defined]
     _shot(page, "run-long.png")
+    # A row's label opens its turn.
+    page.locator('#waterfall .wf-row[data-turn="20"] .wf-label').first.click()  # type: ignore[attr-defined]
+    page.locator("#turn-20 details[open]").wait_for()  # type: ignore[attr-defined]  # its turn, opened
     page.fill("#jump", "37")  # type: ignore[attr-defined]
     page.press("#jump", "Enter")  # type: ignore[attr-defined]
     turn = page.locator("#turn-37")  # type: ignore[attr-defined]

@@ -662,13 +662,14 @@ async function runPage(runId) {
       drawWaterfall();
     }, 150);
   }
-  let drawing = false;
+  let drawing = false, stale = false;
   async function drawWaterfall() {
-    if (drawing) return;
+    if (drawing) { stale = true; return; } // drawn again once this one is, from newer steps
     drawing = true;
     try { waterfallBox.replaceChildren(waterfall(await api(`/runs/${encodeURIComponent(runId)}/steps`), (n) => openTurn(n))); }
     catch (e) { /* drawn on the next event */ }
     finally { drawing = false; }
+    if (stale) { stale = false; drawWaterfall(); }
   }
   render(run);
   /* Each turn is a block: a one-line summary (its model time, its calls, its tokens, a bar
