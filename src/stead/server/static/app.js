@@ -248,7 +248,7 @@ async function runsPage(params) {
         r.output_preview ? h("div", { class: "out" }, "→ ", r.output_preview) : null),
       h("td", { "data-label": "Conversation" }, r.session_id ? h("a", { href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
       h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),
-      h("td", { "data-label": "Duration", class: "num" }, ago(r.updated_at - r.created_at)),
+      h("td", { "data-label": "Duration", class: "num" }, secs(r.updated_at - r.created_at)),
       h("td", { "data-label": "Turns", class: "num" }, num(r.turns)),
       h("td", { "data-label": "Tokens", class: "num" }, num(tokens(r.usage))),
       h("td", { "data-label": "Cost", class: "num" }, money(r.cost_usd)))));
@@ -638,7 +638,7 @@ async function runPage(runId) {
         h("dt", {}, "agent"), h("dd", {}, r.agent),
         h("dt", {}, "conversation"), h("dd", {}, r.session_id ? h("a", { id: "run-chat", href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
         h("dt", {}, "created"), h("dd", {}, `${when(r.created_at)} (${ago(Date.now() / 1000 - r.created_at)} ago)`),
-        h("dt", {}, "duration"), h("dd", {}, ago(r.updated_at - r.created_at)),
+        h("dt", {}, "duration"), h("dd", {}, secs(r.updated_at - r.created_at)),
         r.waiting_s != null ? [h("dt", {}, "waiting on you"), h("dd", {}, ago(r.waiting_s))] : null,
         h("dt", {}, "turns"), h("dd", {}, num(r.turns)),
         h("dt", {}, "tokens"), h("dd", {}, `in ${num(r.usage.input_tokens)} · out ${num(r.usage.output_tokens)}`),
