@@ -8,6 +8,8 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -266,6 +268,9 @@ def test_one_damaged_run_does_not_hide_the_others_from_runs_list(
     assert "DAMAGED" in out and "c0ffee000000" in out  # the damaged run, marked
     assert "50d000000000" in out and "completed" in out  # and the sound one, as it is
     assert f"corrupt event in run {ONLY!r} at seq 2" in err
+    (hint,) = re.findall(r"`(stead [^`]+)`", err)  # runs as printed, and names the row
+    code, _, named = _cli(capsys, *shlex.split(hint)[1:])
+    assert code == 2 and "at seq 2" in named, (hint, named)
     code, out, err = _cli(capsys, "--store", store, "runs", "list", "--json")
     rows = {r["run_id"]: r for r in map(json.loads, out.splitlines())}
     assert code == 0 and rows[sound]["status"] == "completed" and "damaged" not in rows[sound]

@@ -1,6 +1,8 @@
 """Every next-step command the CLI prints works as printed: each scenario (a question, an
 approval, a call whose outcome is unknown, a failed run) prints its commands, and the test
 runs every one of them, word for word, and then the ones those print, until none is left.
+``runs show``, ``runs watch`` and ``cancel``, given no ``--agents``, print the commands with
+the ``--agents`` and ``--deps`` the run was started with (the run records them).
 
 The agents need deps (``deps_type=Shop``), so every command that drives a run needs
 ``--deps``: a hint that drives must carry it. The CLI runs in this process (``main``) but for
@@ -145,6 +147,28 @@ def test_every_hint_the_cli_prints_works_as_printed(
     code, out = _cli(capsys, resume)
     assert code == 0 and "may or may not have happened" in out, out
     assert "Charged." in _follow(capsys, out, ran)
+
+    # `runs show`, `runs watch` and `cancel` are given no --agents: the commands they print
+    # carry the ones the run was started with (it records them), and work as printed.
+    for agent, waits in (("asker", "stead answer"), ("refunder", "stead approve")):
+        code, out = _cli(capsys, [*store, "run", f"hint_shop:{agent}", "Again", *deps])
+        started = re.search(r"run (run_\w+)", out)
+        assert code == 1 and started is not None, out
+        shown_id = started.group(1)[4:16]  # as `runs list` shows it
+        code, shown = _cli(capsys, [*store, "runs", "show", shown_id])
+        code, watched = _cli(capsys, [*store, "runs", "watch", shown_id])
+        assert code == 0, watched
+        for printed in (shown, watched):
+            (hint,) = [h for h in HINT.findall(printed) if h.startswith(waits)]
+            assert f"--agents hint_shop:{agent} --deps hint_shop:make_shop" in hint, hint
+        assert "completed" in _follow(capsys, shown, ran)
+    code, out = _cli(capsys, [*store, "run", "hint_shop:refunder", "Refund 3", *deps])
+    started = re.search(r"run (run_\w+)", out)
+    assert started is not None
+    code, cancelled = _cli(capsys, [*store, "cancel", started.group(1)[4:16]])
+    assert code == 0 and "cancelled" in cancelled, cancelled
+    assert "--agents hint_shop:refunder" in cancelled  # `stead resume`, whole
+    assert "completed" in _follow(capsys, cancelled, ran)
 
     assert sorted(set(ran)) == ["answer", "approve", "decide", "resume"]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import shlex
 import time
 from pathlib import Path
 
@@ -75,7 +77,10 @@ def test_effects_list_and_show(tmp_path: Path) -> None:
     assert json.loads(one.stdout)["effect_id"] == disposed["effect_id"]
     missing = stead_cli("--store", store, "effects", "show", rid, "zzzz")
     assert missing.returncode != 0
-    assert "no effect" in missing.stderr and "stead effects list" in missing.stderr
+    assert "no effect" in missing.stderr
+    (hint,) = re.findall(r"`(stead [^`]+)`", missing.stderr)  # runs as printed
+    again = stead_cli(*shlex.split(hint)[1:])
+    assert again.returncode == 0 and disposed["effect_id"][:12] in again.stdout, again.stderr
 
 
 @stead.tool(effect="read_only", queue="fx")

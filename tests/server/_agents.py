@@ -12,6 +12,8 @@
   (``You said: ...``); a message ``ask: QUESTION`` makes it ask a person QUESTION first.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
   process group id to ``$STEAD_TEST_PIDDIR/<run id>``, for the cancel tests.
+* ``spender``: a budget of one token, spent on its first turn: it fails ``budget_exceeded``,
+  and resuming it cannot succeed.
 """
 
 from __future__ import annotations
@@ -203,6 +205,12 @@ def build() -> list[stead.Agent]:
             ScriptedModel([Reply(tool_calls=[("nap", {})]), "Woke up."]),
             [nap],
             limits=stead.Limits(cancel_grace=1.0),
+        ),
+        stead.Agent(  # spends its whole budget on its first turn: it fails, and resuming
+            "spender",  # it would fail again at once
+            ScriptedModel([Reply(tool_calls=[("lookup_order", {"order_id": 3})]), "Done."]),
+            [lookup_order],
+            budget=stead.Budget(max_total_tokens=1),
         ),
     ]
 

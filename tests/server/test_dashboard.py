@@ -121,6 +121,8 @@ def _start(stack: Stack, agent: str, text: str) -> str:
 
 def _shot(page: object, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
+    if page.locator("#waterfall-box").count():  # type: ignore[attr-defined]  # a run's page
+        page.wait_for_selector("#waterfall", state="attached")  # type: ignore[attr-defined]
     page.screenshot(path=str(SHOTS / name), full_page=True)  # type: ignore[attr-defined]
     assert (SHOTS / name).read_bytes().startswith(b"\x89PNG")
 
@@ -305,6 +307,9 @@ def test_a_run_that_survived_a_crash_says_so_plainly(stack: Stack, page: object)
     text = "\n".join(recovery)
     assert "recovered:" in text and "took over from" in text
     assert "reconciled" in text and "it had happened" in text
+    # What the takeover did with the dead worker's call, in words, not its event's fields.
+    assert "the dead worker's call call_1_0: no executor has it: its outcome is unknown" in text
+    assert '"verdict"' not in page.locator("#timeline").inner_text()  # type: ignore[attr-defined]
     sources = page.locator('#timeline li[data-kind="tool_result_recorded"] .badge')  # type: ignore[attr-defined]
     assert "reconciled" in sources.all_inner_texts()
     _shot(page, "run-recovered.png")
@@ -356,7 +361,15 @@ def test_a_long_run_shows_a_line_a_turn_and_jumps_to_one(
     assert page.locator("text=All fifty orders have shipped.").count() == 2  # type: ignore[attr-defined]  # the answer, and the last turn's reply
     line = page.locator("#turn-12 summary").inner_text()  # type: ignore[attr-defined]
     assert "Turn 12" in line and "model" in line and "lookup_order" in line
+    # The waterfall: a row a step (51 model calls, 50 lookups), drawn from the whole run.
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#waterfall .wf-row').length === 101"
+    )
+    assert page.locator('#waterfall .wf-row[data-kind="model"]').count() == 51  # type: ignore[attr-defined]
     _shot(page, "run-long.png")
+    # A row's label opens its turn.
+    page.locator('#waterfall .wf-row[data-turn="20"] .wf-label').first.click()  # type: ignore[attr-defined]
+    page.locator("#turn-20 details[open]").wait_for()  # type: ignore[attr-defined]  # its turn, opened
     page.fill("#jump", "37")  # type: ignore[attr-defined]
     page.press("#jump", "Enter")  # type: ignore[attr-defined]
     turn = page.locator("#turn-37")  # type: ignore[attr-defined]
@@ -477,3 +490,145 @@ def test_the_chat_view_sends_a_message_a_worker_answers(
         assert "You said: Hello there" in small.locator("#earlier").inner_text()
     finally:
         phone.close()
+
+
+def test_cancel_the_selected_runs_from_the_list(stack: Stack, page: object) -> None:
+    api = _api(stack)
+    waiting = [_start(stack, "refunds", f"Quokka refund {n}") for n in (1, 2)]
+    done = _start(stack, "lookup", "Quokka lookup")
+    for run_id in waiting:
+        wait_for(api, run_id, "awaiting_approval")
+    wait_for(api, done, "completed")
+    page.goto(f"{stack.url}/#/runs?q=quokka")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#runs tbody tr').length === 3"
+    )
+    # A finished run cannot be cancelled: it has nothing to tick.
+    assert page.locator(f'#runs tr[data-run="{done}"] input[type=checkbox]').count() == 0  # type: ignore[attr-defined]
+    for run_id in waiting:
+        page.locator(f'#runs tr[data-run="{run_id}"] input[type=checkbox]').check()  # type: ignore[attr-defined]
+    button = page.locator("#cancel-selected")  # type: ignore[attr-defined]
+    assert button.inner_text() == "Cancel selected (2)"
+    button.click()
+    for run_id in waiting:
+        wait_for(api, run_id, "cancelled")
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "ids => ids.every(id => document.querySelector(`#runs tr[data-run='${id}'] .badge`)"
+        "?.textContent === 'cancelled')",
+        arg=waiting,
+    )
+    assert button.is_disabled() and button.inner_text() == "Cancel selected"
+    assert api.get(f"/runs/{done}").json()["status"] == "completed"  # the unticked one
+
+
+def test_start_a_run_from_the_form(stack: Stack, page: object) -> None:
+    page.goto(f"{stack.url}/#/runs")  # type: ignore[attr-defined]
+    page.click("#start summary")  # type: ignore[attr-defined]
+    page.wait_for_selector('#start-agent option[value="lookup"]', state="attached")  # type: ignore[attr-defined]
+    page.select_option("#start-agent", "lookup")  # type: ignore[attr-defined]
+    page.fill("#start-input", "Where is order 7? (from the form)")  # type: ignore[attr-defined]
+    page.fill("#start-conversation", "form-conversation")  # type: ignore[attr-defined]
+    page.click('#start button[type="submit"]')  # type: ignore[attr-defined]
+    page.wait_for_function("() => location.hash.startsWith('#/runs/run_')")  # type: ignore[attr-defined]
+    run_id = page.evaluate("decodeURIComponent(location.hash.slice('#/runs/'.length))")  # type: ignore[attr-defined]
+    run = wait_for(_api(stack), run_id, "completed")
+    assert run["agent"] == "lookup" and run["input"] == "Where is order 7? (from the form)"
+    assert run["session_id"] == "form-conversation"
+    page.wait_for_selector("#run-output >> text=Order 7 has shipped.")  # type: ignore[attr-defined]
+    assert page.locator("#run-chat").inner_text() == "form-conversation"  # type: ignore[attr-defined]
+
+
+def test_the_time_range_keeps_the_runs_created_in_it(stack: Stack, page: object) -> None:
+    api = _api(stack)
+    newest = _start(stack, "lookup", "Where is order 7? (for the time range)")
+    wait_for(api, newest, "completed")
+    since = int(api.get(f"/runs/{newest}").json()["created_at"])
+    runs = api.get("/runs", params={"limit": 200}).json()["runs"]
+    older = {r["run_id"] for r in runs if r["created_at"] < since}
+    assert older  # the module's first runs (the demo's, the crashed charge)
+    page.goto(f"{stack.url}/#/runs?from={since}")  # type: ignore[attr-defined]
+    page.wait_for_selector(f'#runs tr[data-run="{newest}"]')  # type: ignore[attr-defined]
+    shown = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.run)")  # type: ignore[attr-defined]
+    assert not older & set(shown), older & set(shown)
+    assert page.input_value("#f-from")  # type: ignore[attr-defined]  # the range, in the form
+    # A range that ends before anything was created: nothing, said in words.
+    page.fill("#f-until", "2001-01-01T00:00")  # type: ignore[attr-defined]
+    page.wait_for_function("() => location.hash.includes('until=')")  # type: ignore[attr-defined]
+    page.wait_for_selector("#runs-empty >> text=No runs match.")  # type: ignore[attr-defined]
+    assert page.locator("#runs tbody tr").count() == 0  # type: ignore[attr-defined]
+
+
+def test_resume_is_offered_only_where_it_can_succeed(stack: Stack, page: object) -> None:
+    api = _api(stack)
+    spent = _start(stack, "spender", "Spend it all")
+    wait_for(api, spent, "failed")
+    page.goto(f"{stack.url}/#/runs/{spent}")  # type: ignore[attr-defined]
+    refusal = page.wait_for_selector("#no-resume").inner_text()  # type: ignore[attr-defined]
+    assert refusal.startswith("Not resumable: it spent its budget"), refusal
+    assert page.locator("#resume").count() == 0  # type: ignore[attr-defined]
+    assert "budget exceeded" in page.locator("#run-error").inner_text()  # type: ignore[attr-defined]
+    # A cancelled run can go on: the button is there, and it requeues the run.
+    stopped = _start(stack, "refunds", "Customer 43 wants their $250 back.")
+    wait_for(api, stopped, "awaiting_approval")
+    assert api.post(f"/runs/{stopped}/cancel", json={"reason": "by mistake"}).status_code == 200
+    wait_for(api, stopped, "cancelled")
+    page.goto(f"{stack.url}/#/runs/{stopped}")  # type: ignore[attr-defined]
+    page.wait_for_selector("#run-status >> text=cancelled")  # type: ignore[attr-defined]
+    assert page.locator("#no-resume").count() == 0  # type: ignore[attr-defined]
+    page.locator("#resume").click()  # type: ignore[attr-defined]
+    # Requeued, and driven on by the server's worker (the cancelled call's result is an error
+    # the model reads).
+    wait_for(api, stopped, "completed")
+    page.wait_for_selector("#run-status >> text=completed")  # type: ignore[attr-defined]
+
+
+def test_the_waterfall_puts_every_step_on_one_time_axis(stack: Stack, page: object) -> None:
+    """A row a model call and a row a tool call, each bar where its step started and as
+    long as it took on the run's time axis; the time a run waited on a person in the list."""
+    api = _api(stack)
+    run_id = _start(stack, "refunds", "Customer 44 wants their $250 back.")
+    wait_for(api, run_id, "awaiting_approval")
+    (pending,) = api.get(f"/runs/{run_id}").json()["approvals"]
+    approved = api.post(
+        f"/runs/{run_id}/approvals/{pending['tool_call_id']}/approve", json={"reason": "ok"}
+    )
+    assert approved.status_code == 200, approved.text
+    wait_for(api, run_id, "completed")
+    steps = api.get(f"/runs/{run_id}/steps").json()
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    page.wait_for_selector('#timeline li[data-kind="run_completed"]')  # type: ignore[attr-defined]
+    page.wait_for_selector("#waterfall .wf-row")  # type: ignore[attr-defined]
+    rows = page.eval_on_selector_all(  # type: ignore[attr-defined]
+        "#waterfall .wf-row",
+        """rows => rows.map(r => { const t = r.querySelector('.wf-track').getBoundingClientRect();
+           const b = r.querySelector('.wf-bar').getBoundingClientRect();
+           return { kind: r.dataset.kind, start: Number(r.dataset.start),
+                    end: Number(r.dataset.end), trackX: t.left, trackW: t.width,
+                    left: b.left - t.left, width: b.width }; })""",
+    )
+    # The model's two turns and the refund between them: three steps, three rows.
+    assert [r["kind"] for r in rows] == ["model", "person", "model"]
+    t0 = steps["created_at"]
+    span = steps["ended_at"] - t0
+    (first, second) = steps["turns"]
+    (refund,) = first["calls"]
+    expected = [
+        (first["started_at"], first["started_at"] + first["model_s"]),
+        (refund["requested_at"], refund["ended_at"]),  # asked, waited, ran
+        (second["started_at"], second["started_at"] + second["model_s"]),
+    ]
+    for row, (start, end) in zip(rows, expected, strict=True):
+        assert row["trackX"] == rows[0]["trackX"] and row["trackW"] == rows[0]["trackW"]
+        assert abs(row["start"] - (start - t0)) < 1e-6 and abs(row["end"] - (end - t0)) < 1e-6
+        # Placed on the axis by its times (a bar is at least 2 px wide, to be seen).
+        assert abs(row["left"] - row["trackW"] * (start - t0) / span) <= 1.5, (row, start)
+        assert abs(row["width"] - max(2, row["trackW"] * (end - start) / span)) <= 1.5, row
+    assert rows[1]["left"] + rows[1]["width"] <= rows[2]["left"] + 1.5  # one after the other
+    summary = page.locator("#waterfall summary").inner_text()  # type: ignore[attr-defined]
+    assert "of it waiting on a person" in summary
+    # The list says how long the finished run waited on a person, in all.
+    listed = {r["run_id"]: r for r in api.get("/runs", params={"limit": 200}).json()["runs"]}
+    assert listed[run_id]["waited_s"] == steps["waited_s"] > 0
+    page.goto(f"{stack.url}/#/runs?q={run_id[:16]}")  # type: ignore[attr-defined]
+    waited = page.wait_for_selector(f'#runs tr[data-run="{run_id}"] .waited').inner_text()  # type: ignore[attr-defined]
+    assert waited.strip().startswith("waited ")

@@ -97,7 +97,7 @@ def runtime_command(
 def _on_runtime(fn: RuntimeFn, *, run_id: bool) -> RunFn:
     def run(args: argparse.Namespace) -> int:
         out = console()
-        agents = load_agents(getattr(args, "agents", None))
+        agents = load_agents(getattr(args, "agents", None), getattr(args, "deps", None))
         deps = load_deps(getattr(args, "deps", None))
 
         async def go(rt: Runtime) -> int:
@@ -168,8 +168,10 @@ def load_deps(spec: str | None) -> Any:
         raise UserError(f"--deps {spec}: {attr}() raised {one_line(exc)}") from exc
 
 
-def load_agents(spec: str | None) -> list[Agent]:
+def load_agents(spec: str | None, deps: str | None = None) -> list[Agent]:
     """``module:attr`` naming an Agent, a list of Agents, or a function returning either.
+    Each is marked as loaded by ``spec`` (with ``deps``, the ``--deps`` given beside it):
+    the runs they start record it, for the commands printed for them later.
 
     Whatever goes wrong (the module does not import or raises while importing, the attribute
     is missing, the factory raises, it gives something else) is one ``UserError`` line that
@@ -195,6 +197,8 @@ def load_agents(spec: str | None) -> list[Agent]:
             f"--agents {spec} is {type(obj).__name__}, not an Agent, a list of Agents, or a "
             "function returning one"
         )
+    for agent in agents:
+        agent.loaded_from = (spec, deps or None)
     return agents
 
 

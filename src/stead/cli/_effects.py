@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from stead.cli._command import Command, runtime_command
+from stead.cli._hints import Hints
+from stead.cli._ids import short_id
 from stead.cli._render import plain, timeline
 from stead.core.effect_log import EffectRecord, effect_records
 from stead.core.id_prefix import choose
@@ -122,7 +124,7 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     if chosen is None:
         raise UserError(
             f"no effect of run {args.run_id} starts with {args.effect_id!r}: "
-            "`stead effects list RUN` shows their ids"
+            f"`{Hints.of(args).command('effects', 'list', short_id(args.run_id))}` shows their ids"
         )
     r = next(r for r in records if r.effect_id == chosen)
     p = (await _placed(rt, args.run_id)).get(r.effect_id)

@@ -3,7 +3,9 @@
 A hint is a whole command: the run's short id, the call's id, the token a decision quotes,
 and the ``--store``, ``--agents`` and ``--deps`` the command that prints it was given (a
 store named by ``$STEAD_STORE`` or the default is left out: the same shell finds it again).
-Where a hint needs ``--agents`` and the command was not given one, it says so in words
+A command given no ``--agents`` (``runs show``, ``runs watch``, ``cancel``) takes the ones
+the run's agent was loaded with, as the run records them (``Agent.loaded_from``). Where a
+hint needs ``--agents`` and neither has one (an agent built in code), it says so in words
 instead of printing a command that cannot work.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stead.cli._ids import short_id
@@ -38,6 +40,16 @@ class Hints:
             agents=getattr(args, "agents", None) or None,
             deps=getattr(args, "deps", None) or None,
         )
+
+    def for_run(self, config: dict[str, Any]) -> Hints:
+        """These hints, with the ``--agents`` and ``--deps`` the run's agent was loaded with
+        when this command was given none (``stead runs show`` is given none: it reads)."""
+        from stead.runtime.agent import loaded_from
+
+        found = loaded_from(config)
+        if self.agents is not None or found is None:
+            return self
+        return replace(self, agents=found[0], deps=found[1])
 
     def command(self, *words: str, agents: bool = False) -> str:
         """``stead WORDS`` with ``--store``, and with ``agents`` the ``--agents`` and

@@ -51,7 +51,7 @@ async def _run_agent(
     from stead.cli._stream import StreamPrinter, usage_line
     from stead.providers import model_from_string
 
-    agents = load_agents(spec)
+    agents = load_agents(spec, args.deps)
     deps = load_deps(args.deps)
     if len(agents) != 1:
         names = ", ".join(a.name for a in agents)

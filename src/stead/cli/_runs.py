@@ -12,6 +12,7 @@ from rich.text import Text
 from stead.cli._args import positive
 from stead.cli._command import Command, runtime_command
 from stead.cli._hints import Hints
+from stead.cli._ids import short_id
 from stead.cli._lifecycle import RUNS_COMMANDS
 from stead.cli._render import plain, summary, timeline
 from stead.cli._tree import tree_json, tree_table
@@ -79,7 +80,8 @@ async def _list(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     for row in rows:
         if row.damaged:  # the list is whole; what it could not read is said, not hidden
             err = Console(stderr=True, highlight=False, soft_wrap=True)
-            err.print(Text(f"damaged: {plain(row.damaged)}; `stead runs show RUN` names the row"))
+            show = Hints.of(args).command("runs", "show", short_id(row.record.run_id))
+            err.print(Text(f"damaged: {plain(row.damaged)}; `{show}` names the row"))
     return 0
 
 
@@ -122,7 +124,8 @@ async def _show(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         return 0
     view = await rt.get(args.run_id)
     out.print(timeline(await rt.events(args.run_id), title=args.run_id))
-    out.print(summary(view, Hints.of(args)))
+    hints = Hints.of(args).for_run((await rt.state(args.run_id)).config)
+    out.print(summary(view, hints))
     tree = await rt.tree(view.parents[-1] if view.parents else args.run_id)
     if tree.children:
         out.print(tree_table(tree, args.run_id))
@@ -151,7 +154,7 @@ async def _watch(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     otherwise."""
     from stead.cli._watch import watch
 
-    return await watch(rt, args.run_id, out)
+    return await watch(rt, args.run_id, out, Hints.of(args))
 
 
 COMMANDS = (

@@ -53,7 +53,7 @@ def run_serve(args: argparse.Namespace) -> int:
     TOKEN, from --token-file (NAME:SECRET lines) or $STEAD_SERVE_TOKENS; without one a
     random token is made (loopback only) and printed in the dashboard's URL."""
     # Until SIGTERM/SIGINT; 0 after a clean shutdown.
-    agents = load_agents(args.agents)
+    agents = load_agents(args.agents, args.deps)
     deps = load_deps(args.deps)
     with server_extra("stead serve"):
         from stead.server import check_bind, new_token, parse_tokens, serve_http

@@ -120,7 +120,8 @@ def _cancel_arguments(p: argparse.ArgumentParser) -> None:
 @runtime_command("cancel", "cancel a run", _cancel_arguments)
 async def _cancel(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     view = await rt.cancel(args.run_id, args.reason)
-    return await _then(rt, view, out, Hints.of(args), cancel=True)
+    hints = Hints.of(args).for_run((await rt.state(view.run_id)).config)
+    return await _then(rt, view, out, hints, cancel=True)
 
 
 async def _then(
@@ -175,7 +176,9 @@ async def _next_step(
     """Who drives the run now, in one line; a command in it works as printed."""
     status = view.status
     resume = hints.resume(view.run_id)
-    if resume is not None and _drivable(rt, view):
+    # A command given --agents this process was not (the run's own, as it records them)
+    # loads its agents and deps there.
+    if resume is not None and (view.agent not in rt.agents or _drivable(rt, view)):
         here = f"`{resume}` continues it here"
     else:  # in words: a command missing its --agents or --deps would not work as printed
         here = (

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stead.cli._hints import Hints
 from stead.cli._render import describe, plain, summary
 from stead.core.progress import ProgressRead
 from stead.core.states import FINISHED, RunStatus
@@ -69,8 +70,9 @@ class _Timeline:
             self.open = False
 
 
-async def watch(rt: Runtime, run_id: str, out: Console) -> int:
-    """Follow ``run_id`` until it rests; 0 when it completed or waits on a person, else 1."""
+async def watch(rt: Runtime, run_id: str, out: Console, hints: Hints | None = None) -> int:
+    """Follow ``run_id`` until it rests; 0 when it completed or waits on a person, else 1.
+    The commands printed for what waits on a person repeat ``hints``."""
     shown = _Timeline(out)
     try:
         async for item in rt.follow(run_id):
@@ -86,5 +88,6 @@ async def watch(rt: Runtime, run_id: str, out: Console) -> int:
     finally:
         shown._close()
     view = await rt.get(run_id)
-    out.print(summary(view))
+    hints = (hints or Hints()).for_run((await rt.state(run_id)).config)
+    out.print(summary(view, hints))
     return 0 if view.status in (RunStatus.COMPLETED, RunStatus.AWAITING_APPROVAL) else 1

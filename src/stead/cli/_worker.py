@@ -38,7 +38,7 @@ def _arguments(w: argparse.ArgumentParser) -> None:
 def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:
     """The agents ``--agents`` names (``UserError`` for none), with logging set up at
     ``--log-level``: what ``stead worker`` and ``stead executor`` both start with."""
-    agents = load_agents(args.agents)
+    agents = load_agents(args.agents, getattr(args, "deps", None))
     if not agents:
         raise UserError(
             f"stead {command_name} needs --agents module:attr naming at least one Agent"

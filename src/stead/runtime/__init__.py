@@ -11,7 +11,6 @@ from typing import Any
 from stead.core.limits import Budget, Limits
 from stead.runtime._children import RunTree
 from stead.runtime._find import resume_refusal
-from stead.runtime._ids import resolve_run_id
 from stead.runtime._lifecycle import Pruned, Pruner, copy_store
 from stead.runtime._runtime import Runtime
 from stead.runtime._steps import CallStep, RunSteps, TurnStep
@@ -22,6 +21,7 @@ from stead.runtime.agent import (
     agent_tool,
     as_agent,
     register_adapter,
+    resolve_run_id,
 )
 from stead.runtime.executors import Executor, InProcessExecutor, StoreExecutor
 from stead.runtime.loop import Backoff, DriveStart, DriveWatch, Observer, OwnedRun, RunLoop

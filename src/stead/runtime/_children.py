@@ -11,7 +11,7 @@ from stead.core.fold import RunState
 from stead.core.messages import Usage
 from stead.core.states import RunStatus
 from stead.errors import RunNotFound
-from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.agent import Agent, RunView, checks, takes_id_prefix
 from stead.runtime.loop import OwnedRun, children_of
 from stead.store import Store
 
@@ -49,6 +49,7 @@ class Trees:
     store: Store
     agents: dict[str, Agent]
 
+    @takes_id_prefix
     async def tree(self, run_id: str) -> RunTree:
         """The run, its children, theirs, ...: statuses and usage, read from the store."""
         checks.identifier("run_id", run_id)

@@ -54,7 +54,9 @@ from stead.runtime.agent import (
     chat_store,
     checks,
     history_of,
+    resolve_run_id,
     store_attachments,
+    with_loaded_from,
 )
 from stead.runtime.loop import OwnedRun, continued
 from stead.store import ConversationEntry, ConversationStore, Store
@@ -244,7 +246,15 @@ class Conversations:
         checks.identifier("run_id", run_id)
         if not isinstance(self.store, ConversationStore):
             return None
-        return await chat_store(self.store).entry_of_run(run_id)
+        chat = chat_store(self.store)
+        entry = await chat.entry_of_run(run_id)
+        if entry is not None:
+            return entry
+        try:  # the start of a created run's id (a run not created yet is named in whole)
+            whole = await resolve_run_id(self.store, run_id)
+        except RunNotFound:
+            return None
+        return None if whole == run_id else await chat.entry_of_run(whole)
 
     async def _resolve(
         self, chat: ConversationStore, given: str
@@ -325,7 +335,7 @@ class Conversations:
             message.content,
             session_id=entry.conversation_id,
             correlation_id="",
-            config=None,
+            config=with_loaded_from(None, self.agents.get(entry.agent)),
             history=history,
             history_from=history_from,
             attachments=message.attachments,

@@ -12,7 +12,7 @@ from stead.core.fold import RunState
 from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.runtime._steps import RunSteps, steps_of
-from stead.runtime.agent import Agent
+from stead.runtime.agent import Agent, takes_id_prefix
 from stead.store import RunQuery, RunRecord, RunSearch, Store, StoredEvent
 
 SEARCH_TEXT = 20_000
@@ -98,10 +98,12 @@ class Finding:
                 done.add(run_id)
             await store.put_search_rows(rows)
 
+    @takes_id_prefix
     async def steps(self, run_id: str) -> RunSteps:
         """The run as steps: a turn each, its model call and tool calls, with durations."""
         return steps_of(await self.events(run_id), now=self.clock())
 
+    @takes_id_prefix
     async def resume_refusal(self, run_id: str) -> str | None:
         """Why resuming the run cannot succeed now, in words; None when it can."""
         return resume_refusal(await self.state(run_id), self.agents)

@@ -23,6 +23,7 @@ from stead.core.states import FINISHED
 from stead.errors import (
     UserError,
 )
+from stead.runtime.agent import resolve_run_id
 from stead.runtime.loop import hydrate
 from stead.store import RunRecord, Store, StoredEvent
 
@@ -83,7 +84,8 @@ class Following:
         durable event (they wait in the store), while provisional frames it did not read in
         time are evicted from the bounded window (the read says ``gap``).
         """
-        await self.store.get_run(run_id)  # RunNotFound before anything is yielded
+        # RunNotFound (or AmbiguousId, for the start of an id) before anything is yielded.
+        run_id = await resolve_run_id(self.store, run_id)
         seq = after
         # The newest turn whose start the reader has been given: text of a later turn waits
         # until its start (and so the reply of the turn before) has been read from the log.

@@ -28,7 +28,7 @@ from stead.core.messages import (
 )
 from stead.core.retention import Retention
 from stead.errors import ImportFileError, SteadError, UserError
-from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.agent import Agent, RunView, checks, resolve_run_id, takes_id_prefix
 from stead.runtime.loop import hydrate
 from stead.store import Store
 from stead.store.lifecycle import (
@@ -73,6 +73,7 @@ class Lifecycle:
     clock: Callable[[], float]
     agents: dict[str, Any]
 
+    @takes_id_prefix
     async def fork(
         self,
         run_id: str,
@@ -176,6 +177,9 @@ class Lifecycle:
         their history is read from. Returns how many runs were written."""
         if isinstance(run_ids, str):
             run_ids = [run_ids]
+        run_ids = [
+            await resolve_run_id(self.store, checks.identifier("run_ids[]", r)) for r in run_ids
+        ]
         s = sql_store(self.store)
         chosen = await select_runs(
             s, run_ids=run_ids, conversation=conversation, since=since, agent=agent

@@ -53,6 +53,8 @@ from stead.runtime.agent import (
     checked_history,
     checks,
     store_attachments,
+    takes_id_prefix,
+    with_loaded_from,
     with_settings,
 )
 from stead.runtime.executors import Executor, InProcessExecutor, routed
@@ -88,7 +90,10 @@ class Runtime(
     Closing,
     Trees,
 ):
-    """Start, drive and steer durable runs."""
+    """Start, drive and steer durable runs. Every method that takes a run id takes the start
+    of one too, as ``stead runs list`` prints it (at least 4 characters, ``run_`` aside, that
+    start no other run's id); a start of several, or a shorter one, is an ``AmbiguousId``
+    naming the candidates, before anything is read or written."""
 
     def __init__(
         self,
@@ -263,6 +268,7 @@ class Runtime(
             self.register(agent)
         elif name not in self.agents:
             raise UnknownAgent(f"no agent named {name!r} is registered with this Runtime")
+        config = with_loaded_from(config, self.agents[name])
         earlier = await checked_history(self.store, history)
         refs = await store_attachments(self.store, attachments, self.clock())
         rid = run_id or f"run_{uuid.uuid4().hex}"
@@ -280,6 +286,7 @@ class Runtime(
         self._fresh.started(created)  # its first drive here need not read it back
         return rid
 
+    @takes_id_prefix
     async def resume(self, run_id: str, reason: str = "resumed") -> RunView:
         """Continue a run: requeue it if it failed, was cancelled or timed out, then drive it.
 
@@ -294,6 +301,7 @@ class Runtime(
 
     # -- reading ----------------------------------------------------------------------------
 
+    @takes_id_prefix
     async def get(self, run_id: str) -> RunView:
         """The run's current view."""
         checks.identifier("run_id", run_id)
@@ -307,12 +315,14 @@ class Runtime(
         checks.identifier("handle", handle)
         return await stored_result(self.store, handle)
 
+    @takes_id_prefix
     async def state(self, run_id: str) -> RunState:
         """The run's folded state (for tools and tests that need everything)."""
         checks.identifier("run_id", run_id)
         state, _ = await OwnedRun.load_state(self.store, run_id)
         return state
 
+    @takes_id_prefix
     async def events(self, run_id: str, after: int = 0) -> list[StoredEvent]:
         """The run's log, after sequence ``after`` (a conversation's ``run_created`` with its
         whole history, read from the runs before it: the store keeps each message once)."""

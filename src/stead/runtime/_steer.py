@@ -30,7 +30,7 @@ from stead.errors import (
     ApprovalError,
     UserError,
 )
-from stead.runtime.agent import Agent, RunView, checks
+from stead.runtime.agent import Agent, RunView, checks, takes_id_prefix
 from stead.runtime.loop import (
     OwnedRun,
     children_of,
@@ -89,6 +89,7 @@ class Steering:
 
         def _lease(self, run_id: str, record: RunRecord) -> AbstractAsyncContextManager[int]: ...
 
+    @takes_id_prefix
     async def decide(
         self,
         run_id: str,
@@ -153,6 +154,7 @@ class Steering:
         """Deny a call; the model reads ``reason`` as an error result."""
         return await self.decide(run_id, tool_call_id, "deny", reason=reason, **kw)
 
+    @takes_id_prefix
     async def cancel(self, run_id: str, reason: str = "cancelled", *, by: str = "") -> RunView:
         """Cancel a run from any process.
 
@@ -262,6 +264,7 @@ class Steering:
         )
         return await owned.append(build, automatic=False)
 
+    @takes_id_prefix
     async def requeue(self, run_id: str, reason: str = "resumed") -> RunView:
         """``resume`` without driving: send a failed, cancelled or timed-out run back to
         ``queued`` for a worker to claim (a server must not drive runs in a request).

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 from stead.core.fold import RunState
 from stead.core.states import AT_REST
 from stead.errors import RunNotFound, WaitTimeout
-from stead.runtime._ids import resolve_run_id
-from stead.runtime.agent import Agent, RunView, chat_store, checks
+from stead.runtime.agent import Agent, RunView, chat_store, checks, resolve_run_id
 from stead.runtime.loop import OwnedRun
 from stead.store import ConversationEntry, RunRecord, Store
 

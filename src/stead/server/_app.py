@@ -45,6 +45,7 @@ from stead.server._deps import Unauthorized
 from stead.server._errors import SafeJSON, invalid_request
 from stead.server._models import ErrorOut
 from stead.server._security import BodyLimit
+from stead.server._shape import Waits
 
 log = logging.getLogger("stead.server")
 
@@ -111,6 +112,7 @@ def create_app(
     app.state.tokens = tokens
     app.state.runtime = runtime
     app.state.heartbeat = heartbeat
+    app.state.waits = Waits()
     app.add_exception_handler(Unauthorized, _unauthorized)
     app.add_exception_handler(SteadError, _stead_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, invalid_request)

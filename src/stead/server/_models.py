@@ -170,6 +170,9 @@ class RunSummary(BaseModel):
     """The code of its last failure, cancellation or time-out."""
     waiting_s: float | None = None
     """Seconds it has waited on a person so far, while it waits on one."""
+    waited_s: float | None = None
+    """Seconds it waited on a person in all (every question, approval and unknown outcome),
+    once it is finished; null before."""
 
 
 class RunDetail(RunSummary):

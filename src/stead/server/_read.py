@@ -73,6 +73,7 @@ async def states(_: Caller) -> StatesOut:
 
 @router.get("/runs", response_model=RunPage, tags=["runs"])
 async def list_runs(
+    request: Request,
     _: Caller,
     rt: Rt,
     status: RunStatus | None = None,
@@ -103,7 +104,8 @@ async def list_runs(
         )
     )
     page = records[:limit]
-    rows = [await shape.summary(rt, r) for r in page]
+    waits: shape.Waits = request.app.state.waits
+    rows = [await shape.summary(rt, r, waits) for r in page]
     more = len(records) > limit
     return RunPage(runs=rows, next_cursor=shape.encode_cursor(page[-1]) if more else None)
 

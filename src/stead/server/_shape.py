@@ -8,6 +8,7 @@ import binascii
 import json
 import math
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -17,7 +18,7 @@ from stead.core.fold import RunState, apply
 from stead.core.messages import Usage
 from stead.core.pricing import PriceTable
 from stead.core.progress import ProgressRead
-from stead.core.states import RunStatus
+from stead.core.states import FINISHED, RunStatus
 from stead.errors import CorruptEvent, IllegalTransition, UserError
 from stead.runtime import Runtime, RunView, resume_refusal
 from stead.server._models import (
@@ -46,13 +47,38 @@ def _cost(rt: Runtime, agent: str, usage: Usage) -> float | None:
     return known.prices.cost(usage, known.model.model_name)
 
 
-async def summary(rt: Runtime, record: RunRecord) -> RunSummary:
+class Waits:
+    """Seconds each finished run waited on a person, read from its log (``Runtime.steps``)
+    once: a finished run's log does not change until it is resumed, which moves its last
+    sequence number, the key here. Bounded: the oldest entries go first."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._known: OrderedDict[tuple[str, int], float] = OrderedDict()
+
+    async def of(self, rt: Runtime, record: RunRecord) -> float:
+        key = (record.run_id, record.last_seq)
+        if key in self._known:
+            self._known.move_to_end(key)
+            return self._known[key]
+        waited = (await rt.steps(record.run_id)).waited_s
+        self._known[key] = waited
+        if len(self._known) > self._size:
+            self._known.popitem(last=False)
+        return waited
+
+
+async def summary(rt: Runtime, record: RunRecord, waits: Waits | None = None) -> RunSummary:
     """A run as a row of the list. A run whose log cannot be read (a row that does not
     decode or does not follow from the ones before it) is listed all the same, from its
-    runs row, marked ``damaged`` with what is wrong: one damaged run hides no other."""
+    runs row, marked ``damaged`` with what is wrong: one damaged run hides no other.
+    ``waits`` (the server's) gives a finished run's waiting time in all."""
     try:
         state = await rt.state(record.run_id)
         view = RunView.of(state, rt.agents)
+        if waits is not None and view.status in FINISHED:
+            waited = await waits.of(rt, record)
+            return RunSummary(**_summary_fields(rt, record, view, state), waited_s=waited)
     except (CorruptEvent, IllegalTransition) as why:
         return RunSummary(
             run_id=record.run_id,

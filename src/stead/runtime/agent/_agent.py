@@ -122,6 +122,12 @@ class Agent:
                 "prices=PriceTable({name: Price(...)}) to the Agent"
             )
 
+    loaded_from: tuple[str, str | None] | None = None
+    """The ``--agents`` and ``--deps`` (``module:attr`` each, or None) a process loaded this
+    agent with: the CLI sets it, and each run it starts records it (``LOADED_FROM`` in the
+    run's config), so a command printed for the run later, by a process that has no agents
+    (``stead runs show``), names them and works as printed. None for an agent built in code."""
+
     observer: Any = None
     """An ``Observer`` (``stead.runtime.Observer``) every drive of this agent's runs has,
     beside the Runtime's own: how an agent of another framework (``stead.pydantic_ai``) runs
@@ -153,6 +159,27 @@ def _instance(agent: str, what: str, value: object, cls: type[T]) -> T | None:
         f"Agent {agent!r}: {what} takes a stead.{cls.__name__}(...) (or None), "
         f"not {type(value).__name__}"
     )
+
+
+LOADED_FROM = "loaded_from"
+"""The key of a run's config that holds its agent's ``Agent.loaded_from``."""
+
+
+def with_loaded_from(config: dict[str, Any] | None, agent: Agent | None) -> dict[str, Any] | None:
+    """``config`` with ``agent.loaded_from`` in it, when the agent has one."""
+    if agent is None or agent.loaded_from is None:
+        return config
+    agents, deps = agent.loaded_from
+    return {**(config or {}), LOADED_FROM: {"agents": agents, "deps": deps}}
+
+
+def loaded_from(config: dict[str, Any]) -> tuple[str, str | None] | None:
+    """The ``--agents`` and ``--deps`` a run's config records, if any (``with_loaded_from``)."""
+    found = config.get(LOADED_FROM)
+    if not isinstance(found, dict) or not isinstance(found.get("agents"), str):
+        return None
+    deps = found.get("deps")
+    return found["agents"], deps if isinstance(deps, str) else None
 
 
 def _model(agent: str, model: object) -> ModelProvider:

@@ -29,6 +29,7 @@ from stead.core.states import FINISHED, RunStatus
 from stead.errors import ApprovalError
 from stead.runtime.agent import _checks as checks
 from stead.runtime.agent._agent import Agent
+from stead.runtime.agent._ids import takes_id_prefix
 from stead.runtime.agent._view import RunView
 from stead.tools import Tool, ToolContext
 
@@ -70,6 +71,7 @@ class Answering:
             self, run_id: str, build: Callable[[RunState], list[Event]], *, epoch: int | None = ...
         ) -> RunState: ...
 
+    @takes_id_prefix
     async def answer(
         self,
         run_id: str,

@@ -39,7 +39,7 @@ from stead.errors import (
     LeaseHeld,
     SteadError,
 )
-from stead.runtime.agent import Agent, RunView, check_deps
+from stead.runtime.agent import Agent, RunView, check_deps, takes_id_prefix
 from stead.runtime.executors import Executor, InProcessExecutor, Leased
 from stead.runtime.loop._backoff import Backoff
 from stead.runtime.loop._children import settle_parent
@@ -163,6 +163,7 @@ class Driving:
 
         async def _queue_next(self, conversation: str) -> str | None: ...
 
+    @takes_id_prefix
     async def run(
         self, run_id: str, *, claim: Claim | None = None, claimed_at: float | None = None
     ) -> RunView:

@@ -241,13 +241,14 @@ async function runsPage(params) {
         ? h("span", { class: "badge s-damaged", title: r.damaged }, "damaged")
         : badge(r.status),
         r.error_code ? h("span", { class: "code" }, " ", r.error_code.replaceAll("_", " ")) : null,
-        r.waiting_s != null ? h("span", { class: "waiting" }, ` waiting ${ago(r.waiting_s)}`) : null),
+        r.waiting_s != null ? h("span", { class: "waiting" }, ` waiting ${ago(r.waiting_s)}`) : null,
+        r.waited_s ? h("span", { class: "waiting waited", title: "the time it waited on a person, in all" }, ` waited ${secs(r.waited_s)}`) : null),
       h("td", { "data-label": "Agent" }, r.agent),
       h("td", { class: "texts" }, h("div", { class: "in" }, r.input_preview || "—"),
         r.output_preview ? h("div", { class: "out" }, "→ ", r.output_preview) : null),
       h("td", { "data-label": "Conversation" }, r.session_id ? h("a", { href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
       h("td", { "data-label": "Age", class: "num", title: when(r.created_at) }, ago(now - r.created_at)),
-      h("td", { "data-label": "Duration", class: "num" }, ago(r.updated_at - r.created_at)),
+      h("td", { "data-label": "Duration", class: "num" }, secs(r.updated_at - r.created_at)),
       h("td", { "data-label": "Turns", class: "num" }, num(r.turns)),
       h("td", { "data-label": "Tokens", class: "num" }, num(tokens(r.usage))),
       h("td", { "data-label": "Cost", class: "num" }, money(r.cost_usd)))));
@@ -432,6 +433,13 @@ function forkButton(runId, turn) {
   } }, "fork after this turn");
 }
 
+const VERDICT_WORDS = {
+  keep: "its executor still has it: left to finish",
+  defer: "its executor was asked to recover it: waiting for that",
+  dispose: "no executor has it: its outcome is unknown",
+  redispatch: "no executor has it: sent again",
+};
+
 function describe(e, state) {
   const d = e.data;
   const at = h("span", { class: "at" }, `#${e.seq} · ${new Date(e.at * 1000).toLocaleTimeString()}`);
@@ -484,6 +492,13 @@ function describe(e, state) {
       return li(d.is_error ? "bad" : "done", `result of ${d.name}`, " ", effect(state.effects[d.tool_call_id]), " ",
         h("span", { class: "badge" }, d.source || "executed"), h("pre", { class: "result" }, pretty(d.content)));
     case "tool_outcome_unknown": return li("recovery", `outcome of ${d.tool_call_id} unknown: ${d.reason}`);
+    case "effect_reconciled": {
+      // What a takeover did with a step the dead worker left, in the CLI timeline's words.
+      const what = d.tool_call_id ? `call ${d.tool_call_id}` : `model call of turn ${d.turn_index + 1}`;
+      const words = d.verdict === "dispose" && !d.tool_call_id ? "no executor has it: the turn asks the model again"
+        : VERDICT_WORDS[d.verdict] || d.verdict;
+      return li("recovery", `the dead worker's ${what}: ${words}`);
+    }
     case "tool_reconciled": return li("recovery", `reconciled ${d.tool_call_id}: ${d.verdict === "done" ? "it had happened" : d.verdict === "not_done" ? "it had not happened" : "could not tell"}`);
     case "approval_requested":
       if (d.reason === "question") {
@@ -549,6 +564,49 @@ async function follow(runId, after, onEvent, onProgress, onEnd) {
   }
 }
 
+/* The run on one time axis: a row a model call and a row a tool call, each bar placed by
+   when it started and ended (GET /runs/{id}/steps; a call from when the model asked for it
+   to its result, a wait on a person included), so parallel calls overlap, a slow tool and
+   a long wait on a person stand out, and the gaps between steps show. Times are the
+   store's; a step still going runs to the latest time the log knows. */
+function waterfall(steps, open) {
+  const t0 = steps.created_at;
+  const rows = [];
+  for (const t of steps.turns) {
+    const failed = t.model_attempts > 1 ? ` · ${t.model_attempts} attempts` + (t.model_failure ? `, last failure ${t.model_failure}` : "") : "";
+    rows.push({ kind: "model", turn: t.turn_index, label: `${t.turn_index + 1} · model`,
+      start: t.started_at, end: t.model_s === null ? null : t.started_at + t.model_s,
+      title: `turn ${t.turn_index + 1}: ${t.model || "model"}${failed}` });
+    for (const c of t.calls) {
+      const kind = c.kind === "question" || c.waited_s > 0 ? "person" : c.kind === "output" ? "output" : "tool";
+      const failure = c.last_failure ? ` · ${c.attempts > 1 ? `${c.attempts} attempts, ` : ""}last failure ${c.last_failure}` : "";
+      rows.push({ kind, turn: t.turn_index, label: `${t.turn_index + 1} · ${c.kind === "question" ? "question" : c.name}`,
+        start: c.requested_at, end: c.ended_at,
+        title: `${c.name} (${c.status})${c.waited_s > 0 ? ` · waited on a person ${secs(c.waited_s)}` : ""}${failure}` });
+    }
+  }
+  if (!rows.length) return h("div", { id: "waterfall", hidden: true }); // nothing ran yet
+  const known = rows.flatMap((r) => [r.start, r.end ?? r.start]);
+  const last = steps.ended_at ?? Math.max(t0, ...known);
+  const span = Math.max(last - t0, 1e-3);
+  const at = (x) => Math.min(100, Math.max(0, (100 * (x - t0)) / span));
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", { class: "wf-tick", style: `left:${100 * f}%` }, secs(f * span)));
+  const list = h("ol", { class: "wf-rows" }, rows.map((r) => {
+    const left = at(r.start), right = at(r.end ?? last);
+    const dur = (r.end ?? last) - r.start;
+    return h("li", { class: `wf-row k-${r.kind}${r.end === null ? " going" : ""}`, "data-turn": r.turn + 1, "data-kind": r.kind,
+        "data-start": r.start - t0, "data-end": (r.end ?? last) - t0 },
+      h("button", { class: "wf-label", type: "button", title: `open turn ${r.turn + 1}`, onclick: () => open(r.turn + 1) }, r.label),
+      h("span", { class: "wf-track" }, h("span", { class: "wf-bar", style: `left:${left}%;width:${Math.max(right - left, 0)}%`,
+        title: `${r.title} · ${secs(dur)}, from ${secs(r.start - t0)}` })));
+  }));
+  return h("details", { class: "card waterfall", id: "waterfall", open: true },
+    h("summary", {}, `Where the time went: ${secs(span)}`, steps.waited_s > 0 ? `, ${secs(steps.waited_s)} of it waiting on a person` : "",
+      h("span", { class: "wf-legend" }, h("span", { class: "k-model" }, "model"), h("span", { class: "k-tool" }, "tool"),
+        h("span", { class: "k-person" }, "a person"))),
+    h("div", { class: "wf-axis" }, h("span", { class: "wf-label" }), h("span", { class: "wf-track" }, ticks)), list);
+}
+
 async function runPage(runId) {
   const [states, run] = await Promise.all([api("/states"), api(`/runs/${encodeURIComponent(runId)}`)]);
   const head = h("div", {});
@@ -561,7 +619,8 @@ async function runPage(runId) {
     h("label", {}, "Jump to turn", jump), h("button", { type: "submit" }, "Go"));
   const earlier = h("div", {});
   earlierMessages(runId, run.session_id, earlier);
-  $main.replaceChildren(head, live, approvalsBox, earlier, h("h2", {}, "Timeline"), jumpForm, timeline,
+  const waterfallBox = h("div", { id: "waterfall-box" });
+  $main.replaceChildren(head, live, approvalsBox, earlier, waterfallBox, h("h2", {}, "Timeline"), jumpForm, timeline,
     h("h2", {}, "Path through the state machine"), diagramBox);
   const state = { effects: {}, kinds: {}, calls: {}, liveTurn: null, liveGen: 0, runId };
 
@@ -579,7 +638,7 @@ async function runPage(runId) {
         h("dt", {}, "agent"), h("dd", {}, r.agent),
         h("dt", {}, "conversation"), h("dd", {}, r.session_id ? h("a", { id: "run-chat", href: `#/chat/${encodeURIComponent(r.session_id)}` }, r.session_id) : "—"),
         h("dt", {}, "created"), h("dd", {}, `${when(r.created_at)} (${ago(Date.now() / 1000 - r.created_at)} ago)`),
-        h("dt", {}, "duration"), h("dd", {}, ago(r.updated_at - r.created_at)),
+        h("dt", {}, "duration"), h("dd", {}, secs(r.updated_at - r.created_at)),
         r.waiting_s != null ? [h("dt", {}, "waiting on you"), h("dd", {}, ago(r.waiting_s))] : null,
         h("dt", {}, "turns"), h("dd", {}, num(r.turns)),
         h("dt", {}, "tokens"), h("dd", {}, `in ${num(r.usage.input_tokens)} · out ${num(r.usage.output_tokens)}`),
@@ -600,7 +659,17 @@ async function runPage(runId) {
     pending = setTimeout(async () => {
       pending = null;
       try { render(await api(`/runs/${encodeURIComponent(runId)}`)); } catch (e) { /* shown on next */ }
+      drawWaterfall();
     }, 150);
+  }
+  let drawing = false, stale = false;
+  async function drawWaterfall() {
+    if (drawing) { stale = true; return; } // drawn again once this one is, from newer steps
+    drawing = true;
+    try { waterfallBox.replaceChildren(waterfall(await api(`/runs/${encodeURIComponent(runId)}/steps`), (n) => openTurn(n))); }
+    catch (e) { /* drawn on the next event */ }
+    finally { drawing = false; }
+    if (stale) { stale = false; drawWaterfall(); }
   }
   render(run);
   /* Each turn is a block: a one-line summary (its model time, its calls, its tokens, a bar
@@ -612,12 +681,11 @@ async function runPage(runId) {
     const d = e.data;
     if (e.kind === "turn_started" && !turns[d.turn_index]) {
       const line = h("span", { class: "turn-line" });
-      const bar = h("span", { class: "bar" }, h("span", { class: "bar-model" }), h("span", { class: "bar-tools" }));
       const events = h("ol", { class: "turn-events" });
       const details = h("details", { open: true },
-        h("summary", {}, h("span", { class: "what" }, `Turn ${d.turn_index + 1}`), " ", line, bar), events);
+        h("summary", {}, h("span", { class: "what" }, `Turn ${d.turn_index + 1}`), " ", line), events);
       const block = h("li", { class: "turn-block", "data-turn": d.turn_index, id: `turn-${d.turn_index + 1}` }, details);
-      turns[d.turn_index] = { block, details, events, line, bar, start: e.at, model: null, tools: 0, calls: [], tokens: 0, asked: null, waited: 0 };
+      turns[d.turn_index] = { block, details, events, line, start: e.at, model: null, tools: 0, calls: [], tokens: 0, asked: null, waited: 0 };
       item.classList.add("turn-start");
       events.append(item);
       timeline.append(block);
@@ -636,13 +704,10 @@ async function runPage(runId) {
       t.tools = Math.max(t.tools, e.at - t.start - (t.model || 0) - t.waited);
     } else if (e.kind === "approval_requested") { t.details.open = true; t.asked = e.at; }
     else if (e.kind === "approval_decided" && t.asked !== null) { t.waited += e.at - t.asked; t.asked = null; }
-    const total = (t.model || 0) + t.tools;
     t.line.textContent = [t.model === null ? "model answering…" : `model ${secs(t.model)}`,
       t.calls.length ? `${t.calls.join(", ")} ${secs(t.tools)}` : null,
       t.waited ? `waited on a person ${secs(t.waited)}` : null,
       t.tokens ? `${num(t.tokens)} tokens` : null].filter(Boolean).join(" · ");
-    t.bar.firstChild.style.width = total ? `${(100 * (t.model || 0)) / total}%` : "0";
-    t.bar.lastChild.style.width = total ? `${(100 * t.tools) / total}%` : "0";
   }
   function openTurn(n) {
     const t = turns[n - 1];
