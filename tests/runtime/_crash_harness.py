@@ -27,6 +27,8 @@ class Scenario:
 
     store: str
     ledger: str
+    url: str = ""
+    """The children's store URL, when it is not the SQLite file ``store`` (PostgreSQL)."""
 
     def env(self, crash: str | None = None, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -41,7 +43,7 @@ class Scenario:
         self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
     ) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, str(CHILD), f"sqlite:///{self.store}", mode, kind, *args],
+            [sys.executable, str(CHILD), self.url or f"sqlite:///{self.store}", mode, kind, *args],
             env=self.env(crash, **extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

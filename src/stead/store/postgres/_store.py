@@ -101,6 +101,7 @@ class PostgresStore(_sql.SQLStore):
     PARAM = "%s"
     CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
+    commits_ahead = True  # a commit is a round trip: overlapped with the model call after it
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
