@@ -164,6 +164,7 @@ class PostgresStore(_sql.SQLStore):
         """Where runs that became claimable are announced (set per schema once connected)."""
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
+        self._loads = _load.Together(self._load_many)
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -332,12 +333,16 @@ class PostgresStore(_sql.SQLStore):
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``: one statement (``_load``, with the snapshot's pieces), not
-        the shared two."""
+        the shared two, shared by the loads asked for in the same turn of the loop."""
         known_key(run_id)
-        async with self._conn() as conn:
-            rows = await (await conn.execute(_load.LOAD, (run_id,))).fetchall()
-        loaded = _load.loaded(run_id, rows)
+        loaded = _load.loaded(run_id, await self._loads.rows(run_id))
         return loaded if loaded is not None else await super().load(run_id)
+
+    async def _load_many(self, run_ids: list[str]) -> dict[str, list[Sequence[Any]]]:
+        """``_load.LOAD`` of the runs of one turn's loads (``_load.Together``)."""
+        async with self._conn() as conn:
+            rows = await (await conn.execute(_load.LOAD, (run_ids,))).fetchall()
+        return _load.by_run(rows)
 
     async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
         """See ``_chunks``: a long state's lists are stored in pieces, once each."""
