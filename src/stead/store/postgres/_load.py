@@ -16,8 +16,7 @@ shared way, which folds the whole log.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from stead.errors import RunNotFound
@@ -58,59 +57,6 @@ def by_run(rows: Sequence[Sequence[Any]]) -> dict[str, list[Sequence[Any]]]:
     for row in rows:
         out.setdefault(row[0], []).append(row[1:])
     return out
-
-
-class Together:
-    """The loads asked for in one turn of the event loop, read by one ``LOAD``.
-
-    A worker that claims a hundred runs starts them in one turn, and each of their loads was
-    a round trip of its own and a place in the connection pool, ahead of those runs' first
-    appends: with the workers 10 ms from the server, the last run of a claim started a
-    fifth of a second after the first. Now the runs of a turn are read in one round trip. A
-    caller gets its run's rows (none: the run does not exist); a failed read fails each
-    caller of its batch. Each turn's batch is a task of its own, so a load never waits for
-    another batch's round trip."""
-
-    __slots__ = ("_batch", "_loop", "_read", "_tasks")
-
-    def __init__(
-        self, read: Callable[[list[str]], Awaitable[dict[str, list[Sequence[Any]]]]]
-    ) -> None:
-        self._read = read
-        self._batch: dict[str, list[asyncio.Future[list[Sequence[Any]]]]] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def rows(self, run_id: str) -> list[Sequence[Any]]:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[list[Sequence[Any]]] = loop.create_future()
-        if self._batch is None or self._loop is not loop:  # (a batch of a closed loop: gone)
-            self._batch, self._loop = {}, loop
-            task = loop.create_task(self._go())  # runs next turn: this turn's loads join
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        self._batch.setdefault(run_id, []).append(done)
-        return await done
-
-    async def _go(self) -> None:
-        batch, self._batch = self._batch or {}, None
-        waiting = {k: fs for k, fs in batch.items() if not all(f.done() for f in fs)}
-        if not waiting:
-            return
-        try:
-            got = await self._read(list(waiting))
-        except BaseException as exc:
-            for fs in waiting.values():
-                for f in fs:
-                    if not f.done():
-                        f.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for run_id, fs in waiting.items():
-            for f in fs:
-                if not f.done():
-                    f.set_result(got.get(run_id, []))
 
 
 def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:
