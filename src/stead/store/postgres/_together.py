@@ -54,8 +54,12 @@ class Together(Generic[K, V]):
         except BaseException as exc:
             for fs in waiting.values():
                 for f in fs:
-                    if not f.done():
+                    if f.done():
+                        continue
+                    if isinstance(exc, Exception):
                         f.set_exception(exc)
+                    else:  # this task was cancelled (the loop closing): so are its callers
+                        f.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
