@@ -155,7 +155,9 @@ def test_killed_with_a_commit_ahead_then_resumed(
     led = side_effects()
     assert set(led.keys("lookup_order")) == {idempotency_key(RUN_ID, "call_0_0")}
     lookups = led.count("lookup_order")
-    if crash == "after_result_commit:lookup_order" or mode == "strict" and "send" in crash:
+    if "send_message" in crash or (mode, crash) == ("strict", "after_result_commit:lookup_order"):
         assert lookups == 1  # its result was durable before the kill
+    elif mode == "effects" and crash == "after_result_commit:lookup_order":
+        assert lookups == 2  # a read_only result is held in memory in effects: lost
     else:
         assert lookups in (1, 2)
