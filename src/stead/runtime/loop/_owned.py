@@ -409,7 +409,10 @@ class OwnedRun:
         try:
             if self._ahead is not None:
                 await self._land(self._ahead)
-            return await self._append_retrying(events, automatic, sync)
+            try:  # the first try inline: a coroutine less on every append
+                return await self._append_once(events, automatic, sync)
+            except _Stale:
+                return await self._append_retrying(events, automatic, sync, 1)
         finally:
             self._busy = False
             if self._waiters:  # every waiter looks again: one cancelled meanwhile blocks none
@@ -418,15 +421,19 @@ class OwnedRun:
                     if not w.done():
                         w.set_result(None)
 
-    async def _append_retrying(self, events: Batch, automatic: bool, sync: bool) -> RunState:
-        for _ in range(self._conflict_retries):
+    async def _append_retrying(
+        self, events: Batch, automatic: bool, sync: bool, tried: int = 0
+    ) -> RunState:
+        """``_append_once`` until it is not ``_Stale`` (``tried`` times it was already)."""
+        for attempt in range(tried, self._conflict_retries):
+            # After a try someone else wrote first at, the state is reloaded: try again (a
+            # batch that no longer applies is refused by apply(), the honest answer); a
+            # steering writer backs off from the owner first.
+            if attempt and not self.leased:
+                await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
             try:
                 return await self._append_once(events, automatic, sync)
             except _Stale:
-                # Someone else wrote first and the state is reloaded. Try again: a batch
-                # that no longer applies is refused by apply(), which is the honest answer.
-                if not self.leased:  # a steering writer backs off from the owner
-                    await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
                 continue
         raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
 
