@@ -104,7 +104,7 @@ _FRIENDLY = (
     ("UPDATE runs r SET lease_expires_at", "renew leases"),
     ("SELECT run_id, last_seq FROM runs WHERE run_id = ANY", "last seqs (keeper, watcher)"),
     ("WITH picked AS ( SELECT run_id, lease_owner FROM runs", "claim"),
-    ("WITH u AS (UPDATE runs SET lease_owner = NULL", "release"),
+    ("WITH u AS (UPDATE runs r SET lease_owner = NULL", "release"),
     ("WITH r AS (SELECT r.run_id, r.agent", "load (row, snapshot, tail)"),
     ("SELECT run_id, agent, session_id, correlation_id, status", "a run's row"),
     ("SET ", "a new connection's settings"),

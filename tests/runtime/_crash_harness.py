@@ -29,6 +29,8 @@ class Scenario:
 
     store: str
     ledger: str
+    url: str = ""
+    """The children's store URL, when it is not the SQLite file ``store`` (PostgreSQL)."""
 
     def env(self, crash: str | None = None, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -44,7 +46,7 @@ class Scenario:
     ) -> subprocess.Popen[str]:
         """The child started, its output readable as it comes (``stdout.readline()``)."""
         return subprocess.Popen(
-            [sys.executable, str(CHILD), f"sqlite:///{self.store}", mode, kind, *args],
+            [sys.executable, str(CHILD), self.url or f"sqlite:///{self.store}", mode, kind, *args],
             env=self.env(crash, **extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

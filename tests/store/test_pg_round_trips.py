@@ -129,6 +129,45 @@ async def test_a_load_is_one_statement(traced: tuple[PostgresStore, Wire]) -> No
     assert [s.event for s in loaded.tail] == b.log[loaded.snapshot_seq :]
 
 
+async def test_the_loads_of_one_turn_are_one_statement(traced: tuple[PostgresStore, Wire]) -> None:
+    """A worker starts the runs it claimed together in one turn: their loads are read in one
+    round trip, each caller given its own run (and a run that is not there, its own
+    ``RunNotFound``)."""
+    store, wire = traced
+    bs = [await seeded(store, f"run-{i}", turns=i) for i in range(5)]
+    await wire.start(store)
+    got = await asyncio.gather(
+        *(store.load(b.run_id) for b in bs), store.load("run-none"), return_exceptions=True
+    )
+    sent = await wire.take(store)
+    assert round_trips(sent) == 1, sent
+    assert isinstance(got[-1], stead.RunNotFound)
+    for b, loaded in zip(bs, got[:-1], strict=True):
+        assert isinstance(loaded, stead.store.Loaded)
+        assert loaded.record.run_id == b.run_id
+        assert [s.event for s in loaded.tail] == b.log
+
+
+async def test_the_releases_of_one_turn_are_one_statement(
+    traced: tuple[PostgresStore, Wire],
+) -> None:
+    """Runs that finish together release their leases in one round trip; each lease is
+    released only by its holder at its epoch, as alone."""
+    store, wire = traced
+    ids = [(await seeded(store, f"run-{i}")).run_id for i in range(4)]
+    epochs = [await store.claim(r, owner="w1", now=T0, ttl=60) for r in ids]
+    await wire.start(store)
+    await asyncio.gather(
+        *(store.release(r, owner="w1", epoch=e) for r, e in zip(ids[:2], epochs, strict=False)),
+        store.release(ids[2], owner="w2", epoch=epochs[2]),  # not its holder
+        store.release(ids[3], owner="w1", epoch=epochs[3] - 1),  # an old epoch
+    )
+    sent = await wire.take(store)
+    assert round_trips(sent) == 1, sent
+    owners = [(await store.get_run(r)).lease_owner for r in ids]
+    assert owners == [None, None, "w1", "w1"]
+
+
 async def test_a_long_runs_load_is_one_statement_with_its_snapshots_pieces(
     traced: tuple[PostgresStore, Wire],
 ) -> None:

@@ -2,7 +2,9 @@
 
     turn:  check the budget -> call the model -> append the reply and its tool calls (the
            write-ahead intent) -> run the tools, concurrently -> append each result as soon as
-           it is in -> (the last result's commit opens the next turn)
+           it is in -> (the last result's commit opens the next turn; where a commit is a
+           network round trip it is still in flight as the next model call starts, and the
+           reply waits for it: ``OwnedRun``, "A commit ahead of the model call")
 
 A crash anywhere leaves a log from which ``next_step`` picks up: recorded results are read
 back, never re-run, and an in-flight call is recovered by its effect class. A cancel aborts
@@ -545,7 +547,7 @@ class RunLoop:
             settled = (await self._large.record(settled[0]), False)
         # ``_record``, spelled out: a coroutine less on every tool call.
         await self.owned.append([executed_result(call, settled[0], settled[1], attempt)])
-        self._crash("after_result_commit", call.name)
+        self.owned.when_durable(self._crash, "after_result_commit", call.name)
 
     async def _assigned(self, call: CallState, tool: Tool[..., Any], attempt: int) -> Outcome:
         """Run one attempt of a call as an assignment, in flight (``_in_flight``) until it
@@ -565,7 +567,7 @@ class RunLoop:
 
     async def _record(self, call: CallState, content: str, is_error: bool, attempt: int) -> None:
         await self.owned.append([executed_result(call, content, is_error, attempt)])
-        self._crash("after_result_commit", call.name)
+        self.owned.when_durable(self._crash, "after_result_commit", call.name)
 
     async def _reconcile(self, call: CallState) -> None:
         tool = self.agent.registry.get(call.name)

@@ -23,18 +23,34 @@ crash of this process loses: model replies and ``read_only`` / ``idempotent_writ
 done again by the next owner. Another writer's append meanwhile makes the held append
 conflict: the handle drops what it held, reads the log again and raises ``Rewound``, and the
 drive goes on from the log's state (``rewinds`` counts those, for the loop to tell).
+
+**A commit ahead of the model call** (a store whose commit is a network round trip,
+``Store.commits_ahead``). A commit after which the run's next step is a model call (a tool
+turn's last result, which opens the next turn; a drive's ``run_started``) is sent and left in
+flight while the model is called, instead of awaited first: a tool turn then waits for one
+commit, its intent, not two. Nothing outside the log acts on it meanwhile: the model call is
+an effect that is made again when its reply is not recorded, and its reply is appended only
+once that commit has landed (``_land``, at the start of the next append, and of ``flush``
+and ``reload``); a crash meanwhile is the crash just before that commit, which recovery
+already handles by the call's effect class. ``when_durable`` runs a callback (a crash point)
+once it landed. A commit ahead that another writer's append refused is written again on the
+log's state, and the step taken on it (the model's reply) is dropped: ``Rewound``, and the
+drive decides again from the log. docs/design.md has the argument in full.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from stead.core.builders import stamp_asked
 from stead.core.decide import (
     OPENING_STEPS,
+    CallModel,
     Step,
     ToolSpec,
     after_opening,
@@ -90,6 +106,32 @@ can make the next owner do again stays bounded, and so does the memory."""
 HOLD_SECONDS: Final = 1.0
 """Events held longer than this (by the handle's clock) are written with the next append
 (unsynced): readers of the log see a run's progress within about a second."""
+
+
+class _Ahead:
+    """A commit left in flight while the model is called (see the module docstring)."""
+
+    __slots__ = ("count", "events", "sync", "task")
+
+    def __init__(self, task: asyncio.Task[int], events: Batch, count: int, sync: bool) -> None:
+        self.task = task
+        self.events = events
+        """What the caller appended (written again should another writer come first)."""
+        self.count = count
+        """Events the commit writes (held ones included)."""
+        self.sync = sync
+
+
+def _quiet(task: asyncio.Task[int]) -> None:
+    """A commit ahead's failure is read where it lands (``_land``); this keeps asyncio from
+    reporting it as never retrieved when the handle is given up first (a lost lease)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _then(fn: Callable[..., None], args: tuple[Any, ...], task: asyncio.Task[int]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        fn(*args)
 
 
 class OwnedRun:
@@ -148,6 +190,9 @@ class OwnedRun:
         self.flush_before_effects = False
         """Write held events before every effect (the executor may hand it to a pool in
         another process, whose work must not rest on events this process may lose)."""
+        self._ahead: _Ahead | None = None
+        """The commit in flight while the model is called, if one is."""
+        self._commits_ahead = store.commits_ahead
 
     @classmethod
     async def steering(
@@ -250,7 +295,7 @@ class OwnedRun:
 
     async def reload(self) -> None:
         """Write what is held (``flush``), then fold the state again from the store."""
-        if self._held and not self.fenced:
+        if (self._held or self._ahead is not None) and not self.fenced:
             try:
                 await self.flush()
             except (Rewound, Fenced):
@@ -258,21 +303,67 @@ class OwnedRun:
         await self._reread()
 
     async def _reread(self) -> None:
-        """Throw away the in-memory state, held events included, and fold it again."""
+        """Throw away the in-memory state, held events included, and fold it again (once a
+        commit in flight, if any, ended: what it wrote is then read back)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and not ahead.task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait([ahead.task])
         self._held = []
         self._step = None  # decided on the state thrown away (its seq may come again)
         self.state, self._snapshot_seq = await self.load_state(self.store, self.state.run_id)
 
     @property
     def holding(self) -> int:
-        """How many events are held, not yet written (``effects`` mode)."""
-        return len(self._held)
+        """How many events are not known to be durable: held (``effects`` mode), or in a
+        commit ahead still in flight."""
+        ahead = self._ahead
+        return len(self._held) if ahead is None else len(self._held) + ahead.count
 
     @property
     def durable_seq(self) -> int:
-        """The last sequence the store has (``state.seq`` less the held events): what the
-        keeper compares with the run's row to tell another writer's append from ours."""
-        return self.state.seq - len(self._held)
+        """The last sequence the store is known to have (``state.seq`` less the held events
+        and a commit in flight): what the keeper compares with the run's row to tell another
+        writer's append from ours."""
+        return self.state.seq - self.holding
+
+    def when_durable(self, fn: Callable[..., None], *args: Any) -> None:
+        """``fn(*args)`` once what was appended is durable: now, or when the commit ahead
+        lands (never, should it fail: it is then written again, or lost with the process)."""
+        ahead = self._ahead
+        if ahead is None:
+            fn(*args)
+        else:
+            ahead.task.add_done_callback(functools.partial(_then, fn, args))
+
+    async def _land(self, ahead: _Ahead) -> None:
+        """Wait for the commit ahead. Refused because another writer came first: written
+        again on the log's state, and ``Rewound`` (the step taken on it is dropped); fenced
+        or failed: the state read again and the error raised, as an append's would be."""
+        task = ahead.task
+        if not task.done():
+            await asyncio.wait([task])  # a cancel of the caller leaves the commit in flight
+        self._ahead = None
+        failure: BaseException | None = (
+            StoreError(f"run {self.state.run_id}: a commit was interrupted")
+            if task.cancelled()
+            else task.exception()
+        )
+        if failure is None:
+            return
+        await self._reread()
+        if isinstance(failure, Fenced):
+            self.fenced = True
+            raise failure
+        if not isinstance(failure, Conflict):
+            raise failure
+        self.rewinds += 1
+        with contextlib.suppress(Conflict, IllegalTransition, ValueError):  # no longer applies
+            await self._append_retrying(ahead.events, True, ahead.sync)
+        raise Rewound(
+            f"run {self.state.run_id}: another writer appended while a commit was in flight; "
+            "it is written again on the log's state and the step after it is taken again"
+        ) from failure
 
     def _hold(self, state: RunState, batch: list[Event]) -> bool:
         """Hold ``batch`` (already folded into ``state``) for the next durable commit; False
@@ -288,11 +379,11 @@ class OwnedRun:
         return True
 
     async def flush(self, *, sync: bool = True) -> None:
-        """Write the held events now: the run's log becomes what this process knows (before
-        it stops driving the run, or hands an effect to another process). Raises ``Rewound``
-        when another writer appended meanwhile (they are dropped), ``Fenced`` when the lease
-        is lost."""
-        if self._held:
+        """Write the held events now, and wait for a commit in flight: the run's log becomes
+        what this process knows (before it stops driving the run, or hands an effect to
+        another process). Raises ``Rewound`` when another writer appended meanwhile (held
+        events are dropped), ``Fenced`` when the lease is lost."""
+        if self._held or self._ahead is not None:
             await self.append((), automatic=False, sync=sync)
 
     async def before_effect(self) -> None:
@@ -300,7 +391,7 @@ class OwnedRun:
         to another process (a pool), whose work must not rest on events this process may
         lose. Unsynced: the pool's own record of the effect commits after them, in the same
         log of the database, so it is never durable without them."""
-        if self._held and self.flush_before_effects:
+        if self.flush_before_effects and (self._held or self._ahead is not None):
             await self.flush(sync=False)
 
     async def append(self, events: Batch, *, automatic: bool = True, sync: bool = True) -> RunState:
@@ -316,16 +407,12 @@ class OwnedRun:
             await waiter
         self._busy = True
         try:
-            for _ in range(self._conflict_retries):
-                try:
-                    return await self._append_once(events, automatic, sync)
-                except _Stale:
-                    # Someone else wrote first and the state is reloaded. Try again: a batch
-                    # that no longer applies is refused by apply(), which is the honest answer.
-                    if not self.leased:  # a steering writer backs off from the owner
-                        await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
-                    continue
-            raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
+            if self._ahead is not None:
+                await self._land(self._ahead)
+            try:  # the first try inline: a coroutine less on every append
+                return await self._append_once(events, automatic, sync)
+            except _Stale:
+                return await self._append_retrying(events, automatic, sync, 1)
         finally:
             self._busy = False
             if self._waiters:  # every waiter looks again: one cancelled meanwhile blocks none
@@ -333,6 +420,22 @@ class OwnedRun:
                 for w in waiters:
                     if not w.done():
                         w.set_result(None)
+
+    async def _append_retrying(
+        self, events: Batch, automatic: bool, sync: bool, tried: int = 0
+    ) -> RunState:
+        """``_append_once`` until it is not ``_Stale`` (``tried`` times it was already)."""
+        for attempt in range(tried, self._conflict_retries):
+            # After a try someone else wrote first at, the state is reloaded: try again (a
+            # batch that no longer applies is refused by apply(), the honest answer); a
+            # steering writer backs off from the owner first.
+            if attempt and not self.leased:
+                await asyncio.sleep(0.01 + secrets.randbelow(20) / 1000)
+            try:
+                return await self._append_once(events, automatic, sync)
+            except _Stale:
+                continue
+        raise Conflict(f"run {self.state.run_id}: gave up after repeated concurrent writes")
 
     async def _append_once(self, events: Batch, automatic: bool, sync: bool) -> RunState:
         if self.fenced:
@@ -378,6 +481,32 @@ class OwnedRun:
         if state.seq - self._snapshot_seq >= self.snapshot_every:
             snapshot = (state.seq, state.to_json())
         assert state.status is not None
+        following = self._step
+        if (
+            self._commits_ahead
+            and snapshot is None
+            and type(following) is CallModel
+            and following.turn_recorded
+            and self._step_seq == state.seq
+            and automatic
+        ):
+            # Only a model call follows: it goes on while this commit is on the wire.
+            task = asyncio.ensure_future(
+                self.store.append(
+                    state.run_id,
+                    written,
+                    expected_seq=before,
+                    epoch=self.epoch,
+                    status=_VALUES[state.status],
+                    now=self.clock(),
+                    sync=sync,
+                )
+            )
+            task.add_done_callback(_quiet)
+            self._ahead = _Ahead(task, events, len(written), sync)
+            if self.on_commit is not None and batch:
+                self.on_commit(state, batch)
+            return state
         try:
             await self.store.append(
                 state.run_id,

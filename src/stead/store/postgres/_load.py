@@ -28,25 +28,35 @@ _RUN = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
 LOAD = (
     f"WITH r AS (SELECT {_RUN}, s.seq AS snap_seq, s.state,"
     " CASE WHEN s.seq > 0 AND s.seq <= r.last_seq THEN s.seq ELSE 0 END AS after"
-    " , r.run_no FROM runs r LEFT JOIN snapshots s ON s.run_id = r.run_id WHERE r.run_id = %s)"
-    " SELECT 0 AS part, NULL::bigint AS seq, NULL::text, NULL::int, NULL::bytea,"
-    " NULL::float8, r.* FROM r"
+    " , r.run_no FROM runs r LEFT JOIN snapshots s ON s.run_id = r.run_id"
+    " WHERE r.run_id = ANY(%s))"
+    " SELECT r.run_id AS key, 0 AS part, NULL::bigint AS seq, NULL::text, NULL::int,"
+    " NULL::bytea, NULL::float8, r.* FROM r"
     " UNION ALL"
-    " SELECT 1, e.seq, e.kind, e.version, e.data, e.created_at"
+    " SELECT r.run_id, 1, e.seq, e.kind, e.version, e.data, e.created_at"
     f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 4)}"
     " FROM r JOIN events e ON e.run_no = r.run_no AND e.seq > r.after AND e.seq <= r.last_seq"
     " UNION ALL"
-    " SELECT 2, NULL, c.digest, NULL, c.data, NULL"
+    " SELECT r.run_id, 2, NULL, c.digest, NULL, c.data, NULL"
     f"{', NULL' * (len(RUN_COLUMNS.split(', ')) + 4)}"
     " FROM r JOIN snapshot_chunks c ON c.run_id = r.run_id WHERE r.after > 0"
-    " ORDER BY part, seq"
+    " ORDER BY key, part, seq"
 )
-"""(part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after, run_no):
-the run's row first (part 0), then its tail (part 1), read by the run's number (migration
-0009), then the snapshot's pieces (part 2: digest as ``kind``, ``data``; ``_chunks``)."""
+"""(key, part, seq, kind, version, data, created_at, *RUN_COLUMNS, snap_seq, state, after,
+run_no) of every run in the array: each run's row first (part 0), then its tail (part 1),
+read by the run's number (migration 0009), then its snapshot's pieces (part 2: digest as
+``kind``, ``data``; ``_chunks``); ``key`` is the run's id in every row."""
 
 _HEAD = 6
-"""Where the run's columns start in a row of ``LOAD``."""
+"""Where the run's columns start in a row of ``LOAD`` without its key."""
+
+
+def by_run(rows: Sequence[Sequence[Any]]) -> dict[str, list[Sequence[Any]]]:
+    """The rows of ``LOAD`` by run, each without its key."""
+    out: dict[str, list[Sequence[Any]]] = {}
+    for row in rows:
+        out.setdefault(row[0], []).append(row[1:])
+    return out
 
 
 def loaded(run_id: str, rows: Sequence[Sequence[Any]]) -> Loaded | None:

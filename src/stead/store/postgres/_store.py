@@ -85,6 +85,7 @@ from stead.store.postgres._conn import (
 )
 from stead.store.postgres._ledger import PostgresLedger
 from stead.store.postgres._listen import Listener
+from stead.store.postgres._together import Together
 from stead.store.sql import Loaded, Watcher, known_key
 
 log = logging.getLogger("stead.store")
@@ -101,6 +102,7 @@ class PostgresStore(_sql.SQLStore):
     PARAM = "%s"
     CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
+    commits_ahead = True  # a commit is a round trip: overlapped with the model call after it
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
@@ -163,6 +165,8 @@ class PostgresStore(_sql.SQLStore):
         """Where runs that became claimable are announced (set per schema once connected)."""
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
+        self._loads: Together[str, list[Sequence[Any]]] = Together(self._load_many, [])
+        self._releases: Together[tuple[str, int, str], None] = Together(self._release_many, None)
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -226,11 +230,13 @@ class PostgresStore(_sql.SQLStore):
         schema = self._schema = migrate(self.url, self.where, self._timeout, self._apply_migrations)
         self.claimable_channel = channel(schema, "")
         # A release announces a run it leaves claimable (a digest: safe as a literal).
+        # Releases go together: (run ids, epochs, owners) as arrays (``release``).
         self.release_sql = (
-            "WITH u AS (UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-            "WHERE run_id = %s AND epoch = %s AND lease_owner = %s "
-            f"RETURNING run_id, status, last_seq, {_UNSYNCED} AS unsynced) "
-            f"SELECT CASE WHEN status IN ({_sql.CLAIMABLE_SQL}) THEN pg_notify("
+            "WITH u AS (UPDATE runs r SET lease_owner = NULL, lease_expires_at = NULL"
+            " FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS h(run_id, epoch, owner)"
+            " WHERE r.run_id = h.run_id AND r.epoch = h.epoch AND r.lease_owner = h.owner"
+            f" RETURNING r.run_id, r.status, r.last_seq, {_UNSYNCED} AS unsynced)"
+            f" SELECT CASE WHEN status IN ({_sql.CLAIMABLE_SQL}) THEN pg_notify("
             f"'{self.claimable_channel}', run_id || ':' || last_seq) END, unsynced FROM u"
         )
 
@@ -331,12 +337,26 @@ class PostgresStore(_sql.SQLStore):
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``: one statement (``_load``, with the snapshot's pieces), not
-        the shared two."""
+        the shared two, shared by the loads asked for in the same turn of the loop."""
         known_key(run_id)
-        async with self._conn() as conn:
-            rows = await (await conn.execute(_load.LOAD, (run_id,))).fetchall()
-        loaded = _load.loaded(run_id, rows)
+        loaded = _load.loaded(run_id, await self._loads(run_id))
         return loaded if loaded is not None else await super().load(run_id)
+
+    async def release(self, run_id: str, *, owner: str, epoch: int) -> None:
+        """See ``Store.release``: the releases of one turn of the loop in one statement
+        (``_together``; runs that move in step finish together), unsynced."""
+        await self._releases((run_id, epoch, owner))
+
+    async def _release_many(self, leases: list[tuple[str, int, str]]) -> dict[Any, None]:
+        async with self._conn() as conn:
+            await conn.execute(self.release_sql, tuple(map(list, zip(*leases, strict=True))))
+        return {}
+
+    async def _load_many(self, run_ids: list[str]) -> dict[str, list[Sequence[Any]]]:
+        """``_load.LOAD`` of the runs of one turn's loads (``_together``)."""
+        async with self._conn() as conn:
+            rows = await (await conn.execute(_load.LOAD, (run_ids,))).fetchall()
+        return _load.by_run(rows)
 
     async def _pack_snapshot(self, run_id: str, state: dict[str, Any]) -> bytes:
         """See ``_chunks``: a long state's lists are stored in pieces, once each."""

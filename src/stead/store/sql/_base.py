@@ -143,6 +143,14 @@ class Claiming(TypedDict, total=False):
 class Store(Protocol):
     """The durable home of runs. SQLite and PostgreSQL implement it identically."""
 
+    @property
+    def commits_ahead(self) -> bool:
+        """Whether a run's commit that only a model call follows is left in flight while the
+        model is called (``OwnedRun``: a commit that is a network round trip, PostgreSQL's),
+        rather than awaited first (SQLite: a run alone commits on the event loop's own thread,
+        so nothing would overlap)."""
+        ...
+
     async def create_run(self, event: Any, *, now: float) -> None:
         """Insert a run and its ``run_created`` event (seq 1). ``Conflict`` if it exists."""
 

@@ -225,6 +225,8 @@ class SQLStore(ChatRows, SearchRows):
     BYTES_DATA: ClassVar[bool] = False
     """Whether event data is written as bytes only (``utf8_rows``); SQLite keeps a small
     row's JSON as text, readable in its shell."""
+    commits_ahead: ClassVar[bool] = False
+    """See ``Store.commits_ahead``."""
 
     SELECT_RUN: ClassVar[str] = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
     GROUP_WIDTH: ClassVar[int] = 1
