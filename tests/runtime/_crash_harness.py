@@ -57,9 +57,8 @@ class Scenario:
         self, mode: str, kind: str, *args: str, crash: str | None = None, **extra: str
     ) -> Child:
         """The child run to its end (forked from a warm parent: ``_spawn``)."""
-        p = python_popen(
-            CHILD, f"sqlite:///{self.store}", mode, kind, *args, env=self.env(crash, **extra)
-        )
+        url = self.url or f"sqlite:///{self.store}"
+        p = python_popen(CHILD, url, mode, kind, *args, env=self.env(crash, **extra))
         out, err = p.communicate(timeout=60)
         return finish(p, out, err)
 
