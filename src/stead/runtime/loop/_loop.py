@@ -41,7 +41,6 @@ from stead.core.builders import (
     unique_call_ids,
 )
 from stead.core.canonical import effect_id
-from stead.core.children import tree_budget_of
 from stead.core.decide import (
     CallModel,
     Cancel,
@@ -77,7 +76,7 @@ from stead.providers import ModelRequest, ModelResponse, RequestEncoder
 from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_settings
 from stead.runtime.executors import Executor, InProcessExecutor, tool_context
 from stead.runtime.loop._backoff import Backoff, after_model_failure
-from stead.runtime.loop._budgeted import over_budget
+from stead.runtime.loop._budgeted import in_tree, over_budget, rest_of_tree
 from stead.runtime.loop._children import HandlerChildren, descendants_usage, start_child
 from stead.runtime.loop._deadline import DeadlineWatch
 from stead.runtime.loop._first_wait import at_first_wait
@@ -145,11 +144,7 @@ class RunLoop:
         self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
-        # A run in a tree (a child, or a parent that can start one: with an agent_tool, or
-        # a budget a handler's run_child may spend of) counts its descendants' usage
-        # against its budget, and a child its tree's budget too.
-        self._tree = parts.children or not agent.budget.unlimited
-        self._tree = self._tree or tree_budget_of(owned.state) is not None
+        self._tree = in_tree(agent, owned.state)
         self._below: Usage | None = None
         self._large: LargeResults | None = None
         if self.limits.result_by_reference is not None:
@@ -272,8 +267,8 @@ class RunLoop:
             # fixed for the length of this drive.
             self._below = await descendants_usage(self.owned.store, state.run_id)
         if not self.agent.budget.unlimited or self._tree:
-            below = self._below or Usage()
-            ended = over_budget(self.agent, state, self._fixed_chars, request, below)
+            below, rest = self._below or Usage(), await rest_of_tree(self.owned.store, state)
+            ended = over_budget(self.agent, state, self._fixed_chars, request, below, rest)
             if ended is not None:
                 await self.owned.append([ended], automatic=False)
                 return
