@@ -1,4 +1,5 @@
-"""Child runs: a tool call whose work is a run of another agent (``stead.agent_tool``).
+"""Child runs: a tool call whose work is a run of another agent (``stead.agent_tool``), or
+whose handler starts runs of other agents (``ToolContext.run_child``).
 
 The decisions, pure: the child's id (derived from the call, so a crash between creating the
 child and recording the wait finds the same child, never a second one), the link a child
@@ -6,6 +7,11 @@ carries in its config, the wait the parent's call records (``approval_requested`
 ``reason="child"``: the parent rests as it does on a person, its worker free, its
 deadlines and sweeps the same), the result a finished child gives that call, the depth
 limit, and the budget a child may spend of its tree's.
+
+The two differ in how a child's end is taken. An ``agent_tool`` call's child gives the call
+its result (``tool_result_recorded``, ``source="child"``). A handler's child (its wait's
+payload has the child's ``index``) gives the call ``approve``: the handler runs again, and
+its ``run_child`` reads the finished child from the child run itself.
 
 Linked both ways without a new event: the child's ``run_created`` config holds its parent
 (run, call, depth, root); the parent's wait names the child in its payload.
