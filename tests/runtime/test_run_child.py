@@ -6,6 +6,7 @@ process driving the parent while its child works is at the end."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import _family
 import pydantic
 import pytest
-from _crash_harness import Scenario
+from _crash_harness import KILLED, Scenario
 from _scenario import side_effects
 from _workers import until
 
@@ -271,6 +272,32 @@ async def test_the_process_driving_a_parent_killed_while_its_handlers_child_work
         (taken,) = await _results(rt, rid)
         assert taken.content == "plodder said: Looked." and not taken.is_error
         assert side_effects().count("delegate") == 2  # stopped at run_child, then run again
+        for run in (rid, child):
+            assert_valid_history(await rt.state(run))
+
+
+@pytest.mark.timeout(120)
+async def test_killed_between_creating_the_child_and_recording_the_wait(
+    url: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    """SIGKILLed right after the handler's child was created, before the call's wait was
+    recorded: the call runs again (``idempotent_write``), its ``run_child`` finds the same
+    child (never a second one) and waits on it, and the run completes with one result."""
+    env = scenario.env("after_child_created:delegate", STEAD_TEST_SLOW="0")
+    dying = _family_run(url, env)
+    assert await asyncio.to_thread(dying.wait, 60) == KILLED
+    async with Runtime(url, agents=_family.agents()) as rt:
+        (rid,) = [r.run_id for r in await rt.store.list_runs(limit=100) if r.agent == "foreman"]
+        (child,) = [r.run_id for r in await rt.store.list_runs(limit=100) if r.agent == "plodder"]
+        assert (await rt.get(rid)).approvals == ()  # the wait was never recorded
+        view = await rt.run(rid)
+        assert view.status is RunStatus.COMPLETED, view.error
+        assert view.output == "plodder said: Looked."
+        plodders = [r.run_id for r in await rt.store.list_runs(limit=100) if r.agent == "plodder"]
+        assert plodders == [child] == [child_run_id(rid, await _call_id(rt, rid), 0)]
+        (taken,) = await _results(rt, rid)
+        assert taken.content == "plodder said: Looked." and not taken.is_error
+        assert side_effects().count("slow_lookup") == 1
         for run in (rid, child):
             assert_valid_history(await rt.state(run))
 
