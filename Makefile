@@ -91,7 +91,8 @@ serve-demo: $(STAMP)
 soak: $(STAMP)
 	STEAD_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pg_soak.py
 	STEAD_POOL_SOAK_RUNS=200 $(BIN)/python -m pytest -q tests/runtime/test_pool_soak.py
-	STEAD_CHILDREN_MATRIX=1 $(BIN)/python -m pytest -q tests/runtime/test_children_processes.py
+	STEAD_CHILDREN_MATRIX=1 $(BIN)/python -m pytest -q tests/runtime/test_children_processes.py \
+	  tests/runtime/test_run_child.py
 	STEAD_FULL_POOL_TESTS=1 $(BIN)/python -m pytest -q tests/runtime/test_pool_processes.py \
 	  tests/runtime/test_pool_owner_crash.py tests/runtime/test_pool_strays.py
 	STEAD_TEST_ALL_MODES=1 $(BIN)/python -m pytest -q tests/runtime/test_crash.py -k effects

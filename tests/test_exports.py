@@ -46,6 +46,7 @@ def test_public_api_is_pinned() -> None:
         "UnknownConversation",
         "UserMessage",
         "WaitTimeout",
+        "ChildRunFailed",
         "ApprovalError",
         "Budget",
         "Conflict",

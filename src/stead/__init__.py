@@ -20,7 +20,7 @@ The public names (``__all__``, one sorted list), by topic:
   ``UnknownConversation``,
   ``ConversationBusy``, ``RunNotFound``, ``IllegalTransition``, ``Conflict``, ``Fenced``,
   ``LeaseHeld``, ``ExecutorError``, ``InvalidEvent``, ``CorruptEvent``, ``SchemaTooNew``,
-  ``StoreError``, ``DispatchRejected``, ``WaitTimeout``,
+  ``StoreError``, ``DispatchRejected``, ``WaitTimeout``, ``ChildRunFailed``,
   ``ProviderError``, ``ProviderHTTPError``, ``ReplayDiverged``, ``Aborted``
 - a run's life after it is recorded: ``Retention`` (what pruning keeps; export, import,
   fork and pruning are ``Runtime`` methods, see docs/lifecycle.md)
@@ -34,6 +34,7 @@ from stead.errors import (
     Aborted,
     AmbiguousId,
     ApprovalError,
+    ChildRunFailed,
     Conflict,
     ConversationBusy,
     CorruptEvent,
@@ -120,6 +121,7 @@ __all__ = [
     "AssistantMessage",
     "Attachment",
     "Budget",
+    "ChildRunFailed",
     "Conflict",
     "ConversationBusy",
     "CorruptEvent",

@@ -19,6 +19,8 @@
     ├── Fenced                    this worker's lease was taken over; its writes are refused
     ├── WaitTimeout               ``Runtime.wait`` gave up before the run came to rest (also a
     │                             TimeoutError); nothing changed
+    ├── ChildRunFailed            a child run a tool started (``ToolContext.run_child``) failed,
+    │                             was cancelled or timed out (names the child and why)
     ├── ExecutorError             an executor settled an effect with an outcome that cannot be
     │                             read (names the key and the executor)
     ├── StoreError                the store failed or holds something it cannot read
@@ -179,6 +181,16 @@ class Fenced(SteadError):
 class WaitTimeout(SteadError, TimeoutError):
     """``Runtime.wait``'s timeout passed before the run came to rest; the message says where
     it is. Nothing changed: wait again to go on waiting."""
+
+
+class ChildRunFailed(SteadError):
+    """A child run a tool's handler started (``ToolContext.run_child``) failed, was
+    cancelled or timed out: raised in the handler, which may catch it; uncaught, it is the
+    call's error result, which the model reads. ``child_run`` names the child."""
+
+    def __init__(self, child_run: str, message: str) -> None:
+        super().__init__(message)
+        self.child_run = child_run
 
 
 class ExecutorError(SteadError):

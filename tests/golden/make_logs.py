@@ -229,6 +229,40 @@ async def _timed_out(rt: stead.Runtime) -> str:
     return rid
 
 
+_WRITER = stead.Agent("writer", ScriptedModel(["A two-line note."] * 2))
+
+
+@stead.tool(effect="idempotent_write")
+async def draft(topic: str, ctx: stead.ToolContext) -> str:
+    """Have a note drafted by the writer, from inside the tool."""
+    return f"drafted: {await ctx.run_child(_WRITER, f'write about {topic}')}"
+
+
+async def _children(rt: stead.Runtime) -> str:
+    """A parent whose turn starts two child runs: one as an ``agent_tool`` call (the
+    child's output is the result, ``source="child"``), one from a handler's ``run_child``
+    (the child's end runs the handler again, which records the result)."""
+    agent = stead.Agent(
+        "boss",
+        ScriptedModel(
+            [
+                Reply(
+                    tool_calls=[
+                        ("writer", {"task": "Write the note."}),
+                        ("draft", {"topic": "tides"}),
+                    ]
+                ),
+                "Both notes are in.",
+            ]
+        ),
+        [stead.agent_tool(_WRITER), draft],
+    )
+    rt.register(agent)
+    rid = await rt.start(agent, "Get me two notes.", run_id="run_children")
+    await rt.run(rid)
+    return rid
+
+
 SCENARIOS: dict[str, Callable[[stead.Runtime], Awaitable[str]]] = {
     "basic": _basic,
     "approval": _approval,
@@ -236,6 +270,7 @@ SCENARIOS: dict[str, Callable[[stead.Runtime], Awaitable[str]]] = {
     "budget": _budget,
     "cancel_resume": _cancel_resume,
     "timed_out": _timed_out,
+    "children": _children,
 }
 
 

@@ -112,3 +112,18 @@ async def test_a_store_file_written_by_earlier_code_still_loads(tmp_path: Path) 
             for key in ("status", "output", "seq", "conversation", "approvals", "turn_index"):
                 assert got[key] == want[key], (rid, key)
             assert [e.seq for e in await rt.events(rid)] == list(range(1, want["seq"] + 1))
+
+
+def test_the_children_log_holds_both_kinds_of_child_wait() -> None:
+    """``children.json``: a call that waited on an ``agent_tool`` child (its result
+    ``source="child"``) and one whose handler waited on a ``run_child`` child (the wait
+    ended by ``approve``, the handler's own result after it)."""
+    events = [e for _, e in _events(_doc(LOGS / "children.json"))]
+    waits = [e for e in events if getattr(e, "kind", "") == "approval_requested"]
+    assert [w.reason for w in waits] == ["child", "child"]
+    assert [w.payload.get("index") for w in waits] == [None, 0]
+    results = {e.name: e for e in events if getattr(e, "kind", "") == "tool_result_recorded"}
+    assert results["writer"].source == "child"
+    assert results["draft"].source == "executed" and results["draft"].content.startswith("drafted")
+    decided = [e.decision for e in events if getattr(e, "kind", "") == "approval_decided"]
+    assert decided == ["answer", "approve"]

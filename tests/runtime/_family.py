@@ -8,6 +8,8 @@ Each agent is built once (an agent used as a child of two parents is one object)
 * ``support`` hands the message to ``courier`` (``stead.agent_tool``), then reports.
 * ``courier`` sends one message (``send_message``: non_idempotent, reconcilable).
 * ``patient`` hands a long job to ``plodder``; ``quizzer`` a question to ``asker``.
+* ``foreman``'s tool ``delegate`` starts a ``plodder`` run from its handler
+  (``ctx.run_child``) and reports what it said.
 * ``watcher`` hands a long job to ``plodder`` (whose ``slow_lookup`` blocks for
   ``$STEAD_TEST_SLOW`` seconds, or until ``$STEAD_TEST_SLOW_GATE`` exists) and a question to
   ``middle``, whose child ``asker`` asks its user which shipping speed: one child running,
@@ -20,7 +22,7 @@ import functools
 from typing import Literal
 
 import pydantic
-from _scenario import send_message, slow_lookup
+from _scenario import send_message, side_effects, slow_lookup
 
 import stead
 from stead.core.messages import ToolResultMessage
@@ -101,5 +103,19 @@ def watcher() -> stead.Agent:
     return stead.Agent("watcher", model, [stead.agent_tool(plodder()), stead.agent_tool(middle())])
 
 
+@stead.tool(effect="idempotent_write")
+async def delegate(order_id: int, ctx: stead.ToolContext) -> str:
+    """Have the order looked up by another agent."""
+    side_effects().record("delegate", ctx.idempotency_key, attempt=ctx.attempt)
+    said = await ctx.run_child(plodder(), f"look order {order_id} up")
+    return f"plodder said: {said}"
+
+
+@functools.cache
+def foreman() -> stead.Agent:
+    model = ScriptedModel([Reply(tool_calls=[("delegate", {"order_id": 7})]), _report])
+    return stead.Agent("foreman", model, [delegate])
+
+
 def agents() -> list[stead.Agent]:
-    return [support(), patient(), quizzer(), watcher()]
+    return [support(), patient(), quizzer(), watcher(), foreman(), plodder()]

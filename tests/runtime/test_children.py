@@ -189,3 +189,37 @@ async def test_a_tree_budget_runs_out_in_a_grandchild(store: str) -> None:
         assert whole.tree_usage == tree.tree_usage
         assert whole.usage == tree.usage and whole.usage.input_tokens < tree.tree_usage.input_tokens
         assert tree.tree_usage.input_tokens <= 60  # what the tree spent stayed in its budget
+
+
+async def test_children_side_by_side_cannot_overspend_the_tree_budget(store: str) -> None:
+    """Two children started by one turn share the root's budget: the second one, whose link
+    took its snapshot of the tree before the first had spent anything, still sees what its
+    sibling spent at its own turn's start and is refused; the tree stays within budget
+    (with only the snapshot, both ran and the tree spent 80 of 60 output tokens)."""
+    helper = stead.Agent(
+        "helper", ScriptedModel([Reply(text="done and dusted " * 8)] * 2), max_output_tokens=20
+    )
+    model = ScriptedModel(
+        [
+            Reply(tool_calls=[("helper", {"task": "part one"}), ("helper", {"task": "part two"})]),
+            _last_result,
+        ]
+    )
+    root = stead.Agent(
+        "root",
+        model,
+        [stead.agent_tool(helper)],
+        max_output_tokens=20,
+        budget=stead.Budget(max_output_tokens=60),
+    )
+    async with stead.Runtime(store, agents=[root]) as rt:
+        rid = await rt.start(root, "go")
+        await rt.run(rid)
+        tree = await rt.tree(rid)
+        first, second = tree.children
+        assert first.status is RunStatus.COMPLETED
+        assert second.status is RunStatus.FAILED and second.usage.output_tokens == 0
+        refused = (await rt.get(second.run_id)).error
+        assert refused is not None and refused["code"] == "budget_exceeded"
+        assert f"the tree of runs under {rid}" in refused["message"]
+        assert tree.tree_usage.output_tokens <= 60

@@ -10,6 +10,8 @@
 * ``long``: 50 turns of lookups, then an answer: 51 turns, for the long run's page.
 * ``chatty``: a chat agent that answers each message of a conversation by echoing it
   (``You said: ...``); a message ``ask: QUESTION`` makes it ask a person QUESTION first.
+* ``delegator``: hands a lookup to ``helper`` (``stead.agent_tool``): a parent and its
+  child run, for the run tree.
 * ``sleeper``: a tool that runs ``sleep 60`` through ``ctx.run_subprocess`` and writes its
   process group id to ``$STEAD_TEST_PIDDIR/<run id>``, for the cancel tests.
 * ``spender``: a budget of one token, spent on its first turn: it fails ``budget_exceeded``,
@@ -116,10 +118,27 @@ def _echo(request: ModelRequest) -> Reply:
     return Reply(text=f"You said: {last.content}")
 
 
+def _helper() -> stead.Agent:
+    model = ScriptedModel(
+        [Reply(tool_calls=[("lookup_order", {"order_id": 9})]), "Order 9 has shipped."]
+    )
+    return stead.Agent("helper", model, [lookup_order])
+
+
 def build() -> list[stead.Agent]:
     delay = float(os.environ.get("STEAD_TEST_STREAM_DELAY", "0.05"))
     no_deadline = stead.Limits(approval_timeout=None)
     return [
+        stead.Agent(  # a parent and its child run: the run tree
+            "delegator",
+            ScriptedModel(
+                [
+                    Reply(tool_calls=[("helper", {"task": "Look order 9 up."})]),
+                    lambda request: f"The helper says: {request.messages[-1].content}",
+                ]
+            ),
+            [stead.agent_tool(_helper())],
+        ),
         stead.Agent(
             "refunds",
             ScriptedModel(

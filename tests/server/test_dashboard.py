@@ -632,3 +632,31 @@ def test_the_waterfall_puts_every_step_on_one_time_axis(stack: Stack, page: obje
     page.goto(f"{stack.url}/#/runs?q={run_id[:16]}")  # type: ignore[attr-defined]
     waited = page.wait_for_selector(f'#runs tr[data-run="{run_id}"] .waited').inner_text()  # type: ignore[attr-defined]
     assert waited.strip().startswith("waited ")
+
+
+def test_the_run_tree_links_a_parent_and_its_child(stack: Stack, page: object) -> None:
+    """A parent whose call ran as a child run: its page shows the tree (both runs, their
+    states and tokens), the child's link opens the child, whose page names its parent, and
+    that link leads back."""
+    run_id = _start(stack, "delegator", "Where is order 9?")
+    done = wait_for(_api(stack), run_id, "completed")
+    assert done["output"] == "The helper says: Order 9 has shipped."
+    tree = _api(stack).get(f"/runs/{run_id}/tree").json()
+    (child,) = tree["root"]["children"]
+    assert tree["parents"] == [] and child["agent"] == "helper"
+    assert child["status"] == "completed" and child["usage"]["output_tokens"] > 0
+    page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
+    shown = page.wait_for_selector(f'#tree li[data-run="{child["run_id"]}"]')  # type: ignore[attr-defined]
+    assert "helper" in shown.inner_text() and "completed" in shown.inner_text()
+    assert page.locator("#tree .tree-here > strong").inner_text().startswith(run_id[:12])  # type: ignore[attr-defined]
+    page.click(f'#tree a[data-run="{child["run_id"]}"]')  # type: ignore[attr-defined]
+    page.wait_for_function(_SHOWS, arg=child["run_id"])  # type: ignore[attr-defined]
+    page.wait_for_selector(f'#tree .tree-here[data-run="{child["run_id"]}"]')  # type: ignore[attr-defined]
+    page.click(f'#tree-parents a[data-run="{run_id}"]')  # type: ignore[attr-defined]
+    page.wait_for_function(_SHOWS, arg=run_id)  # type: ignore[attr-defined]
+
+
+_SHOWS = """id => location.hash === '#/runs/' + id
+    && document.querySelector('h1 .id')?.textContent === id"""
+"""The page shows run ``id``: its address and its heading (the old page's heading stays
+until the new one has loaded)."""

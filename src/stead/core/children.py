@@ -1,4 +1,5 @@
-"""Child runs: a tool call whose work is a run of another agent (``stead.agent_tool``).
+"""Child runs: a tool call whose work is a run of another agent (``stead.agent_tool``), or
+whose handler starts runs of other agents (``ToolContext.run_child``).
 
 The decisions, pure: the child's id (derived from the call, so a crash between creating the
 child and recording the wait finds the same child, never a second one), the link a child
@@ -6,6 +7,11 @@ carries in its config, the wait the parent's call records (``approval_requested`
 ``reason="child"``: the parent rests as it does on a person, its worker free, its
 deadlines and sweeps the same), the result a finished child gives that call, the depth
 limit, and the budget a child may spend of its tree's.
+
+The two differ in how a child's end is taken. An ``agent_tool`` call's child gives the call
+its result (``tool_result_recorded``, ``source="child"``). A handler's child (its wait's
+payload has the child's ``index``) gives the call ``approve``: the handler runs again, and
+its ``run_child`` reads the finished child from the child run itself.
 
 Linked both ways without a new event: the child's ``run_created`` config holds its parent
 (run, call, depth, root); the parent's wait names the child in its payload.
@@ -30,10 +36,14 @@ CHILD_REASON: Final = "child"
 """``ApprovalRequested.reason`` of a call that waits on a child run."""
 
 
-def child_run_id(run_id: str, tool_call_id: str) -> str:
+def child_run_id(run_id: str, tool_call_id: str, index: int | None = None) -> str:
     """The id of the child a call starts: the same for every attempt of the call and in every
-    process, so the child is created at most once per call."""
+    process, so the child is created at most once per call. ``index``: the child's place
+    among those a tool's handler starts with ``ToolContext.run_child`` (0, 1, ...); None
+    for an ``agent_tool`` call, whose one child is the call's work."""
     text = f"child\x00{run_id}\x00{tool_call_id}"
+    if index is not None:
+        text += f"\x00{index}"
     return "run_" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -53,6 +63,9 @@ class Link:
     """The tree's budget (``Budget.to_json``), where the root has one."""
     spent_before: dict[str, Any] | None = None
     """What the rest of the tree had spent (``Usage.to_json``) when this child started."""
+    index: int | None = None
+    """Its place among the children a handler started (``ToolContext.run_child``); None for
+    an ``agent_tool`` call's child."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -62,6 +75,8 @@ class Link:
             "root": self.root,
             "effect": self.effect,
         }
+        if self.index is not None:
+            data["index"] = self.index
         if self.budget is not None:
             data["budget"] = self.budget
             data["spent_before"] = self.spent_before or {}
@@ -79,6 +94,7 @@ def link_of(config: dict[str, Any] | None) -> Link | None:
         return None
     budget = raw.get("budget")
     spent = raw.get("spent_before")
+    index = raw.get("index")
     return Link(
         run_id=run_id,
         tool_call_id=call_id,
@@ -87,6 +103,7 @@ def link_of(config: dict[str, Any] | None) -> Link | None:
         effect=str(raw.get("effect") or ""),
         budget=budget if isinstance(budget, dict) else None,
         spent_before=spent if isinstance(spent, dict) else None,
+        index=index if isinstance(index, int) and not isinstance(index, bool) else None,
     )
 
 
@@ -100,6 +117,7 @@ def child_link(
     call: CallState,
     budget: Budget,
     tree_spent: Usage,
+    index: int | None = None,
 ) -> Link:
     """The link of the child ``call`` of ``state`` starts. ``budget`` is the parent's own
     budget, ``tree_spent`` what its tree has spent so far: the child inherits the tighter
@@ -123,6 +141,7 @@ def child_link(
         effect=call.effect_class or "",
         budget=tree_budget,
         spent_before=None if tree_budget is None else before.to_json(),
+        index=index,
     )
 
 
@@ -138,16 +157,19 @@ def depth_refusal(state: RunState, max_depth: int) -> str | None:
 
 
 def child_wait_events(
-    call: CallState, child_id: str, agent: str, input: str, token: str
+    call: CallState, child_id: str, agent: str, input: str, token: str, index: int | None = None
 ) -> list[Event]:
     """The parent's call waits on its child (no deadline of its own: the child's limits
-    bound it, and a child that times out ends the wait)."""
+    bound it, and a child that times out ends the wait). ``index``: a child its handler
+    started (``ToolContext.run_child``), whose end runs the handler again."""
     payload: dict[str, Any] = {
         "tool": call.name,
         "child_run": child_id,
         "agent": agent,
         "input": input,
     }
+    if index is not None:
+        payload["index"] = index
     return [
         ApprovalRequested(
             turn_index=call.turn_index,
@@ -197,6 +219,14 @@ def child_settled_events(parent: RunState, child: RunState) -> list[Event]:
         return []
     call = parent.calls[link.tool_call_id]
     content, is_error = settled
+    if "index" in (parent.approvals[call.tool_call_id].payload or {}):
+        # A child the handler started: its end runs the handler again, and there
+        # ``run_child`` reads the child's result from the child run itself.
+        by = f"child run {child.run_id}"
+        decided = ApprovalDecided(
+            turn_index=call.turn_index, tool_call_id=call.tool_call_id, decision="approve", by=by
+        )
+        return [decided]
     return [
         ApprovalDecided(
             turn_index=call.turn_index,

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.durable_exec import (
     IDENTITY_CODEC,
     BaseDurabilityCapability,
@@ -39,6 +40,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolCallPartDelta,
 )
+from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from stead.core.durability import Durability
@@ -48,6 +50,7 @@ from stead.core.pricing import PriceTable
 from stead.errors import UserError
 from stead.foreign import Journal, current_journal, current_progress
 from stead.pydantic_ai._convert import outcome_of, reply_of, response_of, tool_result_of
+from stead.pydantic_ai._delegate import delegated_run
 from stead.pydantic_ai._toolsets import ENGINE, Listing
 
 __all__ = ["ENGINE", "SteadDurability"]
@@ -253,6 +256,15 @@ class SteadDurability(BaseDurabilityCapability[Any]):
     @property
     def in_durable_context(self) -> bool:
         return current_journal() is not None
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """A run started inside a stead tool call (agent delegation) is a child run."""
+        delegated = await delegated_run(self._agent, ctx)
+        if delegated is not None:
+            return delegated
+        return await super().wrap_run(ctx, handler=handler)
 
     def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
         return _StepBackend(self.name, self)

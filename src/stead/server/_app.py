@@ -11,7 +11,7 @@ process), never inside a request: creating, approving or resuming a run makes it
 and returns at once.
 
 The routes live in router modules (``ROUTERS``: ``_read``, ``_steer``, ``_answer``,
-``_chat``), each
+``_chat``, ``_tree``), each
 route a function that takes what it needs by dependency (``_deps``: the caller, the
 runtime); what the answers look like is ``_shape``. A new route is a function in a router
 module; a new module is one line of ``ROUTERS``.
@@ -40,7 +40,7 @@ from stead.errors import (
     UserError,
 )
 from stead.runtime import Runtime
-from stead.server import _answer, _browse, _chat, _read, _steer
+from stead.server import _answer, _browse, _chat, _read, _steer, _tree
 from stead.server._deps import Unauthorized
 from stead.server._errors import SafeJSON, invalid_request
 from stead.server._models import ErrorOut
@@ -55,6 +55,7 @@ ROUTERS: Final[tuple[APIRouter, ...]] = (
     _steer.router,
     _answer.router,
     _chat.router,
+    _tree.router,
 )
 """The API's routes, by module, in the order the OpenAPI document lists them."""
 

@@ -35,8 +35,12 @@ __all__ = [
 ]
 
 # For the other packages of stead, not part of the public API (hence not in __all__): the
-# queue-name check an agent applies, and what an MCP tool shares with a decorated one.
+# queue-name check an agent applies, the run loop's side of ``ToolContext.run_child``, and
+# what an MCP tool shares with a decorated one.
 from stead.tools._queue import check_queue as check_queue
+from stead.tools._run_child import CHILD_PORT as CHILD_PORT
+from stead.tools._run_child import ChildPending as ChildPending
+from stead.tools._run_child import ChildPort as ChildPort
 from stead.tools._signature import HandlerShape as HandlerShape
 from stead.tools._signature import Param as Param
 from stead.tools._signature import describe_reconcile as describe_reconcile

@@ -20,6 +20,8 @@ from typing_extensions import TypeVar
 from stead._lease import HeldLease
 from stead._signal import AbortSignal
 from stead.core.codegen import fast_init
+from stead.errors import UserError
+from stead.tools._run_child import CHILD_PORT
 from stead.tools._subprocess import Child, run_subprocess, run_subprocess_sync
 
 DepsT = TypeVar("DepsT", default=Any)
@@ -99,6 +101,33 @@ class ToolContext(Generic[DepsT]):
         this raises ``Aborted``."""
         child = Child(args=args, input=input, cwd=cwd, env=env)
         return await run_subprocess(child, self.signal, self.cancel_grace)
+
+    async def run_child(self, agent: Any, input: str) -> Any:
+        """Hand ``input`` to ``agent`` (a ``stead.Agent``) as a durable child run of this
+        call, and return its output: its structured output (an instance of its
+        ``output_type``) when it has one, else its text.
+
+        The child is created once per call, also across crashes: its id is derived from the
+        call and from its place among the children this handler starts (the first, the
+        second, ...). The first time, the child does not exist: this starts it and stops
+        the handler (``ChildPending``; let it through), the run rests while the child works,
+        and the child's end runs the handler again from its top, where this returns the
+        child's result. So the code before a ``run_child`` runs again on every wake: keep
+        it free of effects that must not repeat, or make them idempotent with
+        ``idempotency_key``, and start the same children in the same order each time.
+
+        A child that failed, was cancelled or timed out raises ``ChildRunFailed`` (uncaught,
+        it is the call's error result, which the model reads). The child is recorded with
+        this tool's effect class and held to the tree's budget and ``Limits.max_depth``.
+        Only in an async handler run by the run's own worker (not an executor pool)."""
+        port = CHILD_PORT.get()
+        if port is None or port.run_id != self.run_id:
+            raise UserError(
+                f"ToolContext.run_child: tool {self.tool_name!r} does not run in the worker "
+                "that drives its run (an executor pool, or outside a drive); a child run "
+                "can only be started there"
+            )
+        return await port.run_child(self, agent, input)
 
     def run_subprocess_sync(
         self,

@@ -19,12 +19,15 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from stead._crash import CrashHook
 from stead.core.builders import created_event, executed_result
 from stead.core.children import (
     PARENT_KEY,
     child_link,
+    child_result,
     child_run_id,
     child_settled_events,
     child_wait_events,
@@ -36,10 +39,11 @@ from stead.core.events import ApprovalRequested
 from stead.core.fold import CallState, RunState
 from stead.core.messages import Usage
 from stead.core.states import FINISHED
-from stead.errors import Conflict, RunNotFound
-from stead.runtime.agent import Agent, ChildTool
+from stead.errors import ChildRunFailed, Conflict, RunNotFound, UserError
+from stead.runtime.agent import Agent, ChildTool, RunView
 from stead.runtime.loop._owned import OwnedRun
 from stead.store import Store
+from stead.tools import ChildPending, ToolContext
 
 log = logging.getLogger("stead.runtime")
 
@@ -62,15 +66,31 @@ async def start_child(
     if refused is not None:
         await owned.append([executed_result(call, refused, True, call.attempts + 1)])
         return
-    store = owned.store
-    child_id = child_run_id(state.run_id, call.tool_call_id)
     text = tool.child_input(call.effective_arguments())
+    await open_child(owned, agent, call, tool.agent.name, text, None, clock, crash)
+
+
+async def open_child(
+    owned: OwnedRun,
+    agent: Agent,
+    call: CallState,
+    child_agent: str,
+    text: str,
+    index: int | None,
+    clock: Callable[[], float],
+    crash: CrashHook,
+) -> None:
+    """Create ``call``'s child (``index``: its place among a handler's children, None for
+    an ``agent_tool`` call) unless it exists, record the wait, and take the result of a
+    child that ended before the wait was there."""
+    state, store = owned.state, owned.store
+    child_id = child_run_id(state.run_id, call.tool_call_id, index)
     budgeted = not agent.budget.unlimited or link_of(state.config) is not None
     spent = await descendants_usage(store, state.run_id) if budgeted else Usage()
-    link = child_link(state, call, agent.budget, spent)
+    link = child_link(state, call, agent.budget, spent, index)
     created = created_event(
         child_id,
-        tool.agent.name,
+        child_agent,
         text,
         session_id=state.session_id,
         correlation_id=state.correlation_id,
@@ -80,10 +100,107 @@ async def start_child(
         await store.create_run(created, now=clock())
     crash("after_child_created", call.name)
     token = secrets.token_urlsafe(16)
-    await owned.append(child_wait_events(call, child_id, tool.agent.name, text, token))
+    await owned.append(child_wait_events(call, child_id, child_agent, text, token, index))
     child, _ = await OwnedRun.load_state(store, child_id)
     if child.status in FINISHED:  # it ended before the wait was there to be told
         await owned.append(lambda s: child_settled_events(s, child))
+
+
+@dataclass(slots=True)
+class _Started:
+    """The children one execution of a handler asked for so far."""
+
+    count: int = 0
+    pending: tuple[int, Agent, str] | None = None
+    """The child it waits on (index, agent, input), set when ``run_child`` stopped it."""
+
+
+class HandlerChildren:
+    """The run loop's side of ``ToolContext.run_child`` for one drive (``ChildPort``).
+
+    A handler's ``run_child`` reads the child recorded under its call and place: one that
+    ended gives its result; otherwise the handler is stopped and the loop, seeing the note
+    left here (``take``), starts the child and records the wait (``open_child``). Whatever
+    the handler did with ``ChildPending``, the note decides: the call waits."""
+
+    __slots__ = ("agent", "calls", "clock", "crash", "owned", "register", "run_id")
+
+    def __init__(
+        self,
+        owned: OwnedRun,
+        agent: Agent,
+        register: Callable[[Agent], None],
+        clock: Callable[[], float],
+        crash: CrashHook,
+    ) -> None:
+        self.owned, self.agent, self.clock, self.crash = owned, agent, clock, crash
+        self.run_id = owned.state.run_id
+        self.register = register
+        """Makes the child's agent known to this process, so its ``run`` can drive it."""
+        self.calls: dict[str, _Started] = {}
+
+    async def waits(self, call: CallState) -> bool:
+        """After one execution of ``call``'s handler: start the child it stopped to wait on
+        and record the wait (True), or False when it asked for none still running. The
+        count starts again: the next execution asks for the same children."""
+        started = self.calls.pop(call.tool_call_id, None)
+        if started is None or started.pending is None:
+            return False
+        index, child, text = started.pending
+        await open_child(
+            self.owned, self.agent, call, child.name, text, index, self.clock, self.crash
+        )
+        return True
+
+    async def run_child(self, ctx: ToolContext, agent: Any, input: str) -> Any:
+        if not isinstance(agent, Agent):
+            raise UserError(f"run_child takes a stead.Agent, not {type(agent).__name__}")
+        if not isinstance(input, str):
+            raise UserError(
+                f"run_child takes the child's input as text, not {type(input).__name__}"
+            )
+        started = self.calls.setdefault(ctx.tool_call_id, _Started())
+        if started.pending is not None:
+            raise UserError(
+                "run_child: this handler already waits on a child; start its children one "
+                "after another (for children that work at once, give the model several "
+                "stead.agent_tool calls in one turn)"
+            )
+        index = started.count
+        started.count += 1
+        self.register(agent)
+        child_id = child_run_id(self.run_id, ctx.tool_call_id, index)
+        try:
+            child, _ = await OwnedRun.load_state(self.owned.store, child_id)
+        except RunNotFound:
+            child = None
+        if child is not None and child.agent != agent.name:
+            raise UserError(
+                f"run_child: child {index} of call {ctx.tool_call_id} is a run of agent "
+                f"{child.agent!r}, and the handler now asks for {agent.name!r}; a handler must "
+                "start the same children in the same order every time it runs"
+            )
+        if child is not None and child.status in FINISHED:
+            return _result(child, agent)
+        refused = depth_refusal(self.owned.state, self.agent.limits.max_depth)
+        if child is None and refused is not None:
+            raise UserError(refused)
+        started.pending = (index, agent, input)
+        raise ChildPending(
+            f"call {ctx.tool_call_id} waits on its child run {child_id} ({agent.name}); "
+            "its handler runs again when that run ends"
+        )
+
+
+def _result(child: RunState, agent: Agent) -> Any:
+    """A finished child's result as ``run_child`` returns it, or ``ChildRunFailed``."""
+    settled = child_result(child)
+    assert settled is not None
+    content, is_error = settled
+    if is_error:
+        raise ChildRunFailed(child.run_id, content)
+    view = RunView.of(child, {agent.name: agent})
+    return view.data if view.data is not None else content
 
 
 async def settle_parent(

@@ -42,7 +42,7 @@ from stead.errors import (
 from stead.runtime.agent import Agent, RunView, check_deps, takes_id_prefix
 from stead.runtime.executors import Executor, InProcessExecutor, Leased
 from stead.runtime.loop._backoff import Backoff
-from stead.runtime.loop._children import settle_parent
+from stead.runtime.loop._children import HandlerChildren, settle_parent
 from stead.runtime.loop._fresh import FreshRuns
 from stead.runtime.loop._keeper import Keeper
 from stead.runtime.loop._lease_guard import LeaseGuard
@@ -52,6 +52,7 @@ from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reconcile import reconcile_takeover
 from stead.runtime.loop._versions import settle_version
 from stead.store import Claim, RunRecord, Store
+from stead.tools import CHILD_PORT
 
 log = logging.getLogger("stead.runtime")
 
@@ -160,6 +161,8 @@ class Driving:
         ) -> RunState: ...
 
         def _agent_named(self, name: str, run_id: str) -> Agent: ...
+
+        def register(self, agent: Agent) -> None: ...
 
         async def _queue_next(self, conversation: str) -> str | None: ...
 
@@ -349,6 +352,10 @@ class Driving:
         executor = hooks.executor(inner)
         loop = RunLoop(owned, agent, executor, signal, backoff=self.backoff, crash=self._crash)
         loop.lease = guard
+        # A handler's ``ToolContext.run_child`` reaches this drive through a context
+        # variable: the drive's task and the tools' tasks see it, an executor pool's not.
+        loop.children = HandlerChildren(owned, agent, self.register, self.clock, self._crash)
+        port = CHILD_PORT.set(loop.children)
         # The Runtime's keeper renews the lease and hears a cancel request from another
         # process (runtime/loop/_keeper.py): it takes the run a moment after the drive starts, so a
         # run that rests sooner (most turns on a fast model) never costs it anything. Its
@@ -377,6 +384,7 @@ class Driving:
             error = exc
             raise
         finally:
+            CHILD_PORT.reset(port)
             await _write_held(owned)
             hooks.ended(owned.state, error)
             timer.cancel()

@@ -43,7 +43,6 @@ from stead.core.builders import (
     unique_call_ids,
 )
 from stead.core.canonical import effect_id
-from stead.core.children import tree_budget_of
 from stead.core.decide import (
     CallModel,
     Cancel,
@@ -79,8 +78,8 @@ from stead.providers import ModelRequest, ModelResponse, RequestEncoder
 from stead.runtime.agent import Agent, ask_events, attachment_bytes, judge, run_settings
 from stead.runtime.executors import Executor, InProcessExecutor, tool_context
 from stead.runtime.loop._backoff import Backoff, after_model_failure
-from stead.runtime.loop._budgeted import over_budget
-from stead.runtime.loop._children import descendants_usage, start_child
+from stead.runtime.loop._budgeted import in_tree, over_budget, rest_of_tree
+from stead.runtime.loop._children import HandlerChildren, descendants_usage, start_child
 from stead.runtime.loop._deadline import DeadlineWatch
 from stead.runtime.loop._first_wait import at_first_wait
 from stead.runtime.loop._large import LargeResults
@@ -147,9 +146,7 @@ class RunLoop:
         self._cut = False
         self._crash = crash
         self._blobs: dict[str, bytes] | None = None
-        # A run in a tree (a child, or a parent that can start one) counts its
-        # descendants' usage against its budget, and a child its tree's budget too.
-        self._tree = parts.children or tree_budget_of(owned.state) is not None
+        self._tree = in_tree(agent, owned.state)
         self._below: Usage | None = None
         self._large: LargeResults | None = None
         if self.limits.result_by_reference is not None:
@@ -158,6 +155,7 @@ class RunLoop:
         self.lease: LeaseGuard | None = None
         """The drive's lease, checked before each effect that is not read_only (set by the
         drive; None where a loop runs under no lease of its own)."""
+        self.children: HandlerChildren | None = None  # run_child's port (set by the drive)
 
     def _deadline(self) -> float | None:
         timeout = self.limits.approval_timeout
@@ -271,8 +269,8 @@ class RunLoop:
             # fixed for the length of this drive.
             self._below = await descendants_usage(self.owned.store, state.run_id)
         if not self.agent.budget.unlimited or self._tree:
-            below = self._below or Usage()
-            ended = over_budget(self.agent, state, self._fixed_chars, request, below)
+            below, rest = self._below or Usage(), await rest_of_tree(self.owned.store, state)
+            ended = over_budget(self.agent, state, self._fixed_chars, request, below, rest)
             if ended is not None:
                 await self.owned.append([ended], automatic=False)
                 return
@@ -525,6 +523,9 @@ class RunLoop:
         else:
             outcome = await self._assigned(call, tool, attempt)
         self._crash("after_tool_effect", call.name)
+        children = self.children  # the handler called run_child: it may wait on a child
+        if children is not None and children.calls and await children.waits(call):
+            return
         if type(outcome) is ToolSucceeded:  # nearly every call: nothing to retry or to read
             settled = (outcome.content, False)
         else:

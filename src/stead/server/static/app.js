@@ -619,8 +619,13 @@ async function runPage(runId) {
     h("label", {}, "Jump to turn", jump), h("button", { type: "submit" }, "Go"));
   const earlier = h("div", {});
   earlierMessages(runId, run.session_id, earlier);
+<<<<<<< HEAD
   const waterfallBox = h("div", { id: "waterfall-box" });
   $main.replaceChildren(head, live, approvalsBox, earlier, waterfallBox, h("h2", {}, "Timeline"), jumpForm, timeline,
+=======
+  const treeBox = h("div", { id: "run-tree" });
+  $main.replaceChildren(head, live, approvalsBox, treeBox, earlier, h("h2", {}, "Timeline"), jumpForm, timeline,
+>>>>>>> kids3
     h("h2", {}, "Path through the state machine"), diagramBox);
   const state = { effects: {}, kinds: {}, calls: {}, liveTurn: null, liveGen: 0, runId };
 
@@ -652,6 +657,7 @@ async function runPage(runId) {
     approvalsBox.replaceChildren(...(r.approvals.length ? [h("h2", {}, "Waiting on a person"),
       ...r.approvals.map((a) => approvalCard(a, refresh))] : []));
     diagramBox.replaceChildren(diagram(states, r.path, r.status));
+    runTree(runId, treeBox);
   }
   let pending = null;
   async function refresh() {
@@ -735,6 +741,28 @@ async function runPage(runId) {
     }, () => { live.hidden = true; refresh(); if (wanted) openTurn(wanted); });
   }
   start();
+}
+
+// -- a run's tree of child runs ----------------------------------------------------------
+
+/* The parent chain and the tree under the root (states, own and subtree tokens), each run a
+   link to its page; nothing for a run outside any tree. */
+async function runTree(runId, box) {
+  let t;
+  try { t = await api(`/runs/${encodeURIComponent(runId)}/tree`); } catch (e) { return; }
+  if (!t.parents.length && !t.root.children.length) { box.replaceChildren(); return; }
+  const link = (id) => h("a", { class: "id", href: `#/runs/${encodeURIComponent(id)}`, "data-run": id }, shortId(id));
+  function node(n) {
+    const here = n.run_id === t.run_id;
+    const spent = `${num(tokens(n.usage))} tokens` + (n.children.length ? ` · with its children ${num(tokens(n.tree_usage))}` : "");
+    return h("li", { class: here ? "tree-here" : null, "data-run": n.run_id },
+      here ? h("strong", { class: "id" }, shortId(n.run_id)) : link(n.run_id), " ", n.agent, " ", badge(n.status), " ",
+      h("span", { class: "muted" }, spent),
+      n.children.length ? h("ul", {}, n.children.map(node)) : null);
+  }
+  box.replaceChildren(h("h2", {}, "Run tree"),
+    t.parents.length ? h("p", { id: "tree-parents" }, "Started by ", t.parents.map((id, i) => [i ? " ← " : "", link(id)])) : null,
+    h("ul", { class: "tree card", id: "tree" }, node(t.root)));
 }
 
 // -- a conversation -----------------------------------------------------------------------
