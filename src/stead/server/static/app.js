@@ -619,13 +619,9 @@ async function runPage(runId) {
     h("label", {}, "Jump to turn", jump), h("button", { type: "submit" }, "Go"));
   const earlier = h("div", {});
   earlierMessages(runId, run.session_id, earlier);
-<<<<<<< HEAD
   const waterfallBox = h("div", { id: "waterfall-box" });
-  $main.replaceChildren(head, live, approvalsBox, earlier, waterfallBox, h("h2", {}, "Timeline"), jumpForm, timeline,
-=======
   const treeBox = h("div", { id: "run-tree" });
-  $main.replaceChildren(head, live, approvalsBox, treeBox, earlier, h("h2", {}, "Timeline"), jumpForm, timeline,
->>>>>>> kids3
+  $main.replaceChildren(head, live, approvalsBox, treeBox, earlier, waterfallBox, h("h2", {}, "Timeline"), jumpForm, timeline,
     h("h2", {}, "Path through the state machine"), diagramBox);
   const state = { effects: {}, kinds: {}, calls: {}, liveTurn: null, liveGen: 0, runId };
 

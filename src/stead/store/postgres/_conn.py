@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from stead.errors import StoreError
 from stead.store.sql import Row
@@ -98,3 +99,20 @@ def migrate(
     except psycopg.Error as exc:
         raise StoreError(f"cannot open PostgreSQL store at {where}: {exc}") from exc
     return str(schema)
+
+
+async def pipelined(conn: Conn, statements: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """``statements`` in one transaction, one round trip: BEGIN, them and COMMIT
+    pipelined (not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again
+    for COMMIT; this is one Sync for all of it)."""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            cursors = [await conn.execute(q, p) for q, p in statements]
+            await conn.execute("COMMIT")
+    except psycopg.Error:
+        # A failed statement made the server skip the rest, COMMIT too.
+        if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.execute("ROLLBACK")
+        raise
+    return cursors

@@ -68,7 +68,6 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import UniqueViolation
-from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
@@ -81,11 +80,12 @@ from stead.store.postgres._conn import (
     channel,
     migrate,
     network_options,
+    pipelined,
     session_settings,
 )
 from stead.store.postgres._ledger import PostgresLedger
 from stead.store.postgres._listen import Listener
-from stead.store.postgres._together import Together
+from stead.store.postgres._together import RENEW_LEASES, Together
 from stead.store.sql import Loaded, Watcher, known_key
 
 log = logging.getLogger("stead.store")
@@ -424,7 +424,7 @@ class PostgresStore(_sql.SQLStore):
             if len(parts) == 1:
                 cursors = [await conn.execute(_batch.statement(parts[0][1], sync), parts[0][2])]
             else:
-                cursors = await self._pipelined(
+                cursors = await pipelined(
                     conn, [(_batch.statement(p[1], sync), p[2]) for p in parts]
                 )
             outcomes: list[BaseException | None] = []
@@ -437,23 +437,6 @@ class PostgresStore(_sql.SQLStore):
                         else await self.refusal(PgSession(conn), a[0], a[4], a[3])
                     )
             return outcomes
-
-    @staticmethod
-    async def _pipelined(conn: Conn, statements: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-        """``statements`` in one transaction, one round trip: BEGIN, them and COMMIT
-        pipelined (not ``conn.transaction()``: in a pipeline it waits for BEGIN, and again
-        for COMMIT; this is one Sync for all of it)."""
-        try:
-            async with conn.pipeline():
-                await conn.execute("BEGIN")
-                cursors = [await conn.execute(q, p) for q, p in statements]
-                await conn.execute("COMMIT")
-        except psycopg.Error:
-            # A failed statement made the server skip the rest, COMMIT too.
-            if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
-                await conn.execute("ROLLBACK")
-            raise
-        return cursors
 
     def _params(self, a: _sql.Append) -> dict[str, Any]:
         return _append.params(a, self.run_channel(a[0]), self.claimable_channel)
@@ -540,7 +523,7 @@ class PostgresStore(_sql.SQLStore):
             return []
         async with self._conn() as conn:
             cur = await conn.execute(
-                _RENEW_LEASES, (now + ttl, [r for r, _ in leases], [e for _, e in leases], owner)
+                RENEW_LEASES, (now + ttl, [r for r, _ in leases], [e for _, e in leases], owner)
             )
             kept = {r[0] for r in await cur.fetchall()}
         return [run_id for run_id, _ in leases if run_id not in kept]
@@ -605,11 +588,6 @@ class PostgresStore(_sql.SQLStore):
             self._pool = None
 
 
-_RENEW_LEASES = (
-    "UPDATE runs r SET lease_expires_at = %s FROM unnest(%s::text[], %s::bigint[])"
-    " AS h(run_id, epoch) WHERE r.run_id = h.run_id AND r.epoch = h.epoch"
-    f" AND r.lease_owner = %s RETURNING r.run_id, {_UNSYNCED}"
-)
 _PAYLOAD_BYTES = (
     "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events"
     " WHERE run_no = (SELECT run_no FROM runs WHERE run_id = %(run)s))"

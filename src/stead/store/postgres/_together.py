@@ -14,6 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from stead.store.postgres._append import UNSYNCED
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -67,3 +69,11 @@ class Together(Generic[K, V]):
             for f in fs:
                 if not f.done():
                     f.set_result(got.get(key, self._missing))
+
+
+RENEW_LEASES = (
+    "UPDATE runs r SET lease_expires_at = %s FROM unnest(%s::text[], %s::bigint[])"
+    " AS h(run_id, epoch) WHERE r.run_id = h.run_id AND r.epoch = h.epoch"
+    f" AND r.lease_owner = %s RETURNING r.run_id, {UNSYNCED}"
+)
+"""Every lease a worker holds renewed in one unsynced statement (``renew_leases``)."""
