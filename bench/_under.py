@@ -8,6 +8,7 @@ the sides of the overhead part."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +53,53 @@ def dbos_config(name: str, workdir: Path) -> Any:
     return {"name": name, "system_database_url": url, "log_level": "WARNING"}
 
 
-def parse(doc: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """One framework's bench, as its script defines it."""
+
+    script: Path
+    doc: str
+    children: dict[str, Callable[[Path, str], None]]
+    """The seed scenario's child of each side (``dbos``, ``stead``), by side."""
+    seeds: Callable[[], Sequence[str]]
+    """The sides whose seed scenario runs (those that install)."""
+    plain: Callable[[Path], Awaitable[Side]]
+    dbos: Callable[[Path], Side]
+    stead: Callable[[Path, str], Awaitable[tuple[Side, Any]]]
+    prefix: str
+    """The scratch directories' prefix."""
+    agent: str
+    """The table's first heading."""
+    plain_row: str
+    date_format: str
+    steps: int
+
+
+def main(bench: Bench) -> None:
+    """The bench's command line: a seed child (``--child``), or both parts and the table."""
+    p = argparse.ArgumentParser(description=bench.doc.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", nargs=3, metavar=("SIDE", "PHASE", "DIR"), help=argparse.SUPPRESS)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.child:
+        side, phase, workdir = args.child
+        bench.children[side](Path(workdir), phase)
+        return
+    started = time.strftime(bench.date_format, time.gmtime())
+    seeds = [seed(bench.script, side, f"{bench.prefix}-seed") for side in bench.seeds()]
+    per_step = asyncio.run(
+        overhead(
+            f"{bench.prefix}-overhead",
+            bench.plain,
+            bench.dbos,
+            bench.stead,
+            runs=3 if args.quick else 20,
+            rounds=2 if args.quick else 7,
+            steps=bench.steps,
+        )
+    )
+    report(args, bench, started, seeds, per_step)
 
 
 def seed(script: Path, side: str, prefix: str) -> dict[str, Any]:
@@ -131,26 +174,23 @@ async def overhead(
 
 def report(
     args: argparse.Namespace,
-    script: str,
+    bench: Bench,
     started: str,
     seeds: Sequence[dict[str, Any]],
     per_step: dict[str, float],
-    *,
-    agent: str,
-    plain_row: str,
 ) -> None:
     """The results: JSON (``--json``) or the markdown table of the bench's README row."""
     if args.json:
         print(json.dumps({"started": started, "seed": seeds, "us_per_step": per_step}, indent=2))
         return
     plain = per_step.get("plain", 0.0)
-    print(f"Measured {started}, one run of bench/{script} ({os.cpu_count()} CPUs)\n")
+    print(f"Measured {started}, one run of bench/{bench.script.name} ({os.cpu_count()} CPUs)\n")
     print(
-        f"| {agent} | seed scenario: deliveries after the kill and resume "
+        f"| {bench.agent} | seed scenario: deliveries after the kill and resume "
         "| µs per durable step | added to plain |"
     )
     print("| --- | --- | --- | --- |")
-    print(f"| {plain_row} | — | {plain:,.0f} | — |")
+    print(f"| {bench.plain_row} | — | {plain:,.0f} | — |")
     by_side = {s["side"]: s for s in seeds}
     for name in per_step:
         if name == "plain":

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -45,13 +44,11 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 
 import stead
 import stead.openai_agents as sa
-from _under import MESSAGE, dbos_config, deliver, deliveries, overhead, parse, report, seed
+from _under import MESSAGE, Bench, dbos_config, deliver, deliveries, main
 
 HERE = Path(__file__).resolve()
 STEPS = 21
 TURNS = 10
-PREFIX = "oai-seed"
-"""The seed scenario's scratch directories are named after it."""
 
 
 # -- the agent's model, the same for every engine ------------------------------------------------
@@ -152,11 +149,7 @@ def noop(n: int) -> str:
     return "ok"
 
 
-async def _plain_side(workdir: Path) -> Callable[[], Awaitable[None]]:
-    return _plain()
-
-
-def _plain() -> Callable[[], Awaitable[None]]:
+async def _plain(workdir: Path) -> Callable[[], Awaitable[None]]:
     async def one() -> None:
         agent = Agent(name="noop", model=_model(TURNS, "noop"), tools=[noop])
         result = await Runner.run(agent, "go", max_turns=TURNS + 1)
@@ -221,38 +214,22 @@ def _dbos_installs() -> bool:
     return True
 
 
-def main() -> None:
-    args = parse(__doc__ or "")
-    set_tracing_disabled(True)
-    if args.child:
-        side, phase, workdir = args.child
-        (_child_dbos if side == "dbos" else _child_stead)(Path(workdir), phase)
-        return
-    started = time.strftime("%Y-%m-%d", time.gmtime())
-    seeds = ([seed(HERE, "dbos", PREFIX)] if _dbos_installs() else []) + [
-        seed(HERE, "stead", PREFIX)
-    ]
-    per_step = asyncio.run(
-        overhead(
-            "oai-overhead",
-            _plain_side,
-            _dbos,
-            _stead,
-            runs=3 if args.quick else 20,
-            rounds=2 if args.quick else 7,
-            steps=STEPS,
-        )
-    )
-    report(
-        args,
-        HERE.name,
-        started,
-        seeds,
-        per_step,
-        agent="Agents SDK agent",
-        plain_row="plain `Runner.run` (not durable)",
-    )
+BENCH = Bench(
+    script=HERE,
+    doc=__doc__ or "",
+    children={"dbos": _child_dbos, "stead": _child_stead},
+    seeds=lambda: (["dbos"] if _dbos_installs() else []) + ["stead"],
+    plain=_plain,
+    dbos=_dbos,
+    stead=_stead,
+    prefix="oai",
+    agent="Agents SDK agent",
+    plain_row="plain `Runner.run` (not durable)",
+    date_format="%Y-%m-%d",
+    steps=STEPS,
+)
 
 
 if __name__ == "__main__":
-    main()
+    set_tracing_disabled(True)
+    main(BENCH)

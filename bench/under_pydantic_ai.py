@@ -32,19 +32,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import stead
-from _under import MESSAGE, dbos_config, deliver, deliveries, overhead, parse, report, seed
+from _under import MESSAGE, Bench, dbos_config, deliver, deliveries, main
 
 HERE = Path(__file__).resolve()
 STEPS = 21
 TURNS = 10
-PREFIX = "seed"
-"""The seed scenario's scratch directories are named after it."""
 
 
 # -- the agent's model, the same for every engine ------------------------------------------------
@@ -222,35 +219,21 @@ def _dbos(workdir: Path) -> Callable[[], Awaitable[None]]:
     return one
 
 
-def main() -> None:
-    args = parse(__doc__ or "")
-    if args.child:
-        side, phase, workdir = args.child
-        (_child_dbos if side == "dbos" else _child_stead)(Path(workdir), phase)
-        return
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    seeds = [seed(HERE, "dbos", PREFIX), seed(HERE, "stead", PREFIX)]
-    per_step = asyncio.run(
-        overhead(
-            "pai-overhead",
-            _plain,
-            _dbos,
-            _stead,
-            runs=3 if args.quick else 20,
-            rounds=2 if args.quick else 7,
-            steps=STEPS,
-        )
-    )
-    report(
-        args,
-        HERE.name,
-        started,
-        seeds,
-        per_step,
-        agent="Pydantic AI agent",
-        plain_row="plain (not durable)",
-    )
+BENCH = Bench(
+    script=HERE,
+    doc=__doc__ or "",
+    children={"dbos": _child_dbos, "stead": _child_stead},
+    seeds=lambda: ["dbos", "stead"],
+    plain=_plain,
+    dbos=_dbos,
+    stead=_stead,
+    prefix="pai",
+    agent="Pydantic AI agent",
+    plain_row="plain (not durable)",
+    date_format="%Y-%m-%d %H:%M UTC",
+    steps=STEPS,
+)
 
 
 if __name__ == "__main__":
-    main()
+    main(BENCH)

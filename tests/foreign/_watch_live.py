@@ -6,10 +6,13 @@ it finish; the run's log keeps only the finished reply."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
-from wire_server import Reply
+import pytest
+from wire_server import Reply, WireServer
+from wire_shapes import openai_stream
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "server"))
 from _stack import Stack, sse_messages, wait_for
@@ -17,6 +20,34 @@ from _stack import Stack, sse_messages, wait_for
 PROMPT = "The refund policy?"
 PARTS = ("The refund ", "policy allows ", "returns.")
 """The streamed reply; the test's wire server stalls it after the first two parts."""
+
+
+def served_and_watched(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    home: Path,
+    url_env: str,
+    agents: str,
+    agent: str,
+) -> None:
+    """A ``stead serve --worker`` child run from ``home`` with ``--agents agents`` (its
+    models on the wire server whose URL it reads from ``url_env``), a streamed run of its
+    ``agent`` watched live from here; the agent speaks OpenAI's Chat Completions."""
+    with WireServer() as wire:
+        stalled = openai_stream(*PARTS, stall_after=3)  # its role chunk and two parts
+        wire.push(stalled)
+        # The child inherits these: the wire server, and where its agents' module is.
+        monkeypatch.setenv(url_env, wire.url)
+        monkeypatch.setenv(
+            "PYTHONPATH", os.pathsep.join([str(home), os.environ.get("PYTHONPATH", "")])
+        )
+        stack = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
+        try:
+            stack.serve("--worker", "--agents", agents)
+            watched_live(stack, agent, stalled)
+        finally:
+            stack.close()
 
 
 def watched_live(stack: Stack, agent: str, stalled: Reply) -> None:

@@ -9,30 +9,19 @@ import pytest
 
 pytest.importorskip("langchain", reason="the langchain extra is not installed")
 
-import os
 from pathlib import Path
 
-from _watch_live import PARTS, Stack, watched_live
-from wire_server import WireServer
-from wire_shapes import openai_stream
-
-HERE = Path(__file__).parent
+from _watch_live import served_and_watched
 
 
 def test_a_streamed_reply_is_read_live_from_another_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with WireServer() as wire:
-        stalled = openai_stream(*PARTS, stall_after=3)  # its role chunk and two parts
-        wire.push(stalled)
-        # The child inherits these: the wire server, and where lc_served is.
-        monkeypatch.setenv("LC_BASE_URL", wire.url)
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-        )
-        stack = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
-        try:
-            stack.serve("--worker", "--agents", "lc_served:agents")
-            watched_live(stack, "lc_streamer", stalled)
-        finally:
-            stack.close()
+    served_and_watched(
+        tmp_path,
+        monkeypatch,
+        home=Path(__file__).parent,
+        url_env="LC_BASE_URL",
+        agents="lc_served:agents",
+        agent="lc_streamer",
+    )

@@ -1,6 +1,7 @@
 """An Agents SDK agent's streamed run watched live from another process: a ``stead serve
---worker`` child drives it; this process reads the text deltas from the run's SSE stream
-while the provider's stream is stalled halfway, and the run keeps only the finished reply."""
+--worker`` child drives it (the SDK's ``OpenAIChatCompletionsModel``); this process reads the
+text deltas from the run's SSE stream while the provider's stream is stalled halfway, and
+the run keeps only the finished reply."""
 
 from __future__ import annotations
 
@@ -8,31 +9,19 @@ import pytest
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
-import os
 from pathlib import Path
 
-from wire_server import WireServer
-from wire_shapes import openai_stream
-
-from _watch_live import PARTS, Stack, watched_live
-
-HERE = Path(__file__).parent
+from _watch_live import served_and_watched
 
 
 def test_a_streamed_reply_is_read_live_from_another_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with WireServer() as wire:
-        stalled = openai_stream(*PARTS, stall_after=3)  # its role chunk and two parts
-        wire.push(stalled)
-        # The child inherits these: the wire server, and where oai_served is.
-        monkeypatch.setenv("OAI_BASE_URL", wire.url)
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-        )
-        stack = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
-        try:
-            stack.serve("--worker", "--agents", "oai_served:agents")
-            watched_live(stack, "oai_streamer", stalled)
-        finally:
-            stack.close()
+    served_and_watched(
+        tmp_path,
+        monkeypatch,
+        home=Path(__file__).parent,
+        url_env="OAI_BASE_URL",
+        agents="oai_served:agents",
+        agent="oai_streamer",
+    )
