@@ -35,7 +35,12 @@ def build(client: AsyncOpenAI | None = None) -> stead.Agent:
     that drives it in its own event loop closes the client it gave."""
     llm = model() if client is None else OpenAIChatCompletionsModel("gpt-4.1", openai_client=client)
     support = Agent(name="support", instructions=SUPPORT, model=llm, tools=[send_message])
-    triage = Agent(name="triage", instructions=TRIAGE, model=llm, handoffs=[handoff(support, on_handoff=note_handoff)])
+    triage = Agent(
+        name="triage",
+        instructions=TRIAGE,
+        model=llm,
+        handoffs=[handoff(support, on_handoff=note_handoff)],
+    )
     # send_message belongs to the agent handed to; its settings come from the same mapping.
     return sa.durable(
         triage, tools={"send_message": {"effect": "non_idempotent", "reconcile": find_sent}}

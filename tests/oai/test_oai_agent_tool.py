@@ -77,7 +77,7 @@ def test_the_parent_killed_while_its_child_sends_takes_the_result_once(
                     assert (await rt.get(child)).status is RunStatus.AWAITING_TOOL
                     # The manager rests on its child: resuming it finishes the child here
                     # (its owner is dead), then the manager goes on.
-                    view = await rt.resume(parent)
+                    await rt.resume(parent)
                     for run in (parent, child):
                         assert_valid_history(await rt.state(run))
                     kinds = [e.event.kind for e in await rt.events(child)]
@@ -92,9 +92,7 @@ def test_the_parent_killed_while_its_child_sends_takes_the_result_once(
     assert len(deliveries(ledger)) == 1  # the send in flight was reconciled, not run again
     assert "tool_reconciled" in child_kinds
     assert len(server.requests) == 4  # no model turn asked twice
-    taken = {
-        m.get("tool_call_id"): m.get("content") for m in server.requests[3].body["messages"]
-    }
+    taken = {m.get("tool_call_id"): m.get("content") for m in server.requests[3].body["messages"]}
     assert taken["call_d"] == "Sent."  # the child's output, the manager's call's result
     assert view.tree_usage is not None and view.tree_usage.output_tokens == 4 * 12
 

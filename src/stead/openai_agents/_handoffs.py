@@ -90,7 +90,9 @@ def first_handoff(journal: Journal, turn: int, names: frozenset[str]) -> str | N
     return None
 
 
-def _to_copy(h: Handoff[Any, Any], target: SdkAgent[Any], names: frozenset[str]) -> Handoff[Any, Any]:
+def _to_copy(
+    h: Handoff[Any, Any], target: SdkAgent[Any], names: frozenset[str]
+) -> Handoff[Any, Any]:
     invoke = h.on_invoke_handoff
     message = h.get_transfer_message(target)
 
