@@ -164,3 +164,41 @@ def test_what_a_child_run_cannot_honour_is_refused(llm: Any) -> None:
             Agent(name="manager", model=llm, tools=[plain]),
             tools={"deliver": {"effect": "read_only", "retries": 2}},
         )
+
+
+async def test_the_childs_usage_counts_against_the_parents_budget(
+    server: WireServer, llm: Any, tmp_path: Path
+) -> None:
+    notes: list[str] = []
+
+    @sa.effect("idempotent_write")
+    @function_tool
+    def save_note(text: str) -> str:
+        """Save a note."""
+        notes.append(text)
+        return "saved"
+
+    courier = Agent(name="noting_courier", model=llm, tools=[save_note])
+    # A turn starts only if the tree's spend plus its worst case (its input, about 42 tokens,
+    # and up to 4,096 out) fits. Each reply costs 40 + 12: the manager's first turn and the
+    # courier's first fit in 4,200; the courier's second would not (104 spent), though the
+    # courier has no budget of its own.
+    manager = sa.durable(
+        Agent(name="noting_manager", model=llm, tools=[courier.as_tool("deliver", "Deliver.")]),
+        budget=stead.Budget(max_total_tokens=4200),
+    )
+    server.push(
+        openai_stream(tools=[("call_d", "deliver", ['{"input": "Note it."}'])]),
+        openai_stream(tools=[("call_n", "save_note", ['{"text": "it"}'])]),
+        openai_stream("Noted."),
+        openai_stream("Done."),
+    )
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[manager]) as rt:
+        parent = await rt.start(manager, "Note it")
+        view = await rt.run(parent)
+        (child,) = await _runs(rt, "noting_courier")
+        child_view = await rt.get(child)
+    assert notes == ["it"]
+    assert child_view.status is RunStatus.FAILED and "budget" in str(child_view.error)
+    assert len(server.requests) == 2  # no turn past the tree's budget, in either run
+    assert view.status is RunStatus.FAILED and "budget" in str(view.error)
