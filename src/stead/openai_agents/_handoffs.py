@@ -10,10 +10,11 @@ effect classes given for them (one set for the whole run, from ``@effect`` or th
 
 The handoff call itself is a recorded ``read_only`` call of the run whose result is the SDK's
 transfer message (``{"assistant": "billing"}``). The first handoff of a reply is the one the
-SDK takes: its call's body is the SDK's own ``on_invoke_handoff`` (the handoff's input checked,
-its ``on_handoff`` callback run), so a resumed run that finds the call's result in the log
-goes on with the agent handed to without running ``on_handoff`` again; one in flight at a
-crash (no result recorded) runs it again, as a ``read_only`` call. The others of the reply
+SDK takes: the run loop performs its call as the SDK's own ``on_invoke_handoff`` (the
+handoff's input checked, its ``on_handoff`` callback run), and the SDK's invocation reads
+the recorded result, so a resumed run that finds it in the log goes on with the agent handed
+to without running ``on_handoff`` again; one in flight at a crash (no result recorded) runs
+it again, as a ``read_only`` call. The others of the reply
 are answered from the log alone with what the SDK answers them ("Multiple handoffs
 detected, ignoring this one."). A handoff's ``input_filter`` (or the run config's) is run on
 every drive: it builds the conversation each later request of the agent handed to carries,
@@ -24,6 +25,7 @@ keep it a function of its input.
 from __future__ import annotations
 
 import dataclasses
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,7 +37,7 @@ from agents.run_context import RunContextWrapper
 
 from stead.core.effects import ToolFailed, ToolSucceeded
 from stead.errors import UserError
-from stead.foreign import Journal, Rejected, current_journal
+from stead.foreign import Journal, current_journal
 from stead.openai_agents._model import same_json
 from stead.tools import SchemaTool, Tool, ToolContext
 
@@ -104,16 +106,12 @@ def _to_copy(
         if journal is None or call_id is None:
             await invoke(ctx, arguments)
             return target
-
-        async def body() -> ToolSucceeded | ToolFailed:
-            try:
-                await invoke(ctx, arguments)  # the input checked, on_handoff run
-            except Exception as exc:
-                return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
-            return ToolSucceeded(content=message)
-
+        # The run loop performs the call (``_handoff_tool``); this reads what it recorded.
         recorded = await journal.tool(
-            call_id, h.tool_name, lambda rec: same_json(rec, arguments), body
+            call_id,
+            h.tool_name,
+            lambda rec: same_json(rec, arguments),
+            lambda: invoked(h, arguments, message),
         )
         if recorded.is_error:  # the SDK ends a run whose handoff it could not invoke
             raise ModelBehaviorError(recorded.content)
@@ -122,6 +120,18 @@ def _to_copy(
     out = dataclasses.replace(h, on_invoke_handoff=on_invoke)
     out._agent_ref = weakref.ref(target)
     return out
+
+
+async def invoked(h: Handoff[Any, Any], arguments: str, message: str) -> ToolSucceeded | ToolFailed:
+    """The SDK's invocation of a handoff (its input checked, its ``on_handoff`` run) as the
+    outcome of its call: the transfer message, or the failure the SDK would end the run
+    with. Its context is a fresh one with no user context, as a stead run's is (``durable``
+    gives the ``Runner`` none)."""
+    try:
+        await h.on_invoke_handoff(RunContextWrapper(context=None), arguments)
+    except Exception as exc:
+        return ToolFailed(failure=f"{type(exc).__name__}: {exc}")
+    return ToolSucceeded(content=message)
 
 
 def handoff_tools(graph: Graph, function_tools: set[str]) -> list[Tool[..., Any]]:
@@ -153,12 +163,10 @@ def _handoff_tool(h: Handoff[Any, Any], message: str, names: frozenset[str]) -> 
             return ToolSucceeded(content=message)
         if first_handoff(journal, ctx.turn_index, names) != ctx.tool_call_id:
             return ToolSucceeded(content=IGNORED)  # the SDK never invokes it
-        # The one the SDK takes: performed as the SDK invokes it (its on_handoff run once).
-        found = await journal.perform_tool(ctx)
-        if isinstance(found, Rejected):
-            return ToolFailed(failure=found.message)
-        outcome: ToolSucceeded | ToolFailed = found
-        return outcome
+        # The one the SDK takes, performed here rather than waiting for the SDK to invoke it:
+        # the SDK invokes a handoff only after the reply's other calls, and one of those may
+        # wait for a person, whom this turn's calls must not wait behind.
+        return await invoked(h, json.dumps(values), message)
 
     return SchemaTool(
         h.tool_name,
