@@ -32,17 +32,9 @@ and ``effects`` durability). The figure is the median over rounds of (batch time
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
-import shutil
-import signal
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -52,11 +44,11 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 
 import stead
 import stead.openai_agents as sa
+from _under import MESSAGE, Bench, dbos_config, deliver, deliveries, main
 
 HERE = Path(__file__).resolve()
 STEPS = 21
 TURNS = 10
-MESSAGE = {"to": "ada@example.com", "text": "Your refund is on its way."}
 
 
 # -- the agent's model, the same for every engine ------------------------------------------------
@@ -79,38 +71,16 @@ def _model(turns: int, tool: str) -> ScriptedModel:
 # -- the seed scenario (each side in child processes) -------------------------------------------
 
 
-def _deliveries(ledger: Path) -> list[dict[str, Any]]:
-    if not ledger.exists():
-        return []
-    return [json.loads(x) for x in ledger.read_text().splitlines() if x]
-
-
-def _deliver(ledger: Path, key: str) -> int:
-    n = len(_deliveries(ledger)) + 1
-    with ledger.open("a") as f:
-        f.write(json.dumps({"id": n, "key": key}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    if os.environ.get("BENCH_KILL") == "1" and n == 1:
-        os.kill(os.getpid(), signal.SIGKILL)  # delivered; the engine has not recorded it
-    return n
-
-
-def _dbos_config(name: str, workdir: Path) -> Any:
-    url = f"sqlite:///{workdir / 'dbos.db'}"
-    return {"name": name, "system_database_url": url, "log_level": "WARNING"}
-
-
 def _child_dbos(workdir: Path, phase: str) -> None:
     from dbos import DBOS, SetWorkflowID
     from dbos_openai_agents import DBOSRunner
 
     ledger = workdir / "deliveries.jsonl"
-    DBOS(config=_dbos_config("seed", workdir))
+    DBOS(config=dbos_config("seed", workdir))
 
     @DBOS.step()
     async def deliver(to: str, text: str) -> int:
-        return _deliver(ledger, "dbos")
+        return deliver(ledger, "dbos")
 
     @function_tool
     async def send_message(to: str, text: str) -> dict[str, Any]:
@@ -140,7 +110,7 @@ def _child_dbos(workdir: Path, phase: str) -> None:
 
 def _find_sent(to: str, text: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     """The seed's reconcile function: did a delivery with this call's key go out?"""
-    for d in _deliveries(Path(os.environ["BENCH_LEDGER"])):
+    for d in deliveries(Path(os.environ["BENCH_LEDGER"])):
         if d["key"] == ctx.idempotency_key:
             return stead.Done({"delivered": True, "id": d["id"]})
     return stead.NotDone()
@@ -154,7 +124,7 @@ def _child_stead(workdir: Path, phase: str) -> None:
     @function_tool
     def send_message(to: str, text: str) -> dict[str, Any]:
         """Send a customer a message."""
-        return {"delivered": True, "id": _deliver(ledger, sa.tool_context().idempotency_key)}
+        return {"delivered": True, "id": deliver(ledger, sa.tool_context().idempotency_key)}
 
     agent = sa.durable(Agent(name="support", model=_model(1, "send_message"), tools=[send_message]))
 
@@ -169,29 +139,6 @@ def _child_stead(workdir: Path, phase: str) -> None:
     asyncio.run(go())
 
 
-def seed(side: str) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix=f"oai-seed-{side}-"))
-    try:
-
-        def child(phase: str, kill: bool) -> int:
-            env = {**os.environ, "BENCH_KILL": "1" if kill else "0"}
-            cmd = [sys.executable, str(HERE), "--child", side, phase, str(workdir)]
-            return subprocess.run(
-                cmd, env=env, capture_output=True, timeout=300, check=False
-            ).returncode
-
-        first = child("start", kill=True)
-        second = child("resume", kill=False)
-        return {
-            "side": side,
-            "killed": first == -signal.SIGKILL,
-            "resumed": second == 0,
-            "deliveries": len(_deliveries(workdir / "deliveries.jsonl")),
-        }
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 # -- overhead per durable step ----------------------------------------------------------------
 
 
@@ -202,7 +149,7 @@ def noop(n: int) -> str:
     return "ok"
 
 
-def _plain() -> Callable[[], Awaitable[None]]:
+async def _plain(workdir: Path) -> Callable[[], Awaitable[None]]:
     async def one() -> None:
         agent = Agent(name="noop", model=_model(TURNS, "noop"), tools=[noop])
         result = await Runner.run(agent, "go", max_turns=TURNS + 1)
@@ -234,7 +181,7 @@ def _dbos(workdir: Path) -> Callable[[], Awaitable[None]]:
     from dbos import DBOS
     from dbos_openai_agents import DBOSRunner
 
-    DBOS(config=_dbos_config("noop", workdir))
+    DBOS(config=dbos_config("noop", workdir))
 
     @DBOS.step()
     async def noop_step(n: int) -> str:
@@ -258,40 +205,6 @@ def _dbos(workdir: Path) -> Callable[[], Awaitable[None]]:
     return one
 
 
-async def overhead(runs: int, rounds: int) -> dict[str, float]:
-    workdir = Path(tempfile.mkdtemp(prefix="oai-overhead-"))
-    closers: list[Any] = []
-    try:
-        sides: dict[str, Callable[[], Awaitable[None]]] = {"plain": _plain()}
-        try:
-            sides["dbos"] = _dbos(workdir)
-        except ImportError as exc:
-            print(f"dbos skipped: {exc}", file=sys.stderr)
-        for mode in ("strict", "effects"):
-            one, rt = await _stead(workdir, mode)
-            sides[f"stead {mode}"] = one
-            closers.append(rt)
-        for one in sides.values():  # warm-up: imports, first connections
-            await one()
-        times: dict[str, list[float]] = {k: [] for k in sides}
-        for r in range(rounds):
-            order = list(sides)[r % len(sides) :] + list(sides)[: r % len(sides)]
-            for name in order:
-                t0 = time.perf_counter()
-                for _ in range(runs):
-                    await sides[name]()
-                times[name].append((time.perf_counter() - t0) / runs / STEPS)
-        return {k: statistics.median(v) * 1e6 for k, v in times.items()}
-    finally:
-        for rt in closers:
-            await rt.__aexit__(None, None, None)
-        if "dbos" in sys.modules:
-            from dbos import DBOS
-
-            DBOS.destroy()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 def _dbos_installs() -> bool:
     try:
         import dbos_openai_agents  # noqa: F401
@@ -301,45 +214,22 @@ def _dbos_installs() -> bool:
     return True
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--child", nargs=3, metavar=("SIDE", "PHASE", "DIR"), help=argparse.SUPPRESS)
-    args = p.parse_args()
-    set_tracing_disabled(True)
-    if args.child:
-        side, phase, workdir = args.child
-        (_child_dbos if side == "dbos" else _child_stead)(Path(workdir), phase)
-        return
-    started = time.strftime("%Y-%m-%d", time.gmtime())
-    seeds = ([seed("dbos")] if _dbos_installs() else []) + [seed("stead")]
-    per_step = asyncio.run(overhead(runs=3 if args.quick else 20, rounds=2 if args.quick else 7))
-    if args.json:
-        print(json.dumps({"started": started, "seed": seeds, "us_per_step": per_step}, indent=2))
-        return
-    plain = per_step.get("plain", 0.0)
-    print(f"Measured {started}, one run of bench/under_openai_agents.py ({os.cpu_count()} CPUs)\n")
-    print(
-        "| Agents SDK agent | seed scenario: deliveries after the kill and resume "
-        "| µs per durable step | added to plain |"
-    )
-    print("| --- | --- | --- | --- |")
-    print(f"| plain `Runner.run` (not durable) | — | {plain:,.0f} | — |")
-    by_side = {s["side"]: s for s in seeds}
-    for name in per_step:
-        if name == "plain":
-            continue
-        s = by_side.get(name.split()[0])
-        cell = "—"
-        if s is not None and name != "stead effects":
-            cell = f"{s['deliveries']}" + (
-                "" if s["killed"] and s["resumed"] else " (did not run as planned)"
-            )
-        elif name == "stead effects":
-            cell = "(strict's row)"
-        print(f"| {name} | {cell} | {per_step[name]:,.0f} | {per_step[name] - plain:,.0f} |")
+BENCH = Bench(
+    script=HERE,
+    doc=__doc__ or "",
+    children={"dbos": _child_dbos, "stead": _child_stead},
+    seeds=lambda: (["dbos"] if _dbos_installs() else []) + ["stead"],
+    plain=_plain,
+    dbos=_dbos,
+    stead=_stead,
+    prefix="oai",
+    agent="Agents SDK agent",
+    plain_row="plain `Runner.run` (not durable)",
+    date_format="%Y-%m-%d",
+    steps=STEPS,
+)
 
 
 if __name__ == "__main__":
-    main()
+    set_tracing_disabled(True)
+    main(BENCH)

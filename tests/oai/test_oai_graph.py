@@ -100,3 +100,44 @@ def test_a_model_given_by_name_is_refused_for_an_agent_handed_to(llm: Any) -> No
     helper = Agent(name="helper", model="gpt-4.1")
     with pytest.raises(UserError, match="'helper': give it a model object"):
         sa.durable(Agent(name="triage", model=llm, handoffs=[helper]))
+
+
+async def test_a_handoff_beside_a_call_waiting_for_a_person_runs_on_handoff_once(
+    server: WireServer, llm: Any, tmp_path: Path
+) -> None:
+    handed: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def refund(cents: int) -> str:
+        """Refund an amount."""
+        return "refunded"
+
+    billing = Agent(name="billing", instructions="You bill.", model=llm)
+    triage = Agent(
+        name="triage",
+        model=llm,
+        tools=[refund],
+        handoffs=[handoff(billing, on_handoff=lambda ctx: handed.append("billing"))],
+    )
+    agent = sa.durable(triage)
+    server.requests.clear()
+    server.push(
+        openai_stream(
+            tools=[
+                ("call_r", "refund", ['{"cents": 5}']),
+                ("call_h", "transfer_to_billing", ["{}"]),
+            ]
+        ),
+        openai_stream("Billing here."),
+    )
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+        run_id = await rt.start(agent, "Refund and bill")
+        view = await rt.run(run_id)
+        # The turn's handoff did not wait behind the refund's person: the run rests.
+        assert view.status is RunStatus.AWAITING_APPROVAL
+        await rt.approve(run_id, "call_r", token=view.approvals[0].token)
+        view = await rt.run(run_id)  # a second drive replays the turn, handoff included
+    assert view.status is RunStatus.COMPLETED, view.error
+    assert view.output == "Billing here."
+    assert handed == ["billing"]  # recorded with its call in the first drive, not run again
+    assert server.requests[-1].body["messages"][0]["content"] == "You bill."

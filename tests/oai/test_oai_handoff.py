@@ -1,7 +1,8 @@
 """A handoff within one stead run: the triage agent hands the customer to the support agent,
 whose tool sends the message; the ``stead run`` process is SIGKILLed after the delivery and
 before its result is recorded; a resume in another process goes on with the support agent,
-its send reconciled by the effect class given for it, delivered once."""
+its send reconciled by the effect class given for it, delivered once, and the handoff's
+``on_handoff`` callback, recorded with the handoff, not run again."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from _oai_scripts import MESSAGE, SENT, deliveries, env, stead_cli
-from oai_handoff_support import SUPPORT, TRIAGE
+from oai_handoff_support import SUPPORT, TRIAGE, handed_over
 from openai import AsyncOpenAI
 from wire_server import Seen, WireServer
 from wire_shapes import openai_stream
@@ -85,6 +86,8 @@ def test_killed_after_the_handed_to_agents_delivery_resumes_on_that_agent(
         assert view.status.value == "completed", view.error
 
     assert len(deliveries(ledger)) == 1, "delivered once"
+    # on_handoff ran once, in the killed process: the resume found the handoff recorded.
+    assert len(handed_over().read_text().splitlines()) == 1
     first, second, last = server.requests
     assert (_system(first), _tools(first)) == (TRIAGE, {"transfer_to_support"})
     assert (_system(second), _tools(second)) == (SUPPORT, {"send_message"})

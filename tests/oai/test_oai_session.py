@@ -88,3 +88,12 @@ async def test_the_session_holds_the_conversation_as_the_sdks_items() -> None:
     assert (await session.get_items())[0] == {"role": "user", "content": "Find Ada."}
     await session.clear_session()
     assert await session.get_items() == []
+
+
+def test_a_session_of_the_users_own_is_refused_saying_what_to_use() -> None:
+    from agents import Agent, SQLiteSession
+    from agents.testing import ScriptedModel
+
+    agent = Agent(name="greeter", model=ScriptedModel([]))
+    with pytest.raises(stead.UserError, match=r"SQLiteSession.*rt\.send.*SteadSession"):
+        sa.durable(agent, session=SQLiteSession("conv_ada"))

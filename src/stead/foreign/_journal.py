@@ -146,6 +146,12 @@ class Journal:
         first = whole[0].event if whole else None
         return first.history if isinstance(first, RunCreated) else ()
 
+    @property
+    def asked(self) -> int:
+        """How many model requests the foreign agent made in this drive: the turn it asked
+        for last is ``asked - 1``, the reply it acts on now."""
+        return self._asked
+
     def committed(self, events: Sequence[Event]) -> None:
         self._learn(events)
         self._poke()

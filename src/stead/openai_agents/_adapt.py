@@ -26,7 +26,8 @@ from stead.core.events import EffectClass, ToolResultRecorded
 from stead.core.limits import Budget, Limits
 from stead.core.pricing import PriceTable
 from stead.errors import UserError
-from stead.foreign import Journal, current_journal, foreign_agent, foreign_tool
+from stead.foreign import Journal, Launch, current_journal, foreign_agent, foreign_tool
+from stead.openai_agents._as_tool import agent_as_tool, nested_agent
 from stead.openai_agents._handoffs import handoff_tools, journaled_graph, reachable
 from stead.openai_agents._model import JournaledModel, same_json
 from stead.openai_agents._session import SteadSession
@@ -93,76 +94,140 @@ def durable(
     budget: Budget | None = None,
     prices: PriceTable | None = None,
     durability: Durability = "strict",
+    session: object = None,
 ) -> Agent:
     """The ``stead.Agent`` for an Agents SDK agent: give it to ``stead.Runtime(agents=[...])``
     or name it to the CLI (``module:attribute``). ``tools`` maps a tool's name to its
     settings, for tools without ``@effect``; a tool given neither is ``non_idempotent``.
-    ``limits``, ``budget``, ``prices`` and ``durability`` are a ``stead.Agent``'s."""
+    ``limits``, ``budget``, ``prices`` and ``durability`` are a ``stead.Agent``'s. An agent
+    used as a tool (``agent.as_tool(...)``) becomes a child run per call (docs: "Agents as
+    tools"). ``session`` is refused: a stead run's conversation is its log (``rt.send``)."""
+    if session is not None:
+        raise UserError(
+            f"durable(session={type(session).__name__}(...)): a stead run keeps its "
+            "conversation in its log, where a crash cannot leave it behind the run; send "
+            "follow-ups with rt.send(conversation, text) and the SDK reads them through "
+            "stead.openai_agents.SteadSession, which durable passes to Runner.run itself"
+        )
     given = dict(tools or {})
     label = name or agent.name
     if not label:
         raise UserError("an Agents SDK agent run by stead needs a name: Agent(name='...')")
-    graph = reachable(agent, label)
-    model_name = ""
-    stead_tools: list[Tool[..., Any]] = []
-    by_name: dict[str, FunctionTool] = {}
-    wrapped: dict[int, FunctionTool] = {}
-    for sdk_agent, _ in graph:
-        what = f"Agents SDK agent {sdk_agent.name!r}"
-        model = sdk_agent.model
-        if not isinstance(model, Model):
-            raise UserError(
-                f"{what}: give it a model object (OpenAIChatCompletionsModel / "
-                f"OpenAIResponsesModel with its AsyncOpenAI client), not {model!r}; stead wraps "
-                "that model to journal each request"
-            )
-        model_name = model_name or _model_name(model)
-        for tool in sdk_agent.tools:
-            if not isinstance(tool, FunctionTool):
-                raise UserError(
-                    f"{what}: {type(tool).__name__} tools are not supported under stead; "
-                    "hosted tools run at the provider, where stead cannot write their intent "
-                    "first or recover them by effect class; give the agent function tools "
-                    "(@function_tool)"
-                )
-            seen = by_name.get(tool.name)
-            if seen is tool:
-                continue
-            if seen is not None:
-                raise UserError(
-                    f"{what}: two different tools are named {tool.name!r} among the agents "
-                    f"{label!r} can hand off to; a run's tools are one set, so name them apart"
-                )
-            by_name[tool.name] = tool
-            settings = _settings(sdk_agent.name, tool, given.pop(tool.name, None))
-            stead_tools.append(
-                foreign_tool(
-                    tool.name,
-                    tool.params_json_schema,
-                    description=tool.description,
-                    effect=settings.get("effect", "non_idempotent"),
-                    reconcile=settings.get("reconcile"),
-                    requires_approval=tool.needs_approval is not False,
-                    timeout=settings.get("timeout", tool.timeout_seconds),
-                    retries=settings.get("retries", 0),
-                    what=f"{what}, tool {tool.name!r}",
-                )
-            )
-            wrapped[id(tool)] = _journaled_tool(tool)
-    if given:
+    build = _Build(given, limits, prices, durability)
+    out = build.agent(agent, label, budget)
+    unknown = sorted(set(given) - build.seen)
+    if unknown:
         raise UserError(
-            f"Agents SDK agent {label!r}: tools={sorted(given)} names no tool of the agent "
-            f"or of an agent it hands off to (they have {sorted(by_name)})"
+            f"Agents SDK agent {label!r}: tools={unknown} names no tool of the agent "
+            f"or of an agent it hands off to or uses as a tool (they have {sorted(build.seen)})"
         )
-    stead_tools.extend(handoff_tools(graph, set(by_name)))
-    journal_agent = journaled_graph(
-        graph,
-        lambda a: a.clone(
-            model=JournaledModel(cast(Model, a.model), _model_name(cast(Model, a.model))),
-            tools=[wrapped[id(t)] for t in a.tools],
-        ),
-    )
+    return out
 
+
+class _Build:
+    """``durable`` of one agent and of every agent it uses as a tool, each once."""
+
+    def __init__(
+        self,
+        given: dict[str, ToolSettings],
+        limits: Limits | None,
+        prices: PriceTable | None,
+        durability: Durability,
+    ) -> None:
+        self.given = given
+        self.seen: set[str] = set()
+        """The names of every tool met, to say which names of ``given`` name none."""
+        self.limits = limits
+        self.prices = prices
+        self.durability = durability
+        self.built: dict[int, Agent] = {}
+
+    def agent(self, agent: SdkAgent[Any], label: str, budget: Budget | None) -> Agent:
+        graph = reachable(agent, label)
+        model_name = ""
+        stead_tools: list[Tool[..., Any]] = []
+        by_name: dict[str, FunctionTool] = {}
+        wrapped: dict[int, FunctionTool] = {}
+        for sdk_agent, _ in graph:
+            what = f"Agents SDK agent {sdk_agent.name!r}"
+            model = sdk_agent.model
+            if not isinstance(model, Model):
+                raise UserError(
+                    f"{what}: give it a model object (OpenAIChatCompletionsModel / "
+                    f"OpenAIResponsesModel with its AsyncOpenAI client), not {model!r}; stead "
+                    "wraps that model to journal each request"
+                )
+            model_name = model_name or _model_name(model)
+            for tool in sdk_agent.tools:
+                if not isinstance(tool, FunctionTool):
+                    raise UserError(
+                        f"{what}: {type(tool).__name__} tools are not supported under stead; "
+                        "hosted tools run at the provider, where stead cannot write their "
+                        "intent first or recover them by effect class; give the agent "
+                        "function tools (@function_tool)"
+                    )
+                seen = by_name.get(tool.name)
+                if seen is tool:
+                    continue
+                if seen is not None:
+                    raise UserError(
+                        f"{what}: two different tools are named {tool.name!r} among the agents "
+                        f"{label!r} can hand off to; a run's tools are one set, so name them "
+                        "apart"
+                    )
+                by_name[tool.name] = tool
+                self.seen.add(tool.name)
+                settings = _settings(sdk_agent.name, tool, self.given.get(tool.name))
+                stead_tools.append(self._tool(what, tool, settings))
+                wrapped[id(tool)] = _journaled_tool(tool)
+        stead_tools.extend(handoff_tools(graph, set(by_name)))
+        journal_agent = journaled_graph(
+            graph,
+            lambda a: a.clone(
+                model=JournaledModel(cast(Model, a.model), _model_name(cast(Model, a.model))),
+                tools=[wrapped[id(t)] for t in a.tools],
+            ),
+        )
+        return foreign_agent(
+            label,
+            model_name,
+            stead_tools,
+            _launch(journal_agent, label),
+            limits=self.limits,
+            budget=budget,
+            prices=self.prices,
+            durability=self.durability,
+        )
+
+    def _tool(self, what: str, tool: FunctionTool, settings: ToolSettings) -> Tool[..., Any]:
+        nested = nested_agent(tool)
+        if nested is not None:
+            extra = sorted(set(settings) - {"effect"})
+            if extra:
+                raise UserError(
+                    f"{what}, tool {tool.name!r}: an agent used as a tool is recovered as its "
+                    f"child run, so it takes only an effect class, not {extra}"
+                )
+            child = self.built.get(id(nested))
+            if child is None:
+                # The tree's budget is the parent's: the child is held to it through its link.
+                child = self.agent(nested, nested.name, None)
+                self.built[id(nested)] = child
+            return agent_as_tool(tool, child, f"{what}, tool {tool.name!r}", settings.get("effect"))
+        return foreign_tool(
+            tool.name,
+            tool.params_json_schema,
+            description=tool.description,
+            effect=settings.get("effect", "non_idempotent"),
+            reconcile=settings.get("reconcile"),
+            requires_approval=tool.needs_approval is not False,
+            timeout=settings.get("timeout", tool.timeout_seconds),
+            retries=settings.get("retries", 0),
+            what=f"{what}, tool {tool.name!r}",
+        )
+
+
+def _launch(journal_agent: SdkAgent[Any], label: str) -> Launch:
     async def launch(journal: Journal) -> object:
         config = RunConfig(tracing_disabled=True, workflow_name=label)
         # The SDK reads the conversation before the run's input (Runtime.send) from a
@@ -186,16 +251,7 @@ def durable(
             )
         return result.final_output
 
-    return foreign_agent(
-        label,
-        model_name,
-        stead_tools,
-        launch,
-        limits=limits,
-        budget=budget,
-        prices=prices,
-        durability=durability,
-    )
+    return launch
 
 
 def _model_name(model: Model) -> str:
@@ -247,5 +303,8 @@ def _journaled_tool(tool: FunctionTool) -> FunctionTool:
         )
         return recorded.content
 
-    copy = dataclasses.replace(tool, on_invoke_tool=on_invoke)
-    return copy
+    # An agent tool's copy is a plain function tool to the SDK: it reads the child run's
+    # recorded result, with none of the nested-run state the SDK keeps for agent tools.
+    return dataclasses.replace(
+        tool, on_invoke_tool=on_invoke, _is_agent_tool=False, _agent_instance=None
+    )
