@@ -7,8 +7,8 @@
   gate did not act: that is its recorded (``is_error``) result, which a replay reads back
   without running the tool again;
 * typed output is judged when the reply is recorded: a field validator's error goes back to
-  the model, which answers again (output retries); ``@agent.output_validator``, which would
-  judge later, is refused with what to do instead.
+  the model, which answers again (output retries); an ``@agent.output_validator`` added
+  after the agent was given to stead (which then did not know to ask it) is refused.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from wire_shapes import anthropic_stream
 
 import stead
 from stead.core.states import RunStatus
-from stead.errors import UserError
 from stead.pydantic_ai import SteadDurability
 
 
@@ -127,12 +126,16 @@ async def test_typed_output_a_validator_refuses_is_answered_again(tmp_path: Path
     assert "a population is a positive count of people" in retried
 
 
-def test_an_output_validator_is_refused_with_what_to_do(tmp_path: Path) -> None:
+async def test_an_output_validator_added_after_the_agent_was_given_is_refused(
+    tmp_path: Path,
+) -> None:
     agent = Agent(TestModel(), name="validated", capabilities=[SteadDurability()])
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
 
-    @agent.output_validator
-    def shout(text: str) -> str:
-        return text.upper()
+        @agent.output_validator
+        def shout(text: str) -> str:
+            return text.upper()
 
-    with pytest.raises(UserError, match=r"output validators.*field_validator"):
-        stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent])
+        view = await rt.run(await rt.start(agent, "Hello"))
+    assert view.status is RunStatus.FAILED
+    assert "output validator was added after" in str(view.error)

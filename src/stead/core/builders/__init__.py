@@ -28,7 +28,7 @@ from stead.core.builders._limits import (
     wait_credit_events,
 )
 from stead.core.builders._notes import listing_events
-from stead.core.builders._output import output_events
+from stead.core.builders._output import EndAccepted, EndRetry, checked_end_events, output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
     STEP_MESSAGE_LIMIT,
@@ -71,10 +71,13 @@ __all__ = [
     "STEP_MESSAGE_LIMIT",
     "CallAdmission",
     "Consent",
+    "EndAccepted",
+    "EndRetry",
     "ask_human_events",
     "attempt_failed_event",
     "cancel_events",
     "cancel_request_event",
+    "checked_end_events",
     "consent_events",
     "created_event",
     "deadline_events",

@@ -295,6 +295,11 @@ class RunLoop:
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
         judged = judge(self.agent.output, step.turn_index, message, admissions(self.agent, message))
+        if self.agent.end_check is not None and judged.ends:  # an agent that checks its answer
+            verdict = await self.agent.end_check(
+                step.turn_index, message, response.usage, response.model
+            )
+            judged = judged.checked(verdict)
         parts = self.agent._parts  # which of the turn's lists can only be empty, known once
         tokens = (
             {c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval}
