@@ -82,6 +82,8 @@ class CallState:
     """Latest human decision since the last start."""
     edited_arguments: str | None = None
     """Arguments a person approved instead of the model's."""
+    deferred: bool = False
+    """Its last attempt stopped without acting and asked a person (``tool_call_deferred``)."""
 
     @property
     def pending(self) -> bool:
@@ -91,7 +93,7 @@ class CallState:
     @property
     def in_flight(self) -> bool:
         """Started at least once and never settled: it may or may not have happened."""
-        return self.result is None and self.attempts > 0
+        return self.result is None and self.attempts > 0 and not self.deferred
 
     def effective_arguments(self) -> str:
         """The arguments a run of this call uses: edited by a person, or the model's."""

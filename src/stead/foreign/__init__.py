@@ -16,7 +16,7 @@ from typing import Any
 
 from stead.core.builders import EndRetry
 from stead.core.durability import Durability
-from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
+from stead.core.effects import ToolFailed, ToolOutcome
 from stead.core.events import EffectClass
 from stead.core.limits import Budget, Limits
 from stead.core.messages import Message, Usage
@@ -88,13 +88,11 @@ def foreign_tool(
     ``definitions()`` of every tool it listed, as ``stead.mcp.MCPTools`` has), so each run
     records that listing (``tools_listed``) whenever it changed."""
 
-    async def perform(
-        values: dict[str, Any], ctx: ToolContext
-    ) -> ToolSucceeded | ToolFailed | ToolUnknown:
+    async def perform(values: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         found = await drive_journal().perform_tool(ctx)
         if isinstance(found, Rejected):
             return ToolFailed(failure=found.message)
-        outcome: ToolSucceeded | ToolFailed | ToolUnknown = found
+        outcome: ToolOutcome = found
         return outcome
 
     made = SchemaTool if source is None else _Sourced

@@ -30,6 +30,7 @@ from stead.core.builders import (
     ask_human_events,
     cancel_events,
     consent_events,
+    deferred_events,
     executed_result,
     model_failed_event,
     needs_start_record,
@@ -64,6 +65,7 @@ from stead.core.effects import (
     ModelFailed,
     ModelSucceeded,
     Outcome,
+    ToolDeferred,
     ToolSucceeded,
     tool_assignment,
     tool_result_of,
@@ -528,6 +530,13 @@ class RunLoop:
         else:
             outcome = await self._assigned(call, tool, attempt)
         self._crash("after_tool_effect", call.name)
+        if type(outcome) is ToolDeferred:  # it did not act: it asks a person, and the run waits
+            token = secrets.token_urlsafe(16)
+            asked = deferred_events(
+                call, attempt, outcome.ask, outcome.reason, token, self._deadline()
+            )
+            await self.owned.append(asked)
+            return
         if type(outcome) is ToolSucceeded:  # nearly every call: nothing to retry or to read
             settled = (outcome.content, False)
         else:
