@@ -24,13 +24,14 @@ from stead.core.states import RunStatus
 
 PROVIDER = "anthropic"
 SOAK = os.environ.get("STEAD_TEST_ALL_MODES") == "1"
+TWO_CHILDREN = pytest.mark.timeout(300)  # two CLI children importing Pydantic AI, under load
 CASES = [
     pytest.param("sqlite", False, id="sqlite"),
     *(
         [
-            pytest.param("sqlite", True, id="sqlite-killed-as-it-asks"),
+            pytest.param("sqlite", True, id="sqlite-killed-as-it-asks", marks=TWO_CHILDREN),
             pytest.param("postgres", False, id="postgres"),
-            pytest.param("postgres", True, id="postgres-killed-as-it-asks"),
+            pytest.param("postgres", True, id="postgres-killed-as-it-asks", marks=TWO_CHILDREN),
         ]
         if SOAK
         else []
