@@ -22,6 +22,7 @@ from stead.core.events import (
     RunRequeued,
     StepFailed,
     ToolAttemptFailed,
+    ToolCallDeferred,
     ToolsListed,
     TraceLinked,
 )
@@ -49,6 +50,7 @@ def _every_kind() -> list[Event]:
         RunForked(source_run_id="run_a", at_turn=1, carried_results=2, dropped_calls=1),
         AgentRecorded(fingerprint="fp_1", version="v1"),
         AgentChanged(from_fingerprint="fp_1", to_fingerprint="fp_2", to_version="v2"),
+        ToolCallDeferred(turn_index=0, tool_call_id="t", attempt=1, ask="approval"),
     ]
     return [*events, *later]
 

@@ -40,6 +40,7 @@ KINDS = {
     "tool_result_recorded",
     "tool_attempt_failed",
     "tool_outcome_unknown",
+    "tool_call_deferred",
     "tool_reconciled",
     "approval_requested",
     "approval_decided",
@@ -65,7 +66,7 @@ CLASSES = sorted(EVENT_TYPES.values(), key=lambda cls: cls.kind)
 
 def test_event_kinds_are_pinned() -> None:
     assert set(EVENT_TYPES) == KINDS
-    assert len(EVENT_TYPES) == len(KINDS) == 32
+    assert len(EVENT_TYPES) == len(KINDS) == 33
     assert set(VERSION) == KINDS
     assert all(v == 1 for v in VERSION.values())
 

@@ -54,7 +54,7 @@ def test_an_accepted_final_result_completes_from_running_and_keeps_its_value() -
 def test_the_snapshot_keeps_the_value_and_a_v3_one_reads_as_none() -> None:
     state = fold(LOG)
     snap = json.loads(json.dumps(state.to_json()))
-    assert snap["v"] == STATE_VERSION == 5
+    assert snap["v"] == STATE_VERSION == 6
     assert RunState.from_json(snap).data == {"city": "Paris"}
     old = {k: v for k, v in snap.items() if k != "data"} | {"v": 3}
     assert RunState.from_json(old).data is None

@@ -1,5 +1,6 @@
-"""A Pydantic AI agent whose tools are a real MCP server's (``tests/mcp_tools/mcp_server.py``
-over stdio, a child process), for the tests and their child processes.
+"""A Pydantic AI agent whose tools are a real MCP server's (``tests/mcp_tools/mcp_server.py``:
+over streamable HTTP when ``STEAD_MCP_URL`` names a running one, else over stdio, a child
+process), for the tests and their child processes.
 
 Its model is Pydantic AI's own ``AnthropicModel`` pointed at the suite's wire server
 (``PAI_BASE_URL``). Effect classes come from the server's annotations (``lookup_order`` is
@@ -37,7 +38,12 @@ def sent(to: str, ctx: stead.ToolContext) -> stead.Done | stead.NotDone:
     return stead.NotDone()
 
 
-def orders() -> MCPToolset[Any]:
+def orders(url: str | None = None) -> MCPToolset[Any]:
+    """The server's toolset: at ``url`` (streamable HTTP: ``MCPToolset`` with a URL, Pydantic
+    AI's successor of ``MCPServerStreamableHTTP``), else a stdio child of its own."""
+    url = url or os.environ.get("STEAD_MCP_URL")
+    if url:
+        return MCPToolset(url, id="orders", process_tool_call=send_idempotency_key)
     transport = StdioTransport(command=sys.executable, args=[str(SERVER)], env=dict(os.environ))
     return MCPToolset(transport, id="orders", process_tool_call=send_idempotency_key)
 
@@ -51,11 +57,11 @@ def claude(url: str) -> Any:
     )
 
 
-def build(url: str | None = None) -> Agent[None, str]:
+def build(url: str | None = None, mcp_url: str | None = None) -> Agent[None, str]:
     return Agent(
         claude(url or os.environ.get("PAI_BASE_URL", "http://127.0.0.1:9")),
         name="orders_desk",
-        toolsets=[orders()],
+        toolsets=[orders(mcp_url)],
         capabilities=[
             SteadDurability(),
             SetToolMetadata(tools=["send_message"], stead={"reconcile": sent}),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ApprovalRequired, RunContext
 from pydantic_ai.models import Model
 
 import stead
@@ -71,12 +71,16 @@ def build(
         """Look a customer up by email."""
         return {"name": "Ada", "email": email}
 
-    @agent.tool_plain(
+    asks = os.environ.get("SUPPORT_APPROVAL") == "tool"  # the tool asks, while running
+
+    @agent.tool(
         metadata={"stead": {"effect": "non_idempotent", "reconcile": find_sent}},
         requires_approval=os.environ.get("SUPPORT_APPROVAL") == "1",
     )
-    def send_message(to: str, text: str) -> dict[str, Any]:
+    def send_message(ctx: RunContext[None], to: str, text: str) -> dict[str, Any]:
         """Send a message to a customer."""
+        if asks and not ctx.tool_call_approved:
+            raise ApprovalRequired()
         n = len(deliveries()) + 1
         with ledger().open("a") as f:
             f.write(

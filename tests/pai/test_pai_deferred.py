@@ -3,12 +3,12 @@
 * a tool guarding itself the Pydantic AI way (``if not ctx.tool_call_approved: raise
   ApprovalRequired()``) runs once a person approved it in stead (a ``requires_approval``
   policy in its metadata), in the same run;
-* a tool that raises ``ApprovalRequired`` / ``CallDeferred`` in a call stead was not asked to
-  gate did not act: that is its recorded (``is_error``) result, which a replay reads back
-  without running the tool again;
+* a tool that raises ``ApprovalRequired`` / ``CallDeferred`` while running did not act: the
+  run waits in ``awaiting_approval`` (approve runs it again, approved; deny is what the model
+  reads; ``rt.answer`` gives a deferred call its result), and the same run goes on;
 * typed output is judged when the reply is recorded: a field validator's error goes back to
-  the model, which answers again (output retries); ``@agent.output_validator``, which would
-  judge later, is refused with what to do instead.
+  the model, which answers again (output retries); an ``@agent.output_validator`` added
+  after the agent was given to stead (which then did not know to ask it) is refused.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from wire_shapes import anthropic_stream
 
 import stead
 from stead.core.states import RunStatus
-from stead.errors import UserError
 from stead.pydantic_ai import SteadDurability
 
 
@@ -48,16 +47,18 @@ def over_1000(arguments: dict[str, Any]) -> bool:
     return int(arguments.get("cents", 0)) > 1000
 
 
-async def test_deferred_inside_a_tool_body_is_recorded_and_replayed(tmp_path: Path) -> None:
+async def test_a_tool_that_asks_while_running_waits_on_a_person_in_the_same_run(
+    tmp_path: Path,
+) -> None:
     ran: list[tuple[str, int]] = []
     with WireServer() as server:
         agent = Agent(claude(server.url), name="guarded", capabilities=[SteadDurability()])
 
-        @agent.tool(metadata={"stead": {"requires_approval": over_1000}})
+        @agent.tool(metadata={"stead": {"effect": "non_idempotent"}})
         def refund(ctx: RunContext[None], cents: int) -> str:
             """Refund an order; a large refund needs a person's approval."""
             if cents > 1000 and not ctx.tool_call_approved:
-                raise ApprovalRequired()
+                raise ApprovalRequired(metadata={"cents": cents})
             ran.append(("refund", cents))
             return f"refunded {cents}"
 
@@ -76,23 +77,83 @@ async def test_deferred_inside_a_tool_body_is_recorded_and_replayed(tmp_path: Pa
             run_id = await rt.start(agent, "Ship order 7, refund 5 and 50 dollars.")
             view = await rt.run(run_id)
             assert view.status is RunStatus.AWAITING_APPROVAL
-            (pending,) = view.approvals
+            (question,) = view.approvals
+            assert question.tool == "ship" and question.reason == "question"
             # The calls of one reply run side by side: their order is not the point.
-            assert pending.tool == "refund" and sorted(ran) == [("refund", 500), ("ship", 7)]
-            await rt.approve(run_id, "toolu_3", token=pending.token)
-            view = await rt.run(run_id)  # a new drive: the agent replays turns 0 and 1
+            assert sorted(ran) == [("refund", 500), ("ship", 7)]
+            await rt.answer(run_id, "toolu_1", {"tracking": "TRK-42"}, token=question.token)
+            view = await rt.run(run_id)  # a new drive: the agent replays turn 0
+            assert view.status is RunStatus.AWAITING_APPROVAL
+            (asked,) = view.approvals
+            assert asked.tool == "refund" and asked.reason == "policy"
+            assert ("refund", 5000) not in ran
+            await rt.approve(run_id, "toolu_3", token=asked.token)
+            view = await rt.run(run_id)  # again: turns 0 and 1 replayed, the call approved
             log = [e.event for e in await rt.store.read_events(run_id)]
-        asked = len(server.requests)
-        second = str(server.requests[1].body["messages"])
+        requests = [str(r.body["messages"]) for r in server.requests]
     assert view.status is RunStatus.COMPLETED and view.run_id == run_id, view.error
     assert view.output == "Done."
     assert sorted(ran) == [("refund", 500), ("refund", 5000), ("ship", 7)]  # none ran twice
+    deferred = [(e.tool_call_id, e.ask, e.attempt) for e in log if e.kind == "tool_call_deferred"]  # type: ignore[attr-defined]
+    assert deferred == [("toolu_1", "result", 1), ("toolu_3", "approval", 1)]
     results = {e.tool_call_id: e for e in log if e.kind == "tool_result_recorded"}  # type: ignore[attr-defined]
-    shipped = results["toolu_1"]
-    assert shipped.is_error and "call_deferred" in shipped.content  # type: ignore[attr-defined]
-    assert "call_deferred" in second  # the model read it
+    assert "TRK-42" in results["toolu_1"].content  # type: ignore[attr-defined]
     assert results["toolu_3"].content == "refunded 5000"  # type: ignore[attr-defined]
-    assert asked == 3
+    assert results["toolu_3"].attempt == 2  # type: ignore[attr-defined]
+    assert "TRK-42" in requests[1]  # the model read the answer as the call's result
+    assert len(requests) == 3
+
+
+async def test_a_denied_ask_from_inside_a_tool_is_what_the_model_reads(tmp_path: Path) -> None:
+    ran: list[int] = []
+    with WireServer() as server:
+        agent = Agent(claude(server.url), name="guarded", capabilities=[SteadDurability()])
+
+        @agent.tool(metadata={"stead": {"effect": "non_idempotent"}})
+        def refund(ctx: RunContext[None], cents: int) -> str:
+            """Refund an order; a large refund needs a person's approval."""
+            if not ctx.tool_call_approved:
+                raise ApprovalRequired()
+            ran.append(cents)
+            return "refunded"
+
+        server.push(calls(("toolu_1", "refund", '{"cents": 5000}')), anthropic_stream("No."))
+        async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+            run_id = await rt.start(agent, "Refund 50 dollars.")
+            view = await rt.run(run_id)
+            await rt.deny(run_id, "toolu_1", "over the limit", token=view.approvals[0].token)
+            view = await rt.run(run_id)
+        second = str(server.requests[1].body["messages"])
+    assert view.status is RunStatus.COMPLETED and view.output == "No."
+    assert ran == []
+    assert "over the limit" in second
+
+
+async def test_a_tool_guarding_itself_runs_once_a_policy_in_stead_approved_it(
+    tmp_path: Path,
+) -> None:
+    ran: list[int] = []
+    with WireServer() as server:
+        agent = Agent(claude(server.url), name="policed", capabilities=[SteadDurability()])
+
+        @agent.tool(metadata={"stead": {"requires_approval": over_1000}})
+        def refund(ctx: RunContext[None], cents: int) -> str:
+            """Refund an order; a large refund needs a person's approval."""
+            if cents > 1000 and not ctx.tool_call_approved:
+                raise ApprovalRequired()
+            ran.append(cents)
+            return f"refunded {cents}"
+
+        server.push(calls(("toolu_1", "refund", '{"cents": 5000}')), anthropic_stream("Done."))
+        async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
+            run_id = await rt.start(agent, "Refund 50 dollars.")
+            view = await rt.run(run_id)
+            assert ran == []  # asked before it ran: the policy, not the tool
+            await rt.approve(run_id, "toolu_1", token=view.approvals[0].token)
+            view = await rt.run(run_id)
+            kinds = [e.event.kind for e in await rt.store.read_events(run_id)]
+    assert view.status is RunStatus.COMPLETED and ran == [5000]
+    assert "tool_call_deferred" not in kinds
 
 
 class Answer(BaseModel):
@@ -127,12 +188,16 @@ async def test_typed_output_a_validator_refuses_is_answered_again(tmp_path: Path
     assert "a population is a positive count of people" in retried
 
 
-def test_an_output_validator_is_refused_with_what_to_do(tmp_path: Path) -> None:
+async def test_an_output_validator_added_after_the_agent_was_given_is_refused(
+    tmp_path: Path,
+) -> None:
     agent = Agent(TestModel(), name="validated", capabilities=[SteadDurability()])
+    async with stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent]) as rt:
 
-    @agent.output_validator
-    def shout(text: str) -> str:
-        return text.upper()
+        @agent.output_validator
+        def shout(text: str) -> str:
+            return text.upper()
 
-    with pytest.raises(UserError, match=r"output validators.*field_validator"):
-        stead.Runtime(f"sqlite:///{tmp_path / 'r.db'}", agents=[agent])
+        view = await rt.run(await rt.start(agent, "Hello"))
+    assert view.status is RunStatus.FAILED
+    assert "output validator was added after" in str(view.error)

@@ -40,6 +40,7 @@ from stead.core.events import (
     RunTimedOut,
     StepFailed,
     ToolAttemptFailed,
+    ToolCallDeferred,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -296,6 +297,7 @@ def every_kind() -> list[Event]:
             turn_index=0, tool_call_id="c1", attempt=1, error="Boom: down", retry_in=0.25
         ),
         ToolOutcomeUnknown(turn_index=0, tool_call_id="c1", reason="worker died"),
+        ToolCallDeferred(turn_index=0, tool_call_id="c1", attempt=1, ask="approval", reason="big"),
         ToolReconciled(turn_index=0, tool_call_id="c1", verdict="unknown"),
         ApprovalRequested(
             turn_index=0,

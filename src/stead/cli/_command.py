@@ -115,7 +115,9 @@ async def with_runtime(
 ) -> int:
     # Every command run here reads or steers runs that exist: a SQLite file that does not
     # exist is a mistyped path, not a new store to create (run/worker/serve/demo create one).
-    async with Runtime(open_store(url, create=False), agents=agents, deps=deps) as rt:
+    async with Runtime(
+        open_store(url, create=False), agents=agents, deps=deps, share_progress=True
+    ) as rt:
         return await fn(rt)
 
 

@@ -108,6 +108,12 @@ _LINES: Final[dict[type[Event], Described]] = {
         "decides what comes next",
         "bold red",
     ),
+    ev.ToolCallDeferred: (
+        "tool asks",
+        "call {e.tool_call_id} attempt {e.attempt} did not act: it asks a person for {e.ask} "
+        "{e.reason:80}",
+        "yellow",
+    ),
     ev.RunCompleted: ("completed", "{e.output:80}", "bold green"),
     ev.RunFailed: ("failed", "{e.code} in {e.phase}: {e.message:160}", "bold red"),
     ev.StepFailed: ("step failed", "{e.step}: {e.error_type}: {e.message:120}", "red"),

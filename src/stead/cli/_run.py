@@ -61,7 +61,9 @@ async def _run_agent(
         agent.model = model_from_string(model)
     out = console()
     printer = StreamPrinter()
-    async with Runtime(store, agents=[agent], on_progress=printer, deps=deps) as rt:
+    async with Runtime(
+        store, agents=[agent], on_progress=printer, deps=deps, share_progress=True
+    ) as rt:
         run_id = await rt.start(agent, prompt)
         out.print(Text(f"run {run_id} · {agent.name} on {agent.model.model_name}", style="dim"))
         try:

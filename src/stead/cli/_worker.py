@@ -69,7 +69,9 @@ def run_worker(args: argparse.Namespace) -> int:
         from stead.cli._lifecycle import retention_of
 
         retention = retention_of(args.keep, args.max_runs)
-    worker = Worker(args.store, agents, deps=deps, retention=retention, **serving(args))
+    worker = Worker(
+        args.store, agents, deps=deps, retention=retention, share_progress=True, **serving(args)
+    )
     tune_gc()
     return serve_until_signalled(worker)
 

@@ -192,6 +192,16 @@ class ToolUnknown(TaggedRecord):
     """Why it is unknown."""
 
 
+@tagged("tool_deferred")
+class ToolDeferred(TaggedRecord):
+    """The handler stopped without acting and left the call to a person: it asked for
+    consent first (``approval``), or for the call to be made elsewhere (``result``)."""
+
+    ask: Literal["approval", "result"]
+    reason: str = ""
+    """What the tool said, if anything."""
+
+
 @tagged("cancelled")
 class Cancelled(TaggedRecord):
     """The effect was aborted before it settled."""
@@ -220,8 +230,18 @@ def tool_assignment(call: Any, key: AssignmentKey, digest: str, attempt: int) ->
 
 
 Outcome: TypeAlias = (
-    ModelSucceeded | ModelFailed | ToolSucceeded | ToolFailed | ToolUnknown | Cancelled
+    ModelSucceeded
+    | ModelFailed
+    | ToolSucceeded
+    | ToolFailed
+    | ToolUnknown
+    | ToolDeferred
+    | Cancelled
 )
+
+
+ToolOutcome: TypeAlias = ToolSucceeded | ToolFailed | ToolUnknown | ToolDeferred
+"""What one attempt of a tool call came to."""
 
 
 def tool_result_of(outcome: Outcome) -> tuple[str, bool] | None:
@@ -236,6 +256,11 @@ def tool_result_of(outcome: Outcome) -> tuple[str, bool] | None:
             return f"cancelled: {outcome.reason}", True
         case ToolUnknown():
             return None
+        case ToolDeferred():
+            # Where no run loop can wait on a person for it (``RunLoop`` does): the call
+            # did not act, and the model reads that.
+            what = "a person's approval" if outcome.ask == "approval" else "to be made elsewhere"
+            return f"not run: the tool asked for {what} while running", True
         case ModelSucceeded() | ModelFailed():
             raise ValueError("a model outcome is not a tool result")
         case _:

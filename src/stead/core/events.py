@@ -258,6 +258,25 @@ class ToolOutcomeUnknown(_Call):
         _repair_field(self, "reason", "in this reason")  # may quote a reconcile function
 
 
+@tagged("tool_call_deferred")
+class ToolCallDeferred(_Call):
+    """An attempt of the call stopped without acting and left the call to a person: the tool
+    itself asked, while running, for consent (``ask="approval"``: an approval runs it again,
+    approved; a denial is its result) or for the call to be made elsewhere (``ask="result"``:
+    a person's answer is its result). The ``approval_requested`` that asks follows in the
+    same commit; the call is not in flight (it did not act), so a crash never makes it an
+    unknown outcome."""
+
+    attempt: int
+    """The attempt that asked."""
+    ask: Literal["approval", "result"]
+    reason: str = ""
+    """What the tool said, if anything."""
+
+    def __post_init__(self) -> None:
+        _repair_field(self, "reason", "in this reason")  # a tool's text
+
+
 @tagged("tool_reconciled")
 class ToolReconciled(_Call):
     """A reconcile (status-check) function answered for an in-flight call."""
@@ -495,6 +514,7 @@ Event: TypeAlias = (
     | ToolResultRecorded
     | ToolAttemptFailed
     | ToolOutcomeUnknown
+    | ToolCallDeferred
     | ToolReconciled
     | ApprovalRequested
     | ApprovalDecided

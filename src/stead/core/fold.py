@@ -45,7 +45,7 @@ from stead.core.output import JSON_VALUE
 from stead.core.states import BIRTH, TABLE, RunStatus
 from stead.errors import IllegalTransition
 
-STATE_VERSION: Final = 5
+STATE_VERSION: Final = 6
 """Bumped whenever RunState's snapshot shape changes, with an upcaster from the previous
 version in ``SNAPSHOT`` (a snapshot no upcaster reaches is ignored and the log folded)."""
 
@@ -82,6 +82,8 @@ class CallState:
     """Latest human decision since the last start."""
     edited_arguments: str | None = None
     """Arguments a person approved instead of the model's."""
+    deferred: bool = False
+    """Its last attempt stopped without acting and asked a person (``tool_call_deferred``)."""
 
     @property
     def pending(self) -> bool:
@@ -91,7 +93,7 @@ class CallState:
     @property
     def in_flight(self) -> bool:
         """Started at least once and never settled: it may or may not have happened."""
-        return self.result is None and self.attempts > 0
+        return self.result is None and self.attempts > 0 and not self.deferred
 
     def effective_arguments(self) -> str:
         """The arguments a run of this call uses: edited by a person, or the model's."""
@@ -332,7 +334,21 @@ def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "agent_fingerprint": "", "agent_version": ""}
 
 
-SNAPSHOT: Final = Versions("snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5})
+def _v5_to_v6(data: dict[str, Any]) -> dict[str, Any]:
+    """v6 knows a call whose tool stopped without acting to ask a person
+    (``tool_call_deferred``); a v5 state was written before any could."""
+    calls = data.get("calls")
+    if not isinstance(calls, list):  # malformed calls: the decoder says so
+        return data
+    return {
+        **data,
+        "calls": [{**c, "deferred": False} if isinstance(c, dict) else c for c in calls],
+    }
+
+
+SNAPSHOT: Final = Versions(
+    "snapshot", STATE_VERSION, {2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+)
 """The snapshot's versions and upcasters (the same mechanism as an event kind's). A version
 with no path to today (v1) is refused, and the log is folded from the start instead."""
 

@@ -41,6 +41,7 @@ from stead.core.events import (
     RunTimedOut,
     StepFailed,
     ToolAttemptFailed,
+    ToolCallDeferred,
     ToolCallRequested,
     ToolCallStarted,
     ToolOutcomeUnknown,
@@ -376,6 +377,7 @@ def _call_started(state: RunState, e: ToolCallStarted) -> None:
     if e.attempt != call.attempts + 1:
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
     call.attempts, call.reconciled, call.decision, call.unknown = e.attempt, None, None, False
+    call.deferred = False
 
 
 @handles(ToolResultRecorded)
@@ -403,6 +405,15 @@ def _attempt_failed(state: RunState, e: ToolAttemptFailed) -> None:
     if e.attempt < 1 or e.attempt not in (call.attempts, call.attempts + 1):
         raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
     call.attempts, call.reconciled, call.decision = e.attempt, None, None
+
+
+@handles(ToolCallDeferred)
+def _deferred(state: RunState, e: ToolCallDeferred) -> None:
+    call = _attempt_of(state, e, "has no attempt to defer")
+    # A start-recorded (non_idempotent) attempt is the last started; another is one more.
+    if e.attempt < 1 or e.attempt not in (call.attempts, call.attempts + 1):
+        raise _refuse(state, e, f"attempt {e.attempt} after {call.attempts}")
+    call.attempts, call.reconciled, call.decision, call.deferred = e.attempt, None, None, True
 
 
 @handles(ToolOutcomeUnknown)

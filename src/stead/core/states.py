@@ -98,6 +98,7 @@ STAYS: Final = frozenset(
         "tool_result_recorded",
         "tool_attempt_failed",
         "tool_outcome_unknown",
+        "tool_call_deferred",
         "tool_reconciled",
         "run_cancel_requested",
         "step_failed",

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from stead.core.builders import EndRetry
 from stead.core.durability import Durability
-from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
+from stead.core.effects import ToolFailed, ToolOutcome
 from stead.core.events import EffectClass
 from stead.core.limits import Budget, Limits
+from stead.core.messages import Message, Usage
 from stead.core.pricing import PriceTable
 from stead.foreign._journal import (
     Journal,
@@ -31,6 +33,7 @@ from stead.foreign._journal import (
 )
 from stead.providers import ModelCall, ModelResponse
 from stead.runtime import Agent
+from stead.runtime.agent import Ended
 from stead.tools import ApprovalPolicy, Reconciler, SchemaTool, Tool, ToolContext
 
 __all__ = [
@@ -85,13 +88,11 @@ def foreign_tool(
     ``definitions()`` of every tool it listed, as ``stead.mcp.MCPTools`` has), so each run
     records that listing (``tools_listed``) whenever it changed."""
 
-    async def perform(
-        values: dict[str, Any], ctx: ToolContext
-    ) -> ToolSucceeded | ToolFailed | ToolUnknown:
+    async def perform(values: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         found = await drive_journal().perform_tool(ctx)
         if isinstance(found, Rejected):
             return ToolFailed(failure=found.message)
-        outcome: ToolSucceeded | ToolFailed | ToolUnknown = found
+        outcome: ToolOutcome = found
         return outcome
 
     made = SchemaTool if source is None else _Sourced
@@ -134,9 +135,15 @@ def foreign_agent(
     prices: PriceTable | None = None,
     deps_type: type[Any] | None = None,
     durability: Durability = "strict",
+    checks_end: bool = False,
 ) -> Agent:
     """The ``stead.Agent`` standing for a foreign agent: its runs are driven by stead's run
-    loop, in step with the foreign agent ``launch`` runs (once per drive, from the start)."""
+    loop, in step with the foreign agent ``launch`` runs (once per drive, from the start).
+
+    ``checks_end``: the foreign agent checks its own final answer (Pydantic AI's output
+    validators): before a reply that would end the run is recorded, the agent reads it and
+    either finishes, its run's result (what ``launch`` returns) being the output, or asks the
+    model again, which is recorded as a refused answer the model reads."""
     agent = Agent(
         name,
         ForeignModel(model_name),
@@ -149,4 +156,12 @@ def foreign_agent(
         durability=durability,
     )
     agent.observer = JournalObserver(launch)
+    if checks_end:
+        agent.end_check = _end_check
     return agent
+
+
+async def _end_check(turn: int, message: Message, usage: Usage, model: str) -> Ended | EndRetry:
+    """``Agent.end_check`` of a foreign agent that checks its own answer: asks the drive's
+    journal (``Journal.end_check``)."""
+    return await drive_journal().end_check(turn, message, usage, model)

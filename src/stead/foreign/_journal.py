@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from stead.core.builders import EndRetry
 from stead.core.events import (
     ApprovalDecided,
     AssistantMessageRecorded,
@@ -42,9 +43,10 @@ from stead.core.events import (
     ToolResultRecorded,
 )
 from stead.core.fold import RunState
-from stead.core.messages import Message
+from stead.core.messages import AssistantMessage, Message, Usage
 from stead.errors import ReplayDiverged, UserError
 from stead.runtime import DriveStart, Executor
+from stead.runtime.agent import Ended
 from stead.runtime.loop import hydrate
 from stead.tools import ToolContext
 
@@ -86,6 +88,9 @@ class _Posted(Generic[T]):
     body: Callable[[], Awaitable[T]]
     context: contextvars.Context
     """The foreign agent's context when it posted: the body runs in (a copy of) it."""
+    retry: str = ""
+    """For a model request: why the agent asks again after an answer it refused itself
+    (its output check's message), if it does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,8 @@ class Journal:
         self._rejected: dict[str, Rejected] = {}
         self._asked = 0  # model requests the foreign agent made in this drive
         self._task: asyncio.Task[object] | None = None
+        self._output: object = None  # what the agent's run gave, once it finished
+        self._pending_end: AssistantMessageRecorded | None = None
         self._error: BaseException | None = None
         self._finished = False
 
@@ -170,19 +177,54 @@ class Journal:
 
     # -- the foreign agent's side -----------------------------------------------------------
 
-    async def model(self, body: Callable[[], Awaitable[Any]]) -> AssistantMessageRecorded:
+    async def model(
+        self, body: Callable[[], Awaitable[Any]], *, retry: str = ""
+    ) -> AssistantMessageRecorded:
         """The foreign agent's next model request: the recorded reply of its turn, after the
         run loop performed ``body`` (which returns a ``stead.providers.ModelResponse``) if the
-        log did not have it yet."""
+        log did not have it yet. ``retry``: the agent asks again because its own check
+        refused the answer before (``end_check``), saying why."""
         turn = self._asked
         self._asked += 1
         self._poke()  # a call of an earlier turn it never asked for is now known to be skipped
         recorded = self.turns.get(turn)
         if recorded is not None:
             return recorded
-        self._model_posts[turn] = _Posted(body, contextvars.copy_context())
+        self._model_posts[turn] = _Posted(body, contextvars.copy_context(), retry)
         self._poke()
-        return await self._until(lambda: self.turns.get(turn))
+        return await self._until(lambda: self.turns.get(turn) or self._ending(turn))
+
+    def _ending(self, turn: int) -> AssistantMessageRecorded | None:
+        pending = self._pending_end
+        return pending if pending is not None and pending.turn_index == turn else None
+
+    async def end_check(
+        self, turn: int, message: Message, usage: Usage, model: str
+    ) -> Ended | EndRetry:
+        """The run loop's question before it records a reply that ends the run: the agent
+        reads the reply as it will be recorded (in the same commit as this verdict) and
+        either finishes (its output) or asks the model again (its check refused the answer).
+        A crash before the commit loses both, and the model turn is made again."""
+        assert isinstance(message, AssistantMessage)
+        self._pending_end = AssistantMessageRecorded(
+            turn_index=turn, message=message, usage=usage, model=model
+        )
+        self._poke()
+
+        def look() -> Ended | EndRetry | None:
+            if self._finished:
+                if self._error is not None:
+                    return EndRetry(f"{type(self._error).__name__}: {self._error}", last=True)
+                return Ended(self._output)
+            posted = self._model_posts.get(turn + 1)
+            if posted is not None:
+                return EndRetry(posted.retry or "the agent refused the answer; answer again")
+            return None
+
+        try:
+            return await self._until(look)
+        finally:
+            self._pending_end = None
 
     async def tool(
         self,
@@ -271,7 +313,7 @@ class Journal:
     async def _main(self) -> None:
         _JOURNAL.set(self)
         try:
-            await self._launch(self)
+            self._output = await self._launch(self)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:

@@ -315,6 +315,8 @@ def _settled(tracing: Tracing, span: Span, outcome: fx.Outcome) -> None:
         case fx.ToolUnknown():
             span.add_event("stead.tool.outcome_unknown", {"stead.reason": outcome.reason})
             span.set_attribute("error.type", "outcome_unknown")
+        case fx.ToolDeferred():
+            span.add_event("stead.tool.deferred", {"stead.ask": outcome.ask})
         case fx.Cancelled():
             span.add_event("stead.cancelled", {"stead.reason": outcome.reason})
             span.set_attribute("error.type", "cancelled")

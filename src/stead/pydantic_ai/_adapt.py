@@ -40,12 +40,18 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
         getattr(t.source, "name", ""): t.source for t in tools if isinstance(t.source, Listing)
     }
 
-    _refuse_output_validators(name, agent)
+    checks = _has_output_validators(agent)
 
     async def launch(journal: Journal) -> object:
-        _refuse_output_validators(name, agent)  # one added after the agent was given to stead
+        if not checks and _has_output_validators(agent):
+            raise UserError(
+                f"Pydantic AI agent {name!r}: an output validator was added after the agent "
+                "was given to stead, which asks it about each final answer only if it had one "
+                "then; add @agent.output_validator before Runtime(agents=[...])"
+            )
         earlier, text = _input(journal)
-        return await agent.run(text, deps=journal.deps, message_history=earlier or None)
+        result = await agent.run(text, deps=journal.deps, message_history=earlier or None)
+        return result.output
 
     model = agent.model
     model_name = getattr(model, "model_name", None) or (model if isinstance(model, str) else "")
@@ -60,6 +66,7 @@ def adapt(agent: PaiAgent[Any, Any]) -> Agent:
         budget=durability.budget,
         prices=durability.prices,
         durability=durability.durability,
+        checks_end=checks,
     )
 
 
@@ -121,15 +128,10 @@ def _tools(agent_name: str, agent: PaiAgent[Any, Any]) -> list[Tool[..., Any]]:
     return made
 
 
-def _refuse_output_validators(name: str, agent: PaiAgent[Any, Any]) -> None:
-    if getattr(agent, "_output_validators", None):
-        raise UserError(
-            f"Pydantic AI agent {name!r}: output validators (@agent.output_validator) are not "
-            "supported under SteadDurability: stead judges the final answer when it records "
-            "the reply, before a validator could ask for another; validate in the output type "
-            "instead (a pydantic field_validator or AfterValidator on output_type), whose "
-            "errors the model reads and answers again, within Limits.output_retries"
-        )
+def _has_output_validators(agent: PaiAgent[Any, Any]) -> bool:
+    """The agent checks its final answers itself (``@agent.output_validator``): stead asks it
+    before it records an answer that ends a run (``foreign_agent(checks_end=True)``)."""
+    return bool(getattr(agent, "_output_validators", None))
 
 
 def _input(journal: Journal) -> tuple[list[Any], str]:

@@ -8,7 +8,7 @@ log gave them), its usage; a tool call's outcome as the text the model reads.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.durable_exec import JSON_CODEC, CallToolResult
 from pydantic_ai.messages import (
@@ -24,7 +24,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
+from stead.core.canonical import canonical_json
+from stead.core.effects import ToolDeferred, ToolFailed, ToolOutcome, ToolSucceeded
 from stead.core.events import AssistantMessageRecorded, ToolResultRecorded
 from stead.core.messages import AssistantMessage, Message, ToolCall, Usage, UserMessage
 from stead.providers import ModelResponse
@@ -78,10 +79,11 @@ def response_of(recorded: AssistantMessageRecorded) -> PaiResponse:
     )
 
 
-def outcome_of(result: CallToolResult) -> ToolSucceeded | ToolFailed | ToolUnknown:
+def outcome_of(result: CallToolResult) -> ToolOutcome:
     """What a Pydantic AI tool call came to, as a stead outcome: a return is the text the
     model reads; ``ModelRetry``, ``ToolFailed`` and argument errors are ``is_error`` results
-    the model reads and may correct."""
+    the model reads and may correct; ``ApprovalRequired`` / ``CallDeferred`` raised while
+    running are a call that did not act and waits on a person (``ToolDeferred``)."""
     data = JSON_CODEC.dump(CallToolResult, result)
     kind = data.get("kind")
     if kind in ("tool_return", "tool_content_result"):
@@ -94,15 +96,13 @@ def outcome_of(result: CallToolResult) -> ToolSucceeded | ToolFailed | ToolUnkno
             for e in data.get("errors", [])
         )
         return ToolFailed(failure=f"{data.get('title', 'arguments')}: {errors}")
-    # ApprovalRequired / CallDeferred raised inside the tool, in a call stead was not asked
-    # to gate: the tool says it did not act. The decision to wait on a person is stead's, made
-    # before a call runs (requires_approval: True, or a policy of the arguments); this call's
-    # result is that it was not made, recorded and read back on every replay.
-    what = "a person's approval" if kind == "approval_required" else "to be made elsewhere"
-    return ToolFailed(
-        failure=f"not run: the tool asked for {what} ({kind}) while running; declare "
-        "requires_approval in its metadata['stead'] so the run asks a person before the call"
-    )
+    # ApprovalRequired / CallDeferred raised inside the tool: it did not act, and asks a
+    # person, for consent (an approval runs it again with ``ctx.tool_call_approved``) or for
+    # the call's result, made elsewhere (``rt.answer``). The run waits for that in
+    # ``awaiting_approval``; the same run goes on after the decision.
+    ask: Literal["approval", "result"] = "approval" if kind == "approval_required" else "result"
+    metadata = data.get("metadata")
+    return ToolDeferred(ask=ask, reason=canonical_json(metadata) if metadata else "")
 
 
 def tool_result_of(recorded: ToolResultRecorded) -> CallToolResult:

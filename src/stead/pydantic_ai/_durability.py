@@ -35,10 +35,13 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     PartDeltaEvent,
     PartStartEvent,
+    RetryPromptPart,
     TextPart,
     TextPartDelta,
     ToolCallPart,
     ToolCallPartDelta,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -126,7 +129,7 @@ class _StepBackend(DurableOperationBackend[Any]):
         async def body() -> Any:
             return reply_of(await _inline(operation, params), model_name)
 
-        recorded = await journal.model(body)
+        recorded = await journal.model(body, retry=_retry_of(params))
         return response_of(recorded)
 
     async def _call(
@@ -169,6 +172,23 @@ class _StepBackend(DurableOperationBackend[Any]):
 
     def registrations(self) -> Sequence[Callable[..., object]]:
         return ()
+
+
+def _retry_of(params: Any) -> str:
+    """What the model reads in the agent's request, after its last answer: when the agent
+    asks again after an answer its output validator refused, the validator's feedback
+    (Pydantic AI sends it as a retried tool return of the output tool, or as user text)."""
+    messages = getattr(params, "messages", None) or ()
+    last = messages[-1] if messages else None
+    said = []
+    for part in getattr(last, "parts", ()):
+        if isinstance(part, RetryPromptPart):
+            said.append(part.model_response())
+        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            said.append(part.content)
+        elif isinstance(part, ToolReturnPart) and part.outcome == "retried":
+            said.append(part.model_response_str())
+    return "\n".join(said)
 
 
 def _check_offered(journal: Journal, parameters: Any) -> None:

@@ -21,11 +21,13 @@ from stead.core.progress import (
 )
 from stead.core.states import FINISHED
 from stead.errors import (
+    StoreError,
     UserError,
 )
 from stead.runtime.agent import resolve_run_id
+from stead.runtime.executors import share_key
 from stead.runtime.loop import hydrate
-from stead.store import RunRecord, Store, StoredEvent
+from stead.store import Ledger, RunRecord, Store, StoredEvent, ledger_for, progress_frames
 
 
 class Following:
@@ -33,6 +35,15 @@ class Following:
 
     store: Store
     progress: ProgressWindow
+    _ledgers: dict[int, Ledger]
+
+    def _ledger(self) -> Ledger:
+        """The store's execution ledger, opened once (``StoreError`` for a store without
+        one): where runs' streamed text is shared (``Runtime(share_progress=True)``)."""
+        ledger = self._ledgers.get(id(self.store))
+        if ledger is None:
+            ledger = self._ledgers[id(self.store)] = ledger_for(self.store)
+        return ledger
 
     if TYPE_CHECKING:
 
@@ -96,6 +107,7 @@ class Following:
             replied = turn if known.turn_has_reply else turn - 1
         held = False
         cursor = START
+        shared = _Shared(self, run_id)
         wake = self._follower_wake(run_id)
         aio = asyncio.get_running_loop()
         changed: asyncio.Task[int] | None = None
@@ -122,6 +134,11 @@ class Following:
                 if progress.frames or progress.reset:
                     cursor = progress.cursor
                     yield progress
+                elif turn > replied and not self.progress.generation(run_id):
+                    far = await shared.read(turn)  # streamed by another process, if shared
+                    if far.frames:
+                        yield far
+                        progress = far
                 if events or progress.frames:
                     last_yield = aio.time()
                     continue
@@ -135,8 +152,11 @@ class Following:
                 if changed is None or changed.done():
                     changed = aio.create_task(self.store.wait_changed(run_id, seq, heartbeat))
                 woke = aio.create_task(wake.wait())
+                wait = heartbeat - idle
+                if turn > replied and shared.ledger is not None:
+                    wait = min(wait, shared.every)  # a reply may stream in another process
                 done, _ = await asyncio.wait(
-                    {changed, woke}, timeout=heartbeat - idle, return_when=asyncio.FIRST_COMPLETED
+                    {changed, woke}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
                 )
                 woke.cancel()
                 if changed in done:
@@ -171,3 +191,43 @@ class Following:
         waiting.difference_update({w for w in waiting if w[1] is event})
         if not waiting:
             followers.pop(run_id, None)
+
+
+class _Shared:
+    """A follower's reader of the text another process streams for the run and shares
+    through the store (``Runtime(share_progress=True)``): the frames of the turn now
+    streaming, after the last one read. Nothing for a store without a ledger."""
+
+    every = 0.1
+    """Seconds between reads while a reply streams."""
+
+    def __init__(self, runtime: Following, run_id: str) -> None:
+        self.run_id = run_id
+        self.ledger: Ledger | None
+        try:
+            self.ledger = runtime._ledger()
+        except StoreError:
+            self.ledger = None
+        self._turn = -1
+        self._last = -1
+
+    async def read(self, turn: int) -> ProgressRead:
+        if self.ledger is None:
+            return _NOTHING
+        if turn != self._turn:
+            self._turn, self._last = turn, -1
+        try:
+            got = await progress_frames(self.ledger, share_key(self.run_id, turn), self._last)
+        except StoreError:  # lossy by design: the recorded reply is what counts
+            return _NOTHING
+        if not got:
+            return _NOTHING
+        self._last = got[-1][0]
+        frames = tuple(
+            ProgressFrame(run_id=self.run_id, turn_index=turn, generation=1, sequence=n, text=t)
+            for n, t in got
+        )
+        return ProgressRead(frames=frames, reset=False, gap=False, cursor=START)
+
+
+_NOTHING = ProgressRead(frames=(), reset=False, gap=False, cursor=START)

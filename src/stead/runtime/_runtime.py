@@ -30,6 +30,7 @@ from stead.core.reconcile import RecoveryPolicy
 from stead.core.settings import ModelSettings
 from stead.core.states import RESUMABLE, RunStatus
 from stead.errors import (
+    StoreError,
     UnknownAgent,
     UserError,
 )
@@ -57,7 +58,7 @@ from stead.runtime.agent import (
     with_loaded_from,
     with_settings,
 )
-from stead.runtime.executors import Executor, InProcessExecutor, routed
+from stead.runtime.executors import Executor, InProcessExecutor, ProgressShare, routed
 from stead.runtime.loop import (
     Backoff,
     Driving,
@@ -113,6 +114,7 @@ class Runtime(
         observers: Iterable[Observer] = (),
         lease_margin: float | None = None,
         lease_min_left: float = 3.0,
+        share_progress: bool = False,
     ) -> None:
         """``on_progress`` gets every streamed ``ProgressFrame`` (provisional text) as it
         arrives; ``progress`` (or ``self.progress``) is the bounded window readers poll.
@@ -132,7 +134,9 @@ class Runtime(
         PostgreSQL statement, lock or connect) lasts longer than half of it
         (``Store.bound_waits``). ``lease_min_left``: seconds of lease an effect
         that is not read_only needs left to start (renewed first when fewer; never more
-        than half a fresh lease counts)."""
+        than half a fresh lease counts). ``share_progress``: the text this process streams
+        for its runs is written to the store too (batched, unsynced), so ``stead runs watch``
+        and the dashboard of another process show it as it comes (a SQL store only)."""
         if not isinstance(store, str | Path) and not all(
             hasattr(store, m) for m in ("create_run", "append", "read_events", "claim")
         ):
@@ -188,6 +192,16 @@ class Runtime(
         one process apart: this set does."""
         self._ledgers: dict[int, Ledger] = {}
         """The store's execution ledger, once an agent routes a tool to a queue."""
+        self._share: ProgressShare | None = None
+        if share_progress:
+            try:
+                shared = self._ledger()
+            except StoreError as exc:
+                raise UserError(
+                    f"share_progress needs a SQLite or PostgreSQL store: {exc}"
+                ) from exc
+            self._share = ProgressShare(shared, clock=clock)
+            self.progress.subscribe(self._share)
         self._executor_factory = executor_factory or (
             lambda agent, sink: routed(
                 InProcessExecutor(
@@ -223,6 +237,8 @@ class Runtime(
     async def close(self) -> None:
         """Close the store."""
         await self._keeper.close()
+        if self._share is not None:
+            await self._share.close()
         for ledger in self._ledgers.values():
             await ledger.close()
         await self.store.close()

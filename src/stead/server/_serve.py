@@ -54,7 +54,14 @@ async def serve_http(
     check_bind(host, tokens)
     agents = list(agents)
     driver = (
-        Worker(store, agents, concurrency=concurrency, poll_interval=poll, deps=deps)
+        Worker(
+            store,
+            agents,
+            concurrency=concurrency,
+            poll_interval=poll,
+            deps=deps,
+            share_progress=True,
+        )
         if worker
         else None
     )

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from stead.core.canonical import canonical_json, digest
-from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
+from stead.core.effects import ToolFailed, ToolOutcome
 from stead.core.events import EffectClass
 from stead.core.result_bound import check_max_result
 from stead.errors import UserError
@@ -24,7 +24,7 @@ from stead.tools._context import ToolContext
 from stead.tools._signature import HandlerShape, Param, describe_reconcile
 from stead.tools._tool import NO_QUESTION, TOOL_NAME, ApprovalPolicy, Reconciler, Tool, _check_spec
 
-Call = Callable[[dict[str, Any], ToolContext], Awaitable[ToolSucceeded | ToolFailed | ToolUnknown]]
+Call = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutcome]]
 """Performs one attempt: the validated arguments and the call's context in, its outcome out."""
 
 
@@ -114,14 +114,12 @@ class SchemaTool(Tool[..., Any]):
         value = json.loads(arguments_json or "{}")
         return value if isinstance(value, dict) else {}
 
-    async def invoke(
-        self, arguments_json: str, ctx: ToolContext
-    ) -> ToolSucceeded | ToolFailed | ToolUnknown:
+    async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolOutcome:
         values = self._values(arguments_json)
         if self._timeout is None:
             return await self._perform(values, ctx)
         try:
-            outcome: ToolSucceeded | ToolFailed | ToolUnknown = await run_bounded(
+            outcome: ToolOutcome = await run_bounded(
                 lambda c: self._perform(values, c), ctx, self._timeout
             )
         except ToolTimedOut as exc:

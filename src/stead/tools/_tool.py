@@ -20,7 +20,7 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypedDict, TypeVar, Unpac
 
 from stead.core.canonical import digest
 from stead.core.decide import ToolSpec
-from stead.core.effects import ToolFailed, ToolSucceeded, ToolUnknown
+from stead.core.effects import ToolFailed, ToolOutcome, ToolSucceeded
 from stead.core.events import EFFECT_CLASSES, EffectClass
 from stead.core.messages import ToolSchema
 from stead.core.result_bound import check_max_result
@@ -344,9 +344,7 @@ class Tool(Generic[P, R]):
             return True
         return answer if isinstance(answer, bool) else True
 
-    async def invoke(
-        self, arguments_json: str, ctx: ToolContext
-    ) -> ToolSucceeded | ToolFailed | ToolUnknown:
+    async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolOutcome:
         """Run the handler once; its exception becomes ``ToolFailed``. (``ToolUnknown`` is for
         a tool that cannot say whether its effect happened, an MCP server that died mid-call:
         the call stays in flight and is recovered as after a crash.)

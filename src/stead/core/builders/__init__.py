@@ -22,13 +22,14 @@ from stead.core.builders._limits import (
     attempt_failed_event,
     deadline_events,
     deadline_passed,
+    deferred_events,
     question_events,
     run_timeout_events,
     stamp_asked,
     wait_credit_events,
 )
 from stead.core.builders._notes import listing_events
-from stead.core.builders._output import output_events
+from stead.core.builders._output import EndAccepted, EndRetry, checked_end_events, output_events
 from stead.core.builders._run import (
     MODEL_MESSAGE_LIMIT,
     STEP_MESSAGE_LIMIT,
@@ -71,15 +72,19 @@ __all__ = [
     "STEP_MESSAGE_LIMIT",
     "CallAdmission",
     "Consent",
+    "EndAccepted",
+    "EndRetry",
     "ask_human_events",
     "attempt_failed_event",
     "cancel_events",
     "cancel_request_event",
+    "checked_end_events",
     "consent_events",
     "created_event",
     "deadline_events",
     "deadline_passed",
     "decision_events",
+    "deferred_events",
     "executed_result",
     "forked_event",
     "listing_events",

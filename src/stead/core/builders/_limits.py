@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Literal
 
 from stead.core.events import (
     ApprovalRequested,
@@ -13,6 +13,7 @@ from stead.core.events import (
     RunDeadlineSet,
     RunTimedOut,
     ToolAttemptFailed,
+    ToolCallDeferred,
 )
 from stead.core.fold import CallState, RunState, apply
 from stead.core.states import RunStatus
@@ -48,6 +49,51 @@ def question_events(
             token=token,
             deadline=deadline,
         )
+    ]
+
+
+def deferred_events(
+    call: CallState,
+    attempt: int,
+    ask: Literal["approval", "result"],
+    reason: str,
+    token: str,
+    deadline: float | None,
+) -> list[Event]:
+    """Attempt ``attempt`` of ``call`` stopped without acting and asked a person: for consent
+    (``approval``: the answer is approve, which runs the call again, approved, or deny) or
+    for the call's result, made elsewhere (``result``: a question, answered with its result).
+    One commit: the attempt's end (``tool_call_deferred``) and the wait it opens."""
+    payload: dict[str, Any] = {"tool": call.name, "arguments": _loads_or_raw(call.arguments)}
+    if ask == "approval":
+        payload["question"] = (
+            "The tool asks, while running, for consent to go on. approve runs it again, "
+            "approved; deny with a reason the model will read."
+        )
+    else:
+        payload["question"] = (
+            "The tool hands this call over to be made elsewhere: answer with its result "
+            "(what the model should read)."
+        )
+        payload["answer_schema"] = {}
+    if reason:
+        payload["why"] = reason
+    return [
+        ToolCallDeferred(
+            turn_index=call.turn_index,
+            tool_call_id=call.tool_call_id,
+            attempt=attempt,
+            ask=ask,
+            reason=reason,
+        ),
+        ApprovalRequested(
+            turn_index=call.turn_index,
+            tool_call_id=call.tool_call_id,
+            reason="policy" if ask == "approval" else "question",
+            payload=payload,
+            token=token,
+            deadline=deadline,
+        ),
     ]
 
 

@@ -6,11 +6,12 @@ run failed past ``Limits.output_retries``. The value is validated at the edge
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stead.core.builders._admission import CallAdmission
 from stead.core.builders._run import run_failed_event
-from stead.core.canonical import canonical_json
+from stead.core.canonical import JSON, canonical_json
 from stead.core.decide import CallModel, automatic_events
 from stead.core.events import Event, NoticeInjected, RunCompleted, ToolResultRecorded
 from stead.core.fold import RunState
@@ -110,3 +111,89 @@ def _retries(state: RunState) -> int:
         ):
             n += 1
     return n
+
+
+@dataclass(frozen=True, slots=True)
+class EndAccepted:
+    """The agent's own check of its final answer (a Pydantic AI output validator) accepted
+    it, and gave the run's output: ``output`` as text, ``data`` as the structured value."""
+
+    output: str
+    data: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndRetry:
+    """The agent's own check refused the final answer: ``message`` is what the model reads
+    before it answers again (Pydantic AI's ``ModelRetry`` in an output validator)."""
+
+    message: str
+    last: bool = False
+    """The agent gave up (its own retries are spent): the run fails with ``message``."""
+
+
+def checked_end_events(
+    state: RunState,
+    turn_index: int,
+    message: AssistantMessage,
+    settled: list[Event],
+    verdict: EndAccepted | EndRetry,
+    usage: Usage,
+    limits: Limits,
+) -> list[Event]:
+    """The events that settle a final answer an agent checked itself before the run ended,
+    in place of ``settled`` (``output_events``'s for the same reply). Accepted: the run
+    completes with the agent's output. Refused: the answer is sent back as an invalid one
+    (the final result's ``is_error`` result, or a notice opening the next turn), counted
+    against ``Limits.output_retries`` like any invalid answer."""
+    kept = [e for e in settled if not isinstance(e, RunCompleted)]
+    if isinstance(verdict, EndAccepted):
+        total = state.usage + usage
+        typed = any(isinstance(e, RunCompleted) for e in settled)
+        stop = OUTPUT_TOOL if typed else message.stop_reason
+        done = RunCompleted(output=verdict.output, stop_reason=stop, usage=total, data=verdict.data)
+        return [*kept, done]
+    retries = _retries(state)
+    last = turn_index >= limits.max_turns - 1
+    if verdict.last or last or retries >= limits.output_retries:
+        why = (
+            "its last try"
+            if verdict.last
+            else f"the last turn (max_turns {limits.max_turns})"
+            if last
+            else f"{retries + 1} refused answers (Limits.output_retries is {limits.output_retries})"
+        )
+        return [
+            run_failed_event(
+                state,
+                OUTPUT_INVALID,
+                "model",
+                f"no valid output: the agent's output check refused the answer in {why}: "
+                f"{verdict.message}",
+                {"invalid_answers": retries + 1, "output_retries": limits.output_retries},
+            )
+        ]
+    accepted = next(
+        (e for e in kept if isinstance(e, ToolResultRecorded) and e.name == OUTPUT_TOOL), None
+    )
+    if accepted is not None:
+        refused = ToolResultRecorded(
+            turn_index=turn_index,
+            tool_call_id=accepted.tool_call_id,
+            name=OUTPUT_TOOL,
+            content=verdict.message,
+            is_error=True,
+            source="rejected",
+        )
+        return [refused if e is accepted else e for e in kept]
+    nxt = turn_index + 1
+    opening = automatic_events(
+        state,
+        CallModel(
+            turn_index=nxt, turn_recorded=False, attempt=1, final=nxt >= limits.max_turns - 1
+        ),
+    )
+    notice = NoticeInjected(
+        turn_index=nxt, content=f"{NOTICE_MARK} {verdict.message}", reason=OUTPUT_INVALID
+    )
+    return [*kept, *opening, notice]

@@ -21,7 +21,7 @@ from stead.runtime.agent._inputs import (
     history_of,
     store_attachments,
 )
-from stead.runtime.agent._output import Judged, judge, run_settings, with_settings
+from stead.runtime.agent._output import Ended, Judged, judge, run_settings, with_settings
 from stead.runtime.agent._view import PendingApproval, RunView, TurnCost
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "AttachmentInput",
     "ChildTool",
     "Document",
+    "Ended",
     "Image",
     "Judged",
     "PendingApproval",

@@ -133,6 +133,13 @@ class Agent:
     beside the Runtime's own: how an agent of another framework (``stead.pydantic_ai``) runs
     in step with the run loop. None for a native agent."""
 
+    end_check: Any = None
+    """Asked before a reply that would end a run is recorded, when set:
+    ``await end_check(turn_index, message, usage, model)`` gives the agent's own verdict on
+    the answer, ``Ended(value)`` (its output) or ``EndRetry(message)`` (the model answers
+    again), recorded in the reply's commit (``stead.foreign``: a Pydantic AI agent's output
+    validators). None: the answer is judged by ``output_type`` alone."""
+
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={self.registry.names()})"
 

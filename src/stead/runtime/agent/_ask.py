@@ -22,7 +22,7 @@ from stead.core.builders import (
     timeout_events,
     wait_credit_events,
 )
-from stead.core.effects import ToolFailed, ToolUnknown
+from stead.core.effects import ToolFailed, ToolSucceeded
 from stead.core.events import Event
 from stead.core.fold import CallState, RunState
 from stead.core.states import FINISHED, RunStatus
@@ -31,7 +31,7 @@ from stead.runtime.agent import _checks as checks
 from stead.runtime.agent._agent import Agent
 from stead.runtime.agent._ids import takes_id_prefix
 from stead.runtime.agent._view import RunView
-from stead.tools import Tool, ToolContext
+from stead.tools import Tool, ToolContext, serialize_result
 
 
 async def ask_events(
@@ -47,7 +47,7 @@ async def ask_events(
         why = f"tool {call.name!r} is not a question tool in this worker"
         return [executed_result(call, why, True, call.attempts + 1)]
     outcome = await tool.invoke(call.effective_arguments(), ctx)
-    if isinstance(outcome, ToolFailed | ToolUnknown):
+    if not isinstance(outcome, ToolSucceeded):
         why = outcome.failure if isinstance(outcome, ToolFailed) else outcome.reason
         text = f"the question could not be asked: {why}"
         return [executed_result(call, text, True, call.attempts + 1)]
@@ -98,19 +98,12 @@ class Answering:
             raise ApprovalError(_nothing_asked(state, tool_call_id))
         call = state.calls[tool_call_id]
         tool = self._agent_for(state).registry.get(call.name)
-        if tool is None or tool.asks is None:
-            raise ApprovalError(
-                f"run {run_id}: tool {call.name!r} of agent {state.agent!r} is not a question "
-                "tool in this process, so its answer cannot be checked; give this Runtime the "
-                "agent the run was started with"
-            )
-        content, problem = tool.asks.check(value)
-        if content is None:
-            raise ApprovalError(
-                f"run {run_id}: the answer does not fit the question's answer type: {problem}. "
-                "Nothing was recorded; the run keeps waiting for an answer that fits "
-                f"(schema: {tool.asks.schema})"
-            )
+        if call.deferred:
+            # The tool handed the call over to be made elsewhere: the answer is its result,
+            # whatever it is (the tool, not a question's type, said what it would be).
+            content = serialize_result(value)
+        else:
+            content = _checked(run_id, state, call.name, tool, value)
         now = self.clock()
         timed_out = await self._append_external(run_id, lambda s: timeout_events(s, now))
         if timed_out.status is RunStatus.TIMED_OUT:
@@ -126,6 +119,27 @@ class Answering:
         state = await self._append_external(run_id, build)
         self._crash("after_approval_commit", None)
         return RunView.of(state)
+
+
+def _checked(
+    run_id: str, state: RunState, name: str, tool: Tool[..., Any] | None, value: Any
+) -> str:
+    """The answer to a question tool's question as the call's result, or an
+    ``ApprovalError`` saying why it does not fit (nothing is written then)."""
+    if tool is None or tool.asks is None:
+        raise ApprovalError(
+            f"run {run_id}: tool {name!r} of agent {state.agent!r} is not a question "
+            "tool in this process, so its answer cannot be checked; give this Runtime the "
+            "agent the run was started with"
+        )
+    content, problem = tool.asks.check(value)
+    if content is None:
+        raise ApprovalError(
+            f"run {run_id}: the answer does not fit the question's answer type: {problem}. "
+            "Nothing was recorded; the run keeps waiting for an answer that fits "
+            f"(schema: {tool.asks.schema})"
+        )
+    return content
 
 
 def _nothing_asked(state: RunState, tool_call_id: str) -> str:

@@ -20,6 +20,7 @@ reply that is not the output's JSON) is sent back with the errors, and the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -28,7 +29,13 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from stead.core.builders import CallAdmission, output_events
+from stead.core.builders import (
+    CallAdmission,
+    EndAccepted,
+    EndRetry,
+    checked_end_events,
+    output_events,
+)
 from stead.core.canonical import canonical_json
 from stead.core.events import Event
 from stead.core.fold import RunState
@@ -179,6 +186,14 @@ class OutputSpec(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
+class Ended:
+    """An agent's own check (``Agent.end_check``) accepted the final answer; ``value`` is the
+    run's output (the agent's ``output_type``, or text)."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Judged:
     """A reply's admissions as an agent's output judges them, and how to settle it."""
 
@@ -187,10 +202,41 @@ class Judged:
     message: AssistantMessage
     admissions: dict[str, CallAdmission]
     accepted: dict[str, Any]
+    verdict: EndAccepted | EndRetry | None = None
+    """The agent's own check of this final answer, when it has one (``Agent.end_check``)."""
+
+    @property
+    def ends(self) -> bool:
+        """This reply ends the run if nothing else refuses it: a text reply of a text agent,
+        or an accepted final result."""
+        if self.output is None:
+            return not self.message.tool_calls
+        return bool(self.accepted)
+
+    def checked(self, verdict: Ended | EndRetry) -> Judged:
+        """This reply with the agent's own verdict on its answer (``Agent.end_check``)."""
+        if isinstance(verdict, EndRetry):
+            return dataclasses.replace(self, verdict=verdict)
+        return dataclasses.replace(self, verdict=self._accepting(verdict.value))
+
+    def _accepting(self, value: Any) -> EndAccepted:
+        if self.output is None:
+            return EndAccepted(output=value if isinstance(value, str) else str(value))
+        data = self.output.adapter.dump_python(value, mode="json")
+        return EndAccepted(output=canonical_json(data), data=data)
 
     def settle(self, state: RunState, usage: Usage, limits: Limits) -> list[Event]:
         """The events that settle this reply's answer (``core.builders.output_events``),
-        a text reply read as the output's JSON first; nothing for a text agent."""
+        a text reply read as the output's JSON first; nothing for a text agent. With the
+        agent's own verdict on it, that verdict's (``checked_end_events``)."""
+        if self.verdict is not None:
+            settled = self._settled(state, usage, limits)
+            return checked_end_events(
+                state, self.turn_index, self.message, settled, self.verdict, usage, limits
+            )
+        return self._settled(state, usage, limits)
+
+    def _settled(self, state: RunState, usage: Usage, limits: Limits) -> list[Event]:
         if self.output is None:
             return []
         text = None if self.message.tool_calls else self.output._from_text(self.message.text)

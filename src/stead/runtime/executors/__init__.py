@@ -5,6 +5,7 @@ Imports nothing else of ``stead.runtime``."""
 
 from stead.runtime.executors._executor import Executor, InProcessExecutor, Leased, tool_context
 from stead.runtime.executors._far_progress import Forwarder, far_sink
+from stead.runtime.executors._shared_progress import ProgressShare, share_key
 from stead.runtime.executors._store_executor import (
     StoreExecutor,
     outcome_from_json,
@@ -18,11 +19,13 @@ __all__ = [
     "Forwarder",
     "InProcessExecutor",
     "Leased",
+    "ProgressShare",
     "StoreExecutor",
     "far_sink",
     "outcome_from_json",
     "outcome_to_json",
     "read_outcome",
     "routed",
+    "share_key",
     "tool_context",
 ]

@@ -36,6 +36,7 @@ from stead.core.effects import (
     ModelSucceeded,
     Outcome,
     ToolBody,
+    ToolDeferred,
     ToolFailed,
     ToolSucceeded,
     ToolUnknown,
@@ -77,6 +78,8 @@ def outcome_to_json(o: Outcome) -> dict[str, Any]:
         return {"kind": o.kind, "content": o.content}
     if isinstance(o, ToolFailed):
         return {"kind": o.kind, "failure": o.failure, "retry": o.retry}
+    if isinstance(o, ToolDeferred):
+        return {"kind": o.kind, "ask": o.ask, "reason": o.reason}
     return {"kind": o.kind, "reason": o.reason}
 
 
@@ -86,6 +89,7 @@ _FIELDS = {
     "tool_succeeded": {"kind", "content"},
     "tool_failed": {"kind", "failure", "retry"},
     "tool_unknown": {"kind", "reason"},
+    "tool_deferred": {"kind", "ask", "reason"},
     "cancelled": {"kind", "reason"},
 }
 """The fields each outcome kind may carry (``outcome_to_json`` writes no others)."""
@@ -153,6 +157,11 @@ def _outcome(d: dict[str, Any]) -> Outcome:
         return ToolFailed(failure=_field(d, "failure", str), retry=_field(d, "retry", bool, False))
     if kind == "tool_unknown":
         return ToolUnknown(reason=_field(d, "reason", str, ""))
+    if kind == "tool_deferred":
+        ask = _field(d, "ask", str)
+        if ask not in ("approval", "result"):
+            raise ValueError(f"its ask {ask[:60]!r} is neither 'approval' nor 'result'")
+        return ToolDeferred(ask=ask, reason=_field(d, "reason", str, ""))
     if kind == "cancelled":
         return Cancelled(reason=_field(d, "reason", str, ""))
     raise ValueError(f"unknown outcome kind {kind[:60]!r}")

@@ -32,6 +32,7 @@ from stead.core.builders import (
     ask_human_events,
     cancel_events,
     consent_events,
+    deferred_events,
     executed_result,
     model_failed_event,
     needs_start_record,
@@ -65,6 +66,7 @@ from stead.core.effects import (
     ModelFailed,
     ModelSucceeded,
     Outcome,
+    ToolDeferred,
     ToolSucceeded,
     tool_assignment,
     tool_result_of,
@@ -295,6 +297,11 @@ class RunLoop:
         # Ids as the log records them: unique in the run (a reused or repeated id renamed).
         message = unique_call_ids(state, step.turn_index, response.message)
         judged = judge(self.agent.output, step.turn_index, message, admissions(self.agent, message))
+        if self.agent.end_check is not None and judged.ends:  # an agent that checks its answer
+            verdict = await self.agent.end_check(
+                step.turn_index, message, response.usage, response.model
+            )
+            judged = judged.checked(verdict)
         parts = self.agent._parts  # which of the turn's lists can only be empty, known once
         tokens = (
             {c: secrets.token_urlsafe(16) for c, a in judged.admissions.items() if a.needs_approval}
@@ -525,6 +532,13 @@ class RunLoop:
         self._crash("after_tool_effect", call.name)
         children = self.children  # the handler called run_child: it may wait on a child
         if children is not None and children.calls and await children.waits(call):
+            return
+        if type(outcome) is ToolDeferred:  # it did not act: it asks a person, and the run waits
+            token = secrets.token_urlsafe(16)
+            asked = deferred_events(
+                call, attempt, outcome.ask, outcome.reason, token, self._deadline()
+            )
+            await self.owned.append(asked)
             return
         if type(outcome) is ToolSucceeded:  # nearly every call: nothing to retry or to read
             settled = (outcome.content, False)
