@@ -22,7 +22,7 @@ import logging
 import random
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 from stead import _crash
 from stead._crash import CrashHook
@@ -89,8 +89,9 @@ from stead.runtime.loop._lease_guard import LeaseGuard
 from stead.runtime.loop._owned import OwnedRun
 from stead.runtime.loop._reply import ReplyIntent, admissions
 from stead.runtime.loop._retry import retry_event
+from stead.runtime.loop._verdict import verdict
 from stead.runtime.loop._waker import abort_future
-from stead.tools import Done, NotDone, Tool, ToolContext, Unknown, serialize_result
+from stead.tools import Done, NotDone, Tool, ToolContext, Unknown
 
 log = logging.getLogger("stead.runtime")
 
@@ -455,9 +456,7 @@ class RunLoop:
                 call = state.calls.get(call_id)
                 if call is None or call.result is not None or call_id in state.approvals:
                     return
-                if state.status not in AWAITING:
-                    return
-                if state.cancel_requested is not None:
+                if state.status not in AWAITING or state.cancel_requested is not None:
                     return
                 early = self._started_early.pop(call_id, None)
                 if early is not None and early == call.attempts and call.reconciled is None:
@@ -586,24 +585,15 @@ class RunLoop:
 
     async def _reconcile(self, call: CallState) -> None:
         tool = self.agent.registry.get(call.name)
-        answer: Done | NotDone | Unknown
-        if tool is None:
-            answer = Unknown(reason="tool not registered")
-        else:
+        answer: Done | NotDone | Unknown = Unknown(reason="tool not registered")
+        if tool is not None:
             answer = await tool.reconcile_call(
                 call.effective_arguments(), self._context(call, call.attempts)
             )
-        verdict: Literal["done", "not_done", "unknown"]
-        content = ""
-        if isinstance(answer, Done):
-            verdict, content = "done", serialize_result(answer.result)
-        elif isinstance(answer, NotDone):
-            verdict = "not_done"
-        else:
-            verdict = "unknown"
+        said, content = verdict(answer)
         token, deadline = secrets.token_urlsafe(16), self._deadline()
         await self.owned.append(
             lambda st: reconcile_events(
-                st, st.calls[call.tool_call_id], verdict, content, token, deadline
+                st, st.calls[call.tool_call_id], said, content, token, deadline
             )
         )
