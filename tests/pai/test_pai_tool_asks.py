@@ -126,7 +126,9 @@ def test_killed_as_the_tool_asks_and_right_after_the_approval(
         )
         assert approver.returncode == -9, approver.stdout + approver.stderr
         assert deliveries(ledger) == []
-        view = asyncio.run(_drive_on(store, agent, run_id))
+        # A fresh agent, as the next process has: its model's HTTP client belongs to the
+        # event loop it was first used on, which has closed.
+        view = asyncio.run(_drive_on(store, support_agent.build(), run_id))
         asked = len(server.requests)
     assert view.status is RunStatus.COMPLETED and view.run_id == run_id, view.error
     assert len(deliveries(ledger)) == 1
