@@ -1,8 +1,8 @@
 """``stead runs watch`` in another process shows a run's streamed text (a Pydantic AI
 agent's, a native agent's) while the model's stream is still open: the driving process
 shares its runs' text through the store (``Runtime(share_progress=True)``, as ``stead run``,
-``stead worker`` and ``stead serve`` do), and the watcher reads it beside the run's events.
-Only the finished reply is durable."""
+``stead serve`` and ``stead worker --share-progress`` do), and the watcher reads it beside
+the run's events. Only the finished reply is durable."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@
 The timeline grows as events are appended, by this process or any other: ``Runtime.follow``
 reads them from the store (SQLite polling, PostgreSQL notices). Streamed text is provisional:
 it streams as it arrives from this process, or from the driving process when that one shares
-it through the store (``Runtime(share_progress=True)``: ``stead run``, ``stead worker``,
-``stead serve``); otherwise each reply shows when its turn is recorded. The watch ends when
-the run rests: finished, or waiting on a person (nobody drives it then), and prints its final
-state.
+it through the store (``Runtime(share_progress=True)``: ``stead run``, ``stead serve``,
+``stead worker --share-progress``); otherwise each reply shows when its turn is recorded.
+The watch ends when the run rests: finished, or waiting on a person (nobody drives it then),
+and prints its final state.
 """
 
 from __future__ import annotations

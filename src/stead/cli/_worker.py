@@ -33,6 +33,12 @@ def _arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument(
         "--max-runs", type=positive(int, 10**9), default=None, help="prune past this many per agent"
     )
+    w.add_argument(
+        "--share-progress",
+        action="store_true",
+        help="write streamed text to the store for `stead runs watch` in other processes "
+        "(a write per streaming run every 50 ms: off by default for a fleet's throughput)",
+    )
 
 
 def agents_to_serve(args: argparse.Namespace, command_name: str) -> list[Agent]:
@@ -70,7 +76,12 @@ def run_worker(args: argparse.Namespace) -> int:
 
         retention = retention_of(args.keep, args.max_runs)
     worker = Worker(
-        args.store, agents, deps=deps, retention=retention, share_progress=True, **serving(args)
+        args.store,
+        agents,
+        deps=deps,
+        retention=retention,
+        share_progress=args.share_progress,
+        **serving(args),
     )
     tune_gc()
     return serve_until_signalled(worker)
