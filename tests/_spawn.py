@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,6 +107,7 @@ class Spawner:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def _ask(self, request: dict[str, Any]) -> Any:
         with self._lock:
