@@ -212,8 +212,11 @@ async def test_a_zombie_executors_settle_is_refused(
     url: str, executors: Executors, ledger: Ledger
 ) -> None:
     """SIGSTOP an executor inside the tool, past its lease; a second executor restarts the
-    effect and settles it; SIGCONT the first: its settle is refused by the store (stale
-    epoch), and the run records one result, the second executor's."""
+    effect and settles it; SIGCONT the first: nothing of it is accepted, and the run records
+    one result, the second executor's. Woken, the first either finishes the tool and its
+    settle is refused by the store (stale epoch), or its lease deadline fires first and it
+    stands down without settling: which one is the order of two timers both overdue at
+    SIGCONT (the tool's sleep, the deadline set at its last renewal), so both are allowed."""
     zombie = executors.spawn(POOL_TOOL_DELAY="1.5")
     await served(ledger)
     owner = asyncio.ensure_future(drive(url, "index_doc", "run-zombie"))
@@ -236,7 +239,8 @@ async def test_a_zombie_executors_settle_is_refused(
     await asyncio.sleep(TTL)  # the zombie wakes, finishes or is told, tries to settle
     zombie.send_signal(signal.SIGTERM)
     out, err = zombie.communicate(timeout=30)
-    assert "refused=1" in out, err
+    performed, refused = (int(w.split("=")[1]) for w in out.split()[-2:])
+    assert performed == 0 and refused <= 1, out + err  # never a settle of the stale holder
     kinds = await history(ledger, "run-zombie")
     assert kinds.count("settled") == 1 and kinds[-2:] == ["settled", "acknowledged"]
 
