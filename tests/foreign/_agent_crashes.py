@@ -218,17 +218,7 @@ def killed_then_resumed(
         assert died.returncode == -9, f"{crash} never fired: {died.stdout}{died.stderr}"
         run_id = asyncio.run(_final(store))[0].run_id
         _rewind(fw, server, store)
-        done = stead_cli(
-            "--store",
-            store,
-            "resume",
-            run_id,
-            "--agents",
-            fw.agent,
-            env=e,
-            cwd=fw.home,
-            warm=fw.warm,
-        )
+        done = _resume(fw, store, run_id, e)
         assert done.returncode == 0, done.stdout + done.stderr
         _check(fw, store, ledger, server)
 
@@ -249,17 +239,7 @@ def killed_after_delivery(fw: Framework, tmp_path: Path) -> None:
         assert died.returncode == -9, died.stdout + died.stderr
         assert len(deliveries(ledger)) == 1  # delivered; the result never recorded
         run_id = asyncio.run(_final(store))[0].run_id
-        done = stead_cli(
-            "--store",
-            store,
-            "resume",
-            run_id,
-            "--agents",
-            fw.agent,
-            env=e,
-            cwd=fw.home,
-            warm=fw.warm,
-        )
+        done = _resume(fw, store, run_id, e)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
 
@@ -276,6 +256,13 @@ def killed_after_delivery(fw: Framework, tmp_path: Path) -> None:
     assert state.status.value == "completed"
     assert "tool_reconciled" in kinds  # the send in flight was asked about, never run again
     assert kinds.count("assistant_message") == 2
+
+
+def _resume(fw: Framework, store: str, run_id: str, env: dict[str, str]) -> Any:
+    """``stead resume`` of ``run_id`` in a child process, to its end."""
+    return stead_cli(
+        "--store", store, "resume", run_id, "--agents", fw.agent, env=env, cwd=fw.home, warm=fw.warm
+    )
 
 
 def worker_killed_another_finishes(
