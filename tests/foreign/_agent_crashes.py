@@ -203,7 +203,7 @@ def killed_then_resumed(
     store = _store_url(kind, tmp_path, request)
     ledger = tmp_path / "deliveries.jsonl"
     with WireServer() as server:
-        server.push(*fw.replies())
+        server.answer_by_turn(*fw.replies())
         e = fw.env(server.url, ledger, STEAD_DURABILITY=mode)
         died = stead_cli(
             "--store",
@@ -217,7 +217,6 @@ def killed_then_resumed(
         )
         assert died.returncode == -9, f"{crash} never fired: {died.stdout}{died.stderr}"
         run_id = asyncio.run(_final(store))[0].run_id
-        _rewind(fw, server, store)
         done = _resume(fw, store, run_id, e)
         assert done.returncode == 0, done.stdout + done.stderr
         _check(fw, store, ledger, server)
@@ -273,7 +272,7 @@ def worker_killed_another_finishes(
     store = _store_url(kind, tmp_path, request)
     ledger = tmp_path / "deliveries.jsonl"
     with WireServer() as server:
-        server.push(*fw.replies())
+        server.answer_by_turn(*fw.replies())
         e = fw.env(server.url, ledger)
         asyncio.run(_queue(fw, store))
         worker = ["--store", store, "worker", "--agents", fw.agent, "--poll", "0.1"]
@@ -286,7 +285,6 @@ def worker_killed_another_finishes(
             warm=fw.warm,
         )
         assert first.returncode == -9, f"{crash} never fired: {first.stderr}"
-        _rewind(fw, server, store)
         second = stead_popen(*worker, env=e, cwd=fw.home, warm=fw.warm)
         try:
             # Each look opens the store: every 0.2 s leaves this process (and the wire server
@@ -334,16 +332,6 @@ async def _queue(fw: Framework, store: str) -> None:
     agent = getattr(importlib.import_module(module), attr)
     async with stead.Runtime(store, agents=[agent]) as rt:
         await rt.start(agent, PROMPT)
-
-
-def _rewind(fw: Framework, server: WireServer, store: str) -> None:
-    """Queue the replies of the turns the log has not recorded: a turn answered before the
-    kill is replayed from the log, one the model was answering when killed is asked again."""
-    _, events = asyncio.run(_final(store))
-    recorded = sum(1 for e in events if e.kind == "assistant_message")
-    while not server.replies.empty():
-        server.replies.get_nowait()
-    server.push(*fw.replies()[recorded:])
 
 
 def _check(fw: Framework, store: str, ledger: Path, server: WireServer, log: str = "") -> None:

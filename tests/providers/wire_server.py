@@ -1,10 +1,12 @@
 """A real HTTP/1.1 server on 127.0.0.1 that replays scripted provider exchanges.
 
-Each request takes the next scripted ``Reply``: a JSON body with a status and headers, or a
-server-sent-event stream (chunked transfer encoding, as the providers send it) that can be
-cut mid-body (the socket is closed without the final chunk, after N events or at any byte),
-stalled after N events until the test releases it or the client goes away (which is
-recorded, with the time it happened), or kept alive with pings for ever.
+Each request takes the next scripted ``Reply`` (or, after ``answer_by_turn``, the reply of the
+turn its conversation has reached, as a model answers the same conversation the same way): a
+JSON body with a status and headers, or a server-sent-event stream (chunked transfer encoding,
+as the providers send it) that can be cut mid-body (the socket is closed without the final
+chunk, after N events or at any byte), stalled after N events until the test releases it or
+the client goes away (which is recorded, with the time it happened), or kept alive with pings
+for ever.
 
 The event shapes themselves are built in ``wire_shapes.py``; this module only speaks HTTP.
 """
@@ -75,6 +77,7 @@ class WireServer:
 
     def __init__(self) -> None:
         self.replies: queue.Queue[Reply] = queue.Queue()
+        self.by_turn: list[Reply] | None = None
         self.requests: list[Seen] = []
         self._stopping = threading.Event()
         server = self
@@ -95,10 +98,7 @@ class WireServer:
                 server.requests.append(
                     Seen("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 )
-                try:
-                    reply = server.replies.get_nowait()
-                except queue.Empty:
-                    reply = Reply(status=500, body={"error": "no scripted reply left"})
+                reply = server._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.is_stream:
@@ -120,6 +120,24 @@ class WireServer:
     def push(self, *replies: Reply) -> None:
         for r in replies:
             self.replies.put(r)
+
+    def answer_by_turn(self, *replies: Reply) -> None:
+        """Answer each request with ``replies[n]``, ``n`` the assistant turns its conversation
+        holds: a turn asked again (by a process that lost its lease mid-call, or one resumed
+        after a kill) gets the same answer, however many requests came before."""
+        self.by_turn = list(replies)
+
+    def _next(self, body: Any) -> Reply:
+        if self.by_turn is not None:
+            messages = body.get("messages", []) if isinstance(body, dict) else []
+            turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+            if turn < len(self.by_turn):
+                return self.by_turn[turn]
+            return Reply(status=500, body={"error": f"no scripted reply for turn {turn}"})
+        try:
+            return self.replies.get_nowait()
+        except queue.Empty:
+            return Reply(status=500, body={"error": "no scripted reply left"})
 
     def __enter__(self) -> WireServer:
         self._thread.start()
