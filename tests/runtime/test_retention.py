@@ -57,6 +57,7 @@ TABLES = {
     "ledger_keys": "SELECT COUNT(*) FROM ledger_keys WHERE run_id = ?",
     "ledger_events": "SELECT COUNT(*) FROM ledger_events WHERE effect_id = 'eff-' || ?",
     "ledger_progress": "SELECT COUNT(*) FROM ledger_progress WHERE effect_id = 'eff-' || ?",
+    "shared_progress": "SELECT COUNT(*) FROM ledger_progress WHERE effect_id = 'run:' || ? || ':0'",
     "conversation_messages": "SELECT COUNT(*) FROM conversation_messages WHERE run_id = ?",
     "run_links": "SELECT COUNT(*) FROM run_links WHERE run_id = ?",
 }
@@ -103,6 +104,19 @@ async def ledger_rows(rt: stead.Runtime, run_id: str, now: float) -> None:
         )
 
 
+async def shared_rows(rt: stead.Runtime, run_id: str, now: float) -> None:
+    """Text a process shared for watchers of the run's first turn and never deleted (it was
+    killed mid-stream; ``Runtime(share_progress=True)``)."""
+    s = sql_store(rt.store)
+    from stead.store.lifecycle import atomic
+
+    async with atomic(s) as db:
+        await db.run(
+            q(s, "INSERT INTO ledger_progress VALUES ('run:' || ? || ':0', 0, 'The ', ?)"),
+            (run_id, now),
+        )
+
+
 async def export_of(rt: stead.Runtime, run_ids: list[str]) -> str:
     out = io.StringIO()
     await rt.export(out, run_ids=run_ids)
@@ -132,6 +146,8 @@ async def test_prune_deletes_every_row_of_what_goes_and_nothing_of_what_stays(
         source = (await rt.run(await rt.start(agent, "source"))).run_id
         for rid in (old, source, *gone_chat):
             await ledger_rows(rt, rid, now[0])
+        for rid in (old, *gone_chat):
+            await shared_rows(rt, rid, now[0])
         now[0] += 40 * DAY
         recent = (await rt.run(await rt.start(agent, "recent"))).run_id
         kept_chat.append((await rt.send("c-kept", "later")).run_id)
