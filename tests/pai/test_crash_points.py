@@ -18,22 +18,13 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 from pathlib import Path
 
 from _agent_crashes import (
-    Framework,
     killed_then_resumed,
     resume_cases,
     worker_cases,
     worker_killed_another_finishes,
 )
-from _scripts import HERE, WARM, env
+from _scripts import PAI
 
-PAI = Framework(
-    agent="support_agent:agent",
-    home=HERE,
-    provider="anthropic",
-    ids=("toolu_1", "toolu_2"),
-    env=lambda url, ledger, **extra: env("anthropic", url, ledger, **extra),
-    warm=WARM,
-)
 SPREAD = ["mid_model_call#2", "after_intent#2", "after_tool_effect:send_message"]
 """On PostgreSQL and under ``stead worker``: a model call, an intent and the non_idempotent
 call's effect in flight (every point is killed on SQLite under ``stead run``; all of them
