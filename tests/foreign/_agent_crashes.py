@@ -6,7 +6,8 @@ result, and the run completes.
 Each framework's test module is thin: a ``Framework`` (its agent, the directory its child
 processes import it from, its call ids and its replies in the provider's wire format), the
 cases it runs, and the two tests calling ``killed_then_resumed`` and
-``worker_killed_another_finishes``; ``budget_spent_before_a_crash`` resumes a killed run
+``worker_killed_another_finishes`` (``crash_point_tests`` makes them);
+``budget_spent_before_a_crash`` resumes a killed run
 under a budget in the test's own process.
 
 Cases: by default every point on SQLite driven by ``stead run`` / ``stead resume``, and a
@@ -193,6 +194,31 @@ def worker_cases(*, sqlite: Sequence[str], postgres: Sequence[str]) -> list[Any]
         *[pytest.param("sqlite", c, id=f"sqlite-{c}") for c in (CRASHES if FULL else sqlite)],
         *[pytest.param("postgres", c, id=f"postgres-{c}") for c in (CRASHES if FULL else postgres)],
     ]
+
+
+def crash_point_tests(
+    fw: Framework,
+    *,
+    spread: Sequence[str],
+    effects: Sequence[str],
+    workers: Sequence[str],
+    pg_workers: Sequence[str],
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A framework's two crash-point tests, for its module to bind to test names:
+    ``killed_then_resumed`` over ``resume_cases(spread, effects)`` and
+    ``worker_killed_another_finishes`` over ``worker_cases(workers, pg_workers)``."""
+
+    @pytest.mark.parametrize(
+        ("kind", "mode", "crash"), resume_cases(spread=spread, effects=effects)
+    )
+    def resumed(kind: str, mode: str, crash: str, tmp_path: Path, request: Any) -> None:
+        killed_then_resumed(fw, kind, mode, crash, tmp_path, request)
+
+    @pytest.mark.parametrize(("kind", "crash"), worker_cases(sqlite=workers, postgres=pg_workers))
+    def taken_over(kind: str, crash: str, tmp_path: Path, request: Any) -> None:
+        worker_killed_another_finishes(fw, kind, crash, tmp_path, request)
+
+    return resumed, taken_over
 
 
 # -- the two scenarios -----------------------------------------------------------------------

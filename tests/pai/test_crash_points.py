@@ -15,14 +15,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
 
-from pathlib import Path
-
-from _agent_crashes import (
-    killed_then_resumed,
-    resume_cases,
-    worker_cases,
-    worker_killed_another_finishes,
-)
+from _agent_crashes import crash_point_tests
 from _scripts import PAI
 
 SPREAD = ["mid_model_call#2", "after_intent#2", "after_tool_effect:send_message"]
@@ -40,18 +33,13 @@ EFFECTS = [
 result) and at the non_idempotent call's boundaries, which that mode keeps durable."""
 
 
-@pytest.mark.parametrize(("kind", "mode", "crash"), resume_cases(spread=SPREAD, effects=EFFECTS))
-def test_killed_at_each_point_then_resumed(
-    kind: str, mode: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    killed_then_resumed(PAI, kind, mode, crash, tmp_path, request)
-
-
-@pytest.mark.parametrize(
-    ("kind", "crash"),
-    worker_cases(sqlite=SPREAD, postgres=["after_intent#2", "after_tool_effect:send_message"]),
+(
+    test_killed_at_each_point_then_resumed,
+    test_a_worker_killed_at_each_point_another_worker_finishes,
+) = crash_point_tests(
+    PAI,
+    spread=SPREAD,
+    effects=EFFECTS,
+    workers=SPREAD,
+    pg_workers=["after_intent#2", "after_tool_effect:send_message"],
 )
-def test_a_worker_killed_at_each_point_another_worker_finishes(
-    kind: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    worker_killed_another_finishes(PAI, kind, crash, tmp_path, request)
