@@ -196,13 +196,18 @@ def worker_cases(*, sqlite: Sequence[str], postgres: Sequence[str]) -> list[Any]
     ]
 
 
+SPREAD = ("after_intent#2", "after_tool_effect:send_message", "after_result_commit:send_message")
+"""The points killed on PostgreSQL by default: an intent, and the non_idempotent call's
+effect and result in flight."""
+
+
 def crash_point_tests(
     fw: Framework,
     *,
-    spread: Sequence[str],
-    effects: Sequence[str],
-    workers: Sequence[str],
-    pg_workers: Sequence[str],
+    spread: Sequence[str] = SPREAD,
+    effects: Sequence[str] = ("after_tool_effect:send_message",),
+    workers: Sequence[str] = ("after_intent#2", "after_tool_effect:send_message"),
+    pg_workers: Sequence[str] = ("after_tool_effect:send_message",),
 ) -> tuple[Callable[..., None], Callable[..., None]]:
     """A framework's two crash-point tests, for its module to bind to test names:
     ``killed_then_resumed`` over ``resume_cases(spread, effects)`` and

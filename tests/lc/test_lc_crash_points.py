@@ -19,14 +19,6 @@ pytest.importorskip("langchain", reason="the langchain extra is not installed")
 from _agent_crashes import crash_point_tests
 from _lc_scripts import LC
 
-SPREAD = ["after_intent#2", "after_tool_effect:send_message", "after_result_commit:send_message"]
-
 test_killed_at_each_point_then_resumed, test_a_worker_killed_at_a_point_another_worker_finishes = (
-    crash_point_tests(
-        LC,
-        spread=SPREAD,
-        effects=["after_tool_effect:send_message"],
-        workers=["after_intent#2", "after_tool_effect:send_message"],
-        pg_workers=["after_tool_effect:send_message"],
-    )
+    crash_point_tests(LC)
 )
