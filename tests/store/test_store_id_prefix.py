@@ -25,8 +25,10 @@ from _builders import T0, created
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stead.errors import RunNotFound
+from stead.core.id_prefix import SHOWN
+from stead.errors import AmbiguousId, RunNotFound
 from stead.runtime import resolve_run_id
+from stead.runtime.agent._ids import CANDIDATES
 from stead.store import SQLiteStore, open_store
 
 MAX = "\U0010ffff"
@@ -187,6 +189,33 @@ async def test_a_miss_among_many_sqlite_runs_runs_what_a_miss_among_few_does(
     (few, _), (many, many_listed) = counts
     assert many_listed > 10 * MANY  # the measure sees every row a statement reads ...
     assert many <= few + 20, counts  # ... and a miss reads no more among 3,000 than among 10
+
+
+async def test_a_start_of_more_runs_than_are_read_says_so(tmp_path: Path) -> None:
+    """The store is asked for a bounded number of ids: a start of more is refused naming
+    the first of them, and says there are at least that many."""
+    path = tmp_path / "ids.db"
+    await SQLiteStore(path).close()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.executemany(
+            "INSERT INTO runs (run_id, agent, status, last_seq, created_at, updated_at) "
+            "VALUES (?, 'a', 'completed', 1, 0, 0)",
+            [(f"run_abcd{i:04d}",) for i in range(CANDIDATES + 50)],
+        )
+    store = SQLiteStore(path)
+    try:
+        with pytest.raises(AmbiguousId) as refused:
+            await resolve_run_id(store, "abcd")
+        message = str(refused.value)
+        assert f"start of {CANDIDATES} or more runs" in message
+        assert f"and at least {CANDIDATES - SHOWN} more" in message
+        assert refused.value.candidates == tuple(f"run_abcd{i:04d}" for i in range(CANDIDATES))
+        with pytest.raises(AmbiguousId, match=r"start of 10 runs: .*run_abcd0109; type more"):
+            await resolve_run_id(store, "abcd010")  # all of them named: nothing cut
+    finally:
+        await store.close()
 
 
 def _plans(notices: list[str]) -> list[dict[str, Any]]:

@@ -70,9 +70,9 @@ def _count(found: list[str], cut: bool) -> str:
 
 def _names(found: list[str], cut: bool) -> str:
     more = len(found) - SHOWN
-    if more <= 0:
+    if more <= 0 and not cut:
         return ", ".join(found)
-    return ", ".join(found[:SHOWN]) + f" and {_count(found[SHOWN:], cut)} more"
+    return ", ".join(found[:SHOWN]) + f" and {'at least ' if cut else ''}{max(more, 0)} more"
 
 
 def _starting(found: list[str], noun: str, cut: bool) -> str:
