@@ -106,6 +106,7 @@ class PostgresStore(_sql.SQLStore):
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
+    IDS_BY_BYTES = ('run_id COLLATE "C"', "SELECT to_regclass('runs_by_id_bytes') IS NOT NULL")
 
     def __init__(
         self,
@@ -334,18 +335,6 @@ class PostgresStore(_sql.SQLStore):
     def _writing(self, *, sync: bool = True) -> contextlib.AbstractAsyncContextManager[PgSession]:
         # Unsynced writes say so in their own statement (``_UNSYNCED``): ``sync`` is unused.
         return self._session()
-
-    _ids_by_bytes: bool | None = None
-    """Whether migration 0012 made ``runs_by_id_bytes`` here; None until asked."""
-
-    async def _id_in_byte_order(self, s: Any) -> str:
-        """``run_id`` where the database sorts text bytewise; otherwise the ids in the C
-        collation, which migration 0012 indexed there (asked once: a database's collation
-        never changes)."""
-        if self._ids_by_bytes is None:
-            row = await s.one("SELECT to_regclass('runs_by_id_bytes') IS NOT NULL", ())
-            self._ids_by_bytes = bool(row and row[0])
-        return 'run_id COLLATE "C"' if self._ids_by_bytes else "run_id"
 
     async def load(self, run_id: str) -> Loaded:
         """See ``Store.load``: one statement (``_load``, with the snapshot's pieces), not

@@ -131,10 +131,21 @@ class SearchRows:
             rows = await s.all(sql.replace("?", self.PARAM), params)
         return [_record(r) for r in rows]
 
+    IDS_BY_BYTES: ClassVar[tuple[str, str] | None] = None
+    """Where the ids index may not be in byte order (PostgreSQL: migration 0012): the ids
+    in byte order, as an index of them reads them, and a statement whose one value says
+    whether that index is there. None: ``run_id`` is in byte order (SQLite's always is)."""
+    _ids_by_bytes: bool | None = None
+    """The statement's answer, once asked (a database's collation never changes)."""
+
     async def _id_in_byte_order(self, s: Any) -> str:
-        """The expression that orders run ids bytewise by an index (``run_id`` itself where
-        the ids index is in byte order, as SQLite's always is)."""
-        return "run_id"
+        """The expression that orders run ids bytewise by an index."""
+        if self.IDS_BY_BYTES is None:
+            return "run_id"
+        if self._ids_by_bytes is None:
+            row = await s.one(self.IDS_BY_BYTES[1], ())
+            self._ids_by_bytes = bool(row and row[0])
+        return self.IDS_BY_BYTES[0] if self._ids_by_bytes else "run_id"
 
     async def run_ids_starting(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
         """See ``Store.run_ids_starting``."""
