@@ -6,7 +6,9 @@ result, and the run completes.
 Each framework's test module is thin: a ``Framework`` (its agent, the directory its child
 processes import it from, its call ids and its replies in the provider's wire format), the
 cases it runs, and the two tests calling ``killed_then_resumed`` and
-``worker_killed_another_finishes``.
+``worker_killed_another_finishes`` (``crash_point_tests`` makes them);
+``budget_spent_before_a_crash`` resumes a killed run
+under a budget in the test's own process.
 
 Cases: by default every point on SQLite driven by ``stead run`` / ``stead resume``, and a
 spread of points on PostgreSQL, in the ``effects`` durability mode and driven by ``stead
@@ -33,6 +35,7 @@ from wire_shapes import anthropic_stream, openai_stream
 
 from _spawn import stead_cli, stead_popen
 from _wait import until
+from stead import Budget, Runtime
 from stead.core.events import ToolResultRecorded
 from stead.runtime import OwnedRun
 from stead.store import open_store
@@ -193,6 +196,36 @@ def worker_cases(*, sqlite: Sequence[str], postgres: Sequence[str]) -> list[Any]
     ]
 
 
+SPREAD = ("after_intent#2", "after_tool_effect:send_message", "after_result_commit:send_message")
+"""The points killed on PostgreSQL by default: an intent, and the non_idempotent call's
+effect and result in flight."""
+
+
+def crash_point_tests(
+    fw: Framework,
+    *,
+    spread: Sequence[str] = SPREAD,
+    effects: Sequence[str] = ("after_tool_effect:send_message",),
+    workers: Sequence[str] = ("after_intent#2", "after_tool_effect:send_message"),
+    pg_workers: Sequence[str] = ("after_tool_effect:send_message",),
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A framework's two crash-point tests, for its module to bind to test names:
+    ``killed_then_resumed`` over ``resume_cases(spread, effects)`` and
+    ``worker_killed_another_finishes`` over ``worker_cases(workers, pg_workers)``."""
+
+    @pytest.mark.parametrize(
+        ("kind", "mode", "crash"), resume_cases(spread=spread, effects=effects)
+    )
+    def resumed(kind: str, mode: str, crash: str, tmp_path: Path, request: Any) -> None:
+        killed_then_resumed(fw, kind, mode, crash, tmp_path, request)
+
+    @pytest.mark.parametrize(("kind", "crash"), worker_cases(sqlite=workers, postgres=pg_workers))
+    def taken_over(kind: str, crash: str, tmp_path: Path, request: Any) -> None:
+        worker_killed_another_finishes(fw, kind, crash, tmp_path, request)
+
+    return resumed, taken_over
+
+
 # -- the two scenarios -----------------------------------------------------------------------
 
 
@@ -255,6 +288,41 @@ def killed_after_delivery(fw: Framework, tmp_path: Path) -> None:
     assert state.status.value == "completed"
     assert "tool_reconciled" in kinds  # the send in flight was asked about, never run again
     assert kinds.count("assistant_message") == 2
+
+
+def budget_spent_before_a_crash(
+    fw: Framework, tmp_path: Path, monkeypatch: Any, capped: Callable[[Budget], Any]
+) -> None:
+    """``stead run`` is SIGKILLed once turn 1's send is recorded as intent (two turns spent);
+    this process resumes the run with ``capped(budget)``, the same agent (built once the
+    children's environment is this process's too) under a budget the two turns overran: the
+    run fails on its budget with no model call past it, and the recorded intent runs once."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    ledger = tmp_path / "deliveries.jsonl"
+    with WireServer() as server:
+        server.push(*fw.replies())
+        e = fw.env(server.url, ledger)
+        died = stead_cli(
+            "--store", store, "run", fw.agent, PROMPT,
+            env={**e, "STEAD_CRASH_AT": "after_intent#2"}, cwd=fw.home, warm=fw.warm,
+        )  # fmt: skip
+        assert died.returncode == -9, died.stdout + died.stderr
+        asked_before = len(server.requests)
+        for k, v in e.items():
+            monkeypatch.setenv(k, v)
+        agent = capped(Budget(max_total_tokens=60))
+
+        async def resume() -> Any:
+            async with Runtime(store, agents=[agent]) as rt:
+                (run,) = await rt.store.list_runs()
+                return await rt.resume(run.run_id)
+
+        outcome = asyncio.run(resume())
+        asked_after = len(server.requests)
+    assert outcome.status.value == "failed"
+    assert "budget" in str(outcome.error)
+    assert asked_after == asked_before == 2  # no model call past the budget
+    assert len(deliveries(ledger)) == 1  # the recorded intent ran, once
 
 
 def _resume(fw: Framework, store: str, run_id: str, env: dict[str, str]) -> Any:

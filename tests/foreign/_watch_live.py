@@ -5,9 +5,11 @@ it finish; the run's log keeps only the finished reply."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,30 @@ PARTS = ("The refund ", "policy allows ", "returns.")
 """The streamed reply; the test's wire server stalls it after the first two parts."""
 
 
+@contextlib.contextmanager
+def served(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    wire: WireServer,
+    *,
+    home: Path,
+    url_env: str,
+    agents: str,
+) -> Iterator[Stack]:
+    """A ``stead serve --worker`` child run from ``home`` with ``--agents agents`` on a
+    SQLite store in ``tmp_path``, its models on ``wire`` (whose URL it reads from
+    ``url_env``); stopped when the block ends."""
+    # The child inherits these: the wire server, and where its agents' module is.
+    monkeypatch.setenv(url_env, wire.url)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(home), os.environ.get("PYTHONPATH", "")]))
+    stack = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
+    try:
+        stack.serve("--worker", "--agents", agents)
+        yield stack
+    finally:
+        stack.close()
+
+
 def served_and_watched(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -31,23 +57,15 @@ def served_and_watched(
     agents: str,
     agent: str,
 ) -> None:
-    """A ``stead serve --worker`` child run from ``home`` with ``--agents agents`` (its
-    models on the wire server whose URL it reads from ``url_env``), a streamed run of its
-    ``agent`` watched live from here; the agent speaks OpenAI's Chat Completions."""
+    """A streamed run of ``agent`` (``served``'s other arguments) watched live from here;
+    the agent speaks OpenAI's Chat Completions."""
     with WireServer() as wire:
         stalled = openai_stream(*PARTS, stall_after=3)  # its role chunk and two parts
         wire.push(stalled)
-        # The child inherits these: the wire server, and where its agents' module is.
-        monkeypatch.setenv(url_env, wire.url)
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(home), os.environ.get("PYTHONPATH", "")])
-        )
-        stack = Stack(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
-        try:
-            stack.serve("--worker", "--agents", agents)
+        with served(
+            tmp_path, monkeypatch, wire, home=home, url_env=url_env, agents=agents
+        ) as stack:
             watched_live(stack, agent, stalled)
-        finally:
-            stack.close()
 
 
 def watched_live(stack: Stack, agent: str, stalled: Reply) -> None:

@@ -16,37 +16,9 @@ import pytest
 
 pytest.importorskip("langchain", reason="the langchain extra is not installed")
 
-from pathlib import Path
-
-from _agent_crashes import (
-    killed_then_resumed,
-    resume_cases,
-    worker_cases,
-    worker_killed_another_finishes,
-)
+from _agent_crashes import crash_point_tests
 from _lc_scripts import LC
 
-SPREAD = ["after_intent#2", "after_tool_effect:send_message", "after_result_commit:send_message"]
-
-
-@pytest.mark.parametrize(
-    ("kind", "mode", "crash"),
-    resume_cases(spread=SPREAD, effects=["after_tool_effect:send_message"]),
+test_killed_at_each_point_then_resumed, test_a_worker_killed_at_a_point_another_worker_finishes = (
+    crash_point_tests(LC)
 )
-def test_killed_at_each_point_then_resumed(
-    kind: str, mode: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    killed_then_resumed(LC, kind, mode, crash, tmp_path, request)
-
-
-@pytest.mark.parametrize(
-    ("kind", "crash"),
-    worker_cases(
-        sqlite=["after_intent#2", "after_tool_effect:send_message"],
-        postgres=["after_tool_effect:send_message"],
-    ),
-)
-def test_a_worker_killed_at_a_point_another_worker_finishes(
-    kind: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    worker_killed_another_finishes(LC, kind, crash, tmp_path, request)

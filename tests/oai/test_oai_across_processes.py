@@ -11,7 +11,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from _oai_scripts import CUSTOMER, FOUND, MESSAGE, SENT, deliveries, env, stead_cli
+from _agent_crashes import budget_spent_before_a_crash
+from _oai_scripts import CUSTOMER, FOUND, MESSAGE, OAI, SENT, deliveries, env, stead_cli
 from wire_server import WireServer
 from wire_shapes import openai_stream
 
@@ -61,36 +62,10 @@ def test_an_approval_asked_in_one_process_is_decided_in_another(tmp_path: Path) 
 def test_the_budget_counts_what_was_spent_before_the_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = f"sqlite:///{tmp_path / 'runs.db'}"
-    ledger = tmp_path / "deliveries.jsonl"
-    with WireServer() as server:
-        server.push(*replies())
-        e = env(server.url, ledger)
-        died = stead_cli(
-            "--store",
-            store,
-            "run",
-            "oai_support:agent",
-            "Tell Ada her refund is on its way.",
-            env={**e, "STEAD_CRASH_AT": "after_intent#2"},
-        )
-        assert died.returncode == -9, died.stdout + died.stderr
-        asked_before = len(server.requests)
-        for k, v in e.items():
-            monkeypatch.setenv(k, v)
+    def capped(budget: stead.Budget) -> stead.Agent:
         import oai_support
 
         # Two turns of 40 + 12 tokens were spent before the kill: 104 > 60.
-        capped = oai_support.build(budget=stead.Budget(max_total_tokens=60))
+        return oai_support.build(budget=budget)
 
-        async def resume() -> stead.RunView:
-            async with stead.Runtime(store, agents=[capped]) as rt:
-                (run,) = await rt.store.list_runs()
-                return await rt.resume(run.run_id)
-
-        outcome = asyncio.run(resume())
-        asked_after = len(server.requests)
-    assert outcome.status.value == "failed"
-    assert "budget" in str(outcome.error)
-    assert asked_after == asked_before == 2  # no model call past the budget
-    assert len(deliveries(ledger)) == 1  # the recorded intent ran
+    budget_spent_before_a_crash(OAI, tmp_path, monkeypatch, capped)

@@ -10,6 +10,7 @@ from pathlib import Path
 from _agent_crashes import (
     CUSTOMER,
     MESSAGE,
+    Framework,
     base_env,
     call_ids,
     calls_reply,
@@ -34,6 +35,7 @@ WARM = (
 __all__ = [
     "CUSTOMER",
     "MESSAGE",
+    "PAI",
     "STEAD",
     "WARM",
     "call_ids",
@@ -55,3 +57,14 @@ def stead_cli(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
     return _stead_cli(*args, env=env, cwd=HERE, timeout=timeout, warm=WARM)
+
+
+PAI = Framework(
+    agent="support_agent:agent",
+    home=HERE,
+    provider="anthropic",
+    ids=("toolu_1", "toolu_2"),
+    env=lambda url, ledger, **extra: env("anthropic", url, ledger, **extra),
+    warm=WARM,
+)
+"""The agent of this directory as the crash harness drives it."""

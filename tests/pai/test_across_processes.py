@@ -12,7 +12,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from _scripts import CUSTOMER, MESSAGE, calls_reply, deliveries, env, stead_cli, text_reply
+from _agent_crashes import budget_spent_before_a_crash
+from _scripts import CUSTOMER, MESSAGE, PAI, calls_reply, deliveries, env, stead_cli, text_reply
 from pydantic_ai.capabilities import AbstractCapability
 from wire_server import WireServer
 
@@ -90,23 +91,13 @@ def test_a_replay_with_other_arguments_stops_with_a_typed_error(
 def test_the_budget_counts_what_was_spent_before_the_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with WireServer() as server:
-        server.push(*replies())
-        store, e = killed_after_the_send_intent(tmp_path, server)
-        asked_before = len(server.requests)
-        for k, v in e.items():
-            monkeypatch.setenv(k, v)
+    def capped(budget: stead.Budget) -> Any:
         import support_agent
 
         # Two turns of 25 + 15 tokens were spent before the kill: 80 > 60.
-        capped = support_agent.build(budget=stead.Budget(max_total_tokens=60))
-        outcome, _ = asyncio.run(_resume(store, capped))
-        asked_after = len(server.requests)
-    assert isinstance(outcome, stead.RunView)
-    assert outcome.status.value == "failed"
-    assert "budget" in str(outcome.error)
-    assert asked_after == asked_before  # no model call past the budget
-    assert len(deliveries(tmp_path / "deliveries.jsonl")) == 1  # the recorded intent ran
+        return support_agent.build(budget=budget)
+
+    budget_spent_before_a_crash(PAI, tmp_path, monkeypatch, capped)
 
 
 def test_an_approval_asked_in_one_process_is_decided_in_another(tmp_path: Path) -> None:

@@ -15,25 +15,9 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
 
-from pathlib import Path
+from _agent_crashes import crash_point_tests
+from _scripts import PAI
 
-from _agent_crashes import (
-    Framework,
-    killed_then_resumed,
-    resume_cases,
-    worker_cases,
-    worker_killed_another_finishes,
-)
-from _scripts import HERE, WARM, env
-
-PAI = Framework(
-    agent="support_agent:agent",
-    home=HERE,
-    provider="anthropic",
-    ids=("toolu_1", "toolu_2"),
-    env=lambda url, ledger, **extra: env("anthropic", url, ledger, **extra),
-    warm=WARM,
-)
 SPREAD = ["mid_model_call#2", "after_intent#2", "after_tool_effect:send_message"]
 """On PostgreSQL and under ``stead worker``: a model call, an intent and the non_idempotent
 call's effect in flight (every point is killed on SQLite under ``stead run``; all of them
@@ -49,18 +33,13 @@ EFFECTS = [
 result) and at the non_idempotent call's boundaries, which that mode keeps durable."""
 
 
-@pytest.mark.parametrize(("kind", "mode", "crash"), resume_cases(spread=SPREAD, effects=EFFECTS))
-def test_killed_at_each_point_then_resumed(
-    kind: str, mode: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    killed_then_resumed(PAI, kind, mode, crash, tmp_path, request)
-
-
-@pytest.mark.parametrize(
-    ("kind", "crash"),
-    worker_cases(sqlite=SPREAD, postgres=["after_intent#2", "after_tool_effect:send_message"]),
+(
+    test_killed_at_each_point_then_resumed,
+    test_a_worker_killed_at_each_point_another_worker_finishes,
+) = crash_point_tests(
+    PAI,
+    spread=SPREAD,
+    effects=EFFECTS,
+    workers=SPREAD,
+    pg_workers=["after_intent#2", "after_tool_effect:send_message"],
 )
-def test_a_worker_killed_at_each_point_another_worker_finishes(
-    kind: str, crash: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    worker_killed_another_finishes(PAI, kind, crash, tmp_path, request)

@@ -1,18 +1,26 @@
 """Retention on SQLite and PostgreSQL: a prune with every kind of row present deletes every
 row of the runs that go and nothing of the runs that stay (their export is byte-identical
 before and after); a run waiting on a person, a run a kept conversation run reads its history
-from, and the source of a kept fork stay; SQLite gives the space back."""
+from, and the source of a kept fork stay; SQLite gives the space back; the text a process
+killed mid-stream shared for watchers goes once its lease lapsed, a live stream's stays."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
+import signal
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_progress_child import CHUNKS
 
 import stead
+from _spawn import python_popen
+from _wait import until
 from stead.core.retention import DAY, Retention
 from stead.store.lifecycle import q, sql_store
 from stead.testing import Reply, ScriptedModel, assert_valid_history
@@ -57,6 +65,7 @@ TABLES = {
     "ledger_keys": "SELECT COUNT(*) FROM ledger_keys WHERE run_id = ?",
     "ledger_events": "SELECT COUNT(*) FROM ledger_events WHERE effect_id = 'eff-' || ?",
     "ledger_progress": "SELECT COUNT(*) FROM ledger_progress WHERE effect_id = 'eff-' || ?",
+    "shared_progress": "SELECT COUNT(*) FROM ledger_progress WHERE effect_id = 'run:' || ? || ':0'",
     "conversation_messages": "SELECT COUNT(*) FROM conversation_messages WHERE run_id = ?",
     "run_links": "SELECT COUNT(*) FROM run_links WHERE run_id = ?",
 }
@@ -103,6 +112,19 @@ async def ledger_rows(rt: stead.Runtime, run_id: str, now: float) -> None:
         )
 
 
+async def shared_rows(rt: stead.Runtime, run_id: str, now: float) -> None:
+    """Text a process shared for watchers of the run's first turn and never deleted (it was
+    killed mid-stream; ``Runtime(share_progress=True)``)."""
+    s = sql_store(rt.store)
+    from stead.store.lifecycle import atomic
+
+    async with atomic(s) as db:
+        await db.run(
+            q(s, "INSERT INTO ledger_progress VALUES ('run:' || ? || ':0', 0, 'The ', ?)"),
+            (run_id, now),
+        )
+
+
 async def export_of(rt: stead.Runtime, run_ids: list[str]) -> str:
     out = io.StringIO()
     await rt.export(out, run_ids=run_ids)
@@ -132,6 +154,8 @@ async def test_prune_deletes_every_row_of_what_goes_and_nothing_of_what_stays(
         source = (await rt.run(await rt.start(agent, "source"))).run_id
         for rid in (old, source, *gone_chat):
             await ledger_rows(rt, rid, now[0])
+        for rid in (old, *gone_chat):
+            await shared_rows(rt, rid, now[0])
         now[0] += 40 * DAY
         recent = (await rt.run(await rt.start(agent, "recent"))).run_id
         kept_chat.append((await rt.send("c-kept", "later")).run_id)
@@ -197,8 +221,6 @@ async def test_sqlite_gives_the_space_back(tmp_path: Path) -> None:
 
 
 def test_a_crash_during_a_prune_batch_loses_no_run_by_halves(tmp_path: Path) -> None:
-    import asyncio
-    import os
     import subprocess
     import sys
 
@@ -315,3 +337,79 @@ async def test_a_cap_pages_past_the_runs_it_keeps_for_their_dependents(url: str)
         left = {r.run_id for r in await rt.list_runs(limit=100)}
         assert set(made[4:]) <= left and not set(made[:4]) & left
         assert (await rt.prune(policy)).runs == []
+
+
+# -- streamed text a process shared and left behind ------------------------------------------
+#
+# A process that shares its streamed text for watchers (``Runtime(share_progress=True)``)
+# and is SIGKILLed mid-stream leaves its turn's text in the store (it would have deleted it
+# at its next turn or its close); a prune deletes it once the dead process's lease on the run
+# has lapsed, and keeps the text of a stream whose writer still holds its run. Times are the
+# pruning Runtime's clock, set from the leases in the store.
+
+STREAMER = Path(__file__).with_name("shared_progress_child.py")
+WHOLE = "".join(CHUNKS)
+
+
+def read(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """One read of the store from outside any Runtime (``?`` placeholders)."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return db.execute(sql, params).fetchall()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(sql.replace("?", "%s").encode(), params).fetchall()
+
+
+def shared_text(url: str, run_id: str) -> str:
+    """The text shared for ``run_id``'s first turn, as a watcher reads it."""
+    rows = read(url, "SELECT text FROM ledger_progress WHERE effect_id = ? ORDER BY seq",
+                f"run:{run_id}:0")  # fmt: skip
+    return "".join(str(r[0]) for r in rows)
+
+
+def lease_lapses(url: str, run_id: str) -> float:
+    rows = read(url, "SELECT lease_expires_at FROM runs WHERE run_id = ?", run_id)
+    return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0
+
+
+async def test_a_killed_streams_text_is_pruned_once_its_lease_lapsed_and_a_live_ones_kept(
+    url: str,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_CRASH")}
+    children = {rid: python_popen(STREAMER, url, rid, env=env) for rid in ("run_dead", "run_live")}
+    now = [0.0]
+    try:
+        async with stead.Runtime(url, clock=lambda: now[0]) as rt:
+            for rid in children:  # both processes are mid-stream, their text shared
+                await asyncio.to_thread(
+                    until, lambda r=rid: shared_text(url, r) == WHOLE, f"{rid}'s text shared"
+                )
+            dead = children["run_dead"]
+            dead.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(dead.wait, 30)
+            lapses = lease_lapses(url, "run_dead")
+            assert lapses > 0  # the dead process still holds the run, on paper
+
+            # Until its lease lapses, the store cannot tell the dead writer from a live one.
+            now[0] = lapses - 1
+            pruned = await rt.prune(Retention(), apply=True)
+            assert (pruned.streams, pruned.runs) == (0, [])
+            assert shared_text(url, "run_dead") == WHOLE
+
+            # Once it has, the dead writer's text goes. The live writer's keeper renews its
+            # lease past that time, and its text stays.
+            now[0] = lapses + 1
+            await asyncio.to_thread(
+                until, lambda: lease_lapses(url, "run_live") > now[0], "the live lease renewed"
+            )
+            pruned = await rt.prune(Retention(), apply=True)
+            assert (pruned.streams, pruned.runs) == (1, [])
+            assert shared_text(url, "run_dead") == ""
+            assert shared_text(url, "run_live") == WHOLE
+            assert (await rt.get("run_dead")).status.value == "running"  # the run stays
+    finally:
+        for child in children.values():
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)

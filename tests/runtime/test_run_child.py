@@ -24,7 +24,7 @@ from _workers import until
 import stead
 from stead.core.children import child_run_id, link_of
 from stead.core.events import ToolResultRecorded
-from stead.core.messages import ToolResultMessage
+from stead.core.messages import ToolResultMessage, Usage
 from stead.core.states import RunStatus
 from stead.providers import ModelRequest
 from stead.runtime import Runtime
@@ -145,6 +145,39 @@ async def test_children_one_after_another_and_a_typed_output(store: str) -> None
         ]
         assert [n.agent for n in tree.children] == ["writer", "summarizer"]
         assert seen == [Summary(title="Tides", words=2)]
+
+
+async def test_a_parent_of_handlers_children_has_its_trees_usage(store: str) -> None:
+    """``Runtime.get`` gives a run whose handlers started children (its agent has no
+    ``agent_tool``) its tree's usage, as ``Runtime.tree`` reads it; a run whose handler
+    started none has none, as any run outside a tree."""
+    writer = stead.Agent(
+        "writer",
+        ScriptedModel([Reply(text="a note", usage=Usage(input_tokens=7, output_tokens=5))]),
+    )
+
+    @stead.tool
+    async def study(topic: str, ctx: stead.ToolContext) -> str:
+        """Study a topic."""
+        if topic == "alone":
+            return "nothing to write"
+        first = await ctx.run_child(writer, topic)
+        second = await ctx.run_child(writer, first)
+        return f"{first} / {second}"
+
+    boss = _parent("boss", study, {"topic": "tides"})
+    loner = _parent("loner", study, {"topic": "alone"})
+    async with Runtime(store, agents=[boss, loner]) as rt:
+        done = await rt.run(await rt.start(boss, "go"))
+        assert done.status is RunStatus.COMPLETED, done.error
+        view = await rt.get(done.run_id)
+        tree = await rt.tree(done.run_id)
+        assert len(tree.children) == 2
+        assert view.tree_usage == tree.tree_usage
+        assert view.tree_usage == view.usage + Usage(input_tokens=14, output_tokens=10)
+        alone = await rt.run(await rt.start(loner, "go"))
+        assert alone.status is RunStatus.COMPLETED and alone.tree_usage is None
+        assert (await rt.get(alone.run_id)).tree_usage is None
 
 
 async def test_a_failed_child_raises_in_the_handler_and_uncaught_is_an_error_result(

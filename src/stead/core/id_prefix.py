@@ -32,12 +32,16 @@ def matches(text: str, ids: Iterable[str], *, strip: str = "") -> list[str]:
     return sorted(i for i in ids if i.startswith(text) or (longer and i.startswith(longer)))
 
 
-def choose(text: str, ids: Iterable[str], *, noun: str = "run", strip: str = "") -> str | None:
+def choose(
+    text: str, ids: Iterable[str], *, noun: str = "run", strip: str = "", cut: bool = False
+) -> str | None:
     """The one id ``text`` names among ``ids``; None when it is the start of none (the
     caller's "not found").
 
     ``AmbiguousId`` (a ``UserError`` holding the candidates) when the text starts ids but is
-    too short to mean something, or starts more than one. ``noun`` names the ids in messages.
+    too short to mean something, or starts more than one. ``noun`` names the ids in messages;
+    ``cut`` says ``ids`` are the first of more (a store asked for a bounded number), so a
+    refusal counts "or more".
     """
     pool = list(ids)
     if text in pool:
@@ -48,23 +52,32 @@ def choose(text: str, ids: Iterable[str], *, noun: str = "run", strip: str = "")
     if len(text.removeprefix(strip) if strip else text) < MIN_PREFIX or not text.strip():
         raise AmbiguousId(
             f"{noun} id {text!r} is too short to name a {noun}: type the whole id or at "
-            f"least {MIN_PREFIX} characters of it{_starting(found, noun)}",
+            f"least {MIN_PREFIX} characters of it{_starting(found, noun, cut)}",
             found,
         )
     if len(found) > 1:
         raise AmbiguousId(
-            f"{noun} id {text!r} is the start of {len(found)} {noun}s: {_names(found)}; "
-            "type more of it",
+            f"{noun} id {text!r} is the start of {_count(found, cut)} {noun}s: "
+            f"{_names(found, cut)}; type more of it",
             found,
         )
     return found[0]
 
 
-def _names(found: list[str]) -> str:
+def _count(found: list[str], cut: bool) -> str:
+    return f"{len(found)} or more" if cut else str(len(found))
+
+
+def _names(found: list[str], cut: bool) -> str:
     more = len(found) - SHOWN
-    return ", ".join(found[:SHOWN]) + (f" and {more} more" if more > 0 else "")
+    if more <= 0 and not cut:
+        return ", ".join(found)
+    return ", ".join(found[:SHOWN]) + f" and {'at least ' if cut else ''}{max(more, 0)} more"
 
 
-def _starting(found: list[str], noun: str) -> str:
+def _starting(found: list[str], noun: str, cut: bool) -> str:
     many = len(found) > 1
-    return f" ({len(found)} {noun}{'s start' if many else ' starts'} with it: {_names(found)})"
+    return (
+        f" ({_count(found, cut)} {noun}{'s start' if many else ' starts'} with it: "
+        f"{_names(found, cut)})"
+    )

@@ -1,14 +1,15 @@
 """``Runtime.tree`` and what ``Runtime.get`` adds to a view of a run in a tree of child
-runs (``stead.agent_tool``): its parent chain and its tree's usage."""
+runs (``stead.agent_tool``, ``ToolContext.run_child``): its parent chain and its tree's
+usage."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
-from stead.core.children import link_of
+from stead.core.children import child_run_id, link_of
 from stead.core.fold import RunState
-from stead.core.messages import Usage
+from stead.core.messages import AssistantMessage, Usage
 from stead.core.states import RunStatus
 from stead.errors import RunNotFound
 from stead.runtime.agent import Agent, RunView, checks, takes_id_prefix
@@ -17,6 +18,9 @@ from stead.store import Store
 
 _MAX_CHAIN = 64
 """How far up a parent chain is followed: a link that loops (a hand-made config) stops."""
+
+_PROBE = 500
+"""Child ids asked of the store in one read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,9 +85,12 @@ class Trees:
 
     async def _in_tree(self, view: RunView, state: RunState) -> RunView:
         """``view`` with its whole parent chain, and its tree's usage where its agent can
-        start children (``view`` itself for a run outside any tree)."""
+        start children (an ``agent_tool``) or a handler of its calls started one
+        (``ToolContext.run_child``); ``view`` itself for a run outside any tree."""
         agent = self.agents.get(state.agent)
-        starts = agent is not None and agent._parts.children
+        starts = (agent is not None and agent._parts.children) or await self._handler_children(
+            state
+        )
         if not view.parents and not starts:
             return view
         chain: list[str] = list(view.parents)
@@ -100,3 +107,18 @@ class Trees:
         if starts:
             tree = (await self._tree_of(state)).tree_usage
         return dataclasses.replace(view, parents=tuple(chain), tree_usage=tree)
+
+    async def _handler_children(self, state: RunState) -> bool:
+        """Whether a handler of one of the run's calls started a child run. A handler's
+        first child's id is derived from its call (``child_run_id``, index 0), so one read
+        of those ids' rows tells, without reading the run's log."""
+        ids = [
+            child_run_id(state.run_id, call.id, 0)
+            for m in state.messages
+            if isinstance(m, AssistantMessage)
+            for call in m.tool_calls
+        ]
+        for i in range(0, len(ids), _PROBE):
+            if await self.store.last_seqs(ids[i : i + _PROBE]):
+                return True
+        return False

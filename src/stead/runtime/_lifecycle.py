@@ -43,6 +43,7 @@ from stead.store.lifecycle import (
     select_runs,
     sql_store,
     sweep_blobs,
+    sweep_shared_progress,
     vacuum,
     write,
 )
@@ -63,6 +64,9 @@ class Pruned:
     """Their event data as stored: about the space the store frees."""
     blobs: int = 0
     """Attachments deleted with them (no run left refers to them)."""
+    streams: int = 0
+    """Streamed text shared for watchers that no live process is behind any more (a run's
+    turn each: left by a process killed mid-stream, or by runs since finished), deleted."""
     applied: bool = False
 
 
@@ -227,7 +231,8 @@ class Lifecycle:
         """The finished runs ``policy`` lets go (``stead.Retention``), and with ``apply``
         delete them, ``batch`` (the policy's) a transaction. Never a run that is not finished,
         that a worker holds, or that a kept run was made from. ``vacuum_after`` gives SQLite's
-        freed pages back to the file system."""
+        freed pages back to the file system. With ``apply`` also the streamed text shared for
+        watchers (``share_progress``) that no live process is behind any more."""
         if not isinstance(policy, Retention):
             raise UserError(f"prune takes a stead.Retention, not {type(policy).__name__}")
         s = sql_store(self.store)
@@ -255,9 +260,10 @@ class Lifecycle:
                 total += sum(sizes.get(j.verdict.run_id, 0) for j in fresh)
             if cursor is None:
                 break
+        streams = await sweep_shared_progress(s, now=self.clock()) if apply else 0
         if apply and vacuum_after:
             await vacuum(s)
-        return Pruned(runs=runs, bytes=total, blobs=blobs, applied=apply)
+        return Pruned(runs=runs, bytes=total, blobs=blobs, streams=streams, applied=apply)
 
 
 async def _write_to(f: IO[str], lines: Any) -> None:
@@ -309,6 +315,7 @@ class Pruner:
             after=self._cursor,
         )
         part = judged[: self.policy.batch]
+        await sweep_shared_progress(self.store, now=self.clock())
         if not part:
             return 0
         began = time.perf_counter()

@@ -15,8 +15,9 @@ from stead.errors import RunNotFound
 from stead.runtime.agent import _checks as checks
 from stead.store import Store
 
-SCAN = 1_000_000
-"""At most this many runs are looked through for a start (the store has no prefix query)."""
+CANDIDATES = 100
+"""Ids asked of the store for a start: one more than the few a refusal names would tell one
+from several; these many let it count them in all but a flood."""
 
 
 async def resolve_run_id(store: Store, text: str) -> str:
@@ -24,15 +25,16 @@ async def resolve_run_id(store: Store, text: str) -> str:
     without ``run_``). ``RunNotFound`` when it names none; ``AmbiguousId`` (with the
     candidates) when it is too short or the start of several.
 
-    An exact id costs one primary-key read; only a miss looks through the runs.
+    An exact id costs one primary-key read; a miss one read of the ids index's ranges
+    (``Store.run_ids_starting``), however many runs there are.
     """
     try:
         await store.get_run(text)
         return text
     except RunNotFound as missing:
         not_found = missing
-    ids = [r.run_id for r in await store.list_runs(limit=SCAN)]
-    found = choose(text, ids, noun="run", strip="run_")
+    ids = await store.run_ids_starting([text, f"run_{text}"], limit=CANDIDATES)
+    found = choose(text, ids, noun="run", strip="run_", cut=len(ids) >= CANDIDATES)
     if found is None:
         raise not_found
     return found

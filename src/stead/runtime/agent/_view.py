@@ -90,7 +90,8 @@ class RunView:
     parent, up to the root (filled by ``Runtime.get``; its parent alone elsewhere)."""
     tree_usage: Usage | None = None
     """What this run and every run below it used (filled by ``Runtime.get`` for a run whose
-    agent can start child runs); ``usage`` is the run's own."""
+    agent can start child runs, or whose tools' handlers started some); ``usage`` is the
+    run's own."""
 
     @property
     def questions(self) -> tuple[PendingApproval, ...]:

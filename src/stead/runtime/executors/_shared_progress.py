@@ -9,7 +9,8 @@ The same table and batching as progress from afar (``_far_progress``): provision
 (a crash loses what was not written; only the recorded reply is durable). A run's frames are
 kept under one key per turn; a turn's key is forgotten once the run streams a later turn,
 and every key left when the sharing Runtime closes (a killed process leaves its last turn's
-text, one reply's worth, until the run is deleted).
+text, one reply's worth, until a prune finds no live writer behind it:
+``stead.store.lifecycle.sweep_shared_progress``).
 """
 
 from __future__ import annotations

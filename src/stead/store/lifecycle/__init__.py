@@ -11,6 +11,7 @@ from stead.store.lifecycle._retention import (
     judge,
     payloads,
     sweep_blobs,
+    sweep_shared_progress,
     vacuum,
 )
 from stead.store.lifecycle._transfer import atomic, export_lines, q, select_runs, sql_store
@@ -37,6 +38,7 @@ __all__ = [
     "sql_store",
     "stranded",
     "sweep_blobs",
+    "sweep_shared_progress",
     "vacuum",
     "write",
 ]

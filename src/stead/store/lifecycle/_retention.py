@@ -10,6 +10,11 @@ nothing is made from it any more, so a run resumed, forked or continued meanwhil
 
 Everything of a run goes with it: its row, events, snapshot (and PostgreSQL's snapshot
 pieces), execution-ledger keys, events and progress, conversation messages, links and pin.
+The text a process streamed for watchers (``Runtime(share_progress=True)``, keys
+``run:RUN:TURN`` in ``ledger_progress``) goes once no live writer can be behind it
+(``sweep_shared_progress``): its run is gone or finished, or nobody holds the run's lease,
+or the lease lapsed. A process killed mid-stream leaves such rows, which it would have
+deleted at its next turn or its close; a live stream's run is leased to its writer.
 Blobs go when no run and no message left refers to them (``sweep_blobs``). Space: SQLite
 reuses the freed pages for new rows; ``vacuum`` gives them back to the file system.
 PostgreSQL's autovacuum makes the dead rows reusable; the file shrinks only by
@@ -292,6 +297,40 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
                     q(store, f"DELETE FROM snapshot_chunks WHERE run_id IN ({ids})"), deleted
                 )
     return deleted, digests
+
+
+_SHARED = "run:"
+"""How the keys of shared streamed text begin (``share_key`` in the runtime)."""
+_STALE_SHARED = (
+    "DELETE FROM ledger_progress WHERE effect_id = ? AND NOT EXISTS (SELECT 1 FROM runs r "
+    f"WHERE r.run_id = ? AND r.status NOT IN ({_FINISHED_SQL}) AND r.lease_owner IS NOT NULL "
+    "AND r.lease_expires_at > ?)"
+)
+"""A shared stream's rows, unless its run is unfinished and leased until after now: the
+guard is read in the delete's own statement, so a run claimed meanwhile keeps its text."""
+
+
+async def sweep_shared_progress(store: SQLStore, *, now: float) -> int:
+    """Delete the shared streamed text no live writer is behind (see the module); how many
+    streams (a run's turn each) went. Their keys are read first (the table holds text in
+    flight only: a few rows a run streaming), then each is deleted under its guard."""
+    async with store._reading() as s:
+        keys = await s.all(
+            q(
+                store,
+                "SELECT DISTINCT effect_id FROM ledger_progress WHERE substr(effect_id, 1, ?) = ?",
+            ),
+            (len(_SHARED), _SHARED),
+        )
+    if not keys:  # the usual case: no write lock taken
+        return 0
+    gone = 0
+    async with store._writing(sync=False) as s:  # provisional text: lost with a crash anyway
+        for (key,) in keys:
+            run_id = str(key)[len(_SHARED) :].rpartition(":")[0]
+            if await s.run(q(store, _STALE_SHARED), (key, run_id, now)):
+                gone += 1
+    return gone
 
 
 async def sweep_blobs(store: SQLStore, digests: set[str]) -> int:

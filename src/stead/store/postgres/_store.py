@@ -106,6 +106,7 @@ class PostgresStore(_sql.SQLStore):
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
+    IDS_BY_BYTES = ('run_id COLLATE "C"', "SELECT to_regclass('runs_by_id_bytes') IS NOT NULL")
 
     def __init__(
         self,

@@ -184,6 +184,13 @@ class Store(Protocol):
         """Most recently updated first."""
         ...
 
+    async def run_ids_starting(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
+        """The ids of the runs whose id starts with any of ``prefixes`` (as written: ``%``,
+        ``_`` and ``\\`` are characters like any), in code point order, the first ``limit``
+        of them. A range of the ids index a prefix: a few entries read, however many runs
+        there are."""
+        ...
+
     async def claim(
         self, run_id: str, *, owner: str, now: float, ttl: float, takeover_from: str | None = None
     ) -> int:

@@ -78,6 +78,16 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 
 
 def statements(sql: str) -> list[str]:
-    """Split a migration file into statements (our files hold no ';' inside literals)."""
+    """Split a migration file into statements (our files hold no ';' inside literals, and
+    none inside a ``$$``-quoted body but a PostgreSQL ``DO`` block's, kept whole)."""
     lines = [ln for ln in sql.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    out: list[str] = []
+    for i, part in enumerate("\n".join(lines).split("$$")):
+        if i % 2:  # inside $$ ... $$: part of the statement under way
+            out[-1] += f"$${part}$$"
+            continue
+        pieces = part.split(";")
+        if out and i:
+            out[-1] += pieces.pop(0)
+        out += pieces
+    return [s.strip() for s in out if s.strip()]

@@ -1,10 +1,17 @@
 """Finding runs: pages of runs by status, agent, creation time and text, in the database
-(migration 0011), for both dialects.
+(migration 0011), for both dialects; and the runs whose id starts with a text.
 
 Text finds a run by its id (a prefix), its conversation (the whole id), or a word of its
 input or output: ``run_search`` holds each run's input and output lowercased, one row a run,
 derived from the log by the runtime (``Runtime.find_runs`` brings the stale rows up to date
 first: ``stale_search_rows``, ``put_search_rows``). No append writes it.
+
+A start of an id is a range of the ids index (``run_ids_starting``): every id that starts
+with ``p`` lies in ``[p, after(p))`` in byte order, and nothing else does, so a person's
+typed start costs a few index entries however many runs the store holds. Byte order is
+SQLite's (``BINARY``) and PostgreSQL's where the database sorts text as C does; elsewhere
+(a language's collation, which may sort ``ab_c`` beside ``abc``) PostgreSQL reads the range
+from an index in the C collation (migration 0012).
 """
 
 from __future__ import annotations
@@ -56,6 +63,18 @@ class RunSearch(Protocol):
     async def put_search_rows(self, rows: Sequence[tuple[str, float, str]]) -> None:
         """Write (run_id, the run's updated_at, its text) rows of ``run_search``."""
         ...
+
+
+def after(prefix: str) -> str | None:
+    """The least text greater than every text that starts with ``prefix``, in code point
+    order (UTF-8's byte order); None when there is none (every character is the last code
+    point). Surrogates are no characters of UTF-8, so ``U+D7FF`` is followed by ``U+E000``."""
+    chars = list(prefix)
+    while chars:
+        point = ord(chars.pop()) + 1
+        if point <= 0x10FFFF:
+            return "".join(chars) + chr(0xE000 if 0xD800 <= point <= 0xDFFF else point)
+    return None
 
 
 def _like(word: str) -> str:
@@ -111,6 +130,41 @@ class SearchRows:
         async with self._reading() as s:
             rows = await s.all(sql.replace("?", self.PARAM), params)
         return [_record(r) for r in rows]
+
+    IDS_BY_BYTES: ClassVar[tuple[str, str] | None] = None
+    """Where the ids index may not be in byte order (PostgreSQL: migration 0012): the ids
+    in byte order, as an index of them reads them, and a statement whose one value says
+    whether that index is there. None: ``run_id`` is in byte order (SQLite's always is)."""
+    _ids_by_bytes: bool | None = None
+    """The statement's answer, once asked (a database's collation never changes)."""
+
+    async def _id_in_byte_order(self, s: Any) -> str:
+        """The expression that orders run ids bytewise by an index."""
+        if self.IDS_BY_BYTES is None:
+            return "run_id"
+        if self._ids_by_bytes is None:
+            row = await s.one(self.IDS_BY_BYTES[1], ())
+            self._ids_by_bytes = bool(row and row[0])
+        return self.IDS_BY_BYTES[0] if self._ids_by_bytes else "run_id"
+
+    async def run_ids_starting(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
+        """See ``Store.run_ids_starting``."""
+        parts: list[str] = []
+        params: list[Any] = []
+        async with self._reading() as s:
+            column = await self._id_in_byte_order(s)
+            for prefix in dict.fromkeys(prefixes):
+                upper = after(prefix)
+                where = f"{column} >= ?" + ("" if upper is None else f" AND {column} < ?")
+                parts.append(
+                    f"SELECT run_id FROM (SELECT run_id FROM runs WHERE {where} "
+                    f"ORDER BY {column} LIMIT ?) AS p{len(parts)}"
+                )
+                params += [prefix, *(() if upper is None else (upper,)), limit]
+            if not parts:
+                return []
+            rows = await s.all(" UNION ALL ".join(parts).replace("?", self.PARAM), params)
+        return sorted({str(r[0]) for r in rows})[:limit]
 
     async def stale_search_rows(self, limit: int) -> list[tuple[str, float]]:
         """See ``RunSearch.stale_search_rows``."""

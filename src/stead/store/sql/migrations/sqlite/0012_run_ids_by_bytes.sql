@@ -1,0 +1,4 @@
+-- PostgreSQL's 0012 indexes run ids in byte order where its collation does not sort so.
+-- SQLite compares text bytewise (BINARY) and its ids index (runs.run_id UNIQUE) serves a
+-- range of ids as it is: nothing to change here; the version stands so both stores list the
+-- same.
