@@ -82,3 +82,35 @@ def test_the_port_kept_across_restarts_is_outside_the_ephemeral_range(
     "could not bind", seen under the suite's load)."""
     low, high = ephemeral_ports()
     assert not low <= crashable_postgres.port <= high, (crashable_postgres.port, low, high)
+
+
+async def test_a_call_waiting_for_a_connection_when_the_server_dies_fails_at_once(
+    crashable_postgres: PostgresServer, crashable_pg_url: str
+) -> None:
+    """Every pooled connection is in use when the server dies, so the next call waits for
+    the pool to make one, which it cannot: the call probes the server while it waits and
+    fails naming it, where the pool alone would have kept it ``POOL_TIMEOUT`` seconds."""
+    server = crashable_postgres
+    store = PostgresStore(crashable_pg_url, min_size=1, max_size=2, timeout=POOL_TIMEOUT)
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with store._conn():  # the pool's one connection, busy elsewhere
+            held.set()
+            await release.wait()
+
+    await RunBuilder("r1").create(store)
+    holder = asyncio.ensure_future(hold())
+    try:
+        await held.wait()
+        await asyncio.to_thread(server.kill)
+        with pytest.raises(StoreError) as raised:
+            await asyncio.wait_for(store.get_run("r1"), 10)
+        assert "unreachable" in str(raised.value), raised.value
+        assert f"127.0.0.1:{server.port}" in str(raised.value)
+        assert isinstance(raised.value.__cause__, psycopg.Error)
+    finally:
+        release.set()
+        await asyncio.gather(holder, return_exceptions=True)
+        await store.close()
+        await asyncio.to_thread(server.start)

@@ -3,13 +3,16 @@ connection, and the names of the notice channels both listen on."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stead.errors import StoreError
 from stead.store.sql import Row
@@ -18,6 +21,38 @@ Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 LINGER = 5.0
 """Seconds a channel stays listened to after its last waiter left."""
+
+LOOK_EVERY = 1.0
+"""Seconds between looks at whether the server has gone, while a call waits for a connection."""
+
+
+@contextlib.asynccontextmanager
+async def pooled(
+    pool: AsyncConnectionPool[Conn],
+    wait_s: float,
+    gone: Callable[[AsyncConnectionPool[Conn], bool], Awaitable[None]],
+) -> AsyncIterator[Conn]:
+    """``pool.connection(wait_s)``, awaiting ``gone(pool, True)`` each ``LOOK_EVERY`` s of a wait.
+
+    A call that waits for a connection while the server is down (every connection was in
+    use when it died, and the pool is reconnecting) would otherwise wait the pool's whole
+    timeout, 30 s by default; ``gone`` probes the server and raises at once while it is
+    down. A connection free at once is taken without a timer."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            conn = await pool.getconn(timeout=max(0.0, min(LOOK_EVERY, deadline - loop.time())))
+            break
+        except PoolTimeout:
+            if loop.time() >= deadline:
+                raise
+            await gone(pool, True)
+    try:
+        async with conn:
+            yield conn
+    finally:
+        await pool.putconn(conn)
 
 
 def channel(schema: str, key: str) -> str:

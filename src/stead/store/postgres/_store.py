@@ -81,6 +81,7 @@ from stead.store.postgres._conn import (
     migrate,
     network_options,
     pipelined,
+    pooled,
     session_settings,
 )
 from stead.store.postgres._ledger import PostgresLedger
@@ -252,12 +253,11 @@ class PostgresStore(_sql.SQLStore):
         pool = await self._ensure()
         await self._queue()
         try:
-            if self._gone:
-                await self._reachable(pool)
+            await self._reachable(pool)
             task = asyncio.current_task()
             cancels = task.cancelling() if task is not None else 0
             try:
-                async with pool.connection() as conn:
+                async with pooled(pool, self._timeout, self._reachable) as conn:
                     if task is not None and task.cancelling() > cancels:
                         raise asyncio.CancelledError
                     try:
@@ -299,26 +299,27 @@ class PostgresStore(_sql.SQLStore):
                 f"no PostgreSQL connection free at {self.where} within {self._timeout:g}s"
             ) from exc
 
-    async def _reachable(self, pool: AsyncConnectionPool[Conn]) -> None:
-        """Connect to the server directly; ``StoreError`` at once if that fails.
-
-        While the server is down the pool keeps reconnecting in the background and a call
-        that asks it for a connection waits the whole ``timeout`` (30 s by default) before it
-        fails: a worker whose database died would sit that long on every call (the append
-        that failed, the reload after it, the lease release) before hearing why. A refused
-        connection fails in microseconds, so a call made while the server is gone fails
-        now, naming the server and the reason. Once a connection succeeds, the pool's idle
-        connections that died with the old server are dropped and calls queue as usual.
-        """
+    async def _reachable(self, pool: AsyncConnectionPool[Conn], waited: bool = False) -> None:
+        """Once a call has seen the server go, or has ``waited`` a while for a connection
+        (``pooled``), connect to it directly: ``StoreError`` at once if that fails. While the
+        server is down the pool keeps reconnecting in the background and a call that asks it
+        for a connection would wait its whole ``timeout`` (30 s by default): a worker whose
+        database died would sit that long on every call (the append that failed, the reload,
+        the lease release) before hearing why. A refused connection fails in microseconds.
+        Once one succeeds, the connections that died with the old server are dropped."""
+        if not (self._gone or waited):
+            return
         try:
             probe = await psycopg.AsyncConnection.connect(
                 self.url, autocommit=True, **{**self._network, "connect_timeout": self._probe_s}
             )
         except psycopg.Error as exc:
+            self._gone = True
             raise StoreError(f"PostgreSQL at {self.where} is unreachable: {exc}") from exc
         await probe.close()
-        self._gone = False
-        await pool.check()
+        if self._gone:
+            self._gone = False
+            await pool.check()
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[PgSession]:
