@@ -291,7 +291,9 @@ async def test_a_claim_reads_each_run_it_takes(traced: tuple[PostgresStore, Wire
     assert await store.claim_next(owner="w2", now=T0, ttl=60.0, limit=5) == []
 
 
-async def test_a_damaged_run_is_claimed_without_its_read(traced: tuple[PostgresStore, Wire]) -> None:
+async def test_a_damaged_run_is_claimed_without_its_read(
+    traced: tuple[PostgresStore, Wire],
+) -> None:
     """A run whose log does not read back (an event row gone) is claimed all the same, with
     nothing read (its claimant's own read names the damage, for that run alone); the run
     claimed with it is read as ever."""

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stead.errors import RunNotFound
+from stead.errors import RunNotFound, SteadError
 from stead.store.postgres import _chunks
-from stead.errors import SteadError
 from stead.store.sql import RUN_COLUMNS, Claim, Loaded, decode_events, record, snapshot_of
 
 _COLUMNS = RUN_COLUMNS.split(", ")
