@@ -68,8 +68,8 @@ arrived. Each member's guard is checked by the database as ever, so batches on t
 together never write one run out of order: a run has one append under way at a time (its
 handle waits for it before the next); a second writer of it (a person's decision, a cancel)
 meets the guard as from another process; and should a caller send a run's next append while
-an earlier one is still on the wire, the later one waits for the earlier's row lock and is
-refused unless the earlier committed (its expected sequence is the earlier's end).
+an earlier one is still on the wire, the later one expects the earlier's end, which the
+run's row shows only once the earlier committed: refused before that, never written ahead.
 
 A crash between a batch's commit and the callers' wake-up loses nothing acknowledged: nothing
 was acknowledged yet, and what committed is in the log (the session that wrote it reloads it
