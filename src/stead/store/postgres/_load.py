@@ -64,25 +64,26 @@ read by the run's number (migration 0009), then its snapshot's pieces (part 2: d
 _NEW_LEASE = {"epoch": "c.epoch", "lease_owner": "c.lease_owner", "lease_expires_at": "c.until"}
 
 
-def claim_and_load(picked: str) -> str:
-    """``LOAD`` of the runs a claim takes, in the claim's own statement: ``picked`` is the
-    CTE choosing them (``picked(run_id, lease_owner)``, locked); ``c`` takes each lease (its
-    epoch bumped) and returns the row as locked. The rest of the statement sees the database
-    as it was when the statement began, so each run's row in ``r`` is that one, with the new
-    lease's columns from ``c``, and ``c.last_seq`` (the locked row's) beside it: the two
-    differ only when a write committed between the statement's start and the lock, and then
-    the tail read is not the whole log (``claimed`` drops it). Each part-0 row ends with the
-    claim's (agent, status, previous owner, locked last_seq)."""
+def claim_and_load(picking: str) -> str:
+    """``LOAD`` of the runs a claim takes, in the claim's own statement: ``picking`` is the
+    CTEs choosing them, the last ``picked(run_id, lease_owner)`` (locked); ``claimed`` takes
+    each lease (its epoch bumped) and returns the row as locked. The rest of the statement
+    sees the database as it was when the statement began, so each run's row in ``r`` is that
+    one, with the new lease's columns from ``claimed``, and the locked row's ``last_seq``
+    beside it: the two differ only when a write committed between the statement's start and
+    the lock, and then the tail read is not the whole log (``claims`` leaves it out). Each
+    part-0 row ends with the claim's (agent, status, previous owner, locked last_seq)."""
     run = ", ".join(_NEW_LEASE.get(c, f"r.{c}") for c in _COLUMNS)
     return _rows_of(
-        f"picked AS ({picked}),"
-        " c AS (UPDATE runs u SET epoch = u.epoch + 1, lease_owner = %(owner)s,"
+        f"{picking},"
+        " claimed AS (UPDATE runs u SET epoch = u.epoch + 1, lease_owner = %(owner)s,"
         " lease_expires_at = %(until)s FROM picked WHERE u.run_id = picked.run_id"
         " RETURNING u.run_id, u.agent, u.status, u.epoch, u.lease_owner,"
         " u.lease_expires_at AS until, u.last_seq, picked.lease_owner AS previous),"
         f" r AS (SELECT {run}, {_SNAPSHOT}, c.agent AS c_agent, c.status AS c_status,"
         " c.previous, c.last_seq AS locked_seq"
-        " FROM c JOIN runs r ON r.run_id = c.run_id LEFT JOIN snapshots s ON s.run_id = r.run_id)",
+        " FROM claimed c JOIN runs r ON r.run_id = c.run_id"
+        " LEFT JOIN snapshots s ON s.run_id = r.run_id)",
         extra=4,
     )
 

@@ -586,7 +586,7 @@ class PostgresStore(_sql.SQLStore):
 
 
 _CLAIM_AND_LOAD = _load.claim_and_load(
-    "SELECT run_id, lease_owner FROM runs"
+    "picked AS (SELECT run_id, lease_owner FROM runs"
     f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
     " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
     " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
@@ -594,7 +594,7 @@ _CLAIM_AND_LOAD = _load.claim_and_load(
     " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
     " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
     " ORDER BY updated_at LIMIT %(limit)s"
-    " FOR UPDATE SKIP LOCKED"
+    " FOR UPDATE SKIP LOCKED)"
 )
 """``claim_next``'s statement: the runs claimed, each with its row, snapshot and tail."""
 
