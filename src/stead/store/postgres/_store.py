@@ -98,7 +98,7 @@ class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
 
     dialect = "postgres"
-    GROUP_WIDTH = 8
+    GROUP_WIDTH = 4
     """Batches of appends on the wire at once at most (``store/sql/_group.py``, "Batches on
     the wire"), each on a connection of its own; fewer when the pool is smaller (two of its
     connections are left to the claims, loads, releases and renewals)."""
