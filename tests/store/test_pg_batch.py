@@ -168,40 +168,110 @@ async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> 
         await writer.close()
 
 
-async def test_appends_go_out_as_a_second_batch_while_one_waits_on_the_server(
+async def _lock_waiters(conn: Any, n: int) -> None:
+    """Until ``n`` statements of this database wait for a lock (a batch stuck on a row).
+    ``conn`` autocommits: inside a transaction ``pg_stat_activity`` is read once."""
+    for _ in range(3000):
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        if (await cur.fetchone() or (0,))[0] >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{n} statements never waited for a lock")
+
+
+async def test_appends_go_out_as_more_batches_while_others_wait_on_the_server(
     pg_url: str,
 ) -> None:
-    """While a batch waits on the server (one of its runs' rows locked by another
-    connection), the appends made meanwhile go out as a second batch, on another connection
-    of the pool, and return without waiting for the first: a batch's round trip no longer
-    holds up every append made during it (``GroupCommit.width``). Nothing is timed: the first
-    batch cannot return before the lock is released, which happens after the second did (the
-    ``wait_for`` is a deadlock guard, reached only when the second waits for the first)."""
+    """While batches wait on the server (one of each one's runs locked by another
+    connection), the appends made meanwhile go out as a batch of their own, on another
+    connection of the pool, and return without waiting for those: a batch's round trip no
+    longer holds up the appends made during it (``GroupCommit.width``). Three batches wait
+    at once here, and a fourth goes out and returns. Nothing is timed: the waiting batches
+    cannot return before the locks are released, which happens after the fourth returned
+    (the ``wait_for`` is a deadlock guard, reached only when it waits for them)."""
     import psycopg
 
-    store = PostgresStore(pg_url)
+    store = PostgresStore(pg_url, lock_timeout=60.0, statement_timeout=60.0)
     try:
-        bs = [await seeded(store, f"run-{i}") for i in range(4)]
+        bs = [await seeded(store, f"run-{i}") for i in range(8)]
         blocker = await psycopg.AsyncConnection.connect(pg_url)
-        async with blocker, blocker.transaction():
+        watch = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+        async with watch, blocker, blocker.transaction():
             await blocker.execute(
-                "SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (bs[0].run_id,)
+                "SELECT 1 FROM runs WHERE run_id = ANY(%s) FOR UPDATE",
+                ([bs[0].run_id, bs[2].run_id, bs[4].run_id],),
             )
-            first = asyncio.gather(append(store, bs[0]), append(store, bs[1]))
-            for _ in range(2000):  # until the first batch waits for the lock
-                cur = await blocker.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                )
-                if (await cur.fetchone() or (0,))[0] > 0:
-                    break
-                await asyncio.sleep(0.01)
-            second = asyncio.gather(append(store, bs[2]), append(store, bs[3]))
-            assert await asyncio.wait_for(second, 30) == [bs[2].written + 1, bs[3].written + 1]
-            assert not first.done()
-        assert await first == [bs[0].written + 1, bs[1].written + 1]
-        assert store.group.batches == 2
+            waiting = []
+            for i in (0, 2, 4):
+                waiting.append(asyncio.gather(append(store, bs[i]), append(store, bs[i + 1])))
+                await _lock_waiters(watch, len(waiting))  # until this batch is stuck
+            last = asyncio.gather(append(store, bs[6]), append(store, bs[7]))
+            assert await asyncio.wait_for(last, 30) == [bs[6].written + 1, bs[7].written + 1]
+            assert not any(w.done() for w in waiting)
+        for i, w in zip((0, 2, 4), waiting, strict=True):
+            assert await w == [bs[i].written + 1, bs[i + 1].written + 1]
+        assert store.group.batches == 4
         for b in bs:
             assert (await store.get_run(b.run_id)).last_seq == b.written + 1
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("earlier", ["fails", "commits"])
+async def test_a_runs_later_append_never_commits_ahead_of_its_earlier_one(
+    pg_url: str, earlier: str
+) -> None:
+    """Batches on the wire together never commit a run's later append as though an earlier
+    one had committed that did not. Run 0's first append goes out in a batch that updates
+    its row and then waits: another connection is inserting the very event row it writes
+    (uncommitted). Run 0's next append, sent meanwhile in a batch of its own, is checked
+    against the run's committed row, which still ends where the first began: refused
+    (``Conflict``) while the first is still on the wire, its batch's other member committed.
+    Then the other connection commits (the first batch fails as a whole on the unique index
+    and is written again member by member: run 0's refused, run 1's committed) or rolls back
+    (the first batch commits); either way run 0's log holds nothing of the later append."""
+    import psycopg
+
+    store = PostgresStore(pg_url, lock_timeout=60.0, statement_timeout=60.0)
+    try:
+        x, y, z = [await seeded(store, f"run-{i}") for i in range(3)]
+        blocker = await psycopg.AsyncConnection.connect(pg_url)
+        watch = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+        async with watch, blocker:
+            await blocker.execute(
+                "INSERT INTO events (run_no, run_id, seq, kind, version, turn_index,"
+                " tool_call_id, data, created_at) SELECT run_no, run_id, seq + 1, kind,"
+                " version, NULL, NULL, data, created_at FROM events"
+                " WHERE run_id = %s AND seq = %s",
+                (x.run_id, x.written),
+            )
+            first = asyncio.gather(append(store, x), append(store, y), return_exceptions=True)
+            await _lock_waiters(watch, 1)
+            got_later = await asyncio.gather(
+                store.append(
+                    x.run_id, [failed(2)], expected_seq=x.written + 1, epoch=0,
+                    status=x.status, now=T0,
+                ),
+                append(store, z),
+                return_exceptions=True,
+            )  # fmt: skip
+            assert isinstance(got_later[0], Conflict), got_later
+            assert "expected to append after seq" in str(got_later[0])
+            assert got_later[1] == z.written + 1
+            assert not first.done()
+            await (blocker.commit() if earlier == "fails" else blocker.rollback())
+            got_first = await first
+        assert store.group.batches == (1 if earlier == "fails" else 2)  # one that committed
+        assert got_first[1] == y.written + 1
+        if earlier == "fails":
+            assert isinstance(got_first[0], Conflict)  # its event's place was taken
+            assert (await store.get_run(x.run_id)).last_seq == x.written
+        else:
+            assert got_first[0] == x.written + 1
+            events = [e.event for e in await store.read_events(x.run_id, x.written)]
+            assert events == [failed(1)]
     finally:
         await store.close()

@@ -245,21 +245,67 @@ async def test_a_durable_step_is_one_round_trip(
     assert trips == ([2 + 6 + 1, 2 + 12 + 1] if durability == "strict" else [2 + 1 + 1] * 2)
 
 
-async def test_a_claimed_run_is_read_once(traced: tuple[PostgresStore, Wire]) -> None:
-    """A worker's run: claimed (with others, in one statement), then its row and its state
-    read in one statement, then one append a step; the worker releases the claim after."""
+async def test_a_claimed_run_is_read_in_its_claim(traced: tuple[PostgresStore, Wire]) -> None:
+    """A worker's run: claimed (with others) and read (its row, snapshot and tail) in one
+    statement, then one append a step; the worker releases the claim after. What the claim
+    read is what a load reads, at the new epoch."""
     store, wire = traced
     a, warm = agent(2, "strict"), agent(5, "strict")
     async with stead.Runtime(store, agents=[a, warm], lease_ttl=600) as rt:
         rt.watch_interval = 600.0
         await trips_of_a_run(rt, wire, warm)  # the statements prepared
         run_id = await rt.start(a, "go")
+        await wire.start(store)
         (claim,) = await store.claim_next(owner=rt.owner, now=time.time(), ttl=600.0)
+        claimed = await wire.take(store)
+        assert claim.loaded == await store.load(run_id)
+        assert (claim.epoch, claim.loaded.record.epoch) == (1, 1)
         await wire.start(store)
         view = await rt.run(run_id, claim=claim)
         sent = await wire.take(store)
     assert view.status is stead.RunStatus.COMPLETED
-    assert round_trips(sent) == 1 + 6
+    binds = sum(1 for line in claimed if line.split("\t")[::2] == ["F", "Bind"])
+    assert (binds, round_trips(claimed)) == (1, 1), claimed
+    # The run's five steps and the first commit (run_started with the first turn): no read.
+    assert round_trips(sent) == 6
+
+
+async def test_a_claim_reads_each_run_it_takes(traced: tuple[PostgresStore, Wire]) -> None:
+    """Runs claimed together are each read whole in the claim's one statement (a long one
+    with its snapshot's pieces), the least recently updated first."""
+    store, wire = traced
+    short = await seeded(store, "run-short", turns=1)
+    long = await seeded(store, "run-long", turns=40)
+    long.tool_turn()
+    long.written = await long.flush(store, snapshot=True, now=T0 + 2)
+    await wire.start(store)
+    claims = await store.claim_next(owner="w1", now=T0, ttl=60.0, limit=5)
+    sent = await wire.take(store)
+    assert round_trips(sent) == 1, sent
+    assert [c.run_id for c in claims] == [short.run_id, long.run_id]
+    for c, b in zip(claims, (short, long), strict=True):
+        assert c.loaded is not None and c.epoch == 1
+        assert c.loaded == await store.load(b.run_id)
+        assert c.loaded.record.last_seq == b.written
+    assert claims[1].loaded is not None and claims[1].loaded.snapshot is not None
+    assert await store.claim_next(owner="w2", now=T0, ttl=60.0, limit=5) == []
+
+
+async def test_a_damaged_run_is_claimed_without_its_read(
+    traced: tuple[PostgresStore, Wire],
+) -> None:
+    """A run whose log does not read back (an event row gone) is claimed all the same, with
+    nothing read (its claimant's own read names the damage, for that run alone); the run
+    claimed with it is read as ever."""
+    store, _ = traced
+    good, bad = [await seeded(store, f"run-{i}", turns=2) for i in range(2)]
+    async with store._conn() as conn:
+        await conn.execute("DELETE FROM events WHERE run_id = %s AND seq = 3", (bad.run_id,))
+    claims = {c.run_id: c for c in await store.claim_next(owner="w1", now=T0, ttl=60.0, limit=5)}
+    assert claims[good.run_id].loaded == await store.load(good.run_id)
+    assert claims[bad.run_id].loaded is None and claims[bad.run_id].epoch == 1
+    with pytest.raises(stead.StoreError, match="missing"):
+        await store.load(bad.run_id)
 
 
 async def test_a_new_connection_is_configured_in_one_round_trip(

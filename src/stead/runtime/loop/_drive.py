@@ -182,8 +182,9 @@ class Driving:
         """
         known: tuple[RunState, int] | None = None
         if claim is not None:
-            # Claimed: the run's row and its state in one read (one round trip, not two).
-            loaded = await self.store.load(run_id)
+            # Claimed: the run's row and its state in one read (one round trip, not two), or
+            # none, where the claim's own statement read them.
+            loaded = claim.loaded or await self.store.load(run_id)
             record = loaded.record
             known = await OwnedRun.state_of(self.store, run_id, loaded)
         else:

@@ -99,6 +99,8 @@ class Worker(Closing):
         self.stats: Counter[str] = Counter()
         """Claims and how each driven run ended (completed, awaiting_approval, fenced, ...)."""
         self._active: dict[str, asyncio.Task[None]] = {}
+        self._releasing: set[asyncio.Task[None]] = set()
+        """Releases of leases whose runs' drives ended (``_release``), awaited at shutdown."""
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -298,10 +300,17 @@ class Worker(Closing):
             self.stats[outcome] += 1
             log.debug("run %s: %s (epoch %d)", run_id, outcome, claim.epoch)
             if release:
-                try:
-                    await self.store.release(run_id, owner=self.owner, epoch=claim.epoch)
-                except Exception as exc:
-                    log.warning("releasing run %s failed (its lease will lapse): %s", run_id, exc)
+                # Beside the next claim, not before it: the run's slot is free once its drive
+                # ended, and a release is a round trip to a database that may be far away.
+                task = asyncio.ensure_future(self._release(run_id, claim.epoch))
+                self._releasing.add(task)
+                task.add_done_callback(self._releasing.discard)
+
+    async def _release(self, run_id: str, epoch: int) -> None:
+        try:
+            await self.store.release(run_id, owner=self.owner, epoch=epoch)
+        except Exception as exc:
+            log.warning("releasing run %s failed (its lease will lapse): %s", run_id, exc)
 
     async def _shutdown(self) -> None:
         tasks = list(self._active.values())
@@ -320,6 +329,8 @@ class Worker(Closing):
             for t in unfinished:
                 t.cancel()
             await asyncio.gather(everything, hurry, *tasks, return_exceptions=True)
+        if self._releasing:  # another worker continues those runs at once, not after a lease
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         log.info(
             "worker %s stopped: %s",
             self.owner,

@@ -99,7 +99,10 @@ class PostgresStore(_sql.SQLStore):
     """``Store`` on a PostgreSQL database (psycopg 3, an async connection pool)."""
 
     dialect = "postgres"
-    GROUP_WIDTH = 2  # a second batch goes out while one is on the wire (store/sql/_group.py)
+    GROUP_WIDTH = 4
+    """Batches of appends on the wire at once at most (``store/sql/_group.py``, "Batches on
+    the wire"), each on a connection of its own; fewer when the pool is smaller (two of its
+    connections are left to the claims, loads, releases and renewals)."""
     PARAM = "%s"
     CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
@@ -169,6 +172,7 @@ class PostgresStore(_sql.SQLStore):
         """Notices received by this store's listener (for tests and metrics)."""
         self._loads: Together[str, list[Sequence[Any]]] = Together(self._load_many, [])
         self._releases: Together[tuple[str, int, str], None] = Together(self._release_many, None)
+        self.group.width = max(1, min(self.GROUP_WIDTH, max_size - 2))
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -458,23 +462,12 @@ class PostgresStore(_sql.SQLStore):
         fingerprints: Sequence[str] | None = None,
     ) -> list[_sql.Row]:
         # Synced, as ``claim``: each claim makes a new epoch. Concurrent claimers skip each
-        # other's rows (SKIP LOCKED) instead of queueing on them.
+        # other's rows (SKIP LOCKED) instead of queueing on them. The claimed runs are read
+        # in the same statement (``_load.claim_and_load``): the round trip of a load less
+        # between a run's claim and its first step.
         async with self._conn() as conn:
             cur = await conn.execute(
-                "WITH picked AS ("
-                " SELECT run_id, lease_owner FROM runs"
-                f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
-                " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
-                " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
-                # a run pinned to another agent version is not ours (run_pins)
-                " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
-                " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
-                " ORDER BY updated_at LIMIT %(limit)s"
-                " FOR UPDATE SKIP LOCKED)"
-                " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
-                " lease_expires_at = %(until)s"
-                " FROM picked WHERE r.run_id = picked.run_id"
-                " RETURNING r.run_id, r.agent, r.status, r.epoch, picked.lease_owner",
+                _CLAIM_AND_LOAD,
                 {
                     "now": now,
                     "any_agent": agents is None,
@@ -486,7 +479,11 @@ class PostgresStore(_sql.SQLStore):
                     "until": now + ttl,
                 },
             )
-            return await cur.fetchall()
+            rows = await cur.fetchall()
+        return [
+            (c.run_id, c.agent, c.status, c.epoch, c.previous_owner, c.loaded)
+            for c in _load.claims(rows)
+        ]
 
     def payload_bytes(self, run_id: str) -> int:
         """Bytes of event data plus snapshot state stored for one run, as stored (after
@@ -589,6 +586,19 @@ class PostgresStore(_sql.SQLStore):
             await self._pool.close()
             self._pool = None
 
+
+_CLAIM_AND_LOAD = _load.claim_and_load(
+    "picked AS (SELECT run_id, lease_owner FROM runs"
+    f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
+    " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
+    " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+    # a run pinned to another agent version is not ours (run_pins)
+    " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
+    " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
+    " ORDER BY updated_at LIMIT %(limit)s"
+    " FOR UPDATE SKIP LOCKED)"
+)
+"""``claim_next``'s statement: the runs claimed, each with its row, snapshot and tail."""
 
 _PAYLOAD_BYTES = (
     "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events"

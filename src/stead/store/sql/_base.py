@@ -100,6 +100,10 @@ class Claim:
     """The new fencing epoch; every append of this owner carries it."""
     previous_owner: str | None
     """Who held the (lapsed) lease before, if anyone: a worker that died or hung."""
+    loaded: Loaded | None = None
+    """The run read in the claim's own statement (its row at the new epoch, snapshot and
+    tail), where the store can do that (PostgreSQL): the claimant drives from it instead of
+    reading the run again. None: read it (``Store.load``)."""
 
 
 class Appending(TypedDict, total=False):

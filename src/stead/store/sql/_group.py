@@ -55,14 +55,21 @@ may commit the batch before it returns (``returned`` already set); its members a
 there and then. Such a batch is begun only by the task, once a turn of the loop (``start``
 declines an ``eager`` one): begun from every append, each append would be a commit.
 
-**Two on the wire** (PostgreSQL, ``width``). A batch is a round trip, whose answer the task
-hears a turn of the loop after it came; the appends made meanwhile waited for all of that
-before going out. With ``width`` 2, an append that finds every batch task waiting on the wire
-starts another task, which writes what is queued by the next turn as a batch of its own, on
-another connection of the pool: at most ``width`` batches are under way at once. Each
-member's guard is checked by the database as ever, so two batches never write one run out
-of order (a run appends once at a time; a second writer of it meets the guard, as from
-another process).
+**Batches on the wire** (PostgreSQL, ``width``). A batch is a round trip, whose answer the
+task hears a turn of the loop after it came; the appends made meanwhile waited for all of
+that before going out, and were then released together, as one cohort: runs that waited on
+one batch moved on in step, their next steps made in one turn of the loop and queued behind
+each other's work. With ``width`` above 1, an append that finds every batch task waiting on
+the wire starts another task (at most one a turn: the new task is not waiting yet), which
+writes what is queued by the next turn as a batch of its own, on another connection of the
+pool: at most ``width`` batches are under way at once, and an append made during a round
+trip goes out at the next turn instead of after it, so runs come back spread as they
+arrived. Each member's guard is checked by the database as ever, so batches on the wire
+together never write one run out of order: a run has one append under way at a time (its
+handle waits for it before the next); a second writer of it (a person's decision, a cancel)
+meets the guard as from another process; and should a caller send a run's next append while
+an earlier one is still on the wire, the later one expects the earlier's end, which the
+run's row shows only once the earlier committed: refused before that, never written ahead.
 
 A crash between a batch's commit and the callers' wake-up loses nothing acknowledged: nothing
 was acknowledged yet, and what committed is in the log (the session that wrote it reloads it
@@ -162,7 +169,7 @@ class GroupCommit:
         self.batches = 0
         """Transactions of more than one append written so far (for tests and metrics)."""
         self.width = width
-        """Batches written at once at most (see "Two on the wire" above)."""
+        """Batches written at once at most (see "Batches on the wire" above)."""
         self._more: set[asyncio.Task[None]] = set()
         """Tasks writing batches besides ``task`` (held here: the loop holds tasks weakly)."""
         self.writing = 0

@@ -357,7 +357,8 @@ class SQLStore(ChatRows, SearchRows):
         fingerprints: Sequence[str] | None = None,
     ) -> list[Row]:
         """Claim runs as ``claim_next`` says: (run_id, agent, status, new epoch, previous
-        owner) of each; with ``fingerprints``, none pinned to another version (``run_pins``)."""
+        owner) of each, and its ``Claim.loaded`` where the dialect reads it in the same
+        statement; with ``fingerprints``, none pinned to another version (``run_pins``)."""
         raise NotImplementedError
 
     # -- shared plumbing ------------------------------------------------------------------
@@ -571,6 +572,13 @@ class SQLStore(ChatRows, SearchRows):
             owner=owner, now=now, ttl=ttl, limit=limit, agents=agents, fingerprints=versions
         )
         return [
-            Claim(run_id=r[0], agent=r[1], status=r[2], epoch=r[3], previous_owner=r[4])
+            Claim(
+                run_id=r[0],
+                agent=r[1],
+                status=r[2],
+                epoch=r[3],
+                previous_owner=r[4],
+                loaded=r[5] if len(r) > 5 else None,  # read in the claim's statement
+            )
             for r in rows
         ]
