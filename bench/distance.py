@@ -58,9 +58,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import _fleet
+import _hosts
 import stead
-from _fleet import Fleet, children, cpu_seconds
+from _hosts import Fleet, children, cpu_seconds
 from stead.testing import PostgresServer, Reply, ScriptedModel
 
 TOOL_TURNS = 10
@@ -289,7 +289,7 @@ async def row(
 ) -> dict[str, Any]:  # fmt: skip
     """Steps a second and round trips a step of ``waves x n`` runs in ``mode``, ``n`` in
     flight over ``workers`` worker processes ``delay_ms`` away from the server (each held to
-    ``share`` of a CPU: ``_fleet.Shares``)."""
+    ``share`` of a CPU: ``_hosts.Shares``)."""
     import psycopg
 
     direct = fresh_schema(server.url)
@@ -392,7 +392,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f" {LATENCY * 1000:.0f} ms a model call, {STEPS_PER_RUN} durable steps a run,"
             f" {args.waves} waves; cpu: us a step (workers, PostgreSQL, the proxy)"
         )
-        print(_fleet.HEAD if args.per_worker else HEAD)
+        print(_hosts.HEAD if args.per_worker else HEAD)
     try:
         with PostgresServer(durable=True, max_connections=300) as server:
             for n in [0] if args.per_worker else args.in_flight:
@@ -410,7 +410,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                                 r["vs_0ms"] = r["steps_per_s"] / b["steps_per_s"]
                             if not args.json:
                                 first = alone.setdefault((mode, d), r)
-                                out = _fleet.line(r, first) if args.per_worker else line(r, b)
+                                out = _hosts.line(r, first) if args.per_worker else line(r, b)
                                 print(out, flush=True)
                                 if args.breakdown:
                                     for k, v in r["trips_by_statement"].items():
@@ -431,7 +431,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument(
         "--share", type=float, default=None, metavar="CPUS",
-        help="hold each worker to this share of a CPU (cgroup v1 cpu; see bench/_fleet.py)",
+        help="hold each worker to this share of a CPU (cgroup v1 cpu; see bench/_hosts.py)",
     )  # fmt: skip
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--waves", type=int, default=2, help="runs = waves x in flight")
