@@ -459,20 +459,7 @@ class PostgresStore(_sql.SQLStore):
         # other's rows (SKIP LOCKED) instead of queueing on them.
         async with self._conn() as conn:
             cur = await conn.execute(
-                "WITH picked AS ("
-                " SELECT run_id, lease_owner FROM runs"
-                f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
-                " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
-                " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
-                # a run pinned to another agent version is not ours (run_pins)
-                " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
-                " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
-                " ORDER BY updated_at LIMIT %(limit)s"
-                " FOR UPDATE SKIP LOCKED)"
-                " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
-                " lease_expires_at = %(until)s"
-                " FROM picked WHERE r.run_id = picked.run_id"
-                " RETURNING r.run_id, r.agent, r.status, r.epoch, picked.lease_owner",
+                CLAIM_NEXT,
                 {
                     "now": now,
                     "any_agent": agents is None,
@@ -586,6 +573,37 @@ class PostgresStore(_sql.SQLStore):
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+_CLAIM_HALF = (
+    "SELECT run_id, lease_owner, updated_at FROM runs"
+    " WHERE {held} AND status IN (" + _sql.CLAIMABLE_SQL + ")"
+    " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+    # a run pinned to another agent version is not ours (run_pins)
+    " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
+    " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
+    " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+)
+CLAIM_NEXT = (
+    "WITH unheld AS (" + _CLAIM_HALF.format(held="lease_owner IS NULL") + "),"
+    " lapsed AS ("
+    + _CLAIM_HALF.format(
+        held="lease_owner IS NOT NULL AND COALESCE(lease_expires_at, 0) <= %(now)s"
+    )
+    + "),"
+    " picked AS (SELECT run_id, lease_owner FROM"
+    " (SELECT * FROM unheld UNION ALL SELECT * FROM lapsed) AS c"
+    " ORDER BY updated_at LIMIT %(limit)s)"
+    " UPDATE runs r SET epoch = r.epoch + 1, lease_owner = %(owner)s,"
+    " lease_expires_at = %(until)s"
+    " FROM picked WHERE r.run_id = picked.run_id"
+    " RETURNING r.run_id, r.agent, r.status, r.epoch, picked.lease_owner"
+)
+"""``claim_next``'s statement: the oldest claimable runs, nobody's or with a lapsed lease,
+up to ``limit``. Each half reads its own index (migration 0012): the runs nobody holds by
+``updated_at``, the held ones by when their lease lapses; neither reads a run whose lease is
+live, however many the fleet holds. A run the other half locked but did not pick is free
+again when the statement commits."""
 
 
 _PAYLOAD_BYTES = (
