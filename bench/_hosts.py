@@ -83,8 +83,8 @@ class Shares:
             return
         if not 0.01 <= share <= (os.cpu_count() or 1):
             raise SystemExit(f"--share {share}: a CPU share from 0.01 to the machine's CPUs")
-        if not (root / "cpu.cfs_quota_us").exists():
-            self.why_not = f"no cgroup v1 cpu controller at {root}"
+        self.why_not = unavailable(root)
+        if self.why_not is not None:
             return
         top = root / f"stead-fleet-{uuid.uuid4().hex[:8]}"
         try:
@@ -95,15 +95,18 @@ class Shares:
         self.top = top
         self.applied = share
 
-    def place(self, pid: int) -> None:
-        """Move process ``pid`` (every thread) into a cgroup of its own, at the share."""
+    def place(self, *pids: int) -> None:
+        """Move these processes (every thread; their children to come too) into a cgroup of
+        their own, which together they may use ``share`` of a CPU in."""
         if self.top is None or self.share is None:
             return
-        group = self.top / f"worker-{len(self.groups)}"
+        group = self.top / f"group-{len(self.groups)}"
         group.mkdir()
         (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (group / "cpu.cfs_quota_us").write_text(str(round(self.share * PERIOD_US)))
-        (group / "cgroup.procs").write_text(str(pid))
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                (group / "cgroup.procs").write_text(str(pid))
         self.groups.append(group)
 
     def throttling(self) -> tuple[int, int]:
@@ -118,18 +121,30 @@ class Shares:
         return periods, throttled
 
     def close(self) -> None:
-        """Remove the cgroups (their processes have ended: an empty cgroup is removable)."""
+        """Remove the cgroups once their processes have ended (only an empty one goes)."""
         for group in [*self.groups, *([self.top] if self.top else [])]:
             with contextlib.suppress(OSError):
                 group.rmdir()
         self.groups, self.top = [], None
 
-    def describe(self) -> str:
-        if self.share is None:
-            return "workers uncapped"
-        if self.applied is None:
-            return f"workers uncapped: {self.why_not}"
-        return f"each worker held to {self.share:g} of a CPU (cgroup v1 cpu, {PERIOD_US} us period)"
+
+def unavailable(root: Path = CPU_CONTROLLER) -> str | None:
+    """Why no process can be held to a share of a CPU here (None: it can)."""
+    if not (root / "cpu.cfs_quota_us").exists():
+        return f"no cgroup v1 cpu controller at {root}"
+    if not os.access(root, os.W_OK):
+        return f"no cgroup can be made under {root} (not root)"
+    return None
+
+
+def describe(share: float | None, who: str) -> str:
+    """What ``who`` (e.g. "each worker") is held to, or why not."""
+    why_not = unavailable()
+    if share is None:
+        return f"{who}: uncapped"
+    if why_not is not None:
+        return f"{who}: uncapped: {why_not}"
+    return f"{who}: {share:g} of a CPU (cgroup v1 cpu, {PERIOD_US} us period)"
 
 
 class Fleet:
@@ -153,7 +168,6 @@ class Fleet:
                 cwd=cwd, stdout=log.open("w"), stderr=subprocess.STDOUT,
             )  # fmt: skip
             self.procs.append(p)
-            self.shares.place(p.pid)
 
     @property
     def pids(self) -> list[int]:
@@ -165,6 +179,10 @@ class Fleet:
                 if p.poll() is not None:
                     raise SystemExit(f"a worker died:\n{log.read_text()[-3000:]}")
             if all(" ready: " in log.read_text() for log in self.logs):
+                # Held to their share from here: an import at a quarter of a CPU is slow,
+                # and the start-up is not what is measured.
+                for p in self.procs:
+                    self.shares.place(p.pid)
                 return
             await asyncio.sleep(0.05)
         raise SystemExit("the workers did not start within a minute")

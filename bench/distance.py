@@ -32,6 +32,10 @@ runs from the first enqueue until the last run completed. The *ideal* is latency
 cannot take less than its 11 model calls): ``waves x 11 x 50 ms``; ``x ideal`` is wall over
 it. ``vs 0 ms`` is steps/s over the same row's at D = 0, measured in the same invocation.
 
+**A fleet** (``--workers 1 2 4 --per-worker 100 --share 0.25``): W workers with N runs in
+flight each, every worker held to a share of a CPU (``_hosts.py`` says how and why); the
+table adds steps/s over one worker's and the CPUs each side used.
+
 **CPU a step** (``--workers``): the CPU time (``/proc/<pid>/stat``, user + system) of the
 worker processes, of PostgreSQL's processes (the postmaster and its children) and of the
 proxy's (this) process over the timed part, per durable step: what a step costs each side,
@@ -100,7 +104,7 @@ _FRIENDLY = (
     ("WITH b AS (SELECT * FROM unnest(", "append (a batch)"),
     ("UPDATE runs r SET lease_expires_at", "renew leases"),
     ("SELECT run_id, last_seq FROM runs WHERE run_id = ANY", "last seqs (keeper, watcher)"),
-    ("WITH picked AS ( SELECT run_id, lease_owner FROM runs", "claim"),
+    ("WITH unheld AS (SELECT run_id, lease_owner", "claim"),
     ("WITH u AS (UPDATE runs r SET lease_owner = NULL", "release"),
     ("WITH r AS (SELECT r.run_id, r.agent", "load (row, snapshot, tail)"),
     ("SELECT run_id, agent, session_id, correlation_id, status", "a run's row"),
@@ -392,15 +396,21 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f" {LATENCY * 1000:.0f} ms a model call, {STEPS_PER_RUN} durable steps a run,"
             f" {args.waves} waves; cpu: us a step (workers, PostgreSQL, the proxy)"
         )
+        if args.per_worker:
+            print(_hosts.describe(args.share, "each worker"))
+            print(_hosts.describe(args.pg_share, "PostgreSQL (all its processes)"))
         print(_hosts.HEAD if args.per_worker else HEAD)
+    held = _hosts.Shares(args.pg_share)
     try:
         with PostgresServer(durable=True, max_connections=300) as server:
+            held.place(*children(server.pid))
             for n in [0] if args.per_worker else args.in_flight:
                 for w in args.workers:
                     for mode in args.modes:
                         for d in args.delays:
                             flight = args.per_worker * w if args.per_worker else n
                             r = await row(server, d, flight, w, mode, args.waves, tmp, args.share)
+                            r["pg_share"] = held.applied
                             rows.append(r)
                             key = (n, w, mode)
                             if d == 0:
@@ -416,6 +426,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                                     for k, v in r["trips_by_statement"].items():
                                         print(f"{'':>12}{v:>7.3f}  {k}")
     finally:
+        held.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
 
@@ -432,6 +443,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--share", type=float, default=None, metavar="CPUS",
         help="hold each worker to this share of a CPU (cgroup v1 cpu; see bench/_hosts.py)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pg-share", type=float, default=None, metavar="CPUS",
+        help="hold PostgreSQL (all its processes) to this share of a CPU",
     )  # fmt: skip
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--waves", type=int, default=2, help="runs = waves x in flight")
