@@ -21,6 +21,10 @@ statements whose shape is its own. What PostgreSQL adds is concurrency across ma
   re-reads durable state on each notice and polls besides; it reconnects when dropped.
   Per-run channels keep notices off the workers that do not care: with one shared channel
   every worker would read every append of the fleet (measured: 40% of throughput).
+  PostgreSQL still wakes every connection that listens to anything in the database at each
+  commit that notifies, whatever its channel: a worker's listener leaves (``UNLISTEN``) once
+  nobody has waited for claimable runs for ``CLAIMABLE_LINGER`` seconds (its slots are full),
+  so a busy fleet does not wake each of its workers at every step of every other.
 
 **Unsynced commits.** ``append(..., sync=False)``, ``renew`` and ``release`` commit with
 ``synchronous_commit = off`` for their own transaction (the function form of ``SET LOCAL``,
@@ -103,6 +107,11 @@ class PostgresStore(_sql.SQLStore):
     CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
     commits_ahead = True  # a commit is a round trip: overlapped with the model call after it
+    CLAIMABLE_LINGER = 0.5
+    """Seconds the claimable channel stays listened to after its last waiter left: a worker
+    with free slots waits again within it (its claim between two waits is a round trip, a
+    few even 50 ms away) and keeps listening; one whose slots stay full stops being woken
+    by every notifying commit of the database within half a second."""
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
@@ -163,6 +172,11 @@ class PostgresStore(_sql.SQLStore):
         )
         self.claimable_channel = channel("public", "")
         """Where runs that became claimable are announced (set per schema once connected)."""
+        self._claim_waits = 0
+        """``wait_claimable`` calls under way."""
+        self._claim_rested = 0.0
+        """Loop time the last of them ended."""
+        self._claim_timer: asyncio.TimerHandle | None = None
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
         self._loads: Together[str, list[Sequence[Any]]] = Together(self._load_many, [])
@@ -499,8 +513,28 @@ class PostgresStore(_sql.SQLStore):
         return await self._watch.wait_changed(run_id, after_seq, timeout)
 
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
+        self._claim_waits += 1
         self._listener.want(self.claimable_channel)
-        await self._watch.wait_claimable(timeout)
+        try:
+            await self._watch.wait_claimable(timeout)
+        finally:
+            self._claim_waits -= 1
+            self._claim_rested = asyncio.get_running_loop().time()
+            if self._claim_timer is None:
+                self._rest_claimable()
+
+    def _rest_claimable(self) -> None:
+        """Stop listening for claimable runs once nobody waited for ``CLAIMABLE_LINGER``
+        seconds; until then look again when that time is up (one timer at a time)."""
+        self._claim_timer = None
+        if self._claim_waits:
+            return  # the wait under way schedules the next look when it ends
+        loop = asyncio.get_running_loop()
+        due = self._claim_rested + self.CLAIMABLE_LINGER
+        if loop.time() < due:
+            self._claim_timer = loop.call_at(due, self._rest_claimable)
+        else:
+            self._listener.drop(self.claimable_channel)
 
     async def renew_leases(
         self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
@@ -560,6 +594,10 @@ class PostgresStore(_sql.SQLStore):
         if channels is None:
             self._watch.changed_all()  # (re)connected: whatever happened meanwhile, re-read
             channels = set(self._watched)
+        elif self.claimable_channel in channels:
+            # Listening again after a rest: a run may have become claimable unheard since the
+            # waiter's last claim, so it claims once more.
+            self._watch.claimable()
         self._watch.heard(self._watched[c] for c in channels if c in self._watched)
 
     def open_ledger(self, *, poll_interval: float | None = None) -> PostgresLedger:
@@ -568,6 +606,9 @@ class PostgresStore(_sql.SQLStore):
         return PostgresLedger(self, poll_interval=poll_interval or 1.0)
 
     async def close(self) -> None:
+        if self._claim_timer is not None:
+            self._claim_timer.cancel()
+            self._claim_timer = None
         await self._listener.close()
         await self._watch.close()
         if self._pool is not None:
