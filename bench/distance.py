@@ -32,6 +32,10 @@ runs from the first enqueue until the last run completed. The *ideal* is latency
 cannot take less than its 11 model calls): ``waves x 11 x 50 ms``; ``x ideal`` is wall over
 it. ``vs 0 ms`` is steps/s over the same row's at D = 0, measured in the same invocation.
 
+**A fleet** (``--workers 1 2 4 --per-worker 100 --share 0.25``): W workers with N runs in
+flight each, every worker held to a share of a CPU (``_hosts.py`` says how and why); the
+table adds steps/s over one worker's and the CPUs each side used.
+
 **CPU a step** (``--workers``): the CPU time (``/proc/<pid>/stat``, user + system) of the
 worker processes, of PostgreSQL's processes (the postmaster and its children) and of the
 proxy's (this) process over the timed part, per durable step: what a step costs each side,
@@ -51,21 +55,18 @@ import json
 import os
 import platform
 import shutil
-import signal
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import _hosts
 import stead
+from _hosts import Fleet, children, cpu_seconds
 from stead.testing import PostgresServer, Reply, ScriptedModel
 
-HERE = Path(__file__).parent
-STEAD = shutil.which("stead", path=str(Path(sys.executable).parent)) or "stead"
 TOOL_TURNS = 10
 MODEL_CALLS = TOOL_TURNS + 1
 STEPS_PER_RUN = TOOL_TURNS + MODEL_CALLS
@@ -103,7 +104,7 @@ _FRIENDLY = (
     ("WITH b AS (SELECT * FROM unnest(", "append (a batch)"),
     ("UPDATE runs r SET lease_expires_at", "renew leases"),
     ("SELECT run_id, last_seq FROM runs WHERE run_id = ANY", "last seqs (keeper, watcher)"),
-    ("WITH picked AS ( SELECT run_id, lease_owner FROM runs", "claim"),
+    ("WITH unheld AS (SELECT run_id, lease_owner", "claim"),
     ("WITH u AS (UPDATE runs r SET lease_owner = NULL", "release"),
     ("WITH r AS (SELECT r.run_id, r.agent", "load (row, snapshot, tail)"),
     ("SELECT run_id, agent, session_id, correlation_id, status", "a run's row"),
@@ -269,33 +270,6 @@ class Proxy:
 # -- processes, CPU and the store -------------------------------------------------------------
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of these processes (the ones still there), seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
-
-
-def children(pid: int) -> list[int]:
-    """``pid`` and the processes whose parent it is (PostgreSQL's backends)."""
-    found = [pid]
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def with_options(url: str, **options: str) -> str:
     sep = "&" if "?" in url else "?"
     return url + sep + "&".join(f"{k}={v}" for k, v in options.items())
@@ -310,58 +284,16 @@ def fresh_schema(url: str) -> str:
     return with_options(url, options=f"-csearch_path%3D{schema}")
 
 
-class Fleet:
-    """W ``stead worker`` processes on ``url``; logs in ``logs``."""
-
-    def __init__(self, url: str, n: int, concurrency: int, logs: Path) -> None:
-        self.logs = [logs / f"worker-{uuid.uuid4().hex[:6]}-{i}.log" for i in range(n)]
-        self.procs = [
-            subprocess.Popen(
-                [
-                    STEAD, "--store", url, "worker", "--agents", "distance:agents",
-                    "--concurrency", str(concurrency), "--poll", "0.05", "--lease-ttl", "60",
-                    "--grace", "0",
-                ],
-                cwd=HERE, stdout=log.open("w"), stderr=subprocess.STDOUT,
-            )
-            for log in self.logs
-        ]  # fmt: skip
-
-    async def ready(self) -> None:
-        for _ in range(1200):
-            for p, log in zip(self.procs, self.logs, strict=True):
-                if p.poll() is not None:
-                    raise SystemExit(f"a worker died:\n{log.read_text()[-3000:]}")
-            if all(" ready: " in log.read_text() for log in self.logs):
-                return
-            await asyncio.sleep(0.05)
-        raise SystemExit("the workers did not start within a minute")
-
-    async def stop(self) -> None:
-        """SIGTERM, then SIGKILL after a minute; waited for on the event loop, which carries
-        the workers' last statements through the proxy."""
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for _ in range(1200):
-            if all(p.poll() is not None for p in self.procs):
-                return
-            await asyncio.sleep(0.05)
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 # -- one row ----------------------------------------------------------------------------------
 
 
 async def row(
     server: PostgresServer, delay_ms: float, n: int, workers: int, mode: str,
-    waves: int, tmp: Path,
+    waves: int, tmp: Path, share: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Steps a second and round trips a step of ``waves x n`` runs in ``mode``, ``n`` in
-    flight over ``workers`` worker processes ``delay_ms`` away from the server."""
+    flight over ``workers`` worker processes ``delay_ms`` away from the server (each held to
+    ``share`` of a CPU: ``_hosts.Shares``)."""
     import psycopg
 
     direct = fresh_schema(server.url)
@@ -370,7 +302,7 @@ async def row(
     far = direct.replace(f"127.0.0.1:{server.port}", f"127.0.0.1:{proxy.port}")
     far = with_options(far, sslmode="disable", gssencmode="disable")
     runs = waves * n
-    fleet = Fleet(far, workers, -(-n // workers), tmp)
+    fleet = Fleet(far, workers, -(-n // workers), tmp, agents="distance:agents", share=share)
     count = await psycopg.AsyncConnection.connect(direct, autocommit=True)
     try:
         await fleet.ready()
@@ -381,6 +313,7 @@ async def row(
             pg_pids = children(server.pid)
             worker_pids = [p.pid for p in fleet.procs]
             cpu0 = (cpu_seconds(worker_pids), cpu_seconds(pg_pids), time.process_time())
+            held0 = fleet.shares.throttling()
             start = time.perf_counter()
             for first in range(0, runs, 100):
                 await asyncio.gather(
@@ -400,6 +333,7 @@ async def row(
             wall = time.perf_counter() - start
             pg_pids = sorted(set(pg_pids) | set(children(server.pid)))
             cpu1 = (cpu_seconds(worker_pids), cpu_seconds(pg_pids), time.process_time())
+            held1 = fleet.shares.throttling()
             after = proxy.counts.snapshot()
         finally:
             await rt.close()
@@ -430,6 +364,7 @@ async def row(
             "proxy": (cpu1[2] - cpu0[2]) / steps * 1e6,
         },
         "load": os.getloadavg()[0],
+        **fleet.figures(held1, held0, cpu1, cpu0, wall),
     }
 
 
@@ -453,6 +388,7 @@ HEAD = (
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     base: dict[tuple[int, int, str], dict[str, Any]] = {}
+    alone: dict[tuple[str, float], dict[str, Any]] = {}  # the fleet's first row, by mode and D
     tmp = Path(tempfile.mkdtemp(prefix="stead-distance-"))
     if not args.json:
         print(
@@ -460,14 +396,21 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f" {LATENCY * 1000:.0f} ms a model call, {STEPS_PER_RUN} durable steps a run,"
             f" {args.waves} waves; cpu: us a step (workers, PostgreSQL, the proxy)"
         )
-        print(HEAD)
+        if args.per_worker:
+            print(_hosts.describe(args.share, "each worker"))
+            print(_hosts.describe(args.pg_share, "PostgreSQL (all its processes)"))
+        print(_hosts.HEAD if args.per_worker else HEAD)
+    held = _hosts.Shares(args.pg_share)
     try:
         with PostgresServer(durable=True, max_connections=300) as server:
-            for n in args.in_flight:
+            held.place(*children(server.pid))
+            for n in [0] if args.per_worker else args.in_flight:
                 for w in args.workers:
                     for mode in args.modes:
                         for d in args.delays:
-                            r = await row(server, d, n, w, mode, args.waves, tmp)
+                            flight = args.per_worker * w if args.per_worker else n
+                            r = await row(server, d, flight, w, mode, args.waves, tmp, args.share)
+                            r["pg_share"] = held.applied
                             rows.append(r)
                             key = (n, w, mode)
                             if d == 0:
@@ -476,11 +419,14 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                             if b is not None:
                                 r["vs_0ms"] = r["steps_per_s"] / b["steps_per_s"]
                             if not args.json:
-                                print(line(r, b), flush=True)
+                                first = alone.setdefault((mode, d), r)
+                                out = _hosts.line(r, first) if args.per_worker else line(r, b)
+                                print(out, flush=True)
                                 if args.breakdown:
                                     for k, v in r["trips_by_statement"].items():
                                         print(f"{'':>12}{v:>7.3f}  {k}")
     finally:
+        held.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
 
@@ -490,6 +436,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--delays", type=float, nargs="+", default=[0, 2, 10, 50], help="ms each way")
     p.add_argument("--in-flight", type=int, nargs="+", default=[100, 1000])
     p.add_argument("--workers", type=int, nargs="+", default=[1])
+    p.add_argument(
+        "--per-worker", type=int, default=0, metavar="N",
+        help="a fleet's table: N runs in flight a worker (W workers: N x W), not --in-flight",
+    )  # fmt: skip
+    p.add_argument(
+        "--share", type=float, default=None, metavar="CPUS",
+        help="hold each worker to this share of a CPU (cgroup v1 cpu; see bench/_hosts.py)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pg-share", type=float, default=None, metavar="CPUS",
+        help="hold PostgreSQL (all its processes) to this share of a CPU",
+    )  # fmt: skip
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--waves", type=int, default=2, help="runs = waves x in flight")
     p.add_argument("--breakdown", action="store_true", help="round trips a step by statement")

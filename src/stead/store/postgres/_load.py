@@ -21,7 +21,15 @@ from typing import Any
 
 from stead.errors import RunNotFound, SteadError
 from stead.store.postgres import _chunks
-from stead.store.sql import RUN_COLUMNS, Claim, Loaded, decode_events, record, snapshot_of
+from stead.store.sql import (
+    CLAIMABLE_SQL,
+    RUN_COLUMNS,
+    Claim,
+    Loaded,
+    decode_events,
+    record,
+    snapshot_of,
+)
 
 _COLUMNS = RUN_COLUMNS.split(", ")
 _RUN = ", ".join(f"r.{c}" for c in _COLUMNS)
@@ -151,3 +159,30 @@ def _claimed(run_id: str, rows: Sequence[Sequence[Any]]) -> Claim:
         previous_owner=previous,
         loaded=loaded_run,
     )
+
+
+_CLAIM_HALF = (
+    "SELECT run_id, lease_owner, updated_at FROM runs"
+    " WHERE {held} AND status IN (" + CLAIMABLE_SQL + ")"
+    " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
+    # a run pinned to another agent version is not ours (run_pins)
+    " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
+    " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
+    " ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+)
+CLAIM_NEXT = claim_and_load(
+    "unheld AS (" + _CLAIM_HALF.format(held="lease_owner IS NULL") + "),"
+    " lapsed AS ("
+    + _CLAIM_HALF.format(
+        held="lease_owner IS NOT NULL AND COALESCE(lease_expires_at, 0) <= %(now)s"
+    )
+    + "),"
+    " picked AS (SELECT run_id, lease_owner FROM"
+    " (SELECT * FROM unheld UNION ALL SELECT * FROM lapsed) AS c"
+    " ORDER BY updated_at LIMIT %(limit)s)"
+)
+"""``claim_next``'s statement: the oldest claimable runs, nobody's or with a lapsed lease,
+up to ``limit``, each with its row, snapshot and tail (``claim_and_load``). Each half
+reads its own index: the runs nobody holds by ``updated_at``, the held ones by when their
+lease lapses; neither reads a run whose lease is live, however many the fleet holds. A run
+the other half locked but did not pick is free again when the statement commits."""

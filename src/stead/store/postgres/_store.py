@@ -1,60 +1,6 @@
-"""The scale-out store: one PostgreSQL database shared by workers on many machines.
-
-Same contract as ``SQLiteStore``, and the same shared code (``stead.store.sql._store.SQLStore``);
-this file holds PostgreSQL's half: the pool, error translation, notices and waiting, and the
-statements whose shape is its own. What PostgreSQL adds is concurrency across machines:
-
-* **Append** is one statement (a conditional ``UPDATE`` of the run's row, the event inserts
-  and the notices, chained as CTEs that write only when the ``UPDATE`` matched). The epoch
-  and sequence checks are the ``UPDATE``'s ``WHERE``: they are evaluated under the row lock,
-  in the write's own transaction, re-checked against the committed row if another writer got
-  there first. No read-then-write window exists for a stale owner to slip through. A batch
-  of appends (group commit) is one set-based statement of the same shape (``_batch``).
-* **Claims** pick runs with ``FOR UPDATE SKIP LOCKED``: concurrent claimers skip each other's
-  rows instead of queueing on them, and each claimed run's epoch is bumped in the same
-  statement.
-* **Notices**: every append ``pg_notify``-s ``run_id:seq`` on its run's own channel at
-  commit (a key and a position, never an outcome), and a run that becomes claimable
-  (created, requeued, released, decided while no one holds it) is announced on the
-  *claimable* channel. One ``LISTEN`` connection per store (``_listen``) listens to the
-  channels of the runs someone waits on and feeds ``stead.store.sql._watch.Watcher``, which
-  re-reads durable state on each notice and polls besides; it reconnects when dropped.
-  Per-run channels keep notices off the workers that do not care: with one shared channel
-  every worker would read every append of the fleet (measured: 40% of throughput).
-
-**Unsynced commits.** ``append(..., sync=False)``, ``renew`` and ``release`` commit with
-``synchronous_commit = off`` for their own transaction (the function form of ``SET LOCAL``,
-evaluated in the statement: no extra round trip). They are visible at once and become durable
-with the next commit that waits for the WAL flush, because WAL is one sequence and a flush
-covers every record before the one it waits for: the event after an unsynced ``run_started``
-brings it to disk. What a crash loses first (an async commit can still be in PostgreSQL's WAL
-buffers, so a crash of the server alone loses it, not only a power cut) is a suffix of the
-log and loses no effect: a renewal or release rolled back makes a lease end sooner or later,
-and the epoch, which fences writers, does not move; a ``run_started`` rolled back refuses its
-writer's next append (stale sequence), unless another process appended at that very sequence
-in the instant between the restart and that append (a cancel request would have to).
-
-``claim`` and ``claim_next`` stay synced, unlike on SQLite. A claim makes a new epoch; losing
-it while its claimant lives on (with SQLite the store and every worker share one machine and
-die together; with PostgreSQL they do not) would let the next claimant get the same epoch
-number, and two owners under one epoch are not fenced from each other. One flush per claim is
-what keeps fencing from depending on timing.
-
-Sessions are made to give up a transaction left idle (``idle_in_transaction_session_timeout``),
-so a worker frozen mid-transaction (SIGSTOP, a partition) cannot hold a run's row lock, and
-with it the run, for longer than that.
-
-Every statement of the pool is bounded in time, so that a worker notices a dead server or a
-partition while its leases are still valid, instead of hanging on an open connection: by the
-server (``statement_timeout``, ``lock_timeout``), and by the kernel on the client's side,
-where a partition is felt (``tcp_user_timeout``: sent bytes not acknowledged in time close
-the connection; TCP keepalives find an idle connection dead; ``connect_timeout``). A lease
-holder lowers each to half its lease's margin (``bound_waits``), so a wait ends while its
-lease is still valid; its own deadline (``stead._lease``) fires whatever a statement does.
-
-Leases compare times the workers pass in (``now``): keep the machines' clocks within a small
-fraction of the lease TTL of each other (NTP does).
-"""
+"""``PostgresStore``: PostgreSQL's half of the shared SQL store (the pool, error translation,
+notices and waiting, the statements whose shape is its own); the package's docstring
+(``stead.store.postgres``) says what PostgreSQL adds and why each choice holds."""
 
 from __future__ import annotations
 
@@ -107,6 +53,11 @@ class PostgresStore(_sql.SQLStore):
     CONVERSATION_LOCK = f"SELECT pg_advisory_xact_lock({_CONVERSATIONS}, hashtext(?))"
     BYTES_DATA = True
     commits_ahead = True  # a commit is a round trip: overlapped with the model call after it
+    CLAIMABLE_LINGER = 0.5
+    """Seconds the claimable channel stays listened to after its last waiter left: a worker
+    with free slots waits again within it (its claim between two waits is a round trip, a
+    few even 50 ms away) and keeps listening; one whose slots stay full stops being woken
+    by every notifying commit of the database within half a second."""
     CLAIM = _sql.SQLStore.CLAIM + " RETURNING epoch"
     """Synced, unlike SQLite's: a new epoch must not be lost while its owner lives on."""
     RENEW = _sql.SQLStore.RENEW + f" RETURNING {_UNSYNCED}"
@@ -168,6 +119,11 @@ class PostgresStore(_sql.SQLStore):
         )
         self.claimable_channel = channel("public", "")
         """Where runs that became claimable are announced (set per schema once connected)."""
+        self._claim_waits = 0
+        """``wait_claimable`` calls under way."""
+        self._claim_rested = 0.0
+        """Loop time the last of them ended."""
+        self._claim_timer: asyncio.TimerHandle | None = None
         self.notices = 0
         """Notices received by this store's listener (for tests and metrics)."""
         self._loads: Together[str, list[Sequence[Any]]] = Together(self._load_many, [])
@@ -467,7 +423,7 @@ class PostgresStore(_sql.SQLStore):
         # between a run's claim and its first step.
         async with self._conn() as conn:
             cur = await conn.execute(
-                _CLAIM_AND_LOAD,
+                _load.CLAIM_NEXT,
                 {
                     "now": now,
                     "any_agent": agents is None,
@@ -511,8 +467,28 @@ class PostgresStore(_sql.SQLStore):
         return await self._watch.wait_changed(run_id, after_seq, timeout)
 
     async def wait_claimable(self, timeout: float) -> None:  # noqa: ASYNC109
+        self._claim_waits += 1
         self._listener.want(self.claimable_channel)
-        await self._watch.wait_claimable(timeout)
+        try:
+            await self._watch.wait_claimable(timeout)
+        finally:
+            self._claim_waits -= 1
+            self._claim_rested = asyncio.get_running_loop().time()
+            if self._claim_timer is None:
+                self._rest_claimable()
+
+    def _rest_claimable(self) -> None:
+        """Stop listening for claimable runs once nobody waited for ``CLAIMABLE_LINGER``
+        seconds; until then look again when that time is up (one timer at a time)."""
+        self._claim_timer = None
+        if self._claim_waits:
+            return  # the wait under way schedules the next look when it ends
+        loop = asyncio.get_running_loop()
+        due = self._claim_rested + self.CLAIMABLE_LINGER
+        if loop.time() < due:
+            self._claim_timer = loop.call_at(due, self._rest_claimable)
+        else:
+            self._listener.drop(self.claimable_channel)
 
     async def renew_leases(
         self, leases: Sequence[tuple[str, int]], *, owner: str, now: float, ttl: float
@@ -572,6 +548,10 @@ class PostgresStore(_sql.SQLStore):
         if channels is None:
             self._watch.changed_all()  # (re)connected: whatever happened meanwhile, re-read
             channels = set(self._watched)
+        elif self.claimable_channel in channels:
+            # Listening again after a rest: a run may have become claimable unheard since the
+            # waiter's last claim, so it claims once more.
+            self._watch.claimable()
         self._watch.heard(self._watched[c] for c in channels if c in self._watched)
 
     def open_ledger(self, *, poll_interval: float | None = None) -> PostgresLedger:
@@ -580,25 +560,15 @@ class PostgresStore(_sql.SQLStore):
         return PostgresLedger(self, poll_interval=poll_interval or 1.0)
 
     async def close(self) -> None:
+        if self._claim_timer is not None:
+            self._claim_timer.cancel()
+            self._claim_timer = None
         await self._listener.close()
         await self._watch.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
 
-
-_CLAIM_AND_LOAD = _load.claim_and_load(
-    "picked AS (SELECT run_id, lease_owner FROM runs"
-    f" WHERE status IN ({_sql.CLAIMABLE_SQL})"
-    " AND (lease_owner IS NULL OR COALESCE(lease_expires_at, 0) <= %(now)s)"
-    " AND (%(any_agent)s OR agent = ANY(%(agents)s))"
-    # a run pinned to another agent version is not ours (run_pins)
-    " AND (%(any_version)s OR NOT EXISTS (SELECT 1 FROM run_pins p"
-    " WHERE p.run_id = runs.run_id AND p.fingerprint <> ALL(%(versions)s)))"
-    " ORDER BY updated_at LIMIT %(limit)s"
-    " FOR UPDATE SKIP LOCKED)"
-)
-"""``claim_next``'s statement: the runs claimed, each with its row, snapshot and tail."""
 
 _PAYLOAD_BYTES = (
     "SELECT (SELECT COALESCE(SUM(pg_column_size(data)), 0) FROM events"

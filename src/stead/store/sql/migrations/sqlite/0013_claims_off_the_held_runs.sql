@@ -1,0 +1,3 @@
+-- PostgreSQL's 0013 splits its claim index in two, the runs nobody holds and the held ones by
+-- when their lease lapses. SQLite's 0002 made that split already: nothing to change here; the
+-- version stands so both stores list the same.
