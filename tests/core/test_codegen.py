@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 
 from stead.core.event_codec import RECORDS, decode, encode
 from stead.core.events import EVENT_TYPES
-from stead.store.sql._base import dumps
 from stead.core.messages import (
     MESSAGE,
     AssistantMessage,
@@ -32,6 +31,7 @@ from stead.core.messages import (
     Usage,
     UserMessage,
 )
+from stead.store.sql._base import dumps
 
 HOSTILE: list[Any] = [
     0,
