@@ -17,6 +17,7 @@ from typing import Any
 import core_strategies
 import pytest
 from core_strategies import sample_event
+from hypothesis import HealthCheck, given, settings
 
 from stead.core.event_codec import RECORDS, decode, encode
 from stead.core.events import EVENT_TYPES
@@ -30,6 +31,7 @@ from stead.core.messages import (
     Usage,
     UserMessage,
 )
+from stead.store.sql._base import dumps
 
 HOSTILE: list[Any] = [
     0,
@@ -232,3 +234,19 @@ def test_every_event_and_hot_record_has_the_fast_init() -> None:
     for cls in EVENT_TYPES.values():
         event = sample_event(cls)
         assert dataclasses.replace(event) == event  # replace() goes through __init__
+
+
+@settings(max_examples=400, suppress_health_check=list(HealthCheck))
+@given(core_strategies.events())
+def test_the_generated_text_is_the_encoders_dict_written_compactly(event: Any) -> None:
+    """``Record.to_text`` writes what ``dumps(enc(event))`` writes, byte for byte: the rows
+    an append stores are the rows the dict-then-encoder path stored (golden logs unchanged)."""
+    record = RECORDS[event.kind]
+    if record.ok(event):
+        assert record.to_text(event) == dumps(record.enc(event))
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_the_generated_text_of_every_kind_with_every_field_set(kind: str) -> None:
+    event = sample_event(EVENT_TYPES[kind])
+    assert RECORDS[kind].to_text(event) == dumps(RECORDS[kind].enc(event))

@@ -22,6 +22,7 @@ events (one per kind) and the run-state snapshot use the same one.
 from __future__ import annotations
 
 import enum
+import json
 import math
 import operator
 import re
@@ -31,20 +32,26 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, Literal, get_type_hints
 
+from stead.core._node import Each
 from stead.core._node import Node as Node  # re-exported: the codec's nodes
 from stead.core._node import Problem as Problem
 from stead.core.canonical import JSON, json_problem
-from stead.core.codegen import compile_enc, compile_ok
+from stead.core.codegen import compile_enc, compile_ok, compile_text
 
 MAX_INT = 2**63
 """Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
 _MAX_EXACT_FLOAT = 2**53
 
+_STRING: typing.Final = {"f": json.encoder.encode_basestring}
+"""The text of a string as the C encoder writes it (quoted, escaped, UTF-8 kept)."""
+_INTEGER: typing.Final = {"f": int.__repr__}
+"""The text of an integer as the C encoder writes it (an ``int`` subclass as its value)."""
+
 
 # -- scalars ---------------------------------------------------------------------------------
 
 
-def _plain(kind: type[Any], name: str) -> Node:
+def _plain(kind: type[Any], name: str, text: str, text_names: dict[str, Any] | None) -> Node:
     """A node whose check is ``isinstance(v, kind)``."""
     check = kind.__instancecheck__
     return Node(
@@ -53,22 +60,27 @@ def _plain(kind: type[Any], name: str) -> Node:
         simple=kind,
         test="isinstance({x}, {kind})",
         names={"kind": kind},
+        text=text,
+        text_names=text_names,
     )
 
 
-STR: typing.Final = _plain(str, "a string")
-BOOL: typing.Final = _plain(bool, "a boolean")
+STR: typing.Final = _plain(str, "a string", "{f}({x})", _STRING)
+BOOL: typing.Final = _plain(bool, "a boolean", "('true' if {x} else 'false')", None)
 NONE: typing.Final = Node(
     ok=lambda v: v is None,
     why=lambda v: None if v is None else f"expected null, got {v!r:.80}",
     simple=type(None),
     test="{x} is None",
+    text="'null'",
 )
 NUL_FREE_STR: typing.Final = Node(
     ok=lambda v: isinstance(v, str) and "\x00" not in v,
     dec=STR.dec,
     why=lambda v: STR.why(v) or ("a NUL character cannot be stored here" if "\x00" in v else None),
     test="(isinstance({x}, str) and '\\x00' not in {x})",
+    text="{f}({x})",
+    text_names=_STRING,
 )
 """Text also stored in a text column of its own: PostgreSQL text cannot hold NUL."""
 
@@ -91,7 +103,15 @@ def integer(lo: int = -MAX_INT + 1, hi: int = MAX_INT) -> Node:
         return f"integer {v} is outside {lo}..{hi - 1}"
 
     test = "(isinstance({x}, int) and not isinstance({x}, bool) and {lo} <= {x} < {hi})"
-    return Node(ok=ok, why=why, dec=_int_dec, test=test, names={"lo": lo, "hi": hi})
+    return Node(
+        ok=ok,
+        why=why,
+        dec=_int_dec,
+        test=test,
+        names={"lo": lo, "hi": hi},
+        text="{f}({x})",
+        text_names=_INTEGER,
+    )
 
 
 def _int_dec(v: Any) -> int:
@@ -144,6 +164,8 @@ def literal(allowed: tuple[str, ...]) -> Node:
         ),
         test="(isinstance({x}, str) and {x} in {allowed})",
         names={"allowed": allowed},
+        text="{f}({x})",
+        text_names=_STRING,
     )
 
 
@@ -191,6 +213,8 @@ def union(arms: list[Node], label: str) -> Node:
             enc=None if x_enc is None else (lambda v: None if v is None else x_enc(v)),
             test="({x} is None or {arm})",
             names={"arm": x},
+            text="('null' if {x} is None else {arm})",
+            text_names={"arm": x},
         )
     # Two records are a Tagged union; other mixes (str | int) no core field has
     raise TypeError(f"no codec for the union {label}")  # pragma: no cover
@@ -233,6 +257,8 @@ def sequence(item: Node, live: type[list[Any]] | type[tuple[Any, ...]]) -> Node:
         enc=list if item_enc is None else (lambda v: list(map(item_enc, v))),
         test="(type({x}) is {live} and (not {x} or all(map({item}, {x}))))",
         names={"live": live, "item": item_ok},
+        text="('[' + ','.join(map({item}, {x})) + ']')",
+        text_names={"item": Each(item)},
     )
     node.each = item_enc
     return node
@@ -291,7 +317,7 @@ class Record(Node):
     instance passes on its type alone.
     """
 
-    __slots__ = ("cls", "field_problem", "label", "tag", "tag_value")
+    __slots__ = ("cls", "field_problem", "label", "tag", "tag_value", "to_text")
 
     def __init__(
         self,
@@ -325,6 +351,9 @@ class Record(Node):
         self.label = label or _words(cls.__name__)
         written: set[str | None] = {tag, *always} if omit_defaults else {name for name, *_ in table}
         self.field_problem = _compile_explain(table, check)
+        self.to_text: Callable[[Any], str] = compile_text(table, written)
+        """The JSON text of a value ``ok`` accepted: ``enc``'s dict as the row's compact
+        encoder writes it, without the dict (``stead.core.codegen``)."""
         super().__init__(
             ok=compile_ok(cls, table, check, trusted),
             why=self._why,
@@ -333,6 +362,8 @@ class Record(Node):
             # Nested in another record: a trusted one is its type, any other its own check
             test="type({x}) is {cls}" if trusted else None,
             names={"cls": cls},
+            text="{f}({x})",
+            text_names={"f": self.to_text},
         )
         _RECORDS[cls] = self
 
@@ -437,7 +468,9 @@ class Tagged(Node):
                 return f"expected {_a(name)}, got {v!r:.80}"
             return r.why(v)
 
-        super().__init__(ok=ok, why=why, dec=dec, enc=enc)
+        texts = {r.cls: r.to_text for r in records}
+        text = "{texts}[type({x})]({x})"
+        super().__init__(ok=ok, why=why, dec=dec, enc=enc, text=text, text_names={"texts": texts})
         _TAGGED[frozenset(by_type)] = self
 
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
-from stead.core._node import Node, Problem
-from stead.core.canonical import JSON
+from stead.core._node import Each, Node, Problem
+from stead.core.canonical import JSON, compact_encoder
 
 Table = list[tuple[str, Node, bool, Any]]
 
@@ -46,6 +46,23 @@ class _Source:
         filled = {
             k: self.test(v, x) if isinstance(v, Node) else self.bind(v) for k, v in values.items()
         }
+        return template.format(x=x, **filled)
+
+    def text(self, node: Node, x: str) -> str:
+        """The source of ``node``'s JSON text of the local ``x``: the node's template, or its
+        JSON value (``enc``) through the compact encoder."""
+        template = node.text
+        if template is None:
+            dumps = self.bind(_DUMPS)
+            return f"{dumps}({x})" if node.enc is None else f"{dumps}({self.bind(node.enc)}({x}))"
+        filled = {}
+        for k, v in (node.text_names or {}).items():
+            if isinstance(v, Node):
+                filled[k] = self.text(v, x)
+            elif isinstance(v, Each):
+                filled[k] = self.bind(text_function(v.node))
+            else:
+                filled[k] = self.bind(v)
         return template.format(x=x, **filled)
 
     def function(self, name: str, body: list[str], params: str = "v") -> Callable[..., Any]:
@@ -92,6 +109,48 @@ def compile_enc(table: Table, written: set[str | None]) -> Callable[[Any], JSON]
             lines.append(f"    d[{n!r}] = {value(node, 'x')}")
     lines.append("return d")
     return src.function("enc", lines)
+
+
+_DUMPS = compact_encoder(sort_keys=False)
+"""What a node without a text template is written with: the row's compact encoder."""
+
+
+def text_function(node: Node) -> Callable[[Any], str]:
+    """``node``'s JSON text as a function of one value: its own where the template is one
+    call (a string's, an integer's, a record's), else compiled from the template."""
+    if node.text == "{f}({x})" and node.text_names is not None:
+        return node.text_names["f"]  # type: ignore[no-any-return]
+    src = _Source()
+    return src.function("text", [f"return {src.text(node, 'v')}"])
+
+
+def compile_text(table: Table, written: set[str | None]) -> Callable[[Any], str]:
+    """The JSON text of a record, exactly as the compact encoder writes ``compile_enc``'s dict
+    (the same keys in the same order), built without the dict: each field's text from its
+    node (``Node.text``), the fields always written in one f-string, each other one added
+    when it differs from its default. One encoding of an event, not a dict and then its
+    text, on every append."""
+    src = _Source()
+    shown = [(n, node) for n, node, required, _ in table if required or n in written]
+    rest = [(n, node, d) for n, node, required, d in table if not (required or n in written)]
+    lines = []
+    for i, (n, node) in enumerate(shown):
+        lines += [f"_{i} = v.{n}", f"_{i} = {src.text(node, f'_{i}')}"]
+    body = ",".join(f'"{n}":{{_{i}}}' for i, (n, _) in enumerate(shown))
+    if not rest:
+        return src.function("text", [*lines, f"return f'{{{{{body}}}}}'"])
+    lines.append(f"s = f'{{{{{body}'" if shown else "s = '{'")
+    for n, node, default in rest:
+        lines += [f"x = v.{n}", f"if x != {src.bind(default)}:"]
+        key = f'"{n}":'
+        if shown:
+            lines.append(f"    s += {',' + key!r} + {src.text(node, 'x')}")
+        else:  # the first field written takes no comma
+            lines.append(
+                f"    s += ({key!r} if len(s) == 1 else {',' + key!r}) + {src.text(node, 'x')}"
+            )
+    lines.append("return s + '}'")
+    return src.function("text", lines)
 
 
 def compile_copy(source: type[Any], target: type[T], *more: str) -> Callable[..., T]:

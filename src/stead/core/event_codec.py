@@ -60,11 +60,18 @@ check (``problem``) are the same record, so what the store accepts reads back eq
 _ENCODERS: Final = {k: (VERSION[k], r.enc) for k, r in RECORDS.items()}
 _CHECKS: Final = {r.cls: r for r in RECORDS.values()}
 WRITERS: Final = {
-    r.cls: (k, VERSION[k], r.ok, typing.cast(typing.Callable[[Any], dict[str, JSON]], r.enc))
+    r.cls: (
+        k,
+        VERSION[k],
+        r.ok,
+        typing.cast(typing.Callable[[Any], dict[str, JSON]], r.enc),
+        r.to_text,
+    )
     for k, r in RECORDS.items()
 }
-"""Per event class: its kind, version, check and encoder, for a store's hot path (one lookup
-for ``problem`` and ``encode`` together; ``problem`` explains a refusal)."""
+"""Per event class: its kind, version, check, encoder and the encoder's compact JSON text
+written directly (``Record.to_text``), for a store's hot path (one lookup for ``problem``
+and the row together; ``problem`` explains a refusal)."""
 
 
 def encode(event: Event) -> tuple[str, int, dict[str, JSON]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Protocol, Required, TypedDict, Unpack
 
-from stead.core.canonical import compact_chunks, compact_encoder
+from stead.core.canonical import compact_encoder
 from stead.core.event_codec import WRITERS, decode, problem, unstorable_field
 from stead.core.events import Event
 from stead.core.messages import unstorable
@@ -271,8 +271,6 @@ def dumps(data: Any) -> str:
 
 
 _ROW_ENCODER = compact_encoder(sort_keys=False)
-_ROW_CHUNKS = compact_chunks(sort_keys=False)
-"""``_ROW_ENCODER``'s chunks, joined in ``event_row`` itself: a Python call less an event."""
 
 
 def event_row(
@@ -284,53 +282,69 @@ def event_row(
     Every row is checked first by the rules ``decode`` reads it back with (``problem``), and
     its text for what UTF-8 cannot encode: what the store accepts, it can read back. A
     refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
-    which holds only the caller's values) before anything is written.
+    which holds only the caller's values) before anything is written. The text is written
+    from the event itself (``Record.to_text``: the same text as the encoder's dict through
+    ``dumps``, without building the dict).
     """
     writer = _ROW_WRITERS.get(type(event))
     if writer is None or not writer[2](event):
         wrong = problem(event) or ("?", "refused")
         raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
-    kind, version, _, enc, has_turn, has_call = writer
-    data = enc(event)
-    text = "".join(_ROW_CHUNKS(data, 0))  # _ROW_ENCODER(data), in line
+    kind, version, _, enc, to_text, has_turn, has_call, call_default = writer
+    text = to_text(event)
     if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
         raise refusal(
             kind,
-            unstorable_field(data),
+            unstorable_field(enc(event)),
             "holds text that is not valid Unicode (a lone surrogate), which UTF-8 cannot encode",
         )
-    if has_call:  # a required field: written, and a string (its check said so)
-        call = data["tool_call_id"]
-    else:  # none, or one at its default that the row leaves out (effect_reconciled's)
-        call = data.get("tool_call_id")
-        call = call if isinstance(call, str) else None
+    if has_call is None:  # no such field
+        call = None
+    elif has_call:  # a required field: a string (its check said so)
+        call = event.tool_call_id  # type: ignore[union-attr]
+    else:  # left out of the row at its default (effect_reconciled's)
+        call = event.tool_call_id  # type: ignore[union-attr]
+        call = call if isinstance(call, str) and call != call_default else None
     return (
         kind,
         version,
-        data["turn_index"] if has_turn else None,  # required wherever it is: an int
+        event.turn_index if has_turn else None,  # type: ignore[union-attr]
         call,
         text if len(text) < PACK_AT else pack_data(text),
     )
 
 
-def _required(cls: type[Any], name: str) -> bool:
-    """Whether ``cls`` has a field ``name`` without a default: its record always writes it."""
-    return any(
-        f.name == name and f.default is MISSING and f.default_factory is MISSING
-        for f in fields(cls)
+def _required(cls: type[Any], name: str) -> bool | None:
+    """Whether ``cls`` has a field ``name`` without a default (its record always writes it),
+    False when it has one with a default, None when it has none."""
+    for f in fields(cls):
+        if f.name == name:
+            return f.default is MISSING and f.default_factory is MISSING
+    return None
+
+
+def _default(cls: type[Any], name: str) -> Any:
+    """The default of ``cls``'s field ``name`` (None where it has none)."""
+    found = [f.default for f in fields(cls) if f.name == name and f.default is not MISSING]
+    return found[0] if found else None
+
+
+_ROW_WRITERS: dict[type[Any], tuple[str, int, Any, Any, Any, bool, bool | None, Any]] = {
+    cls: (
+        *w,
+        bool(_required(cls, "turn_index")),
+        _required(cls, "tool_call_id"),
+        _default(cls, "tool_call_id"),
     )
-
-
-_ROW_WRITERS: dict[type[Any], tuple[str, int, Any, Any, bool, bool]] = {
-    cls: (*w, _required(cls, "turn_index"), _required(cls, "tool_call_id"))
     for cls, w in WRITERS.items()
 }
-"""``WRITERS`` with, per class, whether its row's ``turn_index`` and ``tool_call_id`` columns
-are required fields (read from the row by key, no check: the record's check made them an int
-and a string) for ``event_row``."""
+"""``WRITERS`` with, per class, whether its row's ``turn_index`` column is a required field
+(read from the event, no check: the record's check made it an int), and whether its
+``tool_call_id`` is one (True), a field with a default (False: the row leaves it out at its
+default, and the column is then NULL) or not a field (None), and that default."""
 assert all(
-    w[4] or not any(f.name == "turn_index" for f in fields(cls)) for cls, w in _ROW_WRITERS.items()
-), "a turn_index with a default would be left out of its row: event_row reads it by key"
+    w[5] or not any(f.name == "turn_index" for f in fields(cls)) for cls, w in _ROW_WRITERS.items()
+), "a turn_index with a default would be left out of its row: event_row reads it as required"
 
 
 PACK_AT = 512
