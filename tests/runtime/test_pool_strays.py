@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import pytest
 from _pool_scenario import QUEUE
 
 import stead
+from _wait import until_async
 from stead.core.effects import (
     REPLAY_POLICY,
     Assignment,
@@ -144,7 +145,9 @@ class pool_running:
 
     async def __aenter__(self) -> Pool:
         self.task = asyncio.ensure_future(self.pool.run())
-        await until(lambda: self.pool.ledger.serves(QUEUE, now=time.time()))
+        await until_async(
+            lambda: self.pool.ledger.serves(QUEUE, now=time.time()), "the pool serving", timeout=20
+        )
         return self.pool
 
     async def __aexit__(self, *exc: object) -> None:
@@ -152,18 +155,6 @@ class pool_running:
         self.pool.stop()
         await self.task
         await self.pool.close()
-
-
-async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 20.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if not isinstance(got, bool):
-            got = await got
-        if got:
-            return
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 def job(effect_id: str, tool: str, effect_class: EffectClass = "read_only") -> Assignment:
@@ -264,7 +255,7 @@ async def test_a_pool_whose_lease_lapsed_does_not_take_its_own_call_over(
     async with pool_running(url, [pay_later], lease_ttl=3.0) as pool:
         a = job("e1", "pay_later", "non_idempotent")
         waiting = asyncio.ensure_future(owner.run(a, signal=stead.AbortSignal()))
-        await until(lambda: RAN == ["pay_later"])
+        await until_async(lambda: RAN == ["pay_later"], "pay_later ran", timeout=20)
         for _ in range(6):  # lapsed for 0.3 s (the heartbeat may renew it: lapse it again)
             await lapse(ledger, pool.id)
             await asyncio.sleep(0.05)
@@ -325,7 +316,9 @@ async def test_postgres_a_settle_lost_with_the_server_runs_again(
         async with pool_running(crashable_pg_url, [gated], lease_ttl=9.0) as pool:
             a = job("e1", "gated")
             assert await owner.dispatch(a, signal=stead.AbortSignal())
-            await until(lambda: RAN == ["gated"])  # claimed and started, unsynced
+            await until_async(
+                lambda: RAN == ["gated"], "gated ran", timeout=20
+            )  # claimed and started, unsynced
             other = assignment_to_json(job("e0", "gated"))
             # A synced commit (a key of a queue nobody serves) flushes the claim and start.
             assert await led.accept(
@@ -336,9 +329,10 @@ async def test_postgres_a_settle_lost_with_the_server_runs_again(
             async def beaten() -> bool:
                 return await _lease(led, pool.id) != before
 
-            await until(beaten)  # a heartbeat just flushed; the next one is 3 s away
+            # A heartbeat just flushed; the next one is 3 s away.
+            await until_async(beaten, "a heartbeat", timeout=20)
             GATE[0].set()
-            await until(lambda: pool.performed == 1)  # settled, not flushed
+            await until_async(lambda: pool.performed == 1, "the call settled (not flushed)")
             await asyncio.to_thread(server.kill)
             await asyncio.to_thread(server.start)
             row = None

@@ -275,8 +275,7 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
     import asyncio
     import time
 
-    from _workers import until
-
+    from _wait import until_async
     from stead.runtime import Worker
 
     old_clock = time.time() - 2 * 3600
@@ -302,7 +301,7 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
                     and all(left[rid].lease_owner is None for rid in fresh)
                 )
 
-            await until(settled, "the old runs pruned and the new ones completed")
+            await until_async(settled, "the old runs pruned and the new ones completed")
         finally:
             worker.stop()
             await serving
