@@ -363,8 +363,8 @@ def read(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def shared_text(url: str, run_id: str) -> str:
     """The text shared for ``run_id``'s first turn, as a watcher reads it."""
-    rows = read(url, "SELECT text FROM ledger_progress WHERE effect_id = ? ORDER BY seq",
-                f"run:{run_id}:0")  # fmt: skip
+    rows = read(url, "SELECT text FROM ledger_progress WHERE effect_id = ? AND seq >= 0 "
+                "ORDER BY seq", f"run:{run_id}:0")  # fmt: skip
     return "".join(str(r[0]) for r in rows)
 
 
