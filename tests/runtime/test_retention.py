@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -412,3 +414,43 @@ async def test_a_killed_streams_text_is_pruned_once_its_lease_lapsed_and_a_live_
         for child in children.values():
             child.send_signal(signal.SIGKILL)
             child.wait(30)
+
+
+def test_stead_runs_prune_counts_a_killed_streams_text_then_deletes_it(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stead runs prune`` says how many turns' shared text no live writer is behind, in
+    text and JSON: a dry run counts the killed writer's and deletes nothing, ``--apply``
+    deletes it. The CLI reads the wall clock: the dead writer's short lease is left to lapse."""
+    from stead.cli import main
+
+    async def create() -> None:  # the store's tables, before the child and this test read them
+        async with stead.Runtime(url):
+            pass
+
+    asyncio.run(create())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_CRASH")}
+    child = python_popen(STREAMER, url, "run_dead", env=env)
+    try:
+        until(lambda: shared_text(url, "run_dead") == WHOLE, "the text shared")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    until(lambda: 0 < lease_lapses(url, "run_dead") < time.time(), "the dead writer's lease lapsed")
+    prune = ["--store", url, "runs", "prune", "--keep", "completed=30d"]
+
+    assert main(prune) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "would prune 0 runs" in out and "shared streamed text of 1 turns" in out, out
+    assert main([*prune, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert (said["applied"], said["streams"], said["runs"]) == (False, 1, [])
+    assert shared_text(url, "run_dead") == WHOLE  # a dry run deletes nothing
+
+    assert main([*prune, "--apply", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert (said["applied"], said["streams"], said["runs"]) == (True, 1, [])
+    assert shared_text(url, "run_dead") == ""
+    assert main([*prune, "--apply"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "pruned 0 runs" in out and "shared streamed text of 0 turns" in out, out
