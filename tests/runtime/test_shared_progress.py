@@ -11,10 +11,8 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from shared_progress_child import CHUNKS
 
 import stead
@@ -28,14 +26,6 @@ from stead.runtime import Backoff
 STREAMER = Path(__file__).with_name("shared_progress_child.py")
 AGAIN = ["A second ", "take on ", "the refund ", "policy, ", "longer than the first."]
 """The turn streamed again by the new owner: more frames than the dead writer left."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-    else:
-        yield request.getfixturevalue("pg_url")
 
 
 class Screen:
