@@ -21,7 +21,6 @@ tests are quick.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +32,7 @@ import pytest
 from _pool_scenario import QUEUE
 
 import stead
-from _wait import until_async
+from _wait import until, until_async
 from stead.core.effects import (
     REPLAY_POLICY,
     Assignment,
@@ -47,7 +46,7 @@ from stead.core.events import EffectClass
 from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store.ledger._ledger import Claimed, Ledger, ledger_for
+from stead.store.ledger._ledger import Claimed, KeyRow, Ledger, ledger_for
 from stead.testing import PostgresServer, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
@@ -282,12 +281,13 @@ def _wal_writer(server: PostgresServer, setting: str) -> None:
             b"FROM generate_series(1, 800)"
         )
         end = conn.execute(b"SELECT pg_current_wal_insert_lsn()").fetchone()
-        for _ in range(1000):
+
+        def flushed() -> bool:
             row = conn.execute(b"SELECT pg_current_wal_flush_lsn() >= %s", end).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.01)
-    raise AssertionError("the WAL writer did not flush an unsynced commit of 25 kB")
+            return bool(row and row[0])
+
+        what = "the WAL writer to flush an unsynced commit of 25 kB"
+        until(flushed, what, timeout=10, every=0.01)
 
 
 async def _lease(ledger: Ledger, executor: str) -> float:
@@ -335,12 +335,14 @@ async def test_postgres_a_settle_lost_with_the_server_runs_again(
             await until_async(lambda: pool.performed == 1, "the call settled (not flushed)")
             await asyncio.to_thread(server.kill)
             await asyncio.to_thread(server.start)
-            row = None
-            for _ in range(50):  # the store reconnects at its first call
-                with contextlib.suppress(StoreError):
-                    row = await led.read("e1", now=time.time())
-                    break
-                await asyncio.sleep(0.1)
+
+            async def read() -> KeyRow | None:
+                try:
+                    return await led.read("e1", now=time.time())
+                except StoreError:  # the store reconnects at its first call
+                    return None
+
+            row = await until_async(read, "the key read again", timeout=5, every=0.1)
             assert row is not None and (row.phase, row.executor) == ("started", pool.id)
             outcome = await asyncio.wait_for(owner.outcome(a.key), 30)
         assert outcome == ToolSucceeded(content="read")
