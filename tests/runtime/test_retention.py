@@ -441,7 +441,7 @@ def test_stead_runs_prune_counts_a_killed_streams_text_then_deletes_it(
 
     assert main(prune) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "would prune 0 runs" in out and "shared streamed text of 1 turns" in out, out
+    assert "would prune 0 runs" in out and "no live writer is behind: 1 (a dry run" in out, out
     assert main([*prune, "--json"]) == 0
     said = json.loads(capsys.readouterr().out)
     assert (said["applied"], said["streams"], said["runs"]) == (False, 1, [])
@@ -453,4 +453,4 @@ def test_stead_runs_prune_counts_a_killed_streams_text_then_deletes_it(
     assert shared_text(url, "run_dead") == ""
     assert main([*prune, "--apply"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "pruned 0 runs" in out and "shared streamed text of 0 turns" in out, out
+    assert "pruned 0 runs" in out and "no live writer is behind: 0" in out, out

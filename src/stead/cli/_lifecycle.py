@@ -153,8 +153,8 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     tail = "" if done.applied else " (a dry run: pass --apply to delete)"
     out.print(
         Text(
-            f"{verb} {len(done.runs)} runs, {done.bytes / 1024:.1f} KiB of events, and the "
-            f"shared streamed text of {done.streams} turns no live writer is behind{tail}"
+            f"{verb} {len(done.runs)} runs, {done.bytes / 1024:.1f} KiB of events; turns whose "
+            f"shared streamed text no live writer is behind: {done.streams}{tail}"
         )
     )
     return 0
