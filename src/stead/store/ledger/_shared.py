@@ -20,14 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stead.store.ledger._ledger import Ledger
+from stead.store.ledger._progress import INSERT
 
 HEADER = -1
 """The sequence of a stream's header row (its text: the stream's id); frames count from 0."""
-
-_INSERT = (
-    "INSERT INTO ledger_progress (effect_id, seq, text, created_at) "
-    "VALUES (?, ?, ?, ?) ON CONFLICT (effect_id, seq) DO NOTHING"
-)
 
 
 async def open_stream(
@@ -39,9 +35,9 @@ async def open_stream(
         if ledger.SKIP_FLUSH:
             await s.one(ledger.SKIP_FLUSH)
         await s.run(ledger._q("DELETE FROM ledger_progress WHERE effect_id = ?"), (key,))
-        await s.run(ledger._q(_INSERT), (key, HEADER, stream, now))
+        await s.run(ledger._q(INSERT), (key, HEADER, stream, now))
         for i, text in enumerate(texts):
-            await s.run(ledger._q(_INSERT), (key, first + i, text, now))
+            await s.run(ledger._q(INSERT), (key, first + i, text, now))
 
 
 async def stream_frames(
