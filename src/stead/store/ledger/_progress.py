@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from stead.store.ledger._ledger import Ledger
 
-
 INSERT = (
     "INSERT INTO ledger_progress (effect_id, seq, text, created_at) "
     "VALUES (?, ?, ?, ?) ON CONFLICT (effect_id, seq) DO NOTHING"
