@@ -125,6 +125,7 @@ async def test_an_answer_to_a_run_a_worker_holds_is_recorded_and_left_to_the_wor
     import asyncio
 
     import stead
+    from _wait import until_async
     from stead.runtime import Runtime
 
     (tmp_path / "held_agent.py").write_text(HELD_AGENT)
@@ -142,11 +143,15 @@ async def test_an_answer_to_a_run_a_worker_holds_is_recorded_and_left_to_the_wor
     try:
         async with Runtime(store, agents=[agent]) as rt:
             run_id = await rt.start(agent, "ship order 7")
-            for _ in range(1200):  # the question is asked while the worker still packs
+
+            async def status(want: stead.RunStatus) -> stead.RunView | None:
                 view = await rt.get(run_id)
-                if view.status is stead.RunStatus.AWAITING_APPROVAL:
-                    break
-                await asyncio.sleep(0.05)
+                return view if view.status is want else None
+
+            # The question is asked while the worker still packs.
+            view = await until_async(
+                lambda: status(stead.RunStatus.AWAITING_APPROVAL), "the question", timeout=60
+            )
             record = await rt.store.get_run(run_id)
             assert view.status is stead.RunStatus.AWAITING_APPROVAL
             assert record.lease_owner is not None and record.lease_owner != rt.owner
@@ -158,11 +163,9 @@ async def test_an_answer_to_a_run_a_worker_holds_is_recorded_and_left_to_the_wor
             assert "recorded" in answered.stdout
             assert f"its worker {record.lease_owner} goes on with it" in answered.stdout
             gate.touch()
-            for _ in range(1200):
-                view = await rt.get(run_id)
-                if view.status is stead.RunStatus.COMPLETED:
-                    break
-                await asyncio.sleep(0.05)
+            view = await until_async(
+                lambda: status(stead.RunStatus.COMPLETED), "the run completed", timeout=60
+            )
             assert view.status is stead.RunStatus.COMPLETED
         [heard] = calls.read_text().splitlines()  # one more model call, by the worker
         assert heard.count("yes") == 1

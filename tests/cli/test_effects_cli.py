@@ -15,6 +15,7 @@ from pathlib import Path
 from test_cli import stead_cli
 
 import stead
+from _wait import until_async
 from stead.store import Claim
 from stead.testing import Reply, ScriptedModel
 
@@ -102,10 +103,9 @@ def _pooled_run(store: str) -> str:
         pool = Pool(store, [agent], queues=["fx"], poll_interval=0.02)
         serving = asyncio.ensure_future(pool.run())
         try:
-            for _ in range(600):
-                if await pool.ledger.serves("fx", now=time.time()):
-                    break
-                await asyncio.sleep(0.02)
+            await until_async(
+                lambda: pool.ledger.serves("fx", now=time.time()), "the pool serving", timeout=12
+            )
             async with stead.Runtime(store, agents=[agent]) as rt:
                 rid = await rt.start(agent, "go", run_id="run_effects_pool")
                 assert (await rt.run(rid)).status == stead.RunStatus.COMPLETED

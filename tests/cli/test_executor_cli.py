@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import stead
+from _wait import until_async
 from stead.cli import main
 from stead.core.events import ToolResultRecorded
 from stead.store import open_store
@@ -46,10 +47,11 @@ async def test_stead_executor_serves_its_queue_until_sigterm(
     store = open_store(url)
     ledger = ledger_for(store)
     try:
-        for _ in range(600):
-            if await ledger.serves(QUEUE, now=time.time()) or proc.poll() is not None:
-                break
-            await asyncio.sleep(0.05)
+
+        async def serving() -> bool:
+            return await ledger.serves(QUEUE, now=time.time()) or proc.poll() is not None
+
+        await until_async(serving, "the executor serving (or gone)", timeout=30)
         assert proc.poll() is None, proc.communicate()
         a = agent()
         async with stead.Runtime(url, agents=[a]) as rt:
@@ -106,10 +108,11 @@ def test_stead_executor_hands_its_deps_to_the_tools_it_runs(tmp_path: Path) -> N
         store = open_store(url)
         ledger = ledger_for(store)
         try:
-            for _ in range(600):
-                if await ledger.serves(ds.QUEUE, now=time.time()) or proc.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
+
+            async def serving() -> bool:
+                return await ledger.serves(ds.QUEUE, now=time.time()) or proc.poll() is not None
+
+            await until_async(serving, "the executor serving (or gone)", timeout=30)
             assert proc.poll() is None, proc.communicate()
             a = ds.agent()
             owner = ds.Db(name="owner", pid=os.getpid())

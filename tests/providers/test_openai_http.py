@@ -8,6 +8,7 @@ import pytest
 from wire_server import Reply, WireServer
 from wire_shapes import openai_error, openai_events, openai_stream, sse
 
+from _wait import until_async
 from stead import Aborted, AbortSignal, ProviderError, ProviderHTTPError
 from stead.core.messages import (
     AssistantMessage,
@@ -141,10 +142,8 @@ async def test_abort_closes_the_in_flight_stream(server: WireServer, gpt: OpenAI
     shown: list[str] = []
     call = asyncio.ensure_future(gpt.complete(ModelCall(REQUEST, signal, shown.append)))
     assert await asyncio.to_thread(reply.stalled.wait, 10)
-    for _ in range(1000):  # until the delta the server sent before stalling has arrived
-        if shown:
-            break
-        await asyncio.sleep(0.01)
+    # until the delta the server sent before stalling has arrived
+    await until_async(lambda: shown, "the delta sent before the stall", timeout=10)
     await asyncio.to_thread(signal.abort, "cancelled by the operator")
     with pytest.raises(Aborted, match="cancelled by the operator"):
         await asyncio.wait_for(call, 10)

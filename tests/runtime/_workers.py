@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -75,14 +73,6 @@ class WorkerProc:
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
         self.wait()
-
-
-async def until(check: object, what: str, limit: float = 60, every: float = 0.05) -> None:
-    """Poll an async ``check()`` until it is true; fail after ``limit`` seconds."""
-    deadline = time.monotonic() + limit
-    while not await check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(every)
 
 
 async def statuses(store: Store) -> Counter[str]:

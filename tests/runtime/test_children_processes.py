@@ -18,8 +18,9 @@ import _family
 import pytest
 from _crash_harness import KILLED, Scenario
 from _scenario import delivered, side_effects
-from _workers import WorkerProc, until
+from _workers import WorkerProc
 
+from _wait import until_async
 from stead.core.children import link_of
 from stead.core.events import ToolResultRecorded
 from stead.core.states import RunStatus
@@ -105,7 +106,7 @@ async def test_a_child_killed_after_sending_is_recovered_and_the_message_goes_on
             async def done() -> bool:
                 return (await rt.store.get_run(rid)).status == "completed"
 
-            await until(done, "the parent to complete once a worker recovered its child")
+            await until_async(done, "the parent to complete once a worker recovered its child")
         finally:
             worker.stop()
         assert len(delivered()) == 1 and side_effects().count("send_message") == 1
@@ -134,7 +135,7 @@ async def test_a_parent_killed_while_its_child_works_takes_the_result_once(
             async def working() -> bool:
                 return side_effects().count("slow_lookup") == 1
 
-            await until(working, "the child's tool to start")
+            await until_async(working, "the child's tool to start")
         finally:
             running.kill()
             running.wait()
@@ -177,7 +178,7 @@ async def test_cancelling_a_parent_cancels_its_running_and_waiting_descendants(
                     return False
                 return (await rt.store.get_run(askers[0])).status == "awaiting_approval"
 
-            await until(spread, "a child running and a grandchild waiting on a person")
+            await until_async(spread, "a child running and a grandchild waiting on a person")
             (plodder,) = await _runs_of(rt, "plodder")
             (middle,) = await _runs_of(rt, "middle")
             (asker,) = await _runs_of(rt, "asker")
@@ -189,7 +190,7 @@ async def test_cancelling_a_parent_cancels_its_running_and_waiting_descendants(
                 runs = [plodder, middle, asker]
                 return [(await rt.store.get_run(r)).status for r in runs] == ["cancelled"] * 3
 
-            await until(all_cancelled, "every run of the tree to be cancelled")
+            await until_async(all_cancelled, "every run of the tree to be cancelled")
         finally:
             worker.stop()
         asked = await rt.state(asker)

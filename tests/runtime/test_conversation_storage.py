@@ -24,6 +24,7 @@ from chat_child import agent as child_agent
 from chat_child import echo
 
 import stead
+from _wait import until_async
 from stead.core.events import RunCreated
 from stead.core.messages import AssistantMessage, UserMessage
 from stead.core.states import RunStatus
@@ -172,16 +173,15 @@ def test_a_message_whose_sender_died_before_its_run_was_created_is_answered_by_a
         try:
             async with stead.Runtime(url, agents=[child_agent]) as rt:
                 (_, orphan) = await rt.conversation("conv")
-                for _ in range(400):
+
+                async def completed() -> stead.RunView | None:
                     try:
                         view = await rt.get(orphan.run_id)
                     except stead.RunNotFound:
-                        view = None
-                    if view is not None and view.status is RunStatus.COMPLETED:
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    raise AssertionError("no worker took the message up")
+                        return None
+                    return view if view.status is RunStatus.COMPLETED else None
+
+                view = await until_async(completed, "a worker to take the message up", timeout=20)
                 assert view.output == "answer to 'second' after 1 messages, 1 answers"
                 assert worker.stats["messages_taken_up"] == 1
                 assert_valid_history(await rt.state(orphan.run_id))

@@ -16,6 +16,7 @@ import pytest
 from _streamer import CHUNKS, Streamer
 
 import stead
+from _wait import until_async
 from stead.runtime import Pool
 from stead.store.ledger import _progress
 
@@ -44,10 +45,9 @@ async def test_a_pooled_model_call_streams_to_the_owners_on_progress(url: str) -
     pool = Pool(url, [agent], queues=[QUEUE], poll_interval=0.02, lease_ttl=30)
     serving = asyncio.ensure_future(pool.run())
     try:
-        for _ in range(600):
-            if await pool.ledger.serves(QUEUE, now=time.time()):
-                break
-            await asyncio.sleep(0.02)
+        await until_async(
+            lambda: pool.ledger.serves(QUEUE, now=time.time()), "the pool serving", timeout=12
+        )
         async with stead.Runtime(url, agents=[agent], on_progress=listen) as rt:
             await rt.start(agent, "go", run_id="r-far")
             view = await rt.run("r-far")
@@ -87,10 +87,7 @@ async def test_frames_lost_on_the_way_show_as_a_gap_in_the_owners_sequence(
         sink, holes = far_sink(window, "r1", 0)
         follower = Follower(ledger, "m1", sink, holes)
         following = asyncio.ensure_future(follower.run())
-        for _ in range(500):
-            if len(seen) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await until_async(lambda: len(seen) == 2, "both frames seen", timeout=5)
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await following
@@ -128,10 +125,9 @@ async def test_a_call_over_before_its_first_batch_writes_no_frames(tmp_path: Pat
         add("Hel")
         # Its first batch is written (within 0.05 s on a quiet machine; a fixed sleep could
         # end while the write was still on its way, and finish() then cancelled it).
-        for _ in range(1000):
-            if await _progress.frames(ledger, "slow", -1):
-                break
-            await asyncio.sleep(0.01)
+        await until_async(
+            lambda: _progress.frames(ledger, "slow", -1), "the first batch written", timeout=10
+        )
         add("lo")
         assert await forwarder.finish("r1", "slow")
         assert await _progress.frames(ledger, "slow", -1) == [(0, "Hel"), (1, "lo")]
@@ -171,13 +167,12 @@ async def test_a_batch_on_its_way_as_the_call_ends_is_written_not_cancelled(pg_u
             forwarder.performing("r1", "held")
             add = forwarder.begin("r1", 0)
             add("Hel")
-            for _ in range(3000):  # the first batch is on its way, waiting on the lock
+
+            def on_its_way() -> bool:  # the first batch, waiting on the lock
                 row = watcher.execute(waiting).fetchone()
-                if row is not None and row[0] >= 1:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the first batch never reached the server")
+                return row is not None and row[0] >= 1
+
+            await until_async(on_its_way, "the first batch at the server", timeout=30, every=0.01)
             add("lo")
             finishing = asyncio.ensure_future(forwarder.finish("r1", "held"))
             for _ in range(50):  # finish() reaches the batch in flight

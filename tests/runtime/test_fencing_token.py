@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from _crash_harness import Scenario
 from _scenario import side_effects
-from _workers import WorkerProc, until
+from _workers import WorkerProc
 
+from _wait import until_async
 from stead.core.canonical import idempotency_key
 from stead.runtime import Runtime
 from stead.store import open_store
@@ -65,25 +66,25 @@ async def test_the_service_refuses_a_holder_paused_between_its_check_and_its_eff
             async def a_paused_after_its_check() -> bool:
                 return side_effects().count("checked") == 1 and _stopped(a.pid)
 
-            await until(a_paused_after_its_check, "worker A to check, then freeze")
+            await until_async(a_paused_after_its_check, "worker A to check, then freeze")
 
             async def lease_lapsed() -> bool:
                 return ((await store.get_run(run_id)).lease_expires_at or 0) < time.time()
 
-            await until(lease_lapsed, "A's lease to lapse")
+            await until_async(lease_lapsed, "A's lease to lapse")
             b = WorkerProc(url, tmp_path / "b.log", "--lease-ttl", "30", "--poll", "0.1")
             workers.append(b)
 
             async def b_finished() -> bool:
                 return (await store.get_run(run_id)).status == "completed"
 
-            await until(b_finished, "worker B to take the run over and finish it")
+            await until_async(b_finished, "worker B to take the run over and finish it")
             a.signal(signal.SIGCONT)  # A sends, with its stale token
 
             async def a_refused() -> bool:
                 return side_effects().count("refused") == 1
 
-            await until(a_refused, "the service to refuse A")
+            await until_async(a_refused, "the service to refuse A")
             assert await asyncio.to_thread(a.stop) == 0, a.text()
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 

@@ -11,12 +11,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 import stead
+from _wait import until_async
 from stead.runtime import tune_gc
 from stead.testing import Reply, ScriptedModel
 
@@ -104,13 +104,14 @@ def test_stead_worker_tunes_the_collector_of_its_own_process(tmp_path: Path) -> 
         # process started on a loaded machine can take most of half a minute to import
         # stead and claim; one that exited fails the test at once.
         rt = stead.Runtime(url)
-        deadline = time.monotonic() + 90
+
+        async def completed() -> stead.RunView | None:
+            view = await rt.get("run_probe")
+            assert worker.poll() is None, f"the worker exited {worker.returncode}"
+            return view if view.status is stead.RunStatus.COMPLETED else None
+
         try:
-            while (view := await rt.get("run_probe")).status is not stead.RunStatus.COMPLETED:
-                assert worker.poll() is None, f"the worker exited {worker.returncode}"
-                assert time.monotonic() < deadline, f"the worker did not complete the run: {view}"
-                await asyncio.sleep(0.05)
-            return view
+            return await until_async(completed, "the worker to complete the run", timeout=90)
         finally:
             await rt.close()
 

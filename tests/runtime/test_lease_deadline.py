@@ -22,6 +22,7 @@ import pytest
 from _relay import Relay
 
 import stead
+from _wait import until_async
 from stead._lease import LAPSED
 from stead.errors import Fenced
 from stead.store import open_store
@@ -66,10 +67,11 @@ async def test_a_renewal_stuck_on_a_dead_connection_fires_the_abort_before_the_l
             drive = asyncio.ensure_future(rt.run(run_id))
             await asyncio.wait_for(watch.started.wait(), 60)
             relay.signal(signal.SIGSTOP)  # from now on nothing the drive sends is answered
-            for _ in range(600):
-                if watch.lost or drive.done():
-                    break
-                await asyncio.sleep(0.05)
+            await until_async(
+                lambda: watch.lost or drive.done(),
+                "the lease lost (or the drive ended)",
+                timeout=30,
+            )
             # The store's view while the drive is still cut off: its last confirmed renewal.
             record = await direct.get_run(run_id)
             relay.signal(signal.SIGCONT)
@@ -113,10 +115,11 @@ async def test_a_renewal_stuck_on_a_locked_sqlite_file_fires_the_abort_before_th
         try:
             assert locker.stdout is not None
             assert await asyncio.to_thread(locker.stdout.readline) == "locked\n"
-            for _ in range(600):
-                if watch.lost or drive.done():
-                    break
-                await asyncio.sleep(0.05)
+            await until_async(
+                lambda: watch.lost or drive.done(),
+                "the lease lost (or the drive ended)",
+                timeout=30,
+            )
             # A read is not held up by the write lock (WAL): the store's view while every
             # renewal still fails, its last confirmed one.
             record = await rt.store.get_run(run_id)

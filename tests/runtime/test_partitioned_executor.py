@@ -27,9 +27,9 @@ import pytest
 from _netns import Netns, need_root_and_ip
 from _pool_scenario import QUEUE, agent
 from _relay import Relay
-from _workers import until
 
 import stead
+from _wait import until_async
 from stead.store.ledger._ledger import ledger_for
 from stead.testing import SideEffects
 
@@ -77,7 +77,7 @@ async def test_an_executor_cut_off_past_its_lease_does_not_perform_its_effect(
                 return await ledger.serves(QUEUE, now=time.time())
 
             try:
-                await until(a_serves, "executor A to serve the queue")
+                await until_async(a_serves, "executor A to serve the queue")
             finally:
                 await ledger.close()
             run_id = await rt.start(notify, "tell ops")
@@ -86,7 +86,7 @@ async def test_an_executor_cut_off_past_its_lease_does_not_perform_its_effect(
             async def a_works() -> bool:
                 return effects.count("working") == 1
 
-            await until(a_works, "executor A to start the tool", every=0.01)
+            await until_async(a_works, "executor A to start the tool", every=0.01)
             netns.cut()
             b = executor(pg_url, "30", tmp_path / "b.log", POOL_CHECK_ABORTED="1")
             procs.append(b)
@@ -100,13 +100,13 @@ async def test_an_executor_cut_off_past_its_lease_does_not_perform_its_effect(
             async def a_stood_down() -> bool:
                 return effects.count("stood_down") == 1
 
-            await until(a_stood_down, "A's tool to see that its key's lease is gone")
+            await until_async(a_stood_down, "A's tool to see that its key's lease is gone")
             netns.heal()
 
             async def a_refused() -> bool:
                 return "refused (taken over)" in a_log.read_text()
 
-            await until(a_refused, "A's settle to reach the store and be refused")
+            await until_async(a_refused, "A's settle to reach the store and be refused")
             assert a.poll() is None, a_log.read_text()  # alive, and quiet about it
             a.send_signal(signal.SIGTERM)
             out, err = await asyncio.to_thread(a.communicate, timeout=60)

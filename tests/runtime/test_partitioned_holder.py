@@ -22,8 +22,9 @@ from _crash_harness import Scenario
 from _netns import Netns, need_root_and_ip
 from _relay import Relay
 from _scenario import delivered, side_effects
-from _workers import WorkerProc, until
+from _workers import WorkerProc
 
+from _wait import until_async
 from stead.core.canonical import idempotency_key
 from stead.runtime import Runtime
 from stead.store import open_store
@@ -57,20 +58,20 @@ async def test_a_worker_cut_off_past_its_lease_does_not_perform_its_effect(
             async def a_works() -> bool:
                 return side_effects().count("working") == 1
 
-            await until(a_works, "worker A to start the tool", every=0.01)
+            await until_async(a_works, "worker A to start the tool", every=0.01)
             netns.cut()
 
             async def lease_lapsed() -> bool:
                 return ((await store.get_run(run_id)).lease_expires_at or 0) < time.time()
 
-            await until(lease_lapsed, "A's lease to lapse")
+            await until_async(lease_lapsed, "A's lease to lapse")
             b = WorkerProc(pg_url, tmp_path / "b.log", "--lease-ttl", "30", "--poll", "0.1")
             workers.append(b)
 
             async def b_finished() -> bool:
                 return (await store.get_run(run_id)).status == "completed"
 
-            await until(b_finished, "worker B to take the run over and finish it")
+            await until_async(b_finished, "worker B to take the run over and finish it")
             log_before = await store.read_events(run_id)
 
             gate.touch()  # A's tool reaches its effect, A still cut off
@@ -78,13 +79,13 @@ async def test_a_worker_cut_off_past_its_lease_does_not_perform_its_effect(
             async def a_stood_down() -> bool:
                 return side_effects().count("stood_down") == 1
 
-            await until(a_stood_down, "A's tool to see that its lease is gone")
+            await until_async(a_stood_down, "A's tool to see that its lease is gone")
             netns.heal()
 
             async def a_gave_up() -> bool:
                 return f"run {run_id} fenced" in a.text()
 
-            await until(a_gave_up, "A to give the run up")
+            await until_async(a_gave_up, "A to give the run up")
             assert a.proc.poll() is None, a.text()  # alive, and quiet about it
             assert await asyncio.to_thread(a.stop) == 0, a.text()
             assert await asyncio.to_thread(b.stop) == 0, b.text()

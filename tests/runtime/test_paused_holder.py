@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from _crash_harness import Scenario
 from _scenario import delivered, side_effects
-from _workers import WorkerProc, until
+from _workers import WorkerProc
 
+from _wait import until_async
 from stead.core.canonical import idempotency_key
 from stead.runtime import Runtime
 from stead.store import open_store
@@ -61,20 +62,20 @@ async def test_a_worker_paused_past_its_lease_does_not_perform_its_effect(
             async def a_works() -> bool:
                 return side_effects().count("working") == 1
 
-            await until(a_works, "worker A to start the tool", every=0.01)
+            await until_async(a_works, "worker A to start the tool", every=0.01)
             a.signal(signal.SIGSTOP)
 
             async def lease_lapsed() -> bool:
                 return ((await store.get_run(run_id)).lease_expires_at or 0) < time.time()
 
-            await until(lease_lapsed, "A's lease to lapse")
+            await until_async(lease_lapsed, "A's lease to lapse")
             b = WorkerProc(url, tmp_path / "b.log", "--lease-ttl", "30", "--poll", "0.1")
             workers.append(b)
 
             async def b_finished() -> bool:
                 return (await store.get_run(run_id)).status == "completed"
 
-            await until(b_finished, "worker B to take the run over and finish it")
+            await until_async(b_finished, "worker B to take the run over and finish it")
             assert len(delivered(key)) == 1
             log_before = await store.read_events(run_id)
 
@@ -84,12 +85,12 @@ async def test_a_worker_paused_past_its_lease_does_not_perform_its_effect(
             async def a_stood_down() -> bool:
                 return side_effects().count("stood_down") == 1
 
-            await until(a_stood_down, "A's tool to see that its lease is gone")
+            await until_async(a_stood_down, "A's tool to see that its lease is gone")
 
             async def a_gave_up() -> bool:
                 return f"run {run_id} fenced" in a.text()
 
-            await until(a_gave_up, "A to give the run up")
+            await until_async(a_gave_up, "A to give the run up")
             assert await asyncio.to_thread(a.stop) == 0, a.text()
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from _workers import until
 
 import stead
+from _wait import until_async
 from stead.core.canonical import idempotency_key
 from stead.core.events import Event, RunCreated, RunRecovered, ToolReconciled, ToolResultRecorded
 from stead.core.states import RunStatus
@@ -218,7 +218,7 @@ async def test_postgres_killed_mid_run_then_restarted(
             async def lease_lapsed() -> bool:
                 return ((await store.get_run(run_id)).lease_expires_at or 0) < time.time()
 
-            await until(lease_lapsed, "the dead worker's lease to lapse", limit=10)
+            await until_async(lease_lapsed, "the dead worker's lease to lapse", timeout=10)
             view = await asyncio.wait_for(fresh.run(run_id), 20)
             assert (view.status, view.output) == (RunStatus.COMPLETED, ANSWER)
 
@@ -288,7 +288,7 @@ async def test_postgres_restarted_while_a_tool_runs_the_worker_keeps_its_lease(
                 lease = (await observer.get_run(run_id)).lease_expires_at or 0
                 return lease > restarted + OUTLIVING - 1
 
-            await until(renewed_since_restart, "the heartbeat to renew the lease", limit=20)
+            await until_async(renewed_since_restart, "the heartbeat to renew the lease", timeout=20)
             HOLD.resume.set()
             view = await asyncio.wait_for(driving, 20)
             assert (view.status, view.output) == (RunStatus.COMPLETED, ANSWER)

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 from _crash_harness import Scenario
 from _scenario import delivered, side_effects
-from _workers import WorkerProc, until
+from _workers import WorkerProc
 
+from _wait import until_async
 from stead.core.canonical import idempotency_key
 from stead.core.events import RunRecovered, ToolResultRecorded
 from stead.runtime import Runtime
@@ -56,7 +57,7 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             async def a_did_the_effect() -> bool:
                 return side_effects().count(tool) == 1
 
-            await until(a_did_the_effect, f"worker A to perform {tool}", every=0.01)
+            await until_async(a_did_the_effect, f"worker A to perform {tool}", every=0.01)
             a.signal(signal.SIGSTOP)
             frozen = await store.get_run(run_id)
             assert frozen.lease_owner is not None and frozen.status == "awaiting_tool"
@@ -65,7 +66,7 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             async def lease_lapsed() -> bool:
                 return ((await store.get_run(run_id)).lease_expires_at or 0) < time.time()
 
-            await until(lease_lapsed, "A's lease to lapse")
+            await until_async(lease_lapsed, "A's lease to lapse")
             b = WorkerProc(
                 pg_url, tmp_path / "b.log", "--lease-ttl", "30", "--poll", "0.1",
                 env={"STEAD_TEST_SLOW": "0"},
@@ -75,7 +76,7 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             async def b_finished() -> bool:
                 return (await store.get_run(run_id)).status == "completed"
 
-            await until(b_finished, "worker B to take the run over and finish it")
+            await until_async(b_finished, "worker B to take the run over and finish it")
             done = await store.get_run(run_id)
             assert done.epoch == 2
             log_before = await store.read_events(run_id)
@@ -85,7 +86,7 @@ async def test_a_worker_woken_after_its_lease_lapsed_cannot_write(
             async def a_refused() -> bool:
                 return "fenced" in a.text()
 
-            await until(a_refused, "A to be refused")
+            await until_async(a_refused, "A to be refused")
             assert await asyncio.to_thread(a.stop) == 0, a.text()
             assert await asyncio.to_thread(b.stop) == 0, b.text()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from _crash_harness import KILLED, Scenario
 from _scenario import RUN_ID, side_effects
-from _workers import until
 
 import stead
+from _wait import until_async
 from stead._signal import AbortSignal
 from stead.core.effects import Assignment, AssignmentKey, ModelBody, Outcome, ToolBody
 from stead.core.events import LoopDetected, RunFailed, RunRecovered, StepFailed
@@ -214,7 +214,7 @@ async def test_worker_claims_of_a_failing_step_end_in_a_failed_run(store: str) -
             async def failed() -> bool:
                 return (await rt.get(rid)).status is RunStatus.FAILED
 
-            await until(failed, "the run to fail", limit=30)
+            await until_async(failed, "the run to fail", timeout=30)
         finally:
             worker.stop()
             await serving
@@ -248,7 +248,7 @@ async def test_a_stead_worker_neither_loops_on_a_poisoned_reply_nor_on_a_failing
                 a, b = await rt.get(dupes), await rt.get(broken)
                 return a.status is RunStatus.COMPLETED and b.status is RunStatus.FAILED
 
-            await until(rested, "both runs to rest", limit=30)
+            await until_async(rested, "both runs to rest", timeout=30)
         finally:
             proc.stop()
         assert (await rt.get(dupes)).output == "Both shipped."
@@ -362,13 +362,13 @@ async def test_a_worker_handed_back_its_own_run_waits_for_its_first_drive(store:
             async def reclaimed() -> bool:
                 return worker.stats["claimed"] >= 2
 
-            await until(reclaimed, "the worker to claim the run again")
+            await until_async(reclaimed, "the worker to claim the run again")
             gate.set()
 
             async def completed() -> bool:
                 return (await rt.get(rid)).status is RunStatus.COMPLETED
 
-            await until(completed, "the run to complete")
+            await until_async(completed, "the run to complete")
         finally:
             gate.set()
             worker.stop()

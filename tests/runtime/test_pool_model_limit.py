@@ -21,6 +21,7 @@ from _pool_scenario import MODEL_QUEUE, model_agent
 from test_pool_processes import Executors
 
 import stead
+from _wait import until_async
 from stead.store import open_store
 from stead.store.ledger._ledger import ledger_for
 
@@ -91,8 +92,6 @@ async def test_three_executors_hold_a_model_to_two_calls(
 
 
 async def served_queue(ledger: Any, queue: str) -> None:
-    for _ in range(600):
-        if await ledger.serves(queue, now=time.time()):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no executor serves {queue}")
+    await until_async(
+        lambda: ledger.serves(queue, now=time.time()), f"an executor serving {queue}", timeout=30
+    )

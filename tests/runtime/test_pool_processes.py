@@ -18,12 +18,12 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from _pool_scenario import QUEUE, agent
 
 import stead
+from _wait import until_async
 from stead.core.effects import Assignment, AssignmentKey, ToolBody, ToolSucceeded
 from stead.runtime.executors._store_executor import StoreExecutor
 from stead.store import open_store
@@ -98,22 +98,15 @@ async def ledger(url: str) -> AsyncIterator[Ledger]:
         await store.close()
 
 
-async def until(what: Any, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while not await what():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
-
-
 async def served(led: Ledger) -> None:
-    await until(lambda: led.serves(QUEUE, now=time.time()))
+    await until_async(lambda: led.serves(QUEUE, now=time.time()), "an executor serving", timeout=30)
 
 
 async def died(p: subprocess.Popen[str]) -> None:
     async def gone() -> bool:
         return p.poll() is not None
 
-    await until(gone)
+    await until_async(gone, "the executor gone", timeout=30)
     assert p.returncode == -signal.SIGKILL, p.communicate()[1]
 
 
@@ -225,7 +218,7 @@ async def test_a_zombie_executors_settle_is_refused(
         keys = await ledger.keys("run-zombie")
         return bool(keys) and "started" in await history(ledger, "run-zombie")
 
-    await until(started)
+    await until_async(started, "the tool started", timeout=30)
     os.kill(zombie.pid, signal.SIGSTOP)
     try:
         await asyncio.sleep(TTL * 1.5)
@@ -315,7 +308,7 @@ async def test_sigterm_lets_the_effect_in_hand_finish(
             ledger, "run-sigterm"
         )
 
-    await until(started)
+    await until_async(started, "the tool started", timeout=30)
     proc.send_signal(signal.SIGTERM)
     view, results = await asyncio.wait_for(owner, 60)
     out, err = proc.communicate(timeout=30)
@@ -343,7 +336,7 @@ async def test_an_executor_paused_past_its_lease_stands_down_before_its_effect(
         keys = await ledger.keys("run-paused")
         return bool(keys) and "started" in await history(ledger, "run-paused")
 
-    await until(started)
+    await until_async(started, "the tool started", timeout=30)
     os.kill(paused.pid, signal.SIGSTOP)
     try:
         await asyncio.sleep(TTL * 1.5)

@@ -21,10 +21,9 @@ tests are quick.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import pytest
 from _pool_scenario import QUEUE
 
 import stead
+from _wait import until, until_async
 from stead.core.effects import (
     REPLAY_POLICY,
     Assignment,
@@ -46,7 +46,7 @@ from stead.core.events import EffectClass
 from stead.errors import StoreError
 from stead.runtime import Pool, StoreExecutor
 from stead.store import open_store
-from stead.store.ledger._ledger import Claimed, Ledger, ledger_for
+from stead.store.ledger._ledger import Claimed, KeyRow, Ledger, ledger_for
 from stead.testing import PostgresServer, ScriptedModel
 
 pytestmark = pytest.mark.timeout(60)
@@ -144,7 +144,9 @@ class pool_running:
 
     async def __aenter__(self) -> Pool:
         self.task = asyncio.ensure_future(self.pool.run())
-        await until(lambda: self.pool.ledger.serves(QUEUE, now=time.time()))
+        await until_async(
+            lambda: self.pool.ledger.serves(QUEUE, now=time.time()), "the pool serving", timeout=20
+        )
         return self.pool
 
     async def __aexit__(self, *exc: object) -> None:
@@ -152,18 +154,6 @@ class pool_running:
         self.pool.stop()
         await self.task
         await self.pool.close()
-
-
-async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 20.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if not isinstance(got, bool):
-            got = await got
-        if got:
-            return
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 def job(effect_id: str, tool: str, effect_class: EffectClass = "read_only") -> Assignment:
@@ -264,7 +254,7 @@ async def test_a_pool_whose_lease_lapsed_does_not_take_its_own_call_over(
     async with pool_running(url, [pay_later], lease_ttl=3.0) as pool:
         a = job("e1", "pay_later", "non_idempotent")
         waiting = asyncio.ensure_future(owner.run(a, signal=stead.AbortSignal()))
-        await until(lambda: RAN == ["pay_later"])
+        await until_async(lambda: RAN == ["pay_later"], "pay_later ran", timeout=20)
         for _ in range(6):  # lapsed for 0.3 s (the heartbeat may renew it: lapse it again)
             await lapse(ledger, pool.id)
             await asyncio.sleep(0.05)
@@ -291,12 +281,13 @@ def _wal_writer(server: PostgresServer, setting: str) -> None:
             b"FROM generate_series(1, 800)"
         )
         end = conn.execute(b"SELECT pg_current_wal_insert_lsn()").fetchone()
-        for _ in range(1000):
+
+        def flushed() -> bool:
             row = conn.execute(b"SELECT pg_current_wal_flush_lsn() >= %s", end).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.01)
-    raise AssertionError("the WAL writer did not flush an unsynced commit of 25 kB")
+            return bool(row and row[0])
+
+        what = "the WAL writer to flush an unsynced commit of 25 kB"
+        until(flushed, what, timeout=10, every=0.01)
 
 
 async def _lease(ledger: Ledger, executor: str) -> float:
@@ -325,7 +316,9 @@ async def test_postgres_a_settle_lost_with_the_server_runs_again(
         async with pool_running(crashable_pg_url, [gated], lease_ttl=9.0) as pool:
             a = job("e1", "gated")
             assert await owner.dispatch(a, signal=stead.AbortSignal())
-            await until(lambda: RAN == ["gated"])  # claimed and started, unsynced
+            await until_async(
+                lambda: RAN == ["gated"], "gated ran", timeout=20
+            )  # claimed and started, unsynced
             other = assignment_to_json(job("e0", "gated"))
             # A synced commit (a key of a queue nobody serves) flushes the claim and start.
             assert await led.accept(
@@ -336,17 +329,20 @@ async def test_postgres_a_settle_lost_with_the_server_runs_again(
             async def beaten() -> bool:
                 return await _lease(led, pool.id) != before
 
-            await until(beaten)  # a heartbeat just flushed; the next one is 3 s away
+            # A heartbeat just flushed; the next one is 3 s away.
+            await until_async(beaten, "a heartbeat", timeout=20)
             GATE[0].set()
-            await until(lambda: pool.performed == 1)  # settled, not flushed
+            await until_async(lambda: pool.performed == 1, "the call settled (not flushed)")
             await asyncio.to_thread(server.kill)
             await asyncio.to_thread(server.start)
-            row = None
-            for _ in range(50):  # the store reconnects at its first call
-                with contextlib.suppress(StoreError):
-                    row = await led.read("e1", now=time.time())
-                    break
-                await asyncio.sleep(0.1)
+
+            async def read() -> KeyRow | None:
+                try:
+                    return await led.read("e1", now=time.time())
+                except StoreError:  # the store reconnects at its first call
+                    return None
+
+            row = await until_async(read, "the key read again", timeout=5, every=0.1)
             assert row is not None and (row.phase, row.executor) == ("started", pool.id)
             outcome = await asyncio.wait_for(owner.outcome(a.key), 30)
         assert outcome == ToolSucceeded(content="read")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,8 +277,7 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
     import asyncio
     import time
 
-    from _workers import until
-
+    from _wait import until_async
     from stead.runtime import Worker
 
     old_clock = time.time() - 2 * 3600
@@ -302,7 +303,7 @@ async def test_a_worker_prunes_in_the_background_while_runs_are_in_flight(url: s
                     and all(left[rid].lease_owner is None for rid in fresh)
                 )
 
-            await until(settled, "the old runs pruned and the new ones completed")
+            await until_async(settled, "the old runs pruned and the new ones completed")
         finally:
             worker.stop()
             await serving
@@ -364,8 +365,8 @@ def read(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def shared_text(url: str, run_id: str) -> str:
     """The text shared for ``run_id``'s first turn, as a watcher reads it."""
-    rows = read(url, "SELECT text FROM ledger_progress WHERE effect_id = ? ORDER BY seq",
-                f"run:{run_id}:0")  # fmt: skip
+    rows = read(url, "SELECT text FROM ledger_progress WHERE effect_id = ? AND seq >= 0 "
+                "ORDER BY seq", f"run:{run_id}:0")  # fmt: skip
     return "".join(str(r[0]) for r in rows)
 
 
@@ -413,3 +414,43 @@ async def test_a_killed_streams_text_is_pruned_once_its_lease_lapsed_and_a_live_
         for child in children.values():
             child.send_signal(signal.SIGKILL)
             child.wait(30)
+
+
+def test_stead_runs_prune_counts_a_killed_streams_text_then_deletes_it(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stead runs prune`` says how many turns' shared text no live writer is behind, in
+    text and JSON: a dry run counts the killed writer's and deletes nothing, ``--apply``
+    deletes it. The CLI reads the wall clock: the dead writer's short lease is left to lapse."""
+    from stead.cli import main
+
+    async def create() -> None:  # the store's tables, before the child and this test read them
+        async with stead.Runtime(url):
+            pass
+
+    asyncio.run(create())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_CRASH")}
+    child = python_popen(STREAMER, url, "run_dead", env=env)
+    try:
+        until(lambda: shared_text(url, "run_dead") == WHOLE, "the text shared")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    until(lambda: 0 < lease_lapses(url, "run_dead") < time.time(), "the dead writer's lease lapsed")
+    prune = ["--store", url, "runs", "prune", "--keep", "completed=30d"]
+
+    assert main(prune) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "would prune 0 runs" in out and "no live writer is behind: 1 (a dry run" in out, out
+    assert main([*prune, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert (said["applied"], said["streams"], said["runs"]) == (False, 1, [])
+    assert shared_text(url, "run_dead") == WHOLE  # a dry run deletes nothing
+
+    assert main([*prune, "--apply", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert (said["applied"], said["streams"], said["runs"]) == (True, 1, [])
+    assert shared_text(url, "run_dead") == ""
+    assert main([*prune, "--apply"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "pruned 0 runs" in out and "no live writer is behind: 0" in out, out

@@ -19,9 +19,9 @@ import pydantic
 import pytest
 from _crash_harness import KILLED, Scenario
 from _scenario import side_effects
-from _workers import until
 
 import stead
+from _wait import until_async
 from stead.core.children import child_run_id, link_of
 from stead.core.events import ToolResultRecorded
 from stead.core.messages import ToolResultMessage, Usage
@@ -282,7 +282,7 @@ async def test_the_process_driving_a_parent_killed_while_its_handlers_child_work
         async def working() -> bool:
             return side_effects().count("slow_lookup") == 1
 
-        await until(working, "the child's tool to start")
+        await until_async(working, "the child's tool to start")
     finally:
         running.kill()
         running.wait()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 
 import stead
 import stead.store
+from _wait import until_async
 from stead.core.events import (
     AssistantMessageRecorded,
     ModelCallFailed,
@@ -238,14 +239,6 @@ async def test_snapshots_keep_resume_cost_flat(store: str) -> None:
         assert from_snapshot.to_json() == full.to_json()
 
 
-async def _until(check: Callable[[], bool], timeout: float = 20.0) -> None:  # noqa: ASYNC109
-    """Wait until ``check()`` holds (polled; a loaded machine may take a while)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
-
-
 stubborn_log: list[str] = []
 stubborn_started: list[asyncio.Event] = []
 
@@ -279,7 +272,7 @@ async def test_a_tool_that_ignores_the_abort_is_cut_off_after_the_grace(
         await asyncio.wait_for(stubborn_started[0].wait(), timeout=10)
         # Every call started (they start together, but a loaded machine may run the first
         # handler well before the second): a cancel before then never meets the second.
-        await _until(lambda: len(stubborn_log) == calls)
+        await until_async(lambda: len(stubborn_log) == calls, "every call started", timeout=20)
         await rt.cancel(rid, "enough")
         view = await asyncio.wait_for(driving, timeout=10)
         assert view.status is RunStatus.CANCELLED
@@ -335,7 +328,7 @@ async def _watch_outlives_failed_reads(store: str, clock: VirtualClock) -> None:
         flaky.armed = True
         # The keeper reads every beat: it met every failure once it read three more times
         # (a watcher that stopped at the first would leave failures above 0: timed out).
-        await _until(lambda: flaky.failures == 0)
+        await until_async(lambda: flaky.failures == 0, "every failure met", timeout=20)
         async with stead.Runtime(store, agents=[agent], clock=clock) as other:
             await other.cancel(rid, "stop")
         view = await asyncio.wait_for(driving, timeout=10)

@@ -17,6 +17,7 @@ import pytest
 from _pool_scenario import QUEUE, agent, charge, index_doc
 
 import stead
+from _wait import until_async
 from stead.core.effects import Assignment, AssignmentKey, Cancelled, ToolBody, ToolSucceeded
 from stead.errors import ExecutorError
 from stead.runtime import Pool, StoreExecutor
@@ -63,7 +64,9 @@ class pool_running:
 
     async def __aenter__(self) -> Pool:
         self.task = asyncio.ensure_future(self.pool.run())
-        await _until(lambda: self.pool.ledger.serves(QUEUE, now=time.time()))
+        await until_async(
+            lambda: self.pool.ledger.serves(QUEUE, now=time.time()), "the pool serving", timeout=15
+        )
         return self.pool
 
     async def __aexit__(self, *exc: object) -> None:
@@ -71,14 +74,6 @@ class pool_running:
         self.pool.stop()
         await self.task
         await self.pool.close()
-
-
-async def _until(check: Any) -> None:
-    for _ in range(600):
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def assignment(
@@ -184,7 +179,7 @@ async def test_cancel_fires_the_executors_copy_of_the_signal(
             row = await ledger.read("e1", now=time.time())
             return row is not None and row.phase == "started"
 
-        await _until(started)
+        await until_async(started, "the tool started", timeout=15)
         await ex.cancel(job.key, "the run was cancelled")
         outcome = await asyncio.wait_for(waiting, 30)
     assert isinstance(outcome, Cancelled) and "cancel" in outcome.reason

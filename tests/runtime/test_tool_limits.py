@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import stead
+from _wait import until_async
 from stead.core.events import (
     EffectReconciled,
     ToolAttemptFailed,
@@ -73,10 +74,10 @@ async def test_a_timeout_kills_the_tools_subprocess_group(store: str, tmp_path: 
     (result,) = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert result.is_error and "took longer than its limit of 0.5s" in result.content
     pgid = int(pidfile.read_text())
-    for _ in range(100):  # the kernel reaps the group's last members a moment later
-        if not _group_members(pgid):
-            break
-        await asyncio.sleep(0.02)
+    # the kernel reaps the group's last members a moment later
+    await until_async(
+        lambda: not _group_members(pgid), "the group's last members reaped", timeout=2
+    )
     assert _group_members(pgid) == []
 
 

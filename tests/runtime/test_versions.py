@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from _versioned import agent
-from _workers import STEAD, WorkerProc, until
+from _workers import STEAD, WorkerProc
 
 import stead
+from _wait import until_async
 from stead.core.events import AgentChanged, AgentRecorded
 from stead.testing import ScriptedModel
 
@@ -177,7 +178,7 @@ async def test_two_workers_of_different_versions_on_postgres_each_drive_only_the
         epochs = {r: (await rt.store.get_run(r)).epoch for r in runs["v1"]}
         w2 = worker("v2")
         try:
-            await until(lambda: finished(runs["v2"]), "worker v2 to finish the v2 runs")
+            await until_async(lambda: finished(runs["v2"]), "worker v2 to finish the v2 runs")
             # v1's runs: never claimed by v2 (same epoch), and listed as waiting for v1
             for r in runs["v1"]:
                 row = await rt.store.get_run(r)
@@ -207,7 +208,7 @@ async def test_two_workers_of_different_versions_on_postgres_each_drive_only_the
             assert not any(waits[r] for r in runs["v2"]), waits
             w1 = worker("v1")
             try:
-                await until(lambda: finished(runs["v1"]), "worker v1 to finish the v1 runs")
+                await until_async(lambda: finished(runs["v1"]), "worker v1 to finish the v1 runs")
             finally:
                 assert w1.stop() == 0, w1.text()
         finally:

@@ -13,8 +13,9 @@ import _fleet
 import pytest
 from _crash_harness import KILLED, Scenario
 from _scenario import side_effects
-from _workers import WorkerProc, statuses, until
+from _workers import WorkerProc, statuses
 
+from _wait import until_async
 from stead.core.events import RunRecovered, RunStarted
 from stead.runtime import Runtime, Worker
 from stead.store import open_store
@@ -59,7 +60,9 @@ async def test_a_worker_drives_runs_recovers_a_dead_ones_and_resumes_after_a_dec
                 owners = [(await rt.store.get_run(rid)).lease_owner for rid in [*soak, charge]]
                 return owners == [None] * len(owners)
 
-            await until(rested, "six runs completed, the dead worker's run on a person, released")
+            await until_async(
+                rested, "six runs completed, the dead worker's run on a person, released"
+            )
             # charge_card may or may not have charged: only a person can say. Not charged:
             assert side_effects().count("charge_card") == 6
             pending = (await rt.get(charge)).approvals[0]
@@ -69,7 +72,7 @@ async def test_a_worker_drives_runs_recovers_a_dead_ones_and_resumes_after_a_dec
             async def resumed() -> bool:
                 return (await rt.store.get_run(charge)).status == "completed"
 
-            await until(resumed, "the worker to pick the decided run up again")
+            await until_async(resumed, "the worker to pick the decided run up again")
         finally:
             worker.stop()
             await serving
@@ -97,7 +100,7 @@ async def test_a_worker_times_out_approvals_nobody_decided(url: str, scenario: S
             async def timed_out() -> bool:
                 return (await rt.store.get_run(gated)).status == "timed_out"
 
-            await until(timed_out, "the worker to time the unanswered approval out")
+            await until_async(timed_out, "the worker to time the unanswered approval out")
         finally:
             worker.stop()
             await serving
@@ -128,7 +131,7 @@ async def test_sigterm_finishes_or_releases_the_runs_in_hand(
                 recs = [await store.get_run(r) for r in ids]
                 return all(r.lease_owner and r.status == "running" for r in recs)
 
-            await until(all_claimed, "the worker to claim all three runs")
+            await until_async(all_claimed, "the worker to claim all three runs")
             w.signal(signal.SIGTERM)
             assert await asyncio.to_thread(w.wait) == 0, w.text()
             recs = [await store.get_run(r) for r in ids]
@@ -146,7 +149,7 @@ async def test_sigterm_finishes_or_releases_the_runs_in_hand(
                     return await statuses(store) == {"completed": 3}
 
                 try:
-                    await until(done, "a second worker to finish the released runs")
+                    await until_async(done, "a second worker to finish the released runs")
                 finally:
                     second.stop()
                     await serving

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from _wait import until
+
 HERE = Path(__file__).parent
 TOKEN = "alice:" + "s3cret-for-the-tests-0123"
 SECRET = TOKEN.split(":", 1)[1]
@@ -123,6 +125,22 @@ def sse_messages(lines: Iterator[str]) -> Iterator[dict[str, str]]:
             msg[field] = msg[field] + "\n" + value if field in msg else value
     if msg:
         yield msg
+
+
+def tool_group(pidfile: Path) -> int:
+    """The process group of the tool that writes its id to ``pidfile`` when it starts
+    (``_agents.py``'s sleeper), once it has."""
+    until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the tool started", timeout=20)
+    return int(pidfile.read_text())
+
+
+def group_gone(pgid: int) -> bool:
+    """No process of the group is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def wait_for(client: httpx.Client, run_id: str, *statuses: str, timeout: float = 60) -> dict:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _stack import HERE, SECRET, Stack, _env, sse_messages, wait_for
+from _stack import HERE, SECRET, Stack, _env, group_gone, sse_messages, tool_group, wait_for
 
 import stead
+from _wait import until
 from stead.cli import main
 
 pytestmark = pytest.mark.timeout(120)
@@ -268,24 +269,13 @@ def test_cancel_stops_the_tool_process_group_and_resume_finishes(
 ) -> None:
     run_id = _start(api, "sleeper")
     pidfile = Path(stack.piddir) / run_id
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.05)
-    pgid = int(pidfile.read_text())
+    pgid = tool_group(pidfile)
     os.killpg(pgid, 0)  # alive
     r = api.post(f"/runs/{run_id}/cancel", json={"reason": "taking too long"})
     assert r.status_code == 200, r.text
     run = wait_for(api, run_id, "cancelled")
     assert "taking too long" in json.dumps(run["error"])
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "sleep 60 outlived the cancel"
-        time.sleep(0.05)
+    until(lambda: group_gone(pgid), "sleep 60 gone after the cancel", timeout=10)
     r = api.post(f"/runs/{run_id}/resume", json={})
     assert r.status_code == 200, r.text
     # The reply reads the run back after the resume is recorded; a worker woken by it may

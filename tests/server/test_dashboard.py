@@ -12,14 +12,25 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from _agents import STREAM_REPLIES, STREAM_TEXT
-from _stack import HERE, SECRET, STEAD, Stack, _env, sse_messages, wait_for
+from _stack import (
+    HERE,
+    SECRET,
+    STEAD,
+    Stack,
+    _env,
+    group_gone,
+    sse_messages,
+    tool_group,
+    wait_for,
+)
+
+from _wait import until
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -273,11 +284,7 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
 ) -> None:
     run_id = _start(stack, "sleeper", "Take a nap.")
     pidfile = stack.piddir / run_id
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.05)
-    pgid = int(pidfile.read_text())
+    pgid = tool_group(pidfile)
     os.killpg(pgid, 0)  # sleep 60 is running
     page.goto(f"{stack.url}/#/runs/{run_id}")  # type: ignore[attr-defined]
     # The page has caught up with the run (its timeline replayed): the click is not made
@@ -288,14 +295,7 @@ def test_cancel_a_run_whose_tool_sleeps_and_see_its_process_group_gone(
     # gets the API's patience on a loaded machine; then the page has its own to show it.
     wait_for(_api(stack), run_id, "cancelled", timeout=60)
     page.wait_for_selector("#run-status >> text=cancelled")  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "sleep 60 outlived the cancel"
-        time.sleep(0.05)
+    until(lambda: group_gone(pgid), "sleep 60 gone after the cancel", timeout=10)
     assert page.locator("#resume").is_visible()  # type: ignore[attr-defined]
 
 

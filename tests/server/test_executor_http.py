@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 import stead
+from _wait import until_async
 from stead._signal import AbortSignal
 from stead.core.effects import (
     REPLAY_POLICY,
@@ -70,10 +71,7 @@ async def far() -> AsyncIterator[tuple[str, stead.Agent]]:
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     )
     task = asyncio.ensure_future(server.serve())
-    for _ in range(1000):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    await until_async(lambda: server.started, "the server started", timeout=10)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}", agent
@@ -145,11 +143,12 @@ async def test_not_settled_yet_is_204(far: tuple[str, stead.Agent]) -> None:
             assert (await raw.post("/v1/effects", json=assignment_to_json(a))).status_code == 202
             assert (await raw.get("/v1/effects/s/run_far/slow/outcome")).status_code == 204
             gate.set()
-            for _ in range(200):
+
+            async def settled() -> httpx.Response | None:
                 r = await raw.get("/v1/effects/s/run_far/slow/outcome")
-                if r.status_code == 200:
-                    break
-                await asyncio.sleep(0.01)
+                return r if r.status_code == 200 else None
+
+            r = await until_async(settled, "the outcome", timeout=2, every=0.01)
             assert outcome_from_json(r.json()) == ToolSucceeded(content="saw x")
     finally:
         gate = None
@@ -269,10 +268,7 @@ async def test_a_tool_far_away_outlives_its_owner_and_the_new_owner_keeps_it(
         async with stead.Runtime(store, agents=[owner_side], executor_factory=factory) as rt:
             rid = await rt.start(owner_side, "look far away")
             first = asyncio.ensure_future(rt.run(rid))
-            for _ in range(500):
-                if ran:
-                    break
-                await asyncio.sleep(0.01)
+            await until_async(lambda: ran, "the tool ran", timeout=5)
             assert ran == ["far"]
             first.cancel()  # the owner is gone; the sandbox goes on
             with pytest.raises(asyncio.CancelledError):
@@ -283,11 +279,14 @@ async def test_a_tool_far_away_outlives_its_owner_and_the_new_owner_keeps_it(
                 run_id=rid, agent="far", status="awaiting_tool", epoch=epoch, previous_owner="x"
             )
             second = asyncio.ensure_future(rt.run(rid, claim=claim))
-            for _ in range(1000):  # the verdict is in before the tool may finish
-                kinds = {type(s.event) for s in await rt.store.read_events(rid)}
-                if EffectReconciled in kinds:
-                    break
-                await asyncio.sleep(0.01)
+
+            async def reconciled() -> bool:
+                return any(
+                    isinstance(s.event, EffectReconciled) for s in await rt.store.read_events(rid)
+                )
+
+            # The verdict is in before the tool may finish.
+            await until_async(reconciled, "the verdict", timeout=10, every=0.01)
             gate.set()
             view = await second
             events = [s.event for s in await rt.store.read_events(rid)]
@@ -313,10 +312,7 @@ async def test_serve_executor_serves_one_agent_and_wants_a_token() -> None:
         serve_executor([_agent()], tokens={SECRET: "owner"}, port=0, ready=ports.append, stop=stop)
     )
     try:
-        for _ in range(1000):
-            if ports:
-                break
-            await asyncio.sleep(0.01)
+        await until_async(lambda: ports, "the server's port", timeout=10)
         ex = HttpExecutor(f"http://127.0.0.1:{ports[0]}", SECRET, poll=0.01)
         try:
             a = _assignment("served")

@@ -23,6 +23,7 @@ import pytest
 import uvicorn
 
 import stead
+from _wait import until_async
 from stead._lease import LAPSED
 from stead.core.effects import (
     REPLAY_POLICY,
@@ -76,10 +77,7 @@ async def far() -> AsyncIterator[tuple[str, Seen]]:
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     )
     task = asyncio.ensure_future(server.serve())
-    for _ in range(1000):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    await until_async(lambda: server.started, "the server started", timeout=10)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}", seen
@@ -116,10 +114,7 @@ async def test_a_far_key_holds_the_owners_token_and_lapses_when_the_owner_falls_
             assert seen.lost == []
 
             relay.signal(signal.SIGSTOP)  # the owner falls silent for the far side
-            for _ in range(600):
-                if seen.lost:
-                    break
-                await asyncio.sleep(0.05)
+            await until_async(lambda: seen.lost, "the lease lost", timeout=30)
             [(_, reason, aborted)] = seen.lost
             assert reason == LAPSED and aborted
             # The owner never lost the run: only the far key's deadline passed.
@@ -171,10 +166,7 @@ async def test_a_stale_owners_word_moves_the_far_deadline_on_not_at_all(
         await asyncio.wait_for(seen.started.wait(), 30)
         stale = await client.get("/v1/effects/s/r/e1/outcome", headers={LEASE_HEADER: "4 60"})
         assert stale.status_code == 204
-        for _ in range(600):
-            if seen.lost:
-                break
-            await asyncio.sleep(0.05)
+        await until_async(lambda: seen.lost, "the lease lost", timeout=30)
         assert seen.tokens == [5]
         [(_, reason, aborted)] = seen.lost
         assert reason == LAPSED and aborted

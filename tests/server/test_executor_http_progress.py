@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import stead
+from _wait import until_async
 from stead._signal import AbortSignal
 from stead.core.effects import Assignment, AssignmentKey, ModelBody, ModelSucceeded
 from stead.core.messages import UserMessage, message_to_json
@@ -46,10 +47,7 @@ async def test_a_model_call_far_away_streams_to_the_owners_window() -> None:
         serve_executor([agent], tokens={SECRET: "owner"}, port=0, ready=ports.append, stop=stop)
     )
     try:
-        for _ in range(1000):
-            if ports:
-                break
-            await asyncio.sleep(0.01)
+        await until_async(lambda: ports, "the server's port", timeout=10)
         window = ProgressWindow(listeners=[listen])
         ex = HttpExecutor(f"http://127.0.0.1:{ports[0]}", SECRET, poll=0.01, progress=window)
         try:

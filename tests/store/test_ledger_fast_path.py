@@ -28,6 +28,7 @@ from test_ledger_store import T0, consistent, key, tool_assignment
 from test_pg_unsynced import synced_by_default
 
 import stead
+from _wait import until_async
 from stead.core.effects import REPLAY_POLICY, Assignment, AssignmentKey, ToolBody
 from stead.core.events import EffectClass
 from stead.runtime import Pool, StoreExecutor
@@ -194,10 +195,9 @@ async def test_postgres_a_runs_channel_stays_heard_between_its_effects(pg_url: s
             [c] = await pool.claim("x1", ["q"], limit=1, now=T0)
             waiting = asyncio.ensure_future(owner.wait_settled(e, "r1", 20))
             if n == 0:  # the first key of the run: its channel is LISTENed to
-                for _ in range(1000):
-                    if owner.listener.listening(channel):
-                        break
-                    await asyncio.sleep(0.01)
+                await until_async(
+                    lambda: owner.listener.listening(channel), "the owner listening", timeout=10
+                )
             else:  # the second is heard from its first read: no LISTEN to wait for
                 await asyncio.sleep(0)
                 assert e in owner.watch._heard

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from test_ledger_store import T0, accept
 
+from _wait import until_async
 from stead.core.effects import AssignmentKey, ToolSucceeded
 from stead.errors import StoreError
 from stead.runtime import StoreExecutor
@@ -112,17 +113,19 @@ async def test_postgres_every_settle_is_seen_through_a_killed_listen_connection(
         await executor.heartbeat("x", ["q"], ttl=60, now=T0)
         claims = {c.effect_id: c for c in await executor.claim("x", ["q"], limit=6, now=T0)}
         waits += [asyncio.ensure_future(ex.outcome(k)) for k in keys for _ in range(2)]
-        for _ in range(500):
-            if owner.listener.listening(owner._channel("effects:r1")):  # type: ignore[attr-defined]
-                break
-            await asyncio.sleep(0.01)
+        channel = owner._channel("effects:r1")  # type: ignore[attr-defined]
+        await until_async(
+            lambda: owner.listener.listening(channel), "the owner listening", timeout=5
+        )
         assert len(ex._reads) == 6  # one wait per key, for its two waiters
         for i, k in enumerate(keys):
             assert _terminate_listeners(pg_url) >= 1
-            for _ in range(500):  # the listener saw its connection go
-                if not owner.listener.connected:
-                    break
-                await asyncio.sleep(0.01)
+            # the listener saw its connection go
+            await until_async(
+                lambda: not owner.listener.connected,
+                "the listener to see its connection go",
+                timeout=5,
+            )
             content = {"kind": "tool_succeeded", "content": str(i)}
             c = claims[k.effect_id]
             assert await executor.settle(

@@ -16,6 +16,7 @@ import test_pg_round_trips
 from _builders import T0, RunBuilder, seeded
 from test_pg_round_trips import Wire, failed, round_trips
 
+from _wait import until_async
 from stead.errors import Conflict, Fenced
 from stead.store.postgres import PostgresStore
 
@@ -102,10 +103,11 @@ async def test_a_batch_notifies_the_runs_it_wrote_and_not_the_one_it_refused(
         waits = [
             asyncio.ensure_future(watcher.wait_changed(b.run_id, b.written, 45)) for b in bs[:2]
         ]
-        for _ in range(2000):
-            if all(watcher._listener.listening(watcher.run_channel(b.run_id)) for b in bs[:2]):
-                break
-            await asyncio.sleep(0.02)
+        await until_async(
+            lambda: all(watcher._listener.listening(watcher.run_channel(b.run_id)) for b in bs[:2]),
+            "the watcher to listen on both runs' channels",
+            timeout=40,
+        )
         before = watcher.notices
         outcomes: list[Any] = await asyncio.gather(
             append(writer, bs[0]), append(writer, bs[1], epoch=5), append(writer, bs[2]),
@@ -119,10 +121,7 @@ async def test_a_batch_notifies_the_runs_it_wrote_and_not_the_one_it_refused(
         # A waiter may return on a re-read (the listener re-reads the channels it just began
         # hearing again) before its notice is in: wait for both, then for any stray one
         # (they come in commit order on one connection, so one would be here by then).
-        for _ in range(1000):
-            if watcher.notices >= before + 2:
-                break
-            await asyncio.sleep(0.01)
+        await until_async(lambda: watcher.notices >= before + 2, "both notices", timeout=10)
         await asyncio.sleep(0.2)
         assert watcher.notices == before + 2  # run-0's and run-1's own; run-2 is not heard
     finally:
@@ -139,10 +138,7 @@ async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> 
         free, held = [await seeded(writer, f"run-{i}") for i in range(2)]
         epoch = await writer.claim(held.run_id, owner="w", now=T0, ttl=3600)
         await watcher.wait_claimable(timeout=10)  # starts listening; connecting wakes it
-        for _ in range(2000):
-            if watcher.listening:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: watcher.listening, "the watcher to listen", timeout=40)
         await watcher.wait_claimable(timeout=0)
         before = watcher.notices
         waiting = asyncio.ensure_future(watcher.wait_claimable(timeout=3600))
@@ -158,10 +154,7 @@ async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> 
         assert writer.group.batches == 1
         await waiting
         await requeue()  # alone, after the batch: its notice comes after the batch's
-        for _ in range(2000):
-            if watcher.notices >= before + 2:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: watcher.notices >= before + 2, "both notices", timeout=40)
         assert watcher.notices == before + 2
     finally:
         await watcher.close()
@@ -171,15 +164,15 @@ async def test_a_batch_announces_a_member_that_became_claimable(pg_url: str) -> 
 async def _lock_waiters(conn: Any, n: int) -> None:
     """Until ``n`` statements of this database wait for a lock (a batch stuck on a row).
     ``conn`` autocommits: inside a transaction ``pg_stat_activity`` is read once."""
-    for _ in range(3000):
+
+    async def waiting() -> bool:
         cur = await conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
             " AND datname = current_database()"
         )
-        if (await cur.fetchone() or (0,))[0] >= n:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{n} statements never waited for a lock")
+        return bool((await cur.fetchone() or (0,))[0] >= n)
+
+    await until_async(waiting, f"{n} statements to wait for a lock", timeout=30, every=0.01)
 
 
 async def test_appends_go_out_as_more_batches_while_others_wait_on_the_server(

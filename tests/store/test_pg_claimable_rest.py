@@ -9,12 +9,12 @@ claimable unheard. Counted in notices delivered, never timed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from _backends import postgres_backend
 from _builders import T0, created, seeded
 
+from _wait import until_async
 from stead.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -24,15 +24,6 @@ LISTENER = (
     "SELECT query FROM pg_stat_activity WHERE application_name = 'stead-listen'"
     " AND datname = current_database()"  # the server is shared by the xdist workers
 )
-
-
-async def soon(check: Callable[[], object], what: str) -> None:
-    """Await ``check()`` on this loop (the store's listener runs on it), failing after 30 s."""
-    for _ in range(1500):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"waited 30 s for {what}")
 
 
 async def test_a_store_nobody_waits_on_hears_no_claimable_run_and_claims_them_later(
@@ -46,7 +37,9 @@ async def test_a_store_nobody_waits_on_hears_no_claimable_run_and_claims_them_la
 
         # Waiting for work: every new run is a notice to it.
         await worker.wait_claimable(timeout=10)  # starts listening; connecting wakes it
-        await soon(lambda: worker._listener.listening(worker.claimable_channel), "listening")
+        await until_async(
+            lambda: worker._listener.listening(worker.claimable_channel), "listening", timeout=30
+        )
         await worker.wait_claimable(timeout=0)  # whatever wake-up connecting left behind
         waiting = asyncio.ensure_future(worker.wait_claimable(timeout=3600))
         before = worker.notices
@@ -55,18 +48,22 @@ async def test_a_store_nobody_waits_on_hears_no_claimable_run_and_claims_them_la
         assert worker.notices == before + 1
 
         # Its slots full, it waits no more: its connection leaves PostgreSQL's listeners.
-        await soon(lambda: b.sql(LISTENER)[0][0].startswith("UNLISTEN"), "UNLISTEN")
+        await until_async(
+            lambda: b.sql(LISTENER)[0][0].startswith("UNLISTEN"), "UNLISTEN", timeout=30
+        )
         before = worker.notices
         for i in range(5):
             await writer.create_run(created(f"run-{i + 2}"), now=T0 + 1 + i)
         # A notice it does hear, committed after those five: delivered in commit order, so
         # had it still listened for claimable runs, their notices would have come first.
         changed = asyncio.ensure_future(worker.wait_changed("run-watched", watched.written, 30))
-        await soon(lambda: worker._listener.listening(worker.run_channel("run-watched")), "run")
+        await until_async(
+            lambda: worker._listener.listening(worker.run_channel("run-watched")), "run", timeout=30
+        )
         watched.final_turn()
         seq = await watched.flush(writer, now=T0 + 10)
         assert await changed == seq
-        await soon(lambda: worker.notices > before, "the run's notice")
+        await until_async(lambda: worker.notices > before, "the run's notice", timeout=30)
         assert worker.notices == before + 1  # that one: none of the five runs
 
         # Waiting again, it listens again and claims once more at once: nothing waits for

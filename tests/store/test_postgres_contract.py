@@ -24,6 +24,7 @@ import pytest
 from _backends import Backend, postgres_backend
 from _builders import T0, RunBuilder, created, result, seeded
 
+from _wait import until_async
 from stead.core.events import ApprovalRequested, RunCreated, ToolResultRecorded
 from stead.errors import Conflict, CorruptEvent, Fenced, RunNotFound, StoreError
 from stead.store import Store, open_store
@@ -247,10 +248,12 @@ def _claimer(url: str, owner: str, folder: Path, rounds: list[float]) -> subproc
 
 
 async def _all_exist(procs: list[subprocess.Popen[str]], paths: list[Path]) -> None:
-    while not all(p.exists() for p in paths):
+    def written() -> bool:
         dead = [p for p in procs if p.poll() not in (None, 0)]
         assert not dead, dead[0].communicate()[1]
-        await asyncio.sleep(0.01)
+        return all(p.exists() for p in paths)
+
+    await until_async(written, "every child's file", every=0.01)
 
 
 # -- waiting for changes --------------------------------------------------------------------
@@ -293,10 +296,7 @@ async def test_wait_claimable_wakes_on_a_new_run(backend: Backend) -> None:
 
         assert isinstance(watcher, PostgresStore)
         await watcher.wait_claimable(timeout=10)  # starts listening; connecting wakes it
-        for _ in range(500):
-            if watcher.listening:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: watcher.listening, "the watcher listening", timeout=10)
         await watcher.wait_claimable(timeout=0)  # whatever wake-up connecting left behind
         # An hour-long wait that only the notice of another store's create can end.
         waiting = asyncio.ensure_future(watcher.wait_claimable(timeout=3600))
@@ -328,10 +328,12 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
         async def heard(run: RunBuilder, reconnected: Callable[[], bool]) -> None:
             waiting = asyncio.ensure_future(watcher.wait_changed(run.run_id, run.written, 45))
             channel = watcher.run_channel(run.run_id)
-            for _ in range(2000):  # the listener (re)connects on its own, then hears the run
-                if reconnected() and watcher._listener.listening(channel):
-                    break
-                await asyncio.sleep(0.02)
+            # the listener (re)connects on its own, then hears the run
+            await until_async(
+                lambda: reconnected() and watcher._listener.listening(channel),
+                "the listener back and hearing the run",
+                timeout=40,
+            )
             before = watcher.notices
             run.final_turn()
             seq = await run.flush(writer, now=T0 + 1)
@@ -339,10 +341,7 @@ async def test_postgres_listener_reconnects_after_its_connection_is_killed(
             # The waiter may have returned on the listener's re-read of a channel it just
             # began hearing (how a notice lost while it was away is caught up); the notice
             # itself still comes, on the (re)connected listener, or this fails.
-            for _ in range(1000):
-                if watcher.notices > before:
-                    break
-                await asyncio.sleep(0.01)
+            await until_async(lambda: watcher.notices > before, "the run's notice", timeout=10)
             assert watcher.notices > before
 
         await heard(runs[0], lambda: watcher.listening)

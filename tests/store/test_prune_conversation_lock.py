@@ -14,6 +14,7 @@ import time
 import psycopg
 
 import stead
+from _wait import until_async
 from stead.core.retention import Retention
 from stead.testing import Reply, ScriptedModel
 
@@ -45,10 +46,12 @@ async def test_a_message_sent_while_its_run_is_pruned_keeps_the_run(pg_url: str)
             )
             pruning = asyncio.create_task(rt.prune(Retention(keep={"completed": 0}), apply=True))
             async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as look:
-                for _ in range(600):  # the prune reaches the lock (or, without it, is done)
-                    if pruning.done() or await _waiters(look):
-                        break
-                    await asyncio.sleep(0.05)
+
+                async def reached() -> bool:
+                    return pruning.done() or await _waiters(look)
+
+                # The prune reaches the lock (or, without it, is done).
+                await until_async(reached, "the prune at the lock", timeout=30)
                 assert not pruning.done(), "the prune did not wait for the sender"
             await sender.commit()
             pruned = await pruning
@@ -65,10 +68,11 @@ async def test_a_message_waits_for_a_prune_of_its_conversation_to_commit(pg_url:
             await pruner.execute(lock.replace("?", "%s"), ("c-2",))
             sending = asyncio.create_task(rt.send("c-2", "second"))
             async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as look:
-                for _ in range(600):
-                    if sending.done() or await _waiters(look):
-                        break
-                    await asyncio.sleep(0.05)
+
+                async def reached() -> bool:
+                    return sending.done() or await _waiters(look)
+
+                await until_async(reached, "the message at the lock", timeout=30)
                 assert not sending.done(), "the message did not wait for the conversation"
             await pruner.rollback()
         second = await sending

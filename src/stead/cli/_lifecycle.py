@@ -127,8 +127,9 @@ def _prune_arguments(p: argparse.ArgumentParser) -> None:
 async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
     """Delete the finished runs the policy lets go, with everything that belongs to them.
     Never a run that is queued, running, waiting on a tool or a person, held by a worker, or
-    that a kept run was forked from or continues. Without --apply it only says what would go
-    and about how much space that is."""
+    that a kept run was forked from or continues. Also the text streamed for watchers that
+    no live process is behind any more (a writer killed mid-reply, a run since finished).
+    Without --apply it only says what would go and about how much space that is."""
     if args.vacuum and not args.apply:
         raise UserError("--vacuum gives back the space --apply frees; pass both")
     policy = retention_of(args.keep, args.max_runs, args.batch)
@@ -141,6 +142,7 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
                     "runs": [{"run_id": r, "why": why} for r, why in done.runs],
                     "bytes": done.bytes,
                     "blobs": done.blobs,
+                    "streams": done.streams,
                 }
             )
         )
@@ -149,7 +151,12 @@ async def _prune(rt: Runtime, args: argparse.Namespace, out: Console) -> int:
         out.print(Text(f"{rid}  {why}"))
     verb = "pruned" if done.applied else "would prune"
     tail = "" if done.applied else " (a dry run: pass --apply to delete)"
-    out.print(Text(f"{verb} {len(done.runs)} runs, {done.bytes / 1024:.1f} KiB of events{tail}"))
+    out.print(
+        Text(
+            f"{verb} {len(done.runs)} runs, {done.bytes / 1024:.1f} KiB of events; turns whose "
+            f"shared streamed text no live writer is behind: {done.streams}{tail}"
+        )
+    )
     return 0
 
 

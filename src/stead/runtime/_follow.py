@@ -27,7 +27,14 @@ from stead.errors import (
 from stead.runtime.agent import resolve_run_id
 from stead.runtime.executors import share_key
 from stead.runtime.loop import hydrate
-from stead.store import Ledger, RunRecord, Store, StoredEvent, ledger_for, progress_frames
+from stead.store import (
+    Ledger,
+    RunRecord,
+    Store,
+    StoredEvent,
+    ledger_for,
+    shared_progress_frames,
+)
 
 
 class Following:
@@ -196,7 +203,9 @@ class Following:
 class _Shared:
     """A follower's reader of the text another process streams for the run and shares
     through the store (``Runtime(share_progress=True)``): the frames of the turn now
-    streaming, after the last one read. Nothing for a store without a ledger."""
+    streaming, after the last one read. A new stream of the turn (another attempt, or the
+    process that took the run over streaming it again) is read from its first frame, the
+    text read before declared void (a reset). Nothing for a store without a ledger."""
 
     every = 0.1
     """Seconds between reads while a reply streams."""
@@ -209,25 +218,36 @@ class _Shared:
         except StoreError:
             self.ledger = None
         self._turn = -1
+        self._stream: str | None = None
+        """The stream of the turn whose frames were read (None: none yet)."""
         self._last = -1
+        self._generation = 1
+        """Counts the streams read, as the frames' generation."""
 
     async def read(self, turn: int) -> ProgressRead:
         if self.ledger is None:
             return _NOTHING
         if turn != self._turn:
-            self._turn, self._last = turn, -1
+            self._turn, self._stream, self._last = turn, None, -1
         try:
-            got = await progress_frames(self.ledger, share_key(self.run_id, turn), self._last)
+            stream, fresh, got = await shared_progress_frames(
+                self.ledger, share_key(self.run_id, turn), stream=self._stream, after=self._last
+            )
         except StoreError:  # lossy by design: the recorded reply is what counts
             return _NOTHING
         if not got:
             return _NOTHING
-        self._last = got[-1][0]
+        reset = fresh and self._last >= 0  # the text read of the turn so far is void
+        if reset:
+            self._generation += 1
+        self._stream, self._last = stream, got[-1][0]
         frames = tuple(
-            ProgressFrame(run_id=self.run_id, turn_index=turn, generation=1, sequence=n, text=t)
+            ProgressFrame(
+                run_id=self.run_id, turn_index=turn, generation=self._generation, sequence=n, text=t
+            )
             for n, t in got
         )
-        return ProgressRead(frames=frames, reset=False, gap=False, cursor=START)
+        return ProgressRead(frames=frames, reset=reset, gap=False, cursor=START)
 
 
 _NOTHING = ProgressRead(frames=(), reset=False, gap=False, cursor=START)

@@ -66,7 +66,8 @@ class Pruned:
     """Attachments deleted with them (no run left refers to them)."""
     streams: int = 0
     """Streamed text shared for watchers that no live process is behind any more (a run's
-    turn each: left by a process killed mid-stream, or by runs since finished), deleted."""
+    turn each: left by a process killed mid-stream, or by runs since finished), deleted (in
+    a dry run: that would be)."""
     applied: bool = False
 
 
@@ -231,8 +232,9 @@ class Lifecycle:
         """The finished runs ``policy`` lets go (``stead.Retention``), and with ``apply``
         delete them, ``batch`` (the policy's) a transaction. Never a run that is not finished,
         that a worker holds, or that a kept run was made from. ``vacuum_after`` gives SQLite's
-        freed pages back to the file system. With ``apply`` also the streamed text shared for
-        watchers (``share_progress``) that no live process is behind any more."""
+        freed pages back to the file system. Also the streamed text shared for watchers
+        (``share_progress``) that no live process is behind any more (counted in a dry run,
+        deleted with ``apply``)."""
         if not isinstance(policy, Retention):
             raise UserError(f"prune takes a stead.Retention, not {type(policy).__name__}")
         s = sql_store(self.store)
@@ -260,7 +262,7 @@ class Lifecycle:
                 total += sum(sizes.get(j.verdict.run_id, 0) for j in fresh)
             if cursor is None:
                 break
-        streams = await sweep_shared_progress(s, now=self.clock()) if apply else 0
+        streams = await sweep_shared_progress(s, now=self.clock(), apply=apply)
         if apply and vacuum_after:
             await vacuum(s)
         return Pruned(runs=runs, bytes=total, blobs=blobs, streams=streams, applied=apply)

@@ -18,11 +18,13 @@ from stead.store.ledger import (
     forget_progress,
     give_up_strays,
     ledger_for,
+    open_shared_progress,
     pause_queue,
     placements,
     progress_frames,
     publish_progress,
     set_queue_limit,
+    shared_progress_frames,
 )
 from stead.store.sql import (
     CLAIMABLE,
@@ -137,10 +139,12 @@ __all__ = [
     "give_up_strays",
     "is_transient",
     "ledger_for",
+    "open_shared_progress",
     "open_store",
     "pause_queue",
     "placements",
     "progress_frames",
     "publish_progress",
     "set_queue_limit",
+    "shared_progress_frames",
 ]

@@ -91,11 +91,14 @@ class _Stream:
         texts, self._pending = self._pending, []
         first, self._next = self._next, self._next + len(texts)
         try:
-            await publish_progress(
-                self._owner.ledger, self.effect_id, first, texts, now=self._owner.clock()
-            )
+            await self._write(first, texts)
         except StoreError as exc:  # lossy by design: the settled message is what counts
             log.debug("progress of %s dropped: %s", self.effect_id, exc)
+
+    async def _write(self, first: int, texts: list[str]) -> None:
+        await publish_progress(
+            self._owner.ledger, self.effect_id, first, texts, now=self._owner.clock()
+        )
 
     async def close(self) -> None:
         """Write what is left. A batch still waiting out its interval is cancelled and

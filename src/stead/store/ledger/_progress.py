@@ -15,6 +15,12 @@ from collections.abc import Sequence
 
 from stead.store.ledger._ledger import Ledger
 
+INSERT = (
+    "INSERT INTO ledger_progress (effect_id, seq, text, created_at) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT (effect_id, seq) DO NOTHING"
+)
+"""One frame, unless the key holds its sequence already."""
+
 
 async def publish(
     ledger: Ledger, effect_id: str, first: int, texts: Sequence[str], *, now: float
@@ -27,13 +33,7 @@ async def publish(
         if ledger.SKIP_FLUSH:
             await s.one(ledger.SKIP_FLUSH)
         for i, text in enumerate(texts):
-            await s.run(
-                ledger._q(
-                    "INSERT INTO ledger_progress (effect_id, seq, text, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (effect_id, seq) DO NOTHING"
-                ),
-                (effect_id, first + i, text, now),
-            )
+            await s.run(ledger._q(INSERT), (effect_id, first + i, text, now))
 
 
 async def frames(ledger: Ledger, effect_id: str, after: int) -> list[tuple[int, str]]:

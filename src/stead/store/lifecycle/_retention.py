@@ -302,18 +302,19 @@ async def delete(store: SQLStore, batch: Sequence[Judged]) -> tuple[list[str], s
 _SHARED = "run:"
 """How the keys of shared streamed text begin (``share_key`` in the runtime)."""
 _STALE_SHARED = (
-    "DELETE FROM ledger_progress WHERE effect_id = ? AND NOT EXISTS (SELECT 1 FROM runs r "
-    f"WHERE r.run_id = ? AND r.status NOT IN ({_FINISHED_SQL}) AND r.lease_owner IS NOT NULL "
+    "effect_id = ? AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = ? "
+    f"AND r.status NOT IN ({_FINISHED_SQL}) AND r.lease_owner IS NOT NULL "
     "AND r.lease_expires_at > ?)"
 )
 """A shared stream's rows, unless its run is unfinished and leased until after now: the
 guard is read in the delete's own statement, so a run claimed meanwhile keeps its text."""
 
 
-async def sweep_shared_progress(store: SQLStore, *, now: float) -> int:
+async def sweep_shared_progress(store: SQLStore, *, now: float, apply: bool = True) -> int:
     """Delete the shared streamed text no live writer is behind (see the module); how many
-    streams (a run's turn each) went. Their keys are read first (the table holds text in
-    flight only: a few rows a run streaming), then each is deleted under its guard."""
+    streams (a run's turn each) went, or with ``apply=False`` would go (nothing is deleted).
+    Their keys are read first (the table holds text in flight only: a few rows a run
+    streaming), then each is deleted (or looked for) under its guard."""
     async with store._reading() as s:
         keys = await s.all(
             q(
@@ -322,15 +323,28 @@ async def sweep_shared_progress(store: SQLStore, *, now: float) -> int:
             ),
             (len(_SHARED), _SHARED),
         )
+        if not apply:
+            stale = q(store, f"SELECT 1 FROM ledger_progress WHERE {_STALE_SHARED} LIMIT 1")
+            found = 0
+            for (key,) in keys:
+                if await s.one(stale, _guarded(key, now)) is not None:
+                    found += 1
+            return found
     if not keys:  # the usual case: no write lock taken
         return 0
     gone = 0
     async with store._writing(sync=False) as s:  # provisional text: lost with a crash anyway
         for (key,) in keys:
-            run_id = str(key)[len(_SHARED) :].rpartition(":")[0]
-            if await s.run(q(store, _STALE_SHARED), (key, run_id, now)):
+            if await s.run(
+                q(store, f"DELETE FROM ledger_progress WHERE {_STALE_SHARED}"), _guarded(key, now)
+            ):
                 gone += 1
     return gone
+
+
+def _guarded(key: object, now: float) -> tuple[str, str, float]:
+    """The parameters of ``_STALE_SHARED`` for a key ``run:RUN:TURN``."""
+    return str(key), str(key)[len(_SHARED) :].rpartition(":")[0], now
 
 
 async def sweep_blobs(store: SQLStore, digests: set[str]) -> int:
