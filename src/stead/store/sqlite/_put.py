@@ -43,7 +43,7 @@ class NewRun(tuple[Any, ...]):
     __slots__ = ()
 
 
-def put(db: sqlite3.Connection, a: _sql.Append) -> bool:
+def put(db: sqlite3.Cursor, a: _sql.Append) -> bool:
     """Write one append inside the caller's write transaction if its guard holds; False (and
     nothing written) when the run is not at the expected sequence and epoch."""
     # The epoch and sequence checks and the write they guard are one statement in the
@@ -60,13 +60,15 @@ def put(db: sqlite3.Connection, a: _sql.Append) -> bool:
     return True
 
 
-def refusal(db: sqlite3.Connection, a: _sql.Append) -> Exception:
+def refusal(db: sqlite3.Cursor, a: _sql.Append) -> Exception:
     """``SQLStore.refusal`` of an append whose guard did not hold, read in its transaction
-    (a batch member's, or an append's written alone)."""
-    return append_refusal(a[0], db.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone(), a[4], a[3])
+    (a batch member's, or an append's written alone), on a cursor of its own: the
+    transaction's keeps to statements that finish as they run (``_store._Link``)."""
+    row = db.connection.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone()
+    return append_refusal(a[0], row, a[4], a[3])
 
 
-def put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
+def put_batch(db: sqlite3.Cursor, batch: Sequence[Any]) -> list[bool]:
     """``put`` of each member in order (``put_run`` of a new run's), in a few statements
     for the whole batch when every guard holds (the usual case): the new runs, the guards,
     then every member's events, then the snapshots. ``executemany`` runs the guards in order
@@ -89,7 +91,7 @@ def put_batch(db: sqlite3.Connection, batch: Sequence[Any]) -> list[bool]:
     return [put_run(db, m) if isinstance(m, NewRun) else put(db, m) for m in batch]
 
 
-def put_run(db: sqlite3.Connection, row: _sql.Row) -> bool:
+def put_run(db: sqlite3.Cursor, row: _sql.Row) -> bool:
     """Insert a new run and its first event (``SQLStore._create``'s row)."""
     db.execute(_INSERT_RUN, _run_params(row))
     db.execute(_INSERT_EVENT, _first_event_params(row))
