@@ -33,9 +33,10 @@ async def test_last_seqs_of_many_runs_is_one_statement(store: Store) -> None:
 async def test_a_steps_store_calls_run_only_the_statements_they_need(store: Store) -> None:
     """What one run costs the store, statement by statement (each is a few µs of Python and
     SQLite): a read has no BEGIN/COMMIT around it (each statement is its own snapshot); a
-    release is one statement, which SQLite commits alone (the PRAGMAs make it unsynced); a
-    claim (an update and the read of its epoch) and a lone append (its guard and its rows)
-    run inside BEGIN IMMEDIATE ... COMMIT."""
+    release is one statement, which SQLite commits alone; a claim (an update and the read of
+    its epoch) and a lone append (its guard and its rows) run inside BEGIN IMMEDIATE ...
+    COMMIT. The claim and the release are unsynced, the append is not: a PRAGMA turns the
+    connection's mode where it changes, not around each unsynced write."""
     if not isinstance(store, SQLiteStore):
         pytest.skip("SQLite only (PostgreSQL's round trips: test_pg_round_trips)")
     b = RunBuilder("run-1")
@@ -55,16 +56,20 @@ async def test_a_steps_store_calls_run_only_the_statements_they_need(store: Stor
     await store.get_run("run-1")
     assert taken() == ["SELECT"]
     epoch = await store.claim("run-1", owner="w", now=T0, ttl=60)
-    assert taken() == ["PRAGMA", "BEGIN", "UPDATE", "SELECT", "COMMIT", "PRAGMA"]
+    assert taken() == ["PRAGMA", "BEGIN", "UPDATE", "SELECT", "COMMIT"]
     await store.load("run-1")
     assert taken() == ["SELECT", "SELECT"]
     b.start(owner="w", epoch=epoch)
     b.tool_turn(calls=1)
     await b.flush(store, epoch=epoch)
     statements = taken()
+    assert statements[:3] == ["PRAGMA", "BEGIN", "UPDATE"] and statements[-1] == "COMMIT"
+    assert statements[3:-1] == ["INSERT"] * (len(b.log) - 1)
+    b.tool_turn(calls=1)
+    await b.flush(store, epoch=epoch)  # synced as the one before: no PRAGMA
+    statements = taken()
     assert statements[:2] == ["BEGIN", "UPDATE"] and statements[-1] == "COMMIT"
-    assert statements[2:-1] == ["INSERT"] * (len(b.log) - 1)
     await store.release("run-1", owner="w", epoch=epoch)
-    assert taken() == ["PRAGMA", "UPDATE", "PRAGMA"]
+    assert taken() == ["PRAGMA", "UPDATE"]
     assert (await store.get_run("run-1")).lease_owner is None
     assert [s.event for s in await store.read_events("run-1")] == b.log

@@ -53,14 +53,29 @@ class _Link:
     when they run (``BEGIN``, ``COMMIT``, ``ROLLBACK``, inserts, updates, a ``SELECT`` read to
     its end) go through ``cur``: a ``SELECT`` left half-read on a kept cursor would hold the
     connection's read snapshot open after its transaction. A read's statements take cursors of
-    their own (``db.execute``), dropped with their rows."""
+    their own (``db.execute``), dropped with their rows.
 
-    __slots__ = ("cur", "db", "lock")
+    ``full`` is the connection's ``PRAGMA synchronous`` (FULL, as opened, or NORMAL), which a
+    write transaction sets only when it wants the other: a run's steps fsync, one after
+    another, and only its claim, its release and an unsynced append between them do not, so
+    a toggle around each of those (two statements each) became one statement where the mode
+    changes. The mode is read at each commit, and every write of the store's goes through
+    ``_Tx``, which sets it first."""
+
+    __slots__ = ("cur", "db", "full", "lock")
 
     def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
         self.db = db
         self.lock = lock
         self.cur = db.cursor()
+        self.full = True  # as ``_connect`` left it
+
+    def sync(self, full: bool) -> None:
+        """``PRAGMA synchronous`` FULL or NORMAL for the commits to come, if not so already
+        (the caller holds ``lock``, outside any transaction)."""
+        if full is not self.full:
+            self.cur.execute("PRAGMA synchronous=FULL" if full else "PRAGMA synchronous=NORMAL")
+            self.full = full
 
 
 class _Tx:
@@ -86,18 +101,18 @@ class _Tx:
         link = self._link
         link.lock.acquire()
         cur = link.cur
-        if self._fsync and not self._begin:
-            return cur  # each statement autocommitted
+        if not self._write:
+            return cur  # each statement its own read
         try:
-            if not self._fsync:
-                cur.execute("PRAGMA synchronous=NORMAL")
+            if self._fsync is not link.full:
+                link.sync(self._fsync)
             if self._begin:
                 cur.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._release()
+            link.lock.release()
             raise StoreError(f"cannot start a transaction on {self._store.path!r}: {exc}") from exc
         except BaseException:
-            self._release()
+            link.lock.release()
             raise
         return cur
 
@@ -122,18 +137,6 @@ class _Tx:
                 if link.db.in_transaction:
                     cur.execute("ROLLBACK")
                 raise StoreError(f"commit failed on {self._store.path!r}: {err}") from err
-        finally:  # _release, written out: every append passes here
-            try:
-                if not self._fsync:
-                    cur.execute("PRAGMA synchronous=FULL")
-            finally:
-                link.lock.release()
-
-    def _release(self) -> None:
-        link = self._link
-        try:
-            if not self._fsync:
-                link.cur.execute("PRAGMA synchronous=FULL")
         finally:
             link.lock.release()
 
@@ -556,8 +559,11 @@ class SQLiteStore(_sql.SQLStore):
         each, now and when the writer's opens: a transaction's state is its connection's).
         A hook on the writer's connection is called on the writer thread."""
         self._tracer = make
-        for db in {id(self._db): self._db, id(self._writes.db): self._writes.db}.values():
-            db.set_trace_callback(make())
+        for link in {id(c): c for c in (self._reads, self._writes)}.values():
+            link.db.set_trace_callback(make())
+            if not link.full:  # a hook starts from FULL, as a connection does: say so
+                with link.lock:
+                    link.cur.execute("PRAGMA synchronous=NORMAL")
 
     # -- introspection for tests and benchmarks ---------------------------------------------
 
