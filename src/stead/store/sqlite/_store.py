@@ -92,13 +92,18 @@ class _Tx:
 
     def __init__(self, store: SQLiteStore, write: bool, fsync: bool, begin: bool = True) -> None:
         self._store = store
-        self._link = store._writes if write else store._reads
+        self._link = store._reads
         self._write = write
         self._fsync = fsync
         self._begin = write and begin
 
     def __enter__(self) -> sqlite3.Cursor:
-        link = self._link
+        # The connection is looked up here, not when the object was made: the store's write
+        # connection moves to the writer thread's once that starts, and the store keeps one
+        # ``_Tx`` of each kind of append (``SQLiteStore._durable``), entered one at a time
+        # (a ``with`` block holds the connection's lock and never awaits).
+        store = self._store
+        self._link = link = store._writes if self._write else store._reads
         link.lock.acquire()
         cur = link.cur
         if not self._write:
@@ -269,6 +274,10 @@ class SQLiteStore(_sql.SQLStore):
         self._created: str | None = None
         """The run ``_create`` wrote at once last (see there)."""
         self._tracer: Callable[[], Callable[[str], None]] | None = None
+        self._durable = _Tx(self, True, True)
+        """The transaction of a durable append (``with`` only: see ``_Tx.__enter__``)."""
+        self._unsynced = _Tx(self, True, False)
+        """The transaction of an unsynced append (the same)."""
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
 
@@ -333,7 +342,7 @@ class SQLiteStore(_sql.SQLStore):
     def _write(self, a: _sql.Append) -> None:
         """One append in its own transaction, or its refusal raised."""
         run_id, events, _, _, _, _, _, _, sync = a
-        with _Tx(self, True, sync) as db:
+        with self._durable if sync else self._unsynced as db:
             if not put(db, a):
                 raise refusal(db, a)  # read in the same transaction, as a batch member's
             self.before_commit(run_id, events)  # rows written, COMMIT not run
