@@ -149,7 +149,7 @@ class CountedBegins(HeldCommit):
 def returned(store: SQLiteStore) -> None:
     """Block the loop (no turn of it) until the batch under way returned on the thread: the
     write lock released, and the thread said so (``Commit.returned``)."""
-    lock = store._writes[1]
+    lock = store._writes.lock
     pending = getattr(store.group, "_pending", None)
 
     def committing() -> bool:

@@ -46,49 +46,88 @@ _LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FR
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
 
 
+class _Link:
+    """One connection of a ``SQLiteStore``, the thread lock that guards it, and the one cursor
+    its write transactions run on: ``Connection.execute`` makes a cursor for every statement
+    (about 1.5k instructions each, five statements an append). Only statements that finish
+    when they run (``BEGIN``, ``COMMIT``, ``ROLLBACK``, inserts, updates, a ``SELECT`` read to
+    its end) go through ``cur``: a ``SELECT`` left half-read on a kept cursor would hold the
+    connection's read snapshot open after its transaction. A read's statements take cursors of
+    their own (``db.execute``), dropped with their rows.
+
+    ``full`` is the connection's ``PRAGMA synchronous`` (FULL, as opened, or NORMAL), which a
+    write transaction sets only when it wants the other: a run's steps fsync, one after
+    another, and only its claim, its release and an unsynced append between them do not, so
+    a toggle around each of those (two statements each) became one statement where the mode
+    changes. The mode is read at each commit, and every write of the store's goes through
+    ``_Tx``, which sets it first."""
+
+    __slots__ = ("cur", "db", "full", "lock")
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self.db = db
+        self.lock = lock
+        self.cur = db.cursor()
+        self.full = True  # as ``_connect`` left it
+
+    def sync(self, full: bool) -> None:
+        """``PRAGMA synchronous`` FULL or NORMAL for the commits to come, if not so already
+        (the caller holds ``lock``, outside any transaction)."""
+        if full is not self.full:
+            self.cur.execute("PRAGMA synchronous=FULL" if full else "PRAGMA synchronous=NORMAL")
+            self.full = full
+
+
 class _Tx:
     """One transaction of a ``SQLiteStore``, under the thread lock of its connection (a write
     on the write connection, under the store's write lock); a write holds SQLite's write lock
-    from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection (the append, the hot
-    path); ``async with`` gives the ``Session`` the shared code runs on. A plain class, not a
-    generator context manager: every append goes through it (a few µs less each).
-    ``begin=False``: a write of one statement, which SQLite commits on its own (its write
-    lock is taken when the statement starts, as ``BEGIN IMMEDIATE`` would); a read never
-    begins one (see ``SQLiteStore._reading``)."""
+    from the start (``BEGIN IMMEDIATE``). ``with`` gives the connection's cursor (the append,
+    the hot path; a write that begins only); ``async with`` gives the ``Session`` the shared
+    code runs on. A plain class, not a generator context manager: every append goes through
+    it (a few µs less each). ``begin=False``: a write of one statement, which SQLite commits
+    on its own (its write lock is taken when the statement starts, as ``BEGIN IMMEDIATE``
+    would); a read never begins one (see ``SQLiteStore._reading``)."""
 
-    __slots__ = ("_begin", "_db", "_fsync", "_lock", "_store", "_write")
+    __slots__ = ("_begin", "_fsync", "_link", "_store", "_write")
 
     def __init__(self, store: SQLiteStore, write: bool, fsync: bool, begin: bool = True) -> None:
         self._store = store
-        self._db, self._lock = store._writes if write else store._reads
+        self._link = store._reads
         self._write = write
         self._fsync = fsync
         self._begin = write and begin
 
-    def __enter__(self) -> sqlite3.Connection:
-        self._lock.acquire()
-        db = self._db
-        if self._fsync and not self._begin:
-            return db  # each statement autocommitted
+    def __enter__(self) -> sqlite3.Cursor:
+        # The connection is looked up here, not when the object was made: the store's write
+        # connection moves to the writer thread's once that starts, and the store keeps one
+        # ``_Tx`` of each kind of append (``SQLiteStore._durable``), entered one at a time
+        # (a ``with`` block holds the connection's lock and never awaits).
+        store = self._store
+        self._link = link = store._writes if self._write else store._reads
+        link.lock.acquire()
+        cur = link.cur
+        if not self._write:
+            return cur  # each statement its own read
         try:
-            if not self._fsync:
-                db.execute("PRAGMA synchronous=NORMAL")
+            if self._fsync is not link.full:
+                link.sync(self._fsync)
             if self._begin:
-                db.execute("BEGIN IMMEDIATE")
+                cur.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._release()
+            link.lock.release()
             raise StoreError(f"cannot start a transaction on {self._store.path!r}: {exc}") from exc
         except BaseException:
-            self._release()
+            link.lock.release()
             raise
-        return db
+        return cur
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
-        db = self._db
+        link = self._link
+        cur = link.cur
         try:
             if kind is not None:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
+                if link.db.in_transaction:
+                    cur.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.IntegrityError) and exc.sqlite_errorname in _UNIQUE:
                     raise _sql.Duplicate(str(exc)) from exc
                 if isinstance(exc, sqlite3.Error):
@@ -98,24 +137,13 @@ class _Tx:
             if not self._begin:
                 return
             try:
-                db.execute("COMMIT")
+                cur.execute("COMMIT")
             except sqlite3.Error as err:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
+                if link.db.in_transaction:
+                    cur.execute("ROLLBACK")
                 raise StoreError(f"commit failed on {self._store.path!r}: {err}") from err
-        finally:  # _release, written out: every append passes here
-            try:
-                if not self._fsync:
-                    db.execute("PRAGMA synchronous=FULL")
-            finally:
-                self._lock.release()
-
-    def _release(self) -> None:
-        try:
-            if not self._fsync:
-                self._db.execute("PRAGMA synchronous=FULL")
         finally:
-            self._lock.release()
+            link.lock.release()
 
     async def __aenter__(self) -> _Tx:
         if self._write and self._store._writer is not None:
@@ -128,15 +156,20 @@ class _Tx:
     ) -> None:
         self.__exit__(kind, exc, tb)
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection (a statement on it gets a cursor of its own)."""
+        return self._link.db
+
     async def all(self, query: str, params: Sequence[Any] = ()) -> list[_sql.Row]:
-        return self._db.execute(query, params).fetchall()
+        return self._link.db.execute(query, params).fetchall()
 
     async def one(self, query: str, params: Sequence[Any] = ()) -> _sql.Row | None:
-        row: _sql.Row | None = self._db.execute(query, params).fetchone()
+        row: _sql.Row | None = self._link.db.execute(query, params).fetchone()
         return row
 
     async def run(self, query: str, params: Sequence[Any] = ()) -> int:
-        return self._db.execute(query, params).rowcount
+        return self._link.db.execute(query, params).rowcount
 
 
 class _Batch(_Tx):
@@ -155,8 +188,8 @@ class _Batch(_Tx):
             super().__exit__(kind, exc, _)  # rolled back, locks released, the error translated
             return
         writer = self._store._writer
-        assert writer is not None and writer.db is self._db  # made before this transaction
-        self.commit = writer.commit(self._lock.release)  # the write lock is the thread's now
+        assert writer is not None and writer.db is self._link.db  # made before this transaction
+        self.commit = writer.commit(self._link.lock.release)  # the write lock is the thread's now
 
 
 class _OnLoop(_Tx):
@@ -230,7 +263,7 @@ class SQLiteStore(_sql.SQLStore):
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
         """Guards ``_db``."""
-        self._reads = (self._db, self._lock)
+        self._reads = _Link(self._db, self._lock)
         self._writes = self._reads
         """The connection writes run on and this process's write lock, which every write
         transaction holds (a batch's until its commit on the writer thread returned):
@@ -241,6 +274,10 @@ class SQLiteStore(_sql.SQLStore):
         self._created: str | None = None
         """The run ``_create`` wrote at once last (see there)."""
         self._tracer: Callable[[], Callable[[str], None]] | None = None
+        self._durable = _Tx(self, True, True)
+        """The transaction of a durable append (``with`` only: see ``_Tx.__enter__``)."""
+        self._unsynced = _Tx(self, True, False)
+        """The transaction of an unsynced append (the same)."""
         with _Tx(self, True, True) as db:
             self._apply_migrations(db.execute)
 
@@ -305,7 +342,7 @@ class SQLiteStore(_sql.SQLStore):
     def _write(self, a: _sql.Append) -> None:
         """One append in its own transaction, or its refusal raised."""
         run_id, events, _, _, _, _, _, _, sync = a
-        with _Tx(self, True, sync) as db:
+        with self._durable if sync else self._unsynced as db:
             if not put(db, a):
                 raise refusal(db, a)  # read in the same transaction, as a batch member's
             self.before_commit(run_id, events)  # rows written, COMMIT not run
@@ -379,9 +416,9 @@ class SQLiteStore(_sql.SQLStore):
         if seconds <= 0 or seconds >= self._busy:
             return
         self._busy = seconds
-        for db, lock in {id(c[0]): c for c in (self._reads, self._writes)}.values():
-            with lock:
-                db.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
+        for link in {id(c): c for c in (self._reads, self._writes)}.values():
+            with link.lock:
+                link.db.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
 
     def _start_writer(self) -> None:
         # Called on the loop with no transaction open (the caller is about to begin one).
@@ -392,7 +429,7 @@ class SQLiteStore(_sql.SQLStore):
         if self._tracer is not None:
             db.set_trace_callback(self._tracer())
         self._writer = Writer(db)
-        self._writes = (db, threading.Lock())
+        self._writes = _Link(db, threading.Lock())
 
     async def _writer_idle(self) -> None:
         """Wait (without blocking the loop) for a batch's commit under way on the writer
@@ -500,7 +537,7 @@ class SQLiteStore(_sql.SQLStore):
         run again, as before, to name the runs whose renewal changes nothing."""
         params = [(now + ttl, run_id, epoch, owner) for run_id, epoch in leases]
         async with self._writing(sync=False) as s:
-            db = s._db
+            db = s.db
             if db.executemany(self.RENEW, params).rowcount == len(params):
                 return []
             return [p[1] for p in params if db.execute(self.RENEW, p).rowcount != 1]
@@ -519,7 +556,7 @@ class SQLiteStore(_sql.SQLStore):
         """See ``Store.close``: the writer thread, if one started, is stopped and joined."""
         if self._writer is not None:
             await self._writer_idle()
-            with self._writes[1]:
+            with self._writes.lock:
                 self._writer.close()
             self._writer, self._writes = None, self._reads
         with self._lock:
@@ -531,14 +568,18 @@ class SQLiteStore(_sql.SQLStore):
         each, now and when the writer's opens: a transaction's state is its connection's).
         A hook on the writer's connection is called on the writer thread."""
         self._tracer = make
-        for db in {id(self._db): self._db, id(self._writes[0]): self._writes[0]}.values():
-            db.set_trace_callback(make())
+        for link in {id(c): c for c in (self._reads, self._writes)}.values():
+            link.db.set_trace_callback(make())
+            if not link.full:  # a hook starts from FULL, as a connection does: say so
+                with link.lock:
+                    link.cur.execute("PRAGMA synchronous=NORMAL")
 
     # -- introspection for tests and benchmarks ---------------------------------------------
 
     def payload_bytes(self, run_id: str) -> int:
         """Bytes of event data plus snapshot state stored for one run."""
-        with _Tx(self, False, True) as db:
+        with self._lock:
+            db = self._db
             ev = db.execute(
                 "SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM events "
                 "WHERE run_no = (SELECT run_no FROM runs WHERE run_id = ?)",
