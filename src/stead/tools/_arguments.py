@@ -16,6 +16,7 @@ The rules, chosen so the recorded arguments are exact and the model can correct 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -56,7 +57,7 @@ def _no_constant(name: str) -> Any:
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 """Built once: ``json.loads`` with options builds a new decoder on every call."""
-_SCAN = _DECODER.scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009 - untyped
 """The decoder's scanner itself (C): what ``decode`` runs between its two whitespace matches
 and its three Python frames. Arguments that do not scan whole take ``decode``, for its
 message."""
