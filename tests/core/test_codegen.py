@@ -84,6 +84,8 @@ def test_the_generated_check_agrees_with_the_explanation_field_by_field(kind: st
             event = _with(base, f.name, v)
             ok, why = record.ok(event), record.why(event)
             assert ok is (why is None), (kind, f.name, v, why)
+            # The store's one call: the text of what the check accepts, None for the rest
+            assert record.checked(event) == (record.to_text(event) if ok else None)
             if ok and v != "\ud800":
                 kind_, version, data = encode(event)
                 assert decode(kind_, version, data) == event, (kind, f.name, v)
@@ -103,6 +105,8 @@ def test_a_message_field_set_to_anything_is_checked_as_the_reader_reads(message:
             m = _with(message, f.name, v)
             ok, why = MESSAGE.ok(m), MESSAGE.why(m)
             assert ok is (why is None), (type(message).__name__, f.name, v, why)
+            assert MESSAGE.checked is not None
+            assert MESSAGE.checked(m) == (MESSAGE.text_names["texts"][type(m)](m) if ok else None)
             if ok and v != "\ud800":
                 assert MESSAGE.dec(MESSAGE.enc(m)) == m
 
@@ -244,6 +248,9 @@ def test_the_generated_text_is_the_encoders_dict_written_compactly(event: Any) -
     record = RECORDS[event.kind]
     if record.ok(event):
         assert record.to_text(event) == dumps(record.enc(event))
+        assert record.checked(event) == record.to_text(event)
+    else:
+        assert record.checked(event) is None
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

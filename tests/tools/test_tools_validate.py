@@ -149,3 +149,36 @@ def test_canonical_json_does_not_depend_on_key_order(
     canonical, err = ship.validate(json.dumps(args))
     assert err is None
     assert ship.validate(json.dumps(shuffled(args, rnd), indent=1)) == (canonical, None)
+
+
+_PADDING = st.sampled_from(["", " ", "\n\t", "\r\n ", "\u00a0", "\u2028", "x", ",", "}"])
+
+
+@tool
+def echo(x: Any = None, city: str = "") -> str:
+    """Any JSON value."""
+    return city
+
+
+@given(_PADDING, json_values, _PADDING, st.booleans())
+def test_arguments_read_as_the_json_decoder_reads_them(
+    before: str, value: Any, after: str, duplicate: bool
+) -> None:
+    """The arguments are scanned straight by the decoder's C scanner; text it does not read
+    whole (padding JSON does not allow, trailing data, a repeated key, NaN) is refused with
+    the decoder's own message, and text it does read is the decoder's value."""
+    from stead.core.canonical import canonical_json
+    from stead.tools._arguments import _DECODER
+
+    body = json.dumps({"city": "P", "x": value})
+    if duplicate:
+        body = body[:-1] + ', "city": "Q"}'
+    raw = before + body + after
+    out, err = echo.validate(raw)
+    try:
+        expected = canonical_json(_DECODER.decode(raw))
+    except ValueError as exc:
+        assert err is not None and out == raw
+        assert "not valid JSON" not in err or f"not valid JSON ({exc})" in err
+        return
+    assert (out, err) == (expected, None)

@@ -23,9 +23,24 @@ class Node:
     ``separators=(",", ":")`` and ``ensure_ascii=False`` writes of ``enc(x)``), for a value
     ``ok`` accepted: an expression over ``{x}`` with the values in ``text_names`` (a node
     among them standing for its own text of the same ``{x}``), or None when the value's
-    JSON goes through that encoder (``stead.core.codegen``, ``text_of``)."""
+    JSON goes through that encoder (``stead.core.codegen``, ``text_of``).
 
-    __slots__ = ("dec", "each", "enc", "names", "ok", "simple", "test", "text", "text_names", "why")
+    ``checked`` is ``ok`` and the text in one call where a node has it (a record, a sequence
+    or a tagged union of records): the text of an accepted value, else None."""
+
+    __slots__ = (
+        "checked",
+        "dec",
+        "each",
+        "enc",
+        "names",
+        "ok",
+        "simple",
+        "test",
+        "text",
+        "text_names",
+        "why",
+    )
 
     def __init__(
         self,
@@ -44,6 +59,7 @@ class Node:
         self.test, self.names = test, names
         self.text, self.text_names = text, text_names
         self.each: Callable[[Any], JSON] | None = None
+        self.checked: Callable[[Any], str | None] | None = None
         """A sequence's item encoder: a generated encoder maps it in line (no call of enc)."""
         self.dec = dec if dec is not None else _identity_dec(ok, why)
 

@@ -191,6 +191,8 @@ def canonical_json(value: JSON) -> str:
         raise ValueError("value is nested too deeply to canonicalise") from exc
     if plain:
         text = plain_canonical_json(value)
+        if text.isascii():  # O(1): nearly all arguments; UTF-8 holds them
+            return text
         try:
             text.encode("utf-8")
             return text

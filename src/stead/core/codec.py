@@ -36,7 +36,7 @@ from stead.core._node import Each
 from stead.core._node import Node as Node  # re-exported: the codec's nodes
 from stead.core._node import Problem as Problem
 from stead.core.canonical import JSON, json_problem
-from stead.core.codegen import compile_enc, compile_ok, compile_text
+from stead.core.codegen import compile_checked_text, compile_enc, compile_ok, compile_text
 
 MAX_INT = 2**63
 """Integers are stored in 64 bits (SQLite INTEGER, PostgreSQL BIGINT)."""
@@ -261,6 +261,16 @@ def sequence(item: Node, live: type[list[Any]] | type[tuple[Any, ...]]) -> Node:
         text_names={"item": Each(item)},
     )
     node.each = item_enc
+    item_checked = item.checked
+    if item_checked is not None:  # records: each checked and written in one call
+
+        def checked(v: Any) -> str | None:
+            if type(v) is not live:
+                return None
+            parts = list(map(item_checked, v))
+            return None if None in parts else "[" + ",".join(parts) + "]"  # type: ignore[arg-type]
+
+        node.checked = checked
     return node
 
 
@@ -365,6 +375,9 @@ class Record(Node):
             text="{f}({x})",
             text_names={"f": self.to_text},
         )
+        self.checked = compile_checked_text(cls, table, written, check, trusted)
+        """``ok`` and ``to_text`` in one pass: the text of a value ``ok`` accepts, else None
+        (a store's append checks and writes each event with it)."""
         _RECORDS[cls] = self
 
     def _why(self, value: Any) -> Problem:
@@ -471,6 +484,13 @@ class Tagged(Node):
         texts = {r.cls: r.to_text for r in records}
         text = "{texts}[type({x})]({x})"
         super().__init__(ok=ok, why=why, dec=dec, enc=enc, text=text, text_names={"texts": texts})
+        by_checked = {r.cls: r.checked for r in records}
+
+        def checked(v: Any) -> str | None:
+            f = by_checked.get(type(v))
+            return None if f is None else f(v)
+
+        self.checked = checked
         _TAGGED[frozenset(by_type)] = self
 
 

@@ -131,26 +131,65 @@ def compile_text(table: Table, written: set[str | None]) -> Callable[[Any], str]
     when it differs from its default. One encoding of an event, not a dict and then its
     text, on every append."""
     src = _Source()
-    shown = [(n, node) for n, node, required, _ in table if required or n in written]
-    rest = [(n, node, d) for n, node, required, d in table if not (required or n in written)]
-    lines = []
-    for i, (n, node) in enumerate(shown):
-        lines += [f"_{i} = v.{n}", f"_{i} = {src.text(node, f'_{i}')}"]
-    body = ",".join(f'"{n}":{{_{i}}}' for i, (n, _) in enumerate(shown))
+    lines = [f"_{i} = v.{n}" for i, (n, *_) in enumerate(table)]
+    texts = {i: src.text(node, f"_{i}") for i, (_, node, *_) in enumerate(table)}
+    return src.function("text", [*lines, *_written(src, table, written, texts)])
+
+
+def compile_checked_text(
+    cls: type[Any],
+    table: Table,
+    written: set[str | None],
+    rule: Callable[[Any], Problem] | None,
+    trusted: bool,
+) -> Callable[[Any], str | None]:
+    """``compile_ok`` and ``compile_text`` in one pass: the record's JSON text when its check
+    passes, else None. A store checks every event it writes and then writes its text; one
+    function reads each field once, and a field that is a record itself (or a sequence of
+    them) is checked and written by that record's own checked text, one call, not two. The
+    rule across fields runs, as in ``compile_ok``, once every field passed."""
+    src = _Source()
+    lines = [f"if type(v) is not {src.bind(cls)}:", "    return None"]
+    texts: dict[int, str] = {}
+    for i, (name, node, _, _) in enumerate(table):
+        lines.append(f"_{i} = v.{name}")
+        if trusted:  # its constructor enforced every rule: its type is the whole check
+            texts[i] = src.text(node, f"_{i}")
+        elif node.checked is not None:
+            checked = src.bind(node.checked)
+            lines += [f"t{i} = {checked}(_{i})", f"if t{i} is None:", "    return None"]
+            texts[i] = f"t{i}"
+        else:
+            lines += [f"if not ({src.test(node, f'_{i}')}):", "    return None"]
+            texts[i] = src.text(node, f"_{i}")
+    if rule is not None and not trusted:
+        lines += [f"if {src.bind(rule)}(v) is not None:", "    return None"]
+    return src.function("checked_text", [*lines, *_written(src, table, written, texts)])
+
+
+def _written(
+    src: _Source, table: Table, written: set[str | None], texts: Mapping[int, str]
+) -> list[str]:
+    """The lines that return a record's text from its fields' values (``_i``) and the text
+    expression of each (``texts``): the fields always written in one f-string, each other
+    one added when it differs from its default."""
+    shown = [i for i, (n, _, required, _) in enumerate(table) if required or n in written]
+    rest = [i for i in range(len(table)) if i not in shown]
+    lines = [f"_{i} = {texts[i]}" for i in shown]
+    body = ",".join(f'"{table[i][0]}":{{_{i}}}' for i in shown)
     if not rest:
-        return src.function("text", [*lines, f"return f'{{{{{body}}}}}'"])
+        return [*lines, f"return f'{{{{{body}}}}}'"]
     lines.append(f"s = f'{{{{{body}'" if shown else "s = '{'")
-    for n, node, default in rest:
-        lines += [f"x = v.{n}", f"if x != {src.bind(default)}:"]
+    for i in rest:
+        n, default = table[i][0], table[i][3]
+        lines.append(f"if _{i} != {src.bind(default)}:")
         key = f'"{n}":'
         if shown:
-            lines.append(f"    s += {',' + key!r} + {src.text(node, 'x')}")
+            lines.append(f"    s += {',' + key!r} + {texts[i]}")
         else:  # the first field written takes no comma
-            lines.append(
-                f"    s += ({key!r} if len(s) == 1 else {',' + key!r}) + {src.text(node, 'x')}"
-            )
+            lines.append(f"    s += ({key!r} if len(s) == 1 else {',' + key!r}) + {texts[i]}")
     lines.append("return s + '}'")
-    return src.function("text", lines)
+    return lines
 
 
 def compile_copy(source: type[Any], target: type[T], *more: str) -> Callable[..., T]:

@@ -65,13 +65,14 @@ WRITERS: Final = {
         VERSION[k],
         r.ok,
         typing.cast(typing.Callable[[Any], dict[str, JSON]], r.enc),
-        r.to_text,
+        r.checked,
     )
     for k, r in RECORDS.items()
 }
-"""Per event class: its kind, version, check, encoder and the encoder's compact JSON text
-written directly (``Record.to_text``), for a store's hot path (one lookup for ``problem``
-and the row together; ``problem`` explains a refusal)."""
+"""Per event class: its kind, version, check, encoder and its checked text (the encoder's
+compact JSON text written directly when the check passes, else None: ``Record.checked``),
+for a store's hot path (one lookup and one call for the check and the row together;
+``problem`` explains a refusal)."""
 
 
 def encode(event: Event) -> tuple[str, int, dict[str, JSON]]:

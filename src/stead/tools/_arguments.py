@@ -16,6 +16,7 @@ The rules, chosen so the recorded arguments are exact and the model can correct 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -56,6 +57,12 @@ def _no_constant(name: str) -> Any:
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 """Built once: ``json.loads`` with options builds a new decoder on every call."""
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009 - untyped
+"""The decoder's scanner itself (C): what ``decode`` runs between its two whitespace matches
+and its three Python frames. Arguments that do not scan whole take ``decode``, for its
+message."""
+_JSON_SPACE = " \t\n\r"
+"""The whitespace JSON allows around a value (``decode`` skips exactly these)."""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -98,10 +105,16 @@ class ArgumentParser:
         ``keep``: hold the validated arguments for the ``parse_recorded`` of the call's run
         (the caller says when that comes soon: no person is asked first)."""
         text = raw if raw.strip() else "{}"
+        bare = text.strip(_JSON_SPACE)
         try:
-            parsed = _DECODER.decode(text)
-        except (ValueError, RecursionError) as exc:
-            raise self._error(f"the arguments are not valid JSON ({exc})") from None
+            parsed, end = _SCAN(bare, 0)
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        if end != len(bare):  # not one whole JSON value: decode says what is wrong
+            try:
+                parsed = _DECODER.decode(text)
+            except (ValueError, RecursionError) as exc:
+                raise self._error(f"the arguments are not valid JSON ({exc})") from None
         if not isinstance(parsed, dict):
             kind = _JSON_KINDS.get(type(parsed), "value")
             raise self._error(f"the arguments must be a JSON object, not a JSON {kind}")

@@ -18,6 +18,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
+from pydantic import BaseModel
+
 from stead.core.canonical import digest
 from stead.core.decide import ToolSpec
 from stead.core.effects import ToolFailed, ToolOutcome, ToolSucceeded
@@ -226,6 +228,9 @@ class Tool(Generic[P, R]):
         self._retries = retries
         self._asks = None if asks is NO_QUESTION else AnswerSpec(asks, what)
         self._shape = shape
+        self._awaited = _is_async(fn)
+        """An async handler: ``invoke`` awaits it in its own frame (a sync one runs in a
+        worker thread)."""
         self._parser = ArgumentParser(name, shape.model, shape.parameters)
         self._digest = digest(
             {
@@ -353,17 +358,28 @@ class Tool(Generic[P, R]):
         outcome and propagates. A sync handler runs in a worker thread, which cannot be
         interrupted: it should poll ``ctx.aborted`` if it runs long.
         """
-        try:
-            values = self._values(arguments_json)
+        try:  # the canonical text the log recorded (validate() produced it)
+            model = self._parser.parse_recorded(arguments_json)
         except InvalidArguments as exc:
             return ToolFailed(failure=str(exc))
         try:
-            if self._timeout is None and _is_async(self._fn):  # awaited here: no _call frame
-                args, kwargs = bind(self._shape.params, values, ctx)
-                result = await self._fn(*args, **kwargs)  # type: ignore[misc]
-            elif self._timeout is None:
-                result = await _call(self._fn, *bind(self._shape.params, values, ctx))
+            if self._timeout is None:
+                # The handler's arguments from the validated model and the context, in one
+                # pass (``_values`` then ``bind``, without the dict between them).
+                args: list[Any] = []
+                kwargs: dict[str, Any] = {}
+                for p in self._shape.params:
+                    value = ctx if p.is_context else getattr(model, p.field)
+                    if p.positional_only:
+                        args.append(value)
+                    else:
+                        kwargs[p.name] = value
+                if self._awaited:  # awaited here: no _call frame
+                    result = await self._fn(*args, **kwargs)  # type: ignore[misc]
+                else:
+                    result = await _call(self._fn, args, kwargs)
             else:
+                values = self._values_of(model)
                 result = await run_bounded(
                     lambda c: _call(self._fn, *bind(self._shape.params, values, c)),
                     ctx,
@@ -408,7 +424,9 @@ class Tool(Generic[P, R]):
 
     def _values(self, arguments_json: str) -> dict[str, Any]:
         # Called with the canonical text the log recorded (validate() produced it).
-        model = self._parser.parse_recorded(arguments_json)
+        return self._values_of(self._parser.parse_recorded(arguments_json))
+
+    def _values_of(self, model: BaseModel) -> dict[str, Any]:
         return {p.name: getattr(model, p.field) for p in self._shape.params if not p.is_context}
 
 

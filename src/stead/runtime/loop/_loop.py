@@ -316,7 +316,8 @@ class RunLoop:
             if parts.reconciled
             else []
         )
-        consent = Consent(tokens=tokens, deadline=self._deadline())
+        # No call asks a person (nearly every turn): no consent to build, no deadline read
+        consent = Consent(tokens=tokens, deadline=self._deadline()) if tokens else None
         intent = ReplyIntent(
             judged, response.usage, response.model, self.limits, consent, eager, self._sent
         )

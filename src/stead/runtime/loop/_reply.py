@@ -52,7 +52,7 @@ class ReplyIntent:
         usage: Usage,
         model: str,
         limits: Limits,
-        consent: Consent,
+        consent: Consent | None,
         eager: list[str],
         settings: dict[str, Any] | None,
     ) -> None:

@@ -283,15 +283,15 @@ def event_row(
     its text for what UTF-8 cannot encode: what the store accepts, it can read back. A
     refusal raises ``refusal`` (``InvalidEvent``; ``InvalidInput`` for a run's creation,
     which holds only the caller's values) before anything is written. The text is written
-    from the event itself (``Record.to_text``: the same text as the encoder's dict through
-    ``dumps``, without building the dict).
+    from the event itself as it is checked (``Record.checked``: the same text as the
+    encoder's dict through ``dumps``, without building the dict).
     """
     writer = _ROW_WRITERS.get(type(event))
-    if writer is None or not writer[2](event):
+    text = None if writer is None else writer[4](event)  # checked and written in one call
+    if writer is None or text is None:
         wrong = problem(event) or ("?", "refused")
         raise refusal(getattr(event, "kind", type(event).__name__), *wrong)
-    kind, version, _, enc, to_text, has_turn, has_call, call_default = writer
-    text = to_text(event)
+    kind, version, _, enc, _, has_turn, has_call, call_default = writer
     if not text.isascii() and unstorable(text):  # isascii is O(1): most rows stop there
         raise refusal(
             kind,
