@@ -68,7 +68,7 @@ def put(db: sqlite3.Cursor, a: _sql.Append) -> bool:
 def refusal(db: sqlite3.Cursor, a: _sql.Append) -> Exception:
     """``SQLStore.refusal`` of an append whose guard did not hold, read in its transaction
     (a batch member's, or an append's written alone), on a cursor of its own: the
-    transaction's keeps to statements that finish as they run (``_store._Link``)."""
+    transaction's keeps to statements that finish as they run (``_link.Link``)."""
     row = db.connection.execute(_sql.SQLStore.POSITION, (a[0],)).fetchone()
     return append_refusal(a[0], row, a[4], a[3])
 

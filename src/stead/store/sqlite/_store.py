@@ -39,43 +39,12 @@ from stead.errors import RunNotFound, StoreError, UserError
 from stead.store import sql as _sql
 from stead.store.sql import GroupCommit, known_key
 from stead.store.sqlite._ledger import SQLiteLedger
+from stead.store.sqlite._link import Link
 from stead.store.sqlite._put import NewRun, put, put_batch, put_run, refusal
 from stead.store.sqlite._writer import Commit, Pace, Writer
 
 _LAST_SEQS = "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
 _UNIQUE = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
-
-
-class _Link:
-    """One connection of a ``SQLiteStore``, the thread lock that guards it, and the one cursor
-    its write transactions run on: ``Connection.execute`` makes a cursor for every statement
-    (about 1.5k instructions each, five statements an append). Only statements that finish
-    when they run (``BEGIN``, ``COMMIT``, ``ROLLBACK``, inserts, updates, a ``SELECT`` read to
-    its end) go through ``cur``: a ``SELECT`` left half-read on a kept cursor would hold the
-    connection's read snapshot open after its transaction. A read's statements take cursors of
-    their own (``db.execute``), dropped with their rows.
-
-    ``full`` is the connection's ``PRAGMA synchronous`` (FULL, as opened, or NORMAL), which a
-    write transaction sets only when it wants the other: a run's steps fsync, one after
-    another, and only its claim, its release and an unsynced append between them do not, so
-    a toggle around each of those (two statements each) became one statement where the mode
-    changes. The mode is read at each commit, and every write of the store's goes through
-    ``_Tx``, which sets it first."""
-
-    __slots__ = ("cur", "db", "full", "lock")
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self.db = db
-        self.lock = lock
-        self.cur = db.cursor()
-        self.full = True  # as ``_connect`` left it
-
-    def sync(self, full: bool) -> None:
-        """``PRAGMA synchronous`` FULL or NORMAL for the commits to come, if not so already
-        (the caller holds ``lock``, outside any transaction)."""
-        if full is not self.full:
-            self.cur.execute("PRAGMA synchronous=FULL" if full else "PRAGMA synchronous=NORMAL")
-            self.full = full
 
 
 class _Tx:
@@ -263,7 +232,7 @@ class SQLiteStore(_sql.SQLStore):
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
         """Guards ``_db``."""
-        self._reads = _Link(self._db, self._lock)
+        self._reads = Link(self._db, self._lock)
         self._writes = self._reads
         """The connection writes run on and this process's write lock, which every write
         transaction holds (a batch's until its commit on the writer thread returned):
@@ -429,7 +398,7 @@ class SQLiteStore(_sql.SQLStore):
         if self._tracer is not None:
             db.set_trace_callback(self._tracer())
         self._writer = Writer(db)
-        self._writes = _Link(db, threading.Lock())
+        self._writes = Link(db, threading.Lock())
 
     async def _writer_idle(self) -> None:
         """Wait (without blocking the loop) for a batch's commit under way on the writer
