@@ -33,8 +33,8 @@ from stead.core.states import RunStatus
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "mcp_tools"))
 from _mcp import HttpServer
+from _scripts import stead_cli
 
-STEAD = [sys.executable, "-c", "import sys; from stead.cli import main; sys.exit(main())"]
 SOAK = os.environ.get("STEAD_TEST_ALL_MODES") == "1"
 LOOKUP = ("toolu_1", "lookup_order", ['{"order_id": 42}'])
 TICKET = ("toolu_2", "upsert_ticket", ['{"order_id": 42, "note": "refund"}'])
@@ -130,14 +130,10 @@ CRASHES = [
 
 
 def _run_killed(store: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*STEAD, "--store", store, "run", "mcp_pai_agent:agent", PROMPT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=HERE,
-    )
+    """``stead run`` of the agent, to its death at the crash point: forked from the warm
+    parent that already imported Pydantic AI (``_scripts.stead_cli``); under a loaded
+    machine the child's own imports (the MCP client's) still take a good part of a minute."""
+    return stead_cli("--store", store, "run", "mcp_pai_agent:agent", PROMPT, env=env, timeout=240)
 
 
 async def _resume(store: str, agent: Any) -> tuple[stead.RunView, list[Any]]:
@@ -147,6 +143,7 @@ async def _resume(store: str, agent: Any) -> tuple[stead.RunView, list[Any]]:
         return view, [e.event for e in await rt.store.read_events(run.run_id)]
 
 
+@pytest.mark.timeout(300)  # a CLI child importing Pydantic AI and an MCP client, under load
 @pytest.mark.parametrize(("transport", "crash"), CRASHES)
 async def test_killed_at_a_crash_point_resumes_without_sending_again(
     transport: str, crash: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: Any
