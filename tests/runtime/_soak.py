@@ -53,6 +53,11 @@ class Churn:
     kills: list[int] = field(default_factory=list)
     """The slot of each kill."""
     elapsed: float = 0.0
+    min_kills: int = 0
+    """Kills the soak must make before it ends: while fewer were made, runs keep arriving
+    past ``runs`` (a few more each time the rest came to rest), so that on a machine where a
+    killed process takes longer to start again than the runs take to finish, the slots after
+    the first are still killed with work in hand."""
 
     async def run(self, rt: Runtime, store: Store, agent: stead.Agent) -> list[str]:
         """Start every slot, start the runs, kill and restart until all rest; their ids."""
@@ -66,7 +71,9 @@ class Churn:
             while len(run_ids) < self.runs and len(run_ids) < (now - started) * self.arrivals_per_s:
                 run_ids.append(await rt.start(agent, f"order {len(run_ids)}"))
             if len(run_ids) == self.runs and set(await statuses(store)) <= RESTING:
-                break
+                if len(self.kills) >= self.min_kills:
+                    break
+                self.runs += 4
             slot = self._victim() if now >= next_kill else None
             if slot is not None:
                 self.procs[slot].kill()

@@ -81,6 +81,7 @@ async def test_pool_soak_workers_and_executors_killed_every_few_seconds(
         kill_every=(0.8, 2.0),
         hard_limit=HARD_LIMIT,
         busy=busy,
+        min_kills=2,  # a worker and then an executor, each with work in hand
     )
     ledger = ledger_for(store)
     try:
@@ -107,7 +108,7 @@ async def test_pool_soak_workers_and_executors_killed_every_few_seconds(
             killed = Counter(names[k].rstrip("0123456789") for k in churn.kills)
             with capsys.disabled():
                 print(
-                    f"\npool soak: {RUNS} runs, {WORKERS} workers + {EXECUTORS} executors, "
+                    f"\npool soak: {len(run_ids)} runs, {WORKERS} workers + {EXECUTORS} executors, "
                     f"{len(churn.kills)} SIGKILLs ({dict(killed)}) in {churn.elapsed:.1f}s\n"
                     f"  final: {dict(tally.final)}; lost 0, stuck 0\n"
                     f"  recoveries (run_recovered): {tally.recoveries}; "

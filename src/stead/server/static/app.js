@@ -11,6 +11,10 @@ const $main = document.getElementById("main");
 const TOKEN_KEY = "stead.token";
 let timer = null;       // the current page's refresh timer
 let stream = null;      // the current page's live stream (an AbortController)
+/* The current page's signal, aborted when another page is routed to: a page checks it after
+   each wait, so that a slow answer for a page left behind never draws over the page shown
+   now, starts its timer or keeps polling. */
+let pageCtl = new AbortController();
 let schemaCache = null;
 
 // -- small helpers ------------------------------------------------------------------------
@@ -117,6 +121,8 @@ const FINISHED = new Set(["completed", "failed", "cancelled", "timed_out"]);
 const RESUMABLE = new Set(["failed", "cancelled", "timed_out"]);
 
 function stopPage() {
+  pageCtl.abort();
+  pageCtl = new AbortController();
   if (timer) clearInterval(timer);
   timer = null;
   if (stream) stream.abort();
@@ -146,6 +152,7 @@ function showLogin(message) {
 // -- runs list ----------------------------------------------------------------------------
 
 async function runsPage(params) {
+  const here = pageCtl.signal;
   const status = params.get("status") || "";
   const agent = params.get("agent") || "";
   const text = params.get("q") || "";
@@ -257,6 +264,7 @@ async function runsPage(params) {
   }
   more.addEventListener("click", () => { shown += 50; load(); });
   await load();
+  if (here.aborted) return;
   timer = setInterval(() => load().catch(() => {}), 2000);
 }
 
@@ -401,6 +409,7 @@ function approvalCard(a, after) {
 }
 
 async function inboxPage() {
+  const here = pageCtl.signal;
   const list = h("div", { id: "inbox" });
   $main.replaceChildren(h("h1", {}, "Waiting on you"), list);
   let shownKey = null;
@@ -414,6 +423,7 @@ async function inboxPage() {
       : [h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits on you.")]));
   }
   await load();
+  if (here.aborted) return;
   timer = setInterval(() => load().catch(() => {}), 2000);
 }
 
@@ -608,7 +618,9 @@ function waterfall(steps, open) {
 }
 
 async function runPage(runId) {
+  const here = pageCtl.signal;
   const [states, run] = await Promise.all([api("/states"), api(`/runs/${encodeURIComponent(runId)}`)]);
+  if (here.aborted) return; // another page was asked for meanwhile: it is the one shown
   const head = h("div", {});
   const diagramBox = h("div", { class: "card" });
   const approvalsBox = h("div", { id: "run-approvals" });
@@ -775,6 +787,7 @@ function chatBubble(m) {
 }
 
 async function chatPage(conversation) {
+  const here = pageCtl.signal;
   const list = h("ol", { class: "chat", id: "chat" });
   const box = h("textarea", { id: "chat-input", rows: 2, "aria-label": "your message", placeholder: "your message" });
   const agentSel = h("select", { id: "chat-agent", "aria-label": "agent" });
@@ -796,12 +809,18 @@ async function chatPage(conversation) {
   $main.replaceChildren(h("h1", {}, "Conversation ", h("span", { class: "id" }, conversation)), list, form);
   /* Long-poll the run until it rests (GET /runs/{id}/wait answers 204 until then). */
   async function waitFor(runId) {
-    while (location.hash.startsWith("#/chat/")) {
-      const r = await fetch(`/runs/${encodeURIComponent(runId)}/wait?timeout=20`, { headers: { Authorization: `Bearer ${token()}` } });
-      if (r.status === 200) break;
-      if (r.status !== 204) { await new Promise((ok) => setTimeout(ok, 1000)); }
+    while (!here.aborted) {
+      let r;
+      try {
+        r = await fetch(`/runs/${encodeURIComponent(runId)}/wait?timeout=20`, { headers: { Authorization: `Bearer ${token()}` }, signal: here });
+      } catch (e) {
+        if (here.aborted) return; // left this page: the long poll is closed, not left to hold a connection
+        r = null;
+      }
+      if (r && r.status === 200) break;
+      if (!r || r.status !== 204) { await new Promise((ok) => setTimeout(ok, 1000)); }
     }
-    await load();
+    if (!here.aborted) await load();
   }
   let shown = "";
   async function load() {
@@ -819,6 +838,7 @@ async function chatPage(conversation) {
     for (const a of agents) agentSel.append(h("option", { value: a.name }, a.name));
   }
   await load();
+  if (here.aborted) return;
   timer = setInterval(() => load().catch(() => {}), 2000);
 }
 
