@@ -5,6 +5,7 @@ screenshots in docs/screenshots/ are saved by these tests (``make screenshots``)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -110,12 +111,20 @@ def browser() -> Iterator[object]:
 def page(browser: object, stack: Stack) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
     pg = context.new_page()
+    said: list[str] = []  # what the page logged and threw: shown with a failing test's output
+    pg.on("console", lambda m: said.append(f"console.{m.type}: {m.text}"))
+    pg.on("pageerror", lambda e: said.append(f"error: {e}"))
+    pg.on("requestfailed", lambda r: said.append(f"request failed: {r.method} {r.url}"))
     pg.set_default_timeout(20_000)
     pg.goto(f"{stack.url}/#token={SECRET}")
     pg.wait_for_selector("#runs")
     try:
         yield pg
     finally:
+        # Captured, so printed only when the test failed: where the page was and what it said.
+        print(f"page at {pg.url}", *said, sep="\n")
+        with contextlib.suppress(Exception):
+            print("page text:", pg.inner_text("main", timeout=2_000)[:2_000])
         context.close()
 
 
